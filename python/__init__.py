@@ -1,0 +1,30 @@
+"""tstream: timestamped streams as Parquet segment chunks on a filesystem or object store.
+
+Import-light on purpose: PySpark imports every top-level ``pyspark_*`` module to discover Python
+data sources, and one that raises disables discovery for all of them. ``Stream`` and friends load
+lazily on first attribute access.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+__all__ = ["DefaultSource", "Stream", "Ack", "TStreamError", "__version__"]
+
+try:  # the DataSource class only needs pyspark's light datasource module
+    from pyspark_tstream.datasource.source import TStreamDataSource as DefaultSource
+except Exception:  # pragma: no cover - never let discovery of other sources break
+    pass
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Stream", "Ack"):
+        from pyspark_tstream import stream
+
+        return getattr(stream, name)
+    if name == "TStreamError":
+        from pyspark_tstream.errors import TStreamError
+
+        return TStreamError
+    raise AttributeError(f"module 'pyspark_tstream' has no attribute {name!r}")

@@ -1,0 +1,211 @@
+"""What a commit does to the stream state: floors, sequence numbers, dedupe, writers, the tick.
+
+Pure functions of (state, request) so that a retry after a lost race recomputes everything from
+the winner's state. Invariants kept:
+
+* per segment, ``_tso`` strictly increases and ``_seq`` is dense: chunk ``k`` of a segment gets
+  ``floor = max(segment.last_tso, tick) + 1`` and ``seq = segment.next_seq``;
+* nothing committed after tick ``G`` is published has ``_tso <= G`` (floors exceed the tick);
+* ``G`` never decreases; it is the min over live writers of their latest committed ``_tso`` (the
+  max committed ``_tso`` when none is live); a live writer silent for ``writerLeaseMs`` is
+  dropped only by this function, i.e. through a journal record;
+* the same (writer, batch) commits at most once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from .errors import SegmentSealedError
+from .journal import Chunk, Entry
+from .schema import decode_schema, encode_schema, reconcile
+from .state import StreamState, Writer
+from .timestamps import final_bounds, tso_id
+from .writing import ChunkInfo
+
+#: Reads a chunk's raw timestamps to count exactly how many records its floor raised.
+CountRaised = Callable[[ChunkInfo, int], int]
+
+
+@dataclass
+class Ack:
+    """What an append did (S2-style): positions and adjusted timestamps per segment.
+
+    ``segments`` maps segment id to ``{"first_seq", "last_seq", "first_tso", "last_tso",
+    "rows"}``. ``raised`` counts records whose timestamp was moved up (stream monotonicity or the
+    tick). ``duplicate`` is True when (writer_id, batch_id) had already been committed; the other
+    fields then describe that earlier commit when it is still known.
+    """
+
+    pos: int
+    rows: int
+    tick: int
+    segments: dict[int, dict[str, int]] = field(default_factory=dict)
+    raised: int = 0
+    duplicate: bool = False
+    writer_id: str | None = None
+    batch_id: Any = None
+
+    @property
+    def first_tso(self) -> int | None:
+        return min((s["first_tso"] for s in self.segments.values()), default=None)
+
+    @property
+    def last_tso(self) -> int | None:
+        return max((s["last_tso"] for s in self.segments.values()), default=None)
+
+    @property
+    def first_id(self) -> str | None:
+        return None if self.first_tso is None else tso_id(self.first_tso)
+
+    @property
+    def last_id(self) -> str | None:
+        return None if self.last_tso is None else tso_id(self.last_tso)
+
+    @classmethod
+    def from_entry(cls, entry: Entry, *, duplicate: bool = False) -> Ack:
+        segs: dict[int, dict[str, int]] = {}
+        for c in entry.chunks:
+            s = segs.get(c.seg)
+            if s is None:
+                segs[c.seg] = {"first_seq": c.seq, "last_seq": c.seq + c.rows - 1, "first_tso": c.lo,
+                               "last_tso": c.hi, "rows": c.rows}
+            else:
+                s["last_seq"] = c.seq + c.rows - 1
+                s["last_tso"] = c.hi
+                s["rows"] += c.rows
+        return cls(pos=entry.pos, rows=sum(c.rows for c in entry.chunks), tick=entry.state.tick,
+                   segments=segs, raised=int(entry.info.get("raised", 0)), duplicate=duplicate,
+                   writer_id=entry.writer, batch_id=entry.batch)
+
+
+def _expire(state: StreamState, now: int, committer: str | None) -> list[str]:
+    lease = int(state.config.get("writer_lease_ms", 60_000))
+    expired = []
+    for wid, w in state.writers.items():
+        if w.live and wid != committer and now - w.wall > lease:
+            w.live = False
+            expired.append(wid)
+    return expired
+
+
+def _advance_tick(state: StreamState) -> None:
+    blockers = [w.tso for w in state.writers.values() if w.live]
+    for declared in state.config.get("writers", []):
+        w = state.writers.get(declared)
+        if w is None or not w.seen:
+            blockers.append(0)
+    candidate = min(blockers) if blockers else state.max_tso
+    state.tick = max(state.tick, candidate)
+
+
+@dataclass
+class CommitRequest:
+    """One commit: chunks (possibly none) from one writer and batch."""
+
+    chunks: Sequence[ChunkInfo] = ()
+    writer_id: str | None = None
+    batch_id: Any = None
+    session: bool = False
+    op: str = "append"
+    heartbeat: int | None = None  # a tso the writer promises not to go below
+    close: bool = False  # the writer session ends: stop holding the tick
+    schema: pa.Schema | None = None  # the data's user schema (for a first write or mergeSchema)
+    merge_schema: bool = False
+    now: int = 0
+    count_raised: CountRaised | None = None
+    duplicate_pos: int | None = field(default=None, init=False)
+
+    def __call__(self, state: StreamState, pos: int) -> Entry | None:
+        """Build the entry at ``pos`` on top of ``state`` (a private copy), or None if duplicate."""
+        writer: Writer | None = None
+        if self.writer_id is not None:
+            writer = state.writers.get(self.writer_id)
+            if writer is not None and self.batch_id is not None:
+                found = writer.find(self.batch_id)
+                if found is not None:
+                    self.duplicate_pos = found
+                    return None
+        self._schema(state)
+        expired = _expire(state, self.now, self.writer_id)
+        chunks, raised = self._place(state)
+        rows = sum(c.rows for c in chunks)
+        if chunks:
+            state.max_tso = max(state.max_tso, max(c.hi for c in chunks))
+            if not state.first_tso:
+                state.first_tso = min(c.lo for c in chunks)
+        state.rows += rows
+        state.bytes += sum(c.bytes for c in chunks)
+        state.chunks += len(chunks)
+        if self.writer_id is not None:
+            writer = state.writers.setdefault(self.writer_id, Writer())
+            if self.batch_id is not None:
+                writer.remember(self.batch_id, pos)
+            mine = max((c.hi for c in chunks), default=0)
+            writer.tso = max(writer.tso, mine, self.heartbeat or 0)
+            writer.wall = self.now
+            writer.commits += 1
+            writer.rows += rows
+            declared = self.writer_id in state.config.get("writers", [])
+            if self.close:
+                writer.live = False
+                writer.seen = True
+            elif self.session or declared:
+                writer.live = True
+                writer.seen = True
+        _advance_tick(state)
+        state.wall = self.now
+        info: dict[str, Any] = {"rows": rows}
+        if raised:
+            info["raised"] = raised
+        if expired:
+            info["expired"] = expired
+        return Entry(pos=pos, op=self.op, wall=self.now, state=state, writer=self.writer_id,
+                     batch=self.batch_id, chunks=chunks, info=info)
+
+    def _schema(self, state: StreamState) -> None:
+        if self.schema is None:
+            return
+        if not state.schema:
+            state.schema = encode_schema(self.schema)
+            return
+        current = decode_schema(state.schema)
+        merged = reconcile(current, self.schema, merge=self.merge_schema)
+        if merged != current:
+            state.schema = encode_schema(merged)
+
+    def _place(self, state: StreamState) -> tuple[list[Chunk], int]:
+        out: list[Chunk] = []
+        raised = 0
+        for info in self.chunks:
+            seg = state.segment(info.seg)
+            if seg is None:
+                raise SegmentSealedError(
+                    f"chunk {info.path} targets segment {info.seg}, which is no longer active "
+                    "(a scale sealed it); the writer must re-route its records", segment=info.seg)
+            floor = max(seg.last_tso, state.tick) + 1
+            lo, hi = final_bounds(info.raw_lo, info.raw_hi, info.rows, floor)
+            out.append(Chunk(seg=seg.id, path=info.path, rows=info.rows, bytes=info.bytes,
+                             seq=seg.next_seq, floor=floor, lo=lo, hi=hi))
+            if info.raw_lo < floor:  # a prefix of the chunk was raised (a_i - i is non-decreasing)
+                if info.raw_hi - (info.rows - 1) < floor:
+                    raised += info.rows
+                elif self.count_raised is not None:
+                    raised += self.count_raised(info, floor)
+            seg.next_seq += info.rows
+            seg.last_tso = hi
+            seg.rows += info.rows
+            seg.bytes += info.bytes
+            seg.chunks += 1
+        return out, raised
+
+
+def check_schema_for_write(state: StreamState, schema: pa.Schema, merge: bool) -> pa.Schema:
+    """The stream schema a write will have (the data's own schema for a first write)."""
+    if not state.schema:
+        return schema
+    return reconcile(decode_schema(state.schema), schema, merge=merge)

@@ -1,0 +1,150 @@
+"""Stream state: what every journal entry carries after its own commit.
+
+Each journal entry holds the whole state of the stream after it (active segments, writers and
+their dedupe windows, the tick, the open parts of the time index), so reading one entry — or the
+``head`` hint that copies the newest one — is enough to commit, poll, seek or report. Its size
+is O(active segments + writers + index fan-out · depth), never O(history): sealed segments move
+to the sharded sealed map, journal deltas to compacted index nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: How many recent batch ids each writer remembers exactly (Redis IDMP keeps 100).
+DEDUPE_WINDOW = 64
+
+
+@dataclass
+class Segment:
+    """An active segment: owns key range ``[lo, hi)`` of ``[0, 2**64)``."""
+
+    id: int
+    lo: int
+    hi: int
+    next_seq: int = 0
+    last_tso: int = 0
+    rows: int = 0
+    bytes: int = 0
+    chunks: int = 0
+    first_seq: int = 0  # head after truncation
+
+    @property
+    def epoch(self) -> int:
+        return self.id >> 32
+
+    @property
+    def number(self) -> int:
+        return self.id & 0xFFFFFFFF
+
+    def to_json(self) -> list[Any]:
+        return [self.id, self.lo, self.hi, self.next_seq, self.last_tso, self.rows, self.bytes,
+                self.chunks, self.first_seq]
+
+    @classmethod
+    def from_json(cls, v: list[Any]) -> Segment:
+        return cls(*v)
+
+
+def segment_id(epoch: int, number: int) -> int:
+    """Pravega-style id: creation epoch in the high 32 bits, segment number in the low 32."""
+    return (epoch << 32) | number
+
+
+@dataclass
+class Writer:
+    """A producer's committed progress, its liveness for the tick, and its dedupe window."""
+
+    tso: int = 0
+    wall: int = 0
+    live: bool = False
+    seen: bool = False
+    batches: list[list[Any]] = field(default_factory=list)  # [[batch_id, pos], ...] oldest first
+    floor: int | None = None  # largest integer batch id evicted from the window
+    commits: int = 0
+    rows: int = 0
+
+    def find(self, batch: Any) -> int | None:
+        """Journal position of ``batch`` if already committed; -1 if older than the window."""
+        for b, pos in self.batches:
+            if b == batch:
+                return int(pos)
+        if self.floor is not None and isinstance(batch, int) and batch <= self.floor:
+            return -1
+        return None
+
+    def remember(self, batch: Any, pos: int) -> None:
+        self.batches.append([batch, pos])
+        while len(self.batches) > DEDUPE_WINDOW:
+            old, _ = self.batches.pop(0)
+            if isinstance(old, int) and not isinstance(old, bool):
+                self.floor = old if self.floor is None else max(self.floor, old)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"tso": self.tso, "wall": self.wall, "live": self.live, "seen": self.seen,
+                             "batches": self.batches, "commits": self.commits, "rows": self.rows}
+        if self.floor is not None:
+            d["floor"] = self.floor
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Writer:
+        return cls(tso=d["tso"], wall=d["wall"], live=d["live"], seen=d.get("seen", True),
+                   batches=[list(x) for x in d.get("batches", [])], floor=d.get("floor"),
+                   commits=d.get("commits", 0), rows=d.get("rows", 0))
+
+
+@dataclass
+class StreamState:
+    """The stream after journal entry ``pos``."""
+
+    pos: int
+    epoch: int
+    tick: int
+    max_tso: int
+    wall: int
+    created: int
+    schema: str  # base64 Arrow IPC of the user schema
+    config: dict[str, Any]
+    segments: list[Segment]
+    writers: dict[str, Writer]
+    index: list[list[list[int]]]  # open (unflushed) summaries per level, oldest first
+    rows: int = 0
+    bytes: int = 0
+    chunks: int = 0
+    next_number: int = 0  # next segment number
+    head_pos: int = 0  # first journal position still readable (truncation moves it)
+    head_tso: int = 0  # records with _tso <= head_tso are gone
+    sealed: int = 0  # segments sealed so far
+    first_tso: int = 0  # _tso of the oldest readable record (0: none yet)
+
+    def segment(self, seg_id: int) -> Segment | None:
+        for s in self.segments:
+            if s.id == seg_id:
+                return s
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pos": self.pos, "epoch": self.epoch, "tick": self.tick, "max_tso": self.max_tso,
+            "wall": self.wall, "created": self.created, "schema": self.schema, "config": self.config,
+            "segments": [s.to_json() for s in self.segments],
+            "writers": {k: w.to_json() for k, w in self.writers.items()},
+            "index": self.index, "rows": self.rows, "bytes": self.bytes, "chunks": self.chunks,
+            "next_number": self.next_number, "head_pos": self.head_pos, "head_tso": self.head_tso,
+            "sealed": self.sealed, "first_tso": self.first_tso,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> StreamState:
+        return cls(
+            pos=d["pos"], epoch=d["epoch"], tick=d["tick"], max_tso=d["max_tso"], wall=d["wall"],
+            created=d["created"], schema=d["schema"], config=d["config"],
+            segments=[Segment.from_json(s) for s in d["segments"]],
+            writers={k: Writer.from_json(w) for k, w in d["writers"].items()},
+            index=d["index"], rows=d.get("rows", 0), bytes=d.get("bytes", 0),
+            chunks=d.get("chunks", 0), next_number=d.get("next_number", 0),
+            head_pos=d.get("head_pos", 0), head_tso=d.get("head_tso", 0), sealed=d.get("sealed", 0),
+            first_tso=d.get("first_tso", 0),
+        )

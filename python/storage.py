@@ -1,0 +1,631 @@
+"""The one boundary between tstream and a filesystem or object store.
+
+Invariants kept here:
+
+* every path tstream touches is relative to the stream root and cannot escape it;
+* ``put_if_absent`` is an atomic create-if-absent on every backend: ``os.link`` of a fully written
+  temp file on ``file://`` (readers never see a partial journal record), a lock on ``memory://``
+  and a conditional ``If-None-Match: *`` PUT on ``s3://`` (never s3fs's ``open(p, "xb")``, which
+  overwrites when nothing was written); other protocols are refused rather than raced;
+* backend errors are translated here, and only here, into builtins (``FileNotFoundError``) or
+  :class:`~pyspark_tstream.errors.StorageError`; transient ones are retried here, and only here,
+  a bounded number of times (s3fs's and botocore's own retry loops are switched off: stacked,
+  they made one 503 storm cost 25 requests and 45 s);
+* no credential reaches a ``repr``, :attr:`Store.display_url` or an error message;
+* a ``Store`` pickles to its URL, options and retry policy, so Spark workers rebuild the
+  filesystem lazily.
+
+Every store call goes through :meth:`Store._call`, which feeds an optional observer. Tests use it
+to count calls (cost budgets) and to inject faults between any two calls (crash points).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import logging
+import os
+import posixpath
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import InvalidPathError, StorageError, TStreamError, UnsupportedOperationError
+
+#: Observer signature: ``(operation, relative_path)``; it may raise to simulate a fault.
+Observer = Callable[[str, str], None]
+
+logger = logging.getLogger(__name__)
+
+_MEMORY_LOCK = threading.Lock()
+_FS_CACHE: dict[tuple[int, str, str], Any] = {}
+_FS_CACHE_LOCK = threading.Lock()
+#: Protocols whose ``put_if_absent`` is known to be atomic (see the module invariants).
+_ATOMIC_CREATE = ("file", "memory", "s3")
+_PROTOCOL_ALIASES = {"s3a": "s3", "s3n": "s3", "local": "file"}
+#: How many small objects ``read_many`` keeps in flight at once on an object store.
+_READ_MANY_CONCURRENCY = 32
+_SECRET_WORDS = ("secret", "key", "token", "password", "credential", "passwd")
+
+_TRANSIENT_CODES = frozenset({
+    "SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling",
+    "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "BandwidthLimitExceeded",
+    "500", "502", "503", "504",
+})
+_TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+#: Connection-level failures of botocore, aiohttp, urllib3 and fsspec, by class name, so that
+#: classifying an error never imports those libraries (``file://`` users may not have them).
+_TRANSIENT_TYPES = frozenset({
+    "HTTPClientError", "EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError",
+    "ConnectTimeoutError", "ProxyConnectionError", "ResponseStreamingError", "IncompleteRead",
+    "IncompleteReadError", "ResponseParserError", "ClientPayloadError", "ServerDisconnectedError",
+    "ClientConnectionError", "ClientOSError", "ServerTimeoutError", "FSTimeoutError",
+    "ProtocolError",
+})
+#: Libraries whose exceptions are store failures (anything else is a bug and propagates as is).
+_BACKEND_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec", "urllib3", "http.")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retry of transient store failures: ``attempts`` tries in all, jittered backoff.
+
+    The delay before retry ``n`` (from 0) is drawn from ``[d/2, d]`` with
+    ``d = min(max_delay, base_delay * 2**n)``: the defaults wait at most 0.75 s in all, enough
+    for a dropped connection or a brief SlowDown; a longer outage surfaces as a retriable
+    :class:`StorageError` for the caller's own retry loop (a Spark task retry, a commit retry).
+    """
+
+    attempts: int = 5
+    base_delay: float = 0.05
+    max_delay: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"RetryPolicy.attempts must be >= 1, got {self.attempts}")
+
+    def delay(self, retry: int) -> float:
+        """Seconds to sleep before retry number ``retry`` (0-based)."""
+        ceiling = min(self.max_delay, self.base_delay * (2 ** retry))
+        return random.uniform(ceiling / 2, ceiling)
+
+
+def _is_secret_key(key: str) -> bool:
+    low = key.lower()
+    return any(word in low for word in _SECRET_WORDS)
+
+
+def _secret_values(options: Mapping[str, Any]) -> tuple[str, ...]:
+    """Credential strings inside ``options`` (nested too), longest first, for redaction."""
+    found: set[str] = set()
+    for key, value in options.items():
+        if isinstance(value, Mapping):
+            found.update(_secret_values(value))
+        elif isinstance(value, str) and len(value) >= 4 and _is_secret_key(str(key)):
+            found.add(value)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def _url_for_message(url: str) -> str:
+    """``url`` without user info, query or fragment: the parts that can carry credentials."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{netloc}{parts.path}" if parts.scheme else parts.path
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """Split a stream URL into (protocol, root path); reject URLs that escape their root.
+
+    Bare paths mean ``file://``. ``..`` segments are refused everywhere: a stream name must not
+    reach outside the folder it names. Credentials in the URL (``s3://key:secret@bucket``) are
+    refused too, without echoing them: pass them as ``storage.key``/``storage.secret``.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidPathError(f"stream URL must be a non-empty string, got {url!r}")
+    url = url.strip()
+    if "://" not in url:
+        protocol, path = "file", url
+    else:
+        parts = urlsplit(url)
+        protocol = parts.scheme.lower()
+        protocol = _PROTOCOL_ALIASES.get(protocol, protocol)
+        # bucket names never hold '@' or ':', so either means "key:secret@" (never echoed)
+        if "@" in parts.netloc or (protocol == "s3" and ":" in parts.netloc):
+            raise InvalidPathError(
+                f"a {protocol}:// stream URL must not carry credentials or a port in its bucket "
+                "part; pass them as storage.key / storage.secret / storage.endpoint_url options"
+            )
+        if parts.query or parts.fragment:
+            raise InvalidPathError(
+                f"stream URL {_url_for_message(url)!r} has a query or fragment; pass settings "
+                "as storage.* options"
+            )
+        if protocol == "file":
+            if parts.netloc not in ("", "localhost"):
+                raise InvalidPathError(
+                    f"file URL {url!r} names host {parts.netloc!r}; write file:///absolute/path"
+                )
+            path = parts.path
+        else:
+            path = parts.netloc + parts.path
+    segments = path.replace("\\", "/").split("/")
+    if any(seg == ".." for seg in segments):
+        raise InvalidPathError(
+            f"stream URL {url!r} contains '..'; name the stream folder directly"
+        )
+    if protocol == "file":
+        path = os.path.abspath(path)
+    else:
+        path = path.strip("/")
+        if not path:
+            raise InvalidPathError(f"stream URL {url!r} names no bucket or folder")
+    return protocol, path
+
+
+def check_relative(rel: str) -> str:
+    """Validate a path inside the stream root: relative, no ``..``, no empty segments."""
+    if not isinstance(rel, str) or not rel or rel.startswith("/") or "\\" in rel:
+        raise InvalidPathError(f"path {rel!r} must be relative to the stream root")
+    for seg in rel.split("/"):
+        if seg in ("", ".", ".."):
+            raise InvalidPathError(f"path {rel!r} escapes or is not inside the stream root")
+    return rel
+
+
+def _chain(exc: BaseException) -> Iterable[BaseException]:
+    """``exc`` and the exceptions it was raised from (s3fs wraps botocore errors as causes)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+
+
+def _response(exc: BaseException) -> tuple[str | None, int | None]:
+    """(S3 error code, HTTP status) of a botocore ``ClientError``; (None, None) otherwise."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None, None
+    code = (response.get("Error") or {}).get("Code")
+    status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+    return (str(code) if code is not None else None), status
+
+
+def is_precondition_failed(exc: BaseException) -> bool:
+    """True when ``exc`` says a conditional create lost because the object exists.
+
+    moto and AWS raise ``FileExistsError`` through s3fs; SeaweedFS omits the ``<Condition>``
+    element, so s3fs raises ``OSError(EINVAL)`` caused by a ``PreconditionFailed`` ClientError.
+    """
+    for cur in _chain(exc):
+        if isinstance(cur, FileExistsError):
+            return True
+        code, status = _response(cur)
+        if code in ("PreconditionFailed", "412") or status == 412:
+            return True
+    return False
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors worth retrying: dropped connections, timeouts, 429/5xx, SlowDown.
+
+    Decided from exception types and S3 error codes, never from message text (a path such as
+    ``chunks/00500.parquet`` must not look like an HTTP 500).
+    """
+    if isinstance(exc, (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
+                        NotADirectoryError)):
+        return False
+    for cur in _chain(exc):
+        if isinstance(cur, (ConnectionError, TimeoutError)):
+            return True
+        if any(cls.__name__ in _TRANSIENT_TYPES for cls in type(cur).__mro__):
+            return True
+        code, status = _response(cur)
+        if code in _TRANSIENT_CODES or status in _TRANSIENT_STATUS:
+            return True
+    return False
+
+
+def _is_backend_error(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return True
+    return any(cls.__module__.startswith(_BACKEND_MODULES) for cls in type(exc).__mro__)
+
+
+def _make_fs(protocol: str, options: Mapping[str, Any]) -> Any:
+    """A filesystem for ``protocol``; shared per process for equal options.
+
+    For s3, listing caches are off (s3fs would otherwise answer ``exists``/``size`` from a stale
+    listing forever and never see another process's commit), and botocore's and s3fs's retries
+    are off because :class:`Store` owns retrying. Those settings are why this is our own
+    instance (``skip_instance_cache``), not fsspec's shared one that other code may use.
+    """
+    import fsspec
+
+    if protocol != "s3":
+        return fsspec.filesystem(protocol, **options)
+    token = json.dumps(options, sort_keys=True, default=repr)
+    cache_key = (os.getpid(), protocol, token)  # a forked Spark worker must not reuse a loop
+    with _FS_CACHE_LOCK:
+        fs = _FS_CACHE.get(cache_key)
+        if fs is None:
+            opts = dict(options)
+            opts.setdefault("use_listings_cache", False)
+            config = dict(opts.get("config_kwargs") or {})
+            config.setdefault("retries", {"total_max_attempts": 1})
+            opts["config_kwargs"] = config
+            fs = fsspec.filesystem(protocol, skip_instance_cache=True, **opts)
+            fs.retries = 1
+            _FS_CACHE[cache_key] = fs
+        return fs
+
+
+class Store:
+    """A stream root on some filesystem: relative-path reads, writes and atomic creates.
+
+    Parameters
+    ----------
+    url : str
+        Stream URL (``file://``, ``memory://``, ``s3://`` or a bare local path).
+    storage_options : mapping, optional
+        Passed to ``fsspec.filesystem`` (e.g. ``endpoint_url``, ``key``, ``secret``).
+    retry : RetryPolicy, optional
+        How transient failures are retried; the default suits object stores.
+    """
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None,
+                 *, retry: RetryPolicy | None = None) -> None:
+        self.protocol, self.root = split_url(url)
+        self.url = url
+        self.storage_options = dict(storage_options or {})
+        self.retry = retry or RetryPolicy()
+        self.observer: Observer | None = None
+        self._fs: Any = None
+        self._secrets = _secret_values(self.storage_options)
+        # one GET per read: with s3fs's default max_concurrency a whole-object read is HEAD+GET
+        # and a miss is HEAD+LIST, which doubles the cost of every poll and journal read
+        self._cat_kwargs: dict[str, Any] = {"max_concurrency": 1} if self.protocol == "s3" else {}
+
+    # -- pickling: workers rebuild the filesystem, never inherit sockets or observers -----------
+    def __getstate__(self) -> dict[str, Any]:
+        return {"url": self.url, "storage_options": self.storage_options, "retry": self.retry}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["url"], state["storage_options"],  # type: ignore[misc]
+                      retry=state.get("retry"))
+
+    def __repr__(self) -> str:
+        return f"Store({self.display_url!r})"
+
+    @property
+    def display_url(self) -> str:
+        """The URL without credentials, safe for messages and logs."""
+        if self.protocol == "file":
+            return f"file://{self.root}"
+        return f"{self.protocol}://{self.root}"
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem, created on first use (so a pickled Store costs nothing)."""
+        if self._fs is None:
+            try:
+                self._fs = _make_fs(self.protocol, self.storage_options)
+            except ImportError as e:
+                raise StorageError(
+                    f"no filesystem for {self.protocol}:// ({self._redact(str(e))}); for s3:// "
+                    "install 'pyspark-tstream[s3]' (s3fs)", path=self.display_url
+                ) from e
+            except (TypeError, ValueError) as e:
+                raise StorageError(
+                    f"bad storage.* options for {self.protocol}://: {self._redact(str(e))}; "
+                    f"options given: {sorted(self.storage_options)}", path=self.display_url
+                ) from e
+        return self._fs
+
+    def full(self, rel: str) -> str:
+        """Absolute path of ``rel`` as the filesystem names it."""
+        return posixpath.join(self.root, check_relative(rel))
+
+    def uri(self, rel: str) -> str:
+        """A displayable URI of ``rel`` (no credentials)."""
+        return f"{self.display_url}/{rel}"
+
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _call(self, op: str, rel: str, fn: Callable[[], Any]) -> Any:
+        """Run one store call: notify the observer, retry transient failures with backoff.
+
+        ``FileNotFoundError`` comes out as itself (naming the display URI); a lost conditional
+        create as ``FileExistsError``; every other store failure as :class:`StorageError`,
+        ``retriable`` when it was transient and the attempts ran out. Errors that are not store
+        failures (bugs) propagate unchanged.
+        """
+        if self.observer is not None:
+            self.observer(op, rel)
+        attempts = self.retry.attempts
+        for attempt in range(attempts):
+            try:
+                return fn()
+            except FileNotFoundError as e:
+                if _names_own_path(e, self.display_url):
+                    raise  # read_many already named the missing member
+                raise FileNotFoundError(errno.ENOENT, "no such object", self.uri(rel)) from e
+            except (FileExistsError, TStreamError):
+                raise  # already in our vocabulary (a TStreamError here: building the fs failed)
+            except Exception as e:
+                if not _is_backend_error(e):
+                    raise
+                if op == "put_if_absent" and is_precondition_failed(e):
+                    raise FileExistsError(errno.EEXIST, "exists", self.uri(rel)) from e
+                transient = is_transient(e)
+                if not transient or attempt == attempts - 1:
+                    tried = f" after {attempts} attempts" if transient else ""
+                    raise StorageError(
+                        f"{op} {self.uri(rel)} failed{tried}: "
+                        f"{type(e).__name__}: {self._redact(str(e))}",
+                        path=self.uri(rel), retriable=transient,
+                    ) from e
+                logger.debug("retrying %s %s after %s", op, self.uri(rel), type(e).__name__)
+            time.sleep(self.retry.delay(attempt))
+        raise AssertionError("unreachable")
+
+    # -- reads ----------------------------------------------------------------------------------
+    def read(self, rel: str) -> bytes:
+        """Whole object in one request; ``FileNotFoundError`` if absent."""
+        path = self.full(rel)
+        if self.protocol == "file":
+            return self._call("read", rel, lambda: _local_read(path))
+        return self._call("read", rel, lambda: self.fs.cat_file(path, **self._cat_kwargs))
+
+    def read_many(self, rels: Sequence[str]) -> list[bytes]:
+        """Several whole objects, in the order asked; ``FileNotFoundError`` if any is absent.
+
+        On object stores the GETs run concurrently (at most 32 in flight) and a retry re-fetches
+        only the objects that failed; duplicates are fetched once. It is one store call for the
+        observer, labelled ``"<first> (+n)"``.
+        """
+        if not rels:
+            return []
+        unique = list(dict.fromkeys(rels))
+        paths = {rel: self.full(rel) for rel in unique}
+        label = rels[0] if len(rels) == 1 else f"{rels[0]} (+{len(rels) - 1})"
+        got: dict[str, bytes] = {}
+
+        def fetch_each(todo: list[str], read: Callable[[str], bytes]) -> None:
+            for rel in todo:
+                try:
+                    got[rel] = read(paths[rel])
+                except FileNotFoundError as e:
+                    raise FileNotFoundError(errno.ENOENT, "no such object", self.uri(rel)) from e
+
+        def fetch() -> None:
+            todo = [rel for rel in unique if rel not in got]
+            if self.protocol == "file":
+                fetch_each(todo, _local_read)
+            elif getattr(self.fs, "async_impl", False):
+                from fsspec.asyn import sync
+
+                results = sync(self.fs.loop, _gather_cat, self.fs,
+                               [paths[rel] for rel in todo], self._cat_kwargs)
+                failure: BaseException | None = None
+                for rel, value in zip(todo, results):
+                    if isinstance(value, BaseException):
+                        if isinstance(value, FileNotFoundError):
+                            raise FileNotFoundError(
+                                errno.ENOENT, "no such object", self.uri(rel)) from value
+                        # keep the worst: a permanent failure must not hide behind a transient
+                        if failure is None or (is_transient(failure) and not is_transient(value)):
+                            failure = value
+                    else:
+                        got[rel] = value
+                if failure is not None:
+                    raise failure
+            else:
+                fetch_each(todo, self.fs.cat_file)
+
+        self._call("read_many", label, fetch)
+        return [got[rel] for rel in rels]
+
+    def read_range(self, rel: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of ``rel`` in one request."""
+        path = self.full(rel)
+        return self._call("read_range", rel, lambda: self.fs.cat_file(path, start=start, end=end))
+
+    def exists(self, rel: str) -> bool:
+        """Whether an object (or a folder with objects) exists at ``rel``."""
+        path = self.full(rel)
+        return bool(self._call("exists", rel, lambda: self.fs.exists(path)))
+
+    def size(self, rel: str) -> int:
+        """Size of ``rel`` in bytes; ``FileNotFoundError`` if absent."""
+        path = self.full(rel)
+        return int(self._call("size", rel, lambda: self.fs.size(path)))
+
+    def list(self, rel: str = "") -> list[str]:
+        """Sorted names directly under ``rel`` (the root if empty); [] if there is nothing.
+
+        For admin and cleanup paths only: listing costs O(entries). Temp files of in-flight
+        local writes are not listed; a folder emptied by deletes may still be (``file://`` and
+        SeaweedFS keep real directories).
+        """
+        path = self.full(rel) if rel else self.root
+
+        def ls() -> list[str]:
+            try:
+                entries = self.fs.ls(path, detail=False)
+            except FileNotFoundError:
+                return []
+            own = path.strip("/")
+            names = (posixpath.basename(str(e).rstrip("/")) for e in entries
+                     if str(e).strip("/") != own)
+            return sorted(n for n in names if not _is_temp_name(n))
+
+        return self._call("list", rel, ls)
+
+    # -- writes ---------------------------------------------------------------------------------
+    def write(self, rel: str, data: bytes) -> None:
+        """Create or overwrite ``rel`` (hints and idempotent records only)."""
+        path = self.full(rel)
+        if self.protocol == "file":
+            self._call("write", rel, lambda: _local_replace(path, data))
+        else:
+            self._call("write", rel, lambda: self.fs.pipe_file(path, data))
+
+    def put_if_absent(self, rel: str, data: bytes) -> bool:
+        """Atomically create ``rel`` with ``data``; False if it already exists.
+
+        A transient failure is retried like any other call, which leaves one ambiguity on
+        object stores: the server applied the PUT but the answer was lost (dropped connection),
+        so the retry gets 412 and this returns False although *this* call created the object.
+        Storage cannot tell the two apart; the journal layer resolves it by re-reading the entry
+        and comparing its commit nonce with its own.
+
+        Never goes through ``open(p, "xb")`` on S3 (s3fs commits an empty file with an
+        unconditional PUT, clobbering the object), nor through the generic
+        ``pipe_file(mode="create")`` on local files (check-then-write, not atomic).
+        """
+        path = self.full(rel)
+        if self.protocol == "file":
+            fn: Callable[[], Any] = lambda: _local_create(path, data)
+        elif self.protocol == "memory":
+            fn = lambda: _memory_create(self.fs, path, data)
+        elif self.protocol == "s3":
+            fn = lambda: self.fs.pipe_file(path, data, mode="create")
+        else:
+            raise UnsupportedOperationError(
+                f"atomic create-if-absent is not known to work on {self.protocol}:// "
+                f"({self.uri(rel)}); tstream commits on {', '.join(_ATOMIC_CREATE)}"
+            )
+        try:
+            self._call("put_if_absent", rel, fn)
+        except FileExistsError:
+            return False
+        return True
+
+    def delete(self, rels: Iterable[str]) -> None:
+        """Remove objects; missing ones are ignored (deletes are idempotent)."""
+        rels = list(rels)
+        if not rels:
+            return
+        paths = [self.full(r) for r in rels]
+
+        def rm() -> None:
+            if getattr(self.fs, "async_impl", False):
+                from fsspec.asyn import sync
+
+                sync(self.fs.loop, _gather_rm, self.fs, paths)
+                return
+            for p in paths:
+                try:
+                    self.fs.rm_file(p)
+                except FileNotFoundError:
+                    pass  # already gone: the goal of a delete
+
+        self._call("delete", rels[0] if len(rels) == 1 else f"{rels[0]} (+{len(rels) - 1})", rm)
+
+    def open_output(self, rel: str) -> Any:
+        """A writable binary file for a data chunk (unique names; never a commit point)."""
+        path = self.full(rel)
+        if self.protocol == "file":
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        return self._call("open_output", rel, lambda: self.fs.open(path, "wb"))
+
+
+async def _gather_cat(fs: Any, paths: list[str], kwargs: dict[str, Any]) -> list[Any]:
+    """GET ``paths`` concurrently on ``fs``'s loop; results or exceptions, in order."""
+    gate = asyncio.Semaphore(_READ_MANY_CONCURRENCY)
+
+    async def one(path: str) -> bytes:
+        async with gate:
+            return await fs._cat_file(path, **kwargs)
+
+    return await asyncio.gather(*(one(p) for p in paths), return_exceptions=True)
+
+
+async def _gather_rm(fs: Any, paths: list[str]) -> None:
+    """DELETE ``paths`` concurrently (DELETE of a missing key succeeds on S3)."""
+    gate = asyncio.Semaphore(_READ_MANY_CONCURRENCY)
+
+    async def one(path: str) -> None:
+        async with gate:
+            try:
+                await fs._rm_file(path)
+            except FileNotFoundError:
+                pass  # already gone: the goal of a delete
+
+    results = await asyncio.gather(*(one(p) for p in paths), return_exceptions=True)
+    failure = next((r for r in results if isinstance(r, BaseException)), None)
+    if failure is not None:
+        raise failure
+
+
+def _names_own_path(exc: OSError, display_url: str) -> bool:
+    return isinstance(exc.filename, str) and exc.filename.startswith(display_url + "/")
+
+
+def _is_temp_name(name: str) -> bool:
+    return name.startswith(".") and name.endswith(".tmp")
+
+
+def _temp_path(path: str) -> str:
+    directory, base = os.path.split(path)
+    return os.path.join(directory, f".{base}.{uuid.uuid4().hex}.tmp")
+
+
+def _local_read(path: str) -> bytes:
+    # builtin open: the read path is hot and fsspec's LocalFileOpener adds ~5x the overhead
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _local_create(path: str, data: bytes) -> None:
+    """Atomic no-clobber publish: write a temp file, fsync, hard-link to the final name."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = _temp_path(path)
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass  # the write itself failed before creating it
+
+
+def _local_replace(path: str, data: bytes) -> None:
+    """Overwrite via rename so readers see the old or the new bytes, never a torn file."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = _temp_path(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass  # never created, or already renamed
+        raise
+
+
+def _memory_create(fs: Any, path: str, data: bytes) -> None:
+    # memory:// checks and stores in two steps; a process-wide lock makes that one step
+    with _MEMORY_LOCK:
+        if fs.exists(path):
+            raise FileExistsError(errno.EEXIST, "exists", path)
+        fs.pipe_file(path, data)

@@ -1,0 +1,369 @@
+"""The Python API: ``Stream.create/open``, ``append``, ``read``, ``info`` and producer sessions.
+
+Spark-free. The Spark sink and source are thin adapters over the same calls: ``write_spec`` +
+:mod:`~pyspark_tstream.writing` on the tasks, ``commit`` on the driver, ``plan`` +
+:mod:`~pyspark_tstream.reading` for sources.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .commit import Ack, CommitRequest, check_schema_for_write
+from .config import StreamConfig
+from .errors import StreamNotFoundError, TimestampError
+from .journal import COL_MAX_TSO, Entry, Journal
+from .reading import plan_chunks, read_table
+from .routing import KEY_SPACE, fraction
+from .schema import RAW_TSO, check_names, decode_schema, encode_schema, normalize, user_schema
+from .state import Segment, StreamState, segment_id
+from .storage import Store
+from .timestamps import apply_floor, iso, now_ms, pack, physical, to_ms, tso_id
+from .writing import ChunkInfo, WriteSpec, write_batches
+
+TimeLike = int | str | datetime | None
+
+
+def _to_table(data: Any) -> pa.Table:
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, (list, tuple)):
+        return pa.Table.from_pylist(list(data))
+    if hasattr(data, "to_arrow") and not hasattr(data, "iloc"):
+        return data.to_arrow()
+    if hasattr(data, "iloc"):  # pandas
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise TypeError(f"append takes a pyarrow Table/RecordBatch, a list of dicts or a pandas DataFrame, "
+                    f"not {type(data).__name__}")
+
+
+def initial_segments(n: int, epoch: int = 0, first_number: int = 0) -> list[Segment]:
+    """``n`` segments splitting the key space evenly."""
+    bounds = [i * KEY_SPACE // n for i in range(n)] + [KEY_SPACE]
+    return [Segment(id=segment_id(epoch, first_number + i), lo=bounds[i], hi=bounds[i + 1]) for i in range(n)]
+
+
+class Stream:
+    """A stream at a URL. Use :meth:`create` or :meth:`open`; both are cheap (2 store calls)."""
+
+    def __init__(self, store: Store, entry: Entry) -> None:
+        self.store = store
+        self.journal = Journal(store)
+        self._entry = entry
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @classmethod
+    def create(cls, url: str, *, schema: pa.Schema | None = None, segments: int = 4,
+               timestamping: str = "client-prefer", storage_options: Mapping[str, Any] | None = None,
+               **config: Any) -> Stream:
+        """Create a stream; fails with StreamExistsError if one exists at ``url``.
+
+        ``config`` takes the other :class:`~pyspark_tstream.config.StreamConfig` fields
+        (``timestamping_uncapped``, ``writers``, ``writer_lease_ms``, ``retention``, ``scaling``,
+        ``compression``). ``schema`` may be omitted: the first write then fixes it.
+        """
+        cfg = StreamConfig.from_kwargs({"segments": segments, "timestamping": timestamping, **config})
+        store = Store(url, storage_options)
+        return cls._create(store, cfg, schema)
+
+    @classmethod
+    def _create(cls, store: Store, cfg: StreamConfig, schema: pa.Schema | None) -> Stream:
+        if schema is not None:
+            schema = normalize(user_schema(schema))
+            check_names(schema)
+        now = now_ms()
+        state = StreamState(
+            pos=0, epoch=0, tick=0, max_tso=0, wall=now, created=now,
+            schema=encode_schema(schema) if schema is not None else "", config=cfg.to_dict(),
+            segments=initial_segments(cfg.segments), writers={}, index=[], next_number=cfg.segments)
+        entry = Journal(store).create(Entry(pos=0, op="create", wall=now, state=state))
+        return cls(store, entry)
+
+    @classmethod
+    def open(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> Stream:
+        """Open an existing stream; StreamNotFoundError if there is none."""
+        store = Store(url, storage_options)
+        return cls(store, Journal(store).head())
+
+    @classmethod
+    def open_or_create(cls, url: str, *, storage_options: Mapping[str, Any] | None = None,
+                       config: Mapping[str, Any] | None = None, schema: pa.Schema | None = None) -> Stream:
+        """Open, or create with ``config`` if missing; explicit ``config`` must agree if it exists."""
+        store = Store(url, storage_options)
+        given = dict(config or {})
+        try:
+            stream = cls(store, Journal(store).head())
+        except StreamNotFoundError:
+            cfg = StreamConfig.from_kwargs(given)
+            try:
+                return cls._create(store, cfg, schema)
+            except FileExistsError:  # lost a creation race: fine, use the winner's stream
+                stream = cls(store, Journal(store).head())
+        stream.config.check_agrees(given, list(given))
+        return stream
+
+    # -- state --------------------------------------------------------------------------------
+    @property
+    def state(self) -> StreamState:
+        """The newest state this handle has seen (call :meth:`refresh` to look again)."""
+        return self._entry.state
+
+    def refresh(self) -> StreamState:
+        """Catch up with the journal: 1 store call if nothing changed."""
+        nxt = self.journal.try_entry(self._entry.pos + 1)
+        if nxt is not None:
+            self._entry = self.journal.head(known=nxt)
+        return self._entry.state
+
+    @property
+    def url(self) -> str:
+        return self.store.display_url
+
+    @property
+    def config(self) -> StreamConfig:
+        return StreamConfig.from_dict(self.state.config)
+
+    @property
+    def schema(self) -> pa.Schema | None:
+        """User columns (without system columns), or None before the first write."""
+        return decode_schema(self.state.schema) if self.state.schema else None
+
+    # -- writing ------------------------------------------------------------------------------
+    def write_spec(self, schema: pa.Schema, *, key: str | None = None, timestamp: str | None = None,
+                   merge_schema: bool = False, writer_tag: str = "w") -> WriteSpec:
+        """What writer tasks need to write chunks of data with ``schema`` (validated here)."""
+        incoming = normalize(user_schema(schema))
+        check_names(incoming)
+        target = check_schema_for_write(self.state, incoming, merge_schema)
+        cfg = self.config
+        segs = self.state.segments
+        spec = WriteSpec(store=self.store, schema=target, segment_ids=tuple(s.id for s in segs),
+                         bounds=tuple(s.lo for s in segs), key=key, timestamp=timestamp,
+                         timestamping=cfg.timestamping, uncapped=cfg.timestamping_uncapped,
+                         compression=cfg.compression, writer_tag=writer_tag)
+        spec.check_input(schema)
+        return spec
+
+    def commit(self, chunks: Sequence[ChunkInfo], *, writer_id: str | None = None, batch_id: Any = None,
+               session: bool = False, schema: pa.Schema | None = None, merge_schema: bool = False,
+               op: str = "append", heartbeat: int | None = None, close: bool = False) -> Ack:
+        """Make ``chunks`` visible in one journal commit; a repeated (writer, batch) is a no-op."""
+        req = CommitRequest(chunks=list(chunks), writer_id=writer_id, batch_id=batch_id, session=session,
+                            op=op, heartbeat=heartbeat, close=close,
+                            schema=normalize(user_schema(schema)) if schema is not None else None,
+                            merge_schema=merge_schema, now=now_ms(), count_raised=self._count_raised)
+        entry, _ = self.journal.commit(req, self.state)
+        if entry is None:
+            return self._duplicate_ack(req)
+        self._entry = entry
+        return Ack.from_entry(entry)
+
+    def _duplicate_ack(self, req: CommitRequest) -> Ack:
+        pos = req.duplicate_pos
+        self.refresh()
+        if pos is not None and pos >= 0:
+            original = self.journal.try_entry(pos)
+            if original is not None:
+                return Ack.from_entry(original, duplicate=True)
+        return Ack(pos=-1 if pos is None else pos, rows=0, tick=self.state.tick, duplicate=True,
+                   writer_id=req.writer_id, batch_id=req.batch_id)
+
+    def _count_raised(self, info: ChunkInfo, floor: int) -> int:
+        raw = pq.read_table(io.BytesIO(self.store.read(info.path)), columns=[RAW_TSO]).column(0).to_numpy()
+        return int(np.count_nonzero(apply_floor(raw, floor) != raw))
+
+    def append(self, data: Any, key: str | None = None, timestamp: str | None = None,
+               writer_id: str | None = None, batch_id: Any = None, *, merge_schema: bool = False,
+               session: bool = False) -> Ack:
+        """Append records in one atomic commit and return the S2-style :class:`Ack`.
+
+        ``data``: a pyarrow Table/RecordBatch, a list of dicts or a pandas DataFrame. ``key``
+        names the routing-key column, ``timestamp`` the client timestamp column (TIMESTAMP or
+        epoch-ms integers). The same (``writer_id``, ``batch_id``) twice commits once.
+        """
+        table = _to_table(data)
+        state = self.refresh()
+        if writer_id is not None and batch_id is not None:
+            w = state.writers.get(writer_id)
+            if w is not None and w.find(batch_id) is not None:
+                req = CommitRequest(writer_id=writer_id, batch_id=batch_id)
+                req.duplicate_pos = w.find(batch_id)
+                return self._duplicate_ack(req)
+        spec = self.write_spec(table.schema, key=key, timestamp=timestamp, merge_schema=merge_schema)
+        chunks = write_batches(spec, [table]) if table.num_rows else []
+        if not chunks and writer_id is None:
+            return Ack(pos=state.pos, rows=0, tick=state.tick)
+        return self.commit(chunks, writer_id=writer_id, batch_id=batch_id, session=session,
+                           schema=table.schema, merge_schema=merge_schema)
+
+    def heartbeat(self, writer_id: str, tso: int | None = None) -> Ack:
+        """A data-less tick record: ``writer_id`` is live and will not commit below ``tso``."""
+        return self.commit([], writer_id=writer_id, session=True, op="tick",
+                           heartbeat=pack(now_ms()) if tso is None else tso)
+
+    def tick(self) -> StreamState:
+        """A data-less commit that lets the journal drop writers whose lease expired."""
+        self.commit([], op="tick")
+        return self.state
+
+    def writer(self, writer_id: str) -> Producer:
+        """A producer session: holds the tick (until closed or its lease expires)."""
+        return Producer(self, writer_id)
+
+    # -- reading ------------------------------------------------------------------------------
+    def _range(self, start: TimeLike, end: TimeLike) -> tuple[int, int]:
+        state = self.state
+        lo = state.head_tso
+        if start is not None:
+            lo = max(lo, pack(to_ms(start, option="start")) - 1)
+        hi = state.tick
+        if end is not None:
+            hi = min(hi, pack(to_ms(end, option="end")) - 1)
+        return lo, hi
+
+    def read(self, start: TimeLike = None, end: TimeLike = None, limit: int | None = None,
+             columns: Sequence[str] | None = None) -> pa.Table:
+        """Records with ``start <= _timestamp < end``, ordered by ``_tso``, with system columns.
+
+        ``start``/``end``: epoch ms, datetime, ISO-8601 text or an ago duration like ``"-15m"``.
+        ``end`` defaults to the current tick (only complete time is returned). ``limit`` keeps
+        the first records by ``_tso``.
+        """
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise TimestampError(f"limit={limit!r} must be a non-negative integer")
+        state = self.refresh()
+        schema = self.schema
+        lo, hi = self._range(start, end)
+        if schema is None or hi <= lo or limit == 0:
+            from .schema import full_schema
+
+            return full_schema(schema or pa.schema([])).empty_table()
+        chunks = plan_chunks(self.journal, state, lo, hi)
+        if limit is not None:
+            chunks = _enough_for(chunks, limit)
+        table = read_table(self.store, schema, chunks, lo, hi)
+        if columns is not None:
+            table = table.select(list(columns))
+        return table.slice(0, limit) if limit is not None else table
+
+    def plan(self, lo: int, hi: int, *, first_pos: int | None = None, last_pos: int | None = None) -> list:
+        """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`reading`)."""
+        return plan_chunks(self.journal, self.state, lo, hi, first_pos, last_pos)
+
+    def seek(self, when: TimeLike) -> int:
+        """The position (exclusive ``_tso`` bound) before the first record at or after ``when``."""
+        return max(self.state.head_tso, pack(to_ms(when, option="timestamp")) - 1)
+
+    def seek_tail(self, n: int) -> int:
+        """Exclusive ``_tso`` bound such that the last ``n`` records at or below the tick follow it."""
+        state = self.refresh()
+        if n <= 0:
+            return state.tick
+        want = n
+        while True:
+            first = self.journal.search(state, 4, max(state.rows - want - 1, -1))
+            chunks = [c for d in self.journal.deltas(state, max(first - 1, 0), state.pos) for c in d.chunks
+                      if c.lo <= state.tick]
+            tsos = _chunk_tsos(self.store, chunks, state.tick)
+            if len(tsos) >= n or first <= state.head_pos:
+                if len(tsos) < n:
+                    return state.head_tso
+                bound = int(np.partition(tsos, len(tsos) - n)[len(tsos) - n]) - 1
+                earliest = self.journal.search(state, COL_MAX_TSO, bound)
+                if earliest >= max(first - 1, 0):
+                    return bound
+            want *= 2
+
+    def info(self) -> dict[str, Any]:
+        """Tick, epochs, segments, writers, first/last ids, size: a snapshot for humans and tools."""
+        s = self.refresh()
+        schema = self.schema
+        return {
+            "url": self.url, "position": s.pos, "epoch": s.epoch,
+            "tick": s.tick, "tick_id": tso_id(s.tick), "tick_time": iso(physical(s.tick)) if s.tick else None,
+            "first_id": tso_id(s.first_tso) if s.first_tso else None,
+            "last_id": tso_id(s.max_tso) if s.max_tso else None,
+            "first_time": iso(physical(s.first_tso)) if s.first_tso else None,
+            "last_time": iso(physical(s.max_tso)) if s.max_tso else None,
+            "rows": s.rows, "bytes": s.bytes, "chunks": s.chunks,
+            "segments": [
+                {"id": g.id, "epoch": g.epoch, "number": g.number, "key_range": [fraction(g.lo), fraction(g.hi)],
+                 "rows": g.rows, "bytes": g.bytes, "chunks": g.chunks, "first_seq": g.first_seq,
+                 "next_seq": g.next_seq, "last_id": tso_id(g.last_tso) if g.last_tso else None}
+                for g in s.segments],
+            "writers": {
+                wid: {"live": w.live, "last_id": tso_id(w.tso) if w.tso else None,
+                      "last_commit": iso(w.wall) if w.wall else None, "commits": w.commits, "rows": w.rows}
+                for wid, w in s.writers.items()},
+            "sealed_segments": s.sealed,
+            "schema": [f"{f.name} {f.type}" for f in schema] if schema is not None else None,
+            "config": dict(s.config),
+            "created": iso(s.created),
+        }
+
+
+def _enough_for(chunks: list, limit: int) -> list:
+    """The chunks that can hold the first ``limit`` records by ``_tso``.
+
+    Sorted by first ``_tso``: once ``limit`` rows are covered by chunks whose last ``_tso`` is
+    below the next chunk's first, later chunks cannot contribute.
+    """
+    ordered = sorted(chunks, key=lambda c: c.lo)
+    out, rows, bound = [], 0, None
+    for c in ordered:
+        if bound is not None and rows >= limit and c.lo > bound:
+            break
+        out.append(c)
+        rows += c.rows
+        bound = c.hi if bound is None else max(bound, c.hi)
+    return out
+
+
+def _chunk_tsos(store: Store, chunks: Sequence, tick: int) -> np.ndarray:
+    """Final ``_tso`` values (at or below ``tick``) of ``chunks``, reading only the raw column."""
+    if not chunks:
+        return np.zeros(0, dtype=np.int64)
+    parts = []
+    for c, data in zip(chunks, store.read_many([c.path for c in chunks])):
+        raw = pq.read_table(io.BytesIO(data), columns=[RAW_TSO]).column(0).to_numpy()
+        tso = apply_floor(raw, c.floor)
+        parts.append(tso[tso <= tick])
+    return np.concatenate(parts)
+
+
+class Producer:
+    """A writer session (Milvus proxy / S2 producer): while live, the tick waits for it.
+
+    Use as a context manager; ``close`` ends the session so the tick stops waiting at once
+    (otherwise it waits until ``writerLeaseMs`` passes without a commit or heartbeat).
+    """
+
+    def __init__(self, stream: Stream, writer_id: str) -> None:
+        self.stream = stream
+        self.writer_id = writer_id
+
+    def append(self, data: Any, key: str | None = None, timestamp: str | None = None,
+               batch_id: Any = None, *, merge_schema: bool = False) -> Ack:
+        return self.stream.append(data, key=key, timestamp=timestamp, writer_id=self.writer_id,
+                                  batch_id=batch_id, merge_schema=merge_schema, session=True)
+
+    def heartbeat(self, tso: int | None = None) -> Ack:
+        return self.stream.heartbeat(self.writer_id, tso)
+
+    def close(self) -> None:
+        self.stream.commit([], writer_id=self.writer_id, op="tick", close=True)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,260 @@
+"""Writer tasks: route records to segments, stamp raw hybrid timestamps, write Parquet chunks.
+
+Runs wherever the data is (a Spark task or the Python API caller). Nothing here is visible to
+readers: a chunk only counts once a journal entry names it, so a failed or duplicate task attempt
+leaves at most an orphan file. All per-record work is vectorized (numpy / Arrow compute).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .errors import SchemaMismatchError, TimestampError
+from .routing import key_hash, route
+from .schema import RAW_TSO, conform, user_schema
+from .storage import Store
+from .timestamps import MAX_MS, now_ms, raw_hybrid
+
+ROW_GROUP_ROWS = 131_072
+#: Without a key column, batches smaller than this go to one segment (fewer, larger files).
+SPREAD_MIN_ROWS = 65_536
+
+
+@dataclass(frozen=True)
+class ChunkInfo:
+    """A written, not yet committed chunk (what a Spark task sends to the driver)."""
+
+    seg: int
+    path: str
+    rows: int
+    bytes: int
+    raw_lo: int  # first raw hybrid timestamp
+    raw_hi: int  # last raw hybrid timestamp
+    order: int = 0  # position among the task's chunks of one segment, for deterministic floors
+    task: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seg": self.seg, "path": self.path, "rows": self.rows, "bytes": self.bytes,
+                "raw_lo": self.raw_lo, "raw_hi": self.raw_hi, "order": self.order, "task": self.task}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ChunkInfo:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """Everything a writer task needs; pickles to Spark workers.
+
+    Built on the driver by :meth:`pyspark_tstream.stream.Stream.write_spec`.
+    """
+
+    store: Store
+    schema: pa.Schema
+    segment_ids: tuple[int, ...]
+    bounds: tuple[int, ...]
+    key: str | None = None
+    timestamp: str | None = None
+    timestamping: str = "client-prefer"
+    uncapped: bool = False
+    compression: str = "snappy"
+    writer_tag: str = "w"
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def check_input(self, schema: pa.Schema) -> None:
+        """Fail before any write if the key or timestamp column is unusable."""
+        names = schema.names
+        if self.key is not None and self.key not in names:
+            raise SchemaMismatchError(
+                f"keyColumn {self.key!r} is not a column of the data; columns: {names}")
+        if self.timestamp is not None:
+            if self.timestamp not in names:
+                raise TimestampError(
+                    f"timestampColumn {self.timestamp!r} is not a column of the data; columns: {names}")
+            t = schema.field(self.timestamp).type
+            if not (pa.types.is_timestamp(t) or pa.types.is_integer(t) or pa.types.is_date(t)):
+                raise TimestampError(
+                    f"timestampColumn {self.timestamp!r} has type {t}; use a TIMESTAMP column or "
+                    "BIGINT epoch milliseconds")
+        elif self.timestamping == "client-require":
+            raise TimestampError(
+                "timestamping=client-require needs a client timestamp: set timestampColumn "
+                "(nothing was written)")
+
+
+def client_ms(spec: WriteSpec, table: pa.Table, arrival: int) -> np.ndarray:
+    """Millisecond time of each record under the stream's timestamping mode."""
+    n = table.num_rows
+    if spec.timestamping == "arrival" or spec.timestamp is None:
+        return np.full(n, arrival, dtype=np.int64)
+    col = table.column(spec.timestamp)
+    if pa.types.is_timestamp(col.type):
+        col = col.cast(pa.timestamp("ms", tz=col.type.tz)).cast(pa.int64())
+    elif pa.types.is_date(col.type):
+        col = col.cast(pa.date64()).cast(pa.int64())
+    else:
+        col = col.cast(pa.int64())
+    nulls = col.null_count
+    if nulls and spec.timestamping == "client-require":
+        raise TimestampError(
+            f"timestampColumn {spec.timestamp!r} has {nulls} null value(s) and the stream uses "
+            "timestamping=client-require; fill them or use client-prefer (nothing was written)")
+    ms = pc.fill_null(col, arrival).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    if n:
+        lo, hi = int(ms.min()), int(ms.max())
+        if lo < 0 or hi > MAX_MS:
+            bad = lo if lo < 0 else hi
+            raise TimestampError(
+                f"timestampColumn {spec.timestamp!r} holds {bad}, outside epoch ms 0..{MAX_MS} "
+                "(1970..4199); fix or drop such records (nothing was written)")
+    if not spec.uncapped:
+        ms = np.minimum(ms, arrival)
+    return ms
+
+
+class ChunkWriter:
+    """Streams record batches of one task into one Parquet chunk per segment.
+
+    ``add`` routes each batch and appends it to that segment's open file in row groups;
+    ``finish`` closes the files and returns their :class:`ChunkInfo`. Raw timestamps keep the
+    running-max rule across batches of the same segment.
+    """
+
+    def __init__(self, spec: WriteSpec, task: str = "") -> None:
+        self.spec = spec
+        self.task = task or uuid.uuid4().hex[:8]
+        self.arrival = now_ms()
+        self._prev: dict[int, int] = {}
+        self._buffers: dict[int, list[pa.Table]] = {}
+        self._buffered: dict[int, int] = {}
+        self._writers: dict[int, tuple[Any, Any, str]] = {}
+        self._rows: dict[int, int] = {}
+        self._first: dict[int, int] = {}
+        self._rotate = 0
+        self._checked = False
+
+    def add(self, data: pa.RecordBatch | pa.Table) -> None:
+        table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
+        if table.num_rows == 0:
+            return
+        if not self._checked:
+            self.spec.check_input(table.schema)
+            self._checked = True
+        ms = client_ms(self.spec, table, self.arrival)
+        body = conform(table.select([c for c in table.column_names if c in self.spec.schema.names]),
+                       self.spec.schema)
+        segs = self._route(table)
+        if len(self.spec.segment_ids) == 1 or (segs == segs[0]).all():
+            self._append(int(segs[0]), body, ms)
+            return
+        order = np.argsort(segs, kind="stable")
+        sorted_segs = segs[order]
+        cuts = np.flatnonzero(np.diff(sorted_segs)) + 1
+        starts = np.concatenate(([0], cuts))
+        ends = np.concatenate((cuts, [len(order)]))
+        taken = body.take(pa.array(order))
+        ms_sorted = ms[order]
+        for s, e in zip(starts, ends):
+            self._append(int(sorted_segs[s]), taken.slice(s, e - s), ms_sorted[s:e])
+
+    def _route(self, table: pa.Table) -> np.ndarray:
+        n = table.num_rows
+        nseg = len(self.spec.segment_ids)
+        if nseg == 1:
+            return np.zeros(n, dtype=np.int64)
+        if self.spec.key is not None:
+            return route(key_hash(table.column(self.spec.key), name=self.spec.key), self.spec.bounds)
+        if n < SPREAD_MIN_ROWS:
+            # one segment per small batch, rotating from a random start: even spread, few files
+            if self._rotate == 0:
+                self._rotate = int.from_bytes(uuid.uuid4().bytes[:4], "big")
+            self._rotate += 1
+            return np.full(n, self._rotate % nseg, dtype=np.int64)
+        return (np.arange(n, dtype=np.int64) * nseg) // n
+
+    def _append(self, idx: int, body: pa.Table, ms: np.ndarray) -> None:
+        prev = self._prev.get(idx)
+        raw = raw_hybrid(ms)
+        if prev is not None and len(raw):
+            # keep the running max across batches: a_i >= prev + 1 + i
+            raw = np.maximum(raw, prev + 1 + np.arange(len(raw), dtype=np.int64))
+        if len(raw):
+            self._prev[idx] = int(raw[-1])
+            self._first.setdefault(idx, int(raw[0]))
+        part = body.append_column(pa.field(RAW_TSO, pa.int64(), nullable=False), pa.array(raw, pa.int64()))
+        self._buffers.setdefault(idx, []).append(part)
+        self._buffered[idx] = self._buffered.get(idx, 0) + part.num_rows
+        self._rows[idx] = self._rows.get(idx, 0) + part.num_rows
+        if self._buffered[idx] >= ROW_GROUP_ROWS:
+            self._drain(idx)
+
+    def _drain(self, idx: int) -> None:
+        parts = self._buffers.pop(idx, [])
+        self._buffered[idx] = 0
+        if not parts:
+            return
+        table = pa.concat_tables(parts)
+        if idx not in self._writers:
+            seg = self.spec.segment_ids[idx]
+            rel = f"data/{seg & 0xFFFFFFFF}/{self.spec.writer_tag}-{self.task}-{uuid.uuid4().hex}.parquet"
+            f = self.spec.store.open_output(rel)
+            dict_cols = [fl.name for fl in table.schema
+                         if pa.types.is_string(fl.type) or pa.types.is_large_string(fl.type)]
+            codec = None if self.spec.compression == "none" else self.spec.compression
+            w = pq.ParquetWriter(f, table.schema, compression=codec, use_dictionary=dict_cols or False,
+                                 write_statistics=[RAW_TSO])
+            self._writers[idx] = (w, f, rel)
+        self._writers[idx][0].write_table(table, row_group_size=ROW_GROUP_ROWS)
+
+    def finish(self) -> list[ChunkInfo]:
+        """Close every open chunk; returns them in segment order."""
+        out = []
+        for idx in sorted(self._rows):
+            self._drain(idx)
+            w, f, rel = self._writers.pop(idx)
+            w.close()
+            size = f.tell()
+            f.close()
+            out.append(ChunkInfo(seg=self.spec.segment_ids[idx], path=rel, rows=self._rows[idx],
+                                 bytes=size, raw_lo=self._first[idx], raw_hi=self._prev[idx],
+                                 task=self.task))
+        self._rows.clear()
+        return out
+
+    def abort(self) -> list[str]:
+        """Close and forget open files; returns their paths (orphans until cleaned)."""
+        paths = []
+        for w, f, rel in self._writers.values():
+            try:
+                w.close()
+            finally:
+                f.close()
+            paths.append(rel)
+        self._writers.clear()
+        return paths
+
+
+def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch | pa.Table], task: str = "") -> list[ChunkInfo]:
+    """Write all ``batches`` as chunks (one per segment touched)."""
+    writer = ChunkWriter(spec, task)
+    try:
+        for b in batches:
+            writer.add(b)
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.finish()
+
+
+def input_schema(schema: pa.Schema) -> pa.Schema:
+    """The user part of an incoming schema (system columns of a tstream read are dropped)."""
+    return user_schema(schema)
+

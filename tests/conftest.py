@@ -1,0 +1,65 @@
+"""Shared pytest setup for tstream's tests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# --import-mode=importlib keeps tests/ off sys.path; the S3 server plugin lives there
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+pytest_plugins = ["s3servers"]
+
+import os  # noqa: E402
+import uuid  # noqa: E402
+from collections import Counter  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+
+import pytest  # noqa: E402
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+@pytest.fixture(params=["memory", "file"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh stream URL on a fast backend (the S3 servers have their own fixtures)."""
+    if request.param == "memory":
+        return f"memory://ts-{uuid.uuid4().hex}/stream"
+    return f"file://{tmp_path}/stream"
+
+
+class CallLog:
+    """Counts store calls through ``Store.observer``; optionally raises at the n-th call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.fail_at: int | None = None
+        self.error: type[BaseException] = RuntimeError
+
+    def __call__(self, op: str, rel: str) -> None:
+        self.calls.append((op, rel))
+        if self.fail_at is not None and len(self.calls) == self.fail_at:
+            raise self.error(f"injected crash at store call {self.fail_at}: {op} {rel}")
+
+    def reset(self) -> None:
+        self.calls.clear()
+
+    def count(self, *ops: str) -> int:
+        return sum(1 for op, _ in self.calls if not ops or op in ops)
+
+    def by_op(self) -> Counter[str]:
+        return Counter(op for op, _ in self.calls)
+
+    def metadata(self, *ops: str) -> int:
+        """Calls on tstream metadata (not data chunks)."""
+        return sum(1 for op, rel in self.calls if rel.startswith("_tstream/") and (not ops or op in ops))
+
+
+@pytest.fixture
+def calllog() -> Iterator[CallLog]:
+    yield CallLog()
+
+
+# spark / spark_connect session fixtures (tests/sparkfixtures.py)
+pytest_plugins.append("sparkfixtures")

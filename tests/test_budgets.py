@@ -1,0 +1,111 @@
+"""Cost budgets (DESIGN.md §3.6), counted through the store observer at small and large history.
+
+Histories are built with the real commit code; their chunks are metadata-only (the operations
+measured here never open data files), so 10,000 commits take seconds.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+from conftest import CallLog
+
+from pyspark_tstream.journal import COL_MAX_TSO, FANOUT, Journal
+from pyspark_tstream.storage import Store
+from pyspark_tstream.stream import Stream
+from pyspark_tstream.timestamps import pack
+from pyspark_tstream.writing import ChunkInfo
+
+COMMITS_SMALL, COMMITS_LARGE = 10, 10_000
+
+
+def _history(n: int) -> Stream:
+    s = Stream.create(f"memory://budget-{uuid.uuid4().hex}/s", segments=4)
+    for i in range(n):
+        ms = 1_000_000 + i * 10
+        seg = s.state.segments[i % 4].id
+        s.commit([ChunkInfo(seg=seg, path=f"data/{seg}/fake-{i}.parquet", rows=5, bytes=500,
+                            raw_lo=pack(ms), raw_hi=pack(ms + 4))], writer_id=f"w{i % 3}", batch_id=i)
+    return s
+
+
+@pytest.fixture(scope="module")
+def histories() -> dict[int, Stream]:
+    return {n: _history(n) for n in (COMMITS_SMALL, COMMITS_LARGE)}
+
+
+def _measure(stream: Stream) -> dict[str, float]:
+    url = f"memory://{stream.store.root}"
+    out: dict[str, float] = {}
+    log = CallLog()
+
+    fresh = Stream.open(url)
+    fresh.store.observer = log
+    fresh.refresh()
+    out["poll"] = log.count()
+
+    log.reset()
+    store = Store(url)
+    store.observer = log
+    opened = Stream(store, Journal(store).head())
+    target = pack(1_000_000 + (opened.state.pos // 2) * 10)
+    pos = opened.journal.search(opened.state, COL_MAX_TSO, target)
+    out["seek_reads"] = log.count()  # open (head + probe) and index descent
+    out["seek_pos"] = pos
+
+    writer = Stream.open(url)
+    writer.store.observer = log
+    log.reset()
+    k = 3 * FANOUT  # enough commits to include node flushes at every level the history has
+    base = writer.state.pos
+    for i in range(k):
+        ms = 5_000_000 + i
+        seg = writer.state.segments[0].id
+        writer.commit([ChunkInfo(seg=seg, path=f"data/x/new-{i}.parquet", rows=1, bytes=10,
+                                 raw_lo=pack(ms), raw_hi=pack(ms))], writer_id="bench", batch_id=base + i)
+    out["commit_meta_writes"] = log.metadata("write", "put_if_absent") / k
+    out["commit_calls"] = log.count() / k
+    out["lists"] = log.count("list")
+    return out
+
+
+def test_budgets_flat_from_10_to_10000_commits(histories: dict[int, Stream]) -> None:
+    small, large = (_measure(histories[n]) for n in (COMMITS_SMALL, COMMITS_LARGE))
+    for m in (small, large):
+        assert m["poll"] <= 2
+        assert m["seek_reads"] <= 6
+        assert m["commit_meta_writes"] <= 4
+        assert m["lists"] == 0
+    assert large["seek_reads"] - small["seek_reads"] <= 2
+    assert large["commit_calls"] - small["commit_calls"] <= 0.5
+
+
+def test_seek_matches_brute_force_at_large_history(histories: dict[int, Stream]) -> None:
+    s = histories[COMMITS_LARGE]
+    j = Journal(s.store)
+    state = s.refresh()
+    # the running max _tso of every position, from the journal itself
+    maxes = np.array([j.read_entry(p).state.max_tso for p in range(0, state.pos + 1, 97)])
+    positions = list(range(0, state.pos + 1, 97))
+    rng = np.random.default_rng(1)
+    for target in rng.integers(0, int(maxes[-1]) + 10, 40).tolist() + [0, int(maxes[-1])]:
+        got = j.search(state, COL_MAX_TSO, target)
+        assert got == state.pos + 1 or j.read_entry(got).state.max_tso > target
+        if got > 0:
+            assert j.read_entry(got - 1).state.max_tso <= target
+        # consistent with the sampled positions
+        for p, m in zip(positions, maxes):
+            assert (m > target) == (p >= got)
+
+
+def test_reads_catch_up_through_compacted_nodes(histories: dict[int, Stream]) -> None:
+    s = histories[COMMITS_LARGE]
+    state = s.refresh()
+    log = CallLog()
+    s.store.observer = log
+    deltas = s.journal.deltas(state, 1, state.pos)
+    s.store.observer = None
+    assert [d.pos for d in deltas] == list(range(1, state.pos + 1))
+    assert log.count() <= 2  # one batched read of nodes, one of the open entries

@@ -1,0 +1,230 @@
+"""Exactly-once commits: concurrency, idempotence, crash points, and the timetick rules."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from conftest import CallLog
+
+from pyspark_tstream.journal import Journal
+from pyspark_tstream.stream import Stream
+from pyspark_tstream.timestamps import now_ms
+
+
+def _batch(writer: str, batch: int, rows: int = 20) -> pa.Table:
+    return pa.table({"writer": [writer] * rows, "batch": [batch] * rows, "i": list(range(rows)),
+                     "key": [f"k{(batch * 7 + i) % 13}" for i in range(rows)]})
+
+
+def _check_segments(t: pa.Table) -> None:
+    for seg in pc.unique(t["_segment"]).to_pylist():
+        part = t.filter(pc.equal(t["_segment"], seg)).sort_by("_seq")
+        seq = part["_seq"].to_numpy()
+        assert seq.tolist() == list(range(len(seq))), f"segment {seg} _seq not dense"
+        assert np.all(np.diff(part["_tso"].to_numpy()) > 0), f"segment {seg} _tso not increasing"
+
+
+def test_concurrent_appends_exactly_once(url: str) -> None:
+    """16 threads, each (writer, batch) attempted by two threads at once: all present once."""
+    s0 = Stream.create(url, segments=4)
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            s = Stream.open(url)
+            for b in range(6):
+                s.append(_batch(f"w{t % 8}", b), key="key", writer_id=f"w{t % 8}", batch_id=b)
+        except BaseException as e:  # surfaced below: a thread must not hide a failure
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(16)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    t = Stream.open(url).read()
+    assert t.num_rows == 8 * 6 * 20
+    counts = t.group_by(["writer", "batch"]).aggregate([("i", "count")])
+    assert counts.num_rows == 48 and set(counts["i_count"].to_pylist()) == {20}
+    _check_segments(t)
+    state = s0.refresh()
+    assert state.pos == 48  # one journal entry per (writer, batch), none for the duplicates
+
+
+def test_same_writer_batch_twice_is_noop(url: str) -> None:
+    s = Stream.create(url, segments=2)
+    first = s.append(_batch("w", 1), writer_id="w", batch_id=1)
+    again = s.append(_batch("w", 1), writer_id="w", batch_id=1)
+    assert not first.duplicate and again.duplicate
+    assert again.pos == first.pos and again.segments == first.segments
+    assert s.read().num_rows == 20
+    other = s.append(_batch("w", 2), writer_id="w", batch_id=2)
+    assert not other.duplicate and s.read().num_rows == 40
+
+
+def test_batches_out_of_order_within_window_are_kept(url: str) -> None:
+    s = Stream.create(url, segments=1)
+    for b in (5, 3, 4, 3, 5):
+        s.append(_batch("w", b, rows=1), writer_id="w", batch_id=b)
+    assert sorted(s.read()["batch"].to_pylist()) == [3, 4, 5]
+
+
+def _crash_points(url: str, calllog: CallLog, error: type[BaseException]) -> int:
+    """Inject a failure at every store call of one append; returns how many calls it makes."""
+    probe = Stream.create(url + "-probe", segments=2)
+    probe.append(_batch("w", 0), key="key", writer_id="w", batch_id=0)
+    probe.store.observer = calllog
+    probe.append(_batch("w", 1), key="key", writer_id="w", batch_id=1)
+    total = calllog.count()
+    assert total >= 4
+    for k in range(1, total + 1):
+        s = Stream.create(f"{url}-{k}", segments=2)
+        s.append(_batch("w", 0), key="key", writer_id="w", batch_id=0)
+        before = sorted(s.read()["batch"].to_pylist())
+        log = CallLog()
+        log.fail_at, log.error = k, error
+        s.store.observer = log
+        try:
+            s.append(_batch("w", 1), key="key", writer_id="w", batch_id=1)
+        except error:
+            pass
+        s.store.observer = None
+        fresh = Stream.open(f"{url}-{k}")
+        seen = sorted(fresh.read()["batch"].to_pylist())
+        assert seen in (before, before + [1] * 20), f"torn state after crash at call {k}: {log.calls}"
+        # the retry of the same batch and a new batch both work, and the result is exactly-once
+        fresh.append(_batch("w", 1), key="key", writer_id="w", batch_id=1)
+        fresh.append(_batch("w", 2), key="key", writer_id="w", batch_id=2)
+        final = fresh.read()
+        assert sorted(final["batch"].to_pylist()) == [0] * 20 + [1] * 20 + [2] * 20
+        _check_segments(final)
+    return total
+
+
+def test_crash_between_any_two_store_calls(url: str, calllog: CallLog) -> None:
+    _crash_points(url, calllog, RuntimeError)
+
+
+def test_store_errors_at_any_call_leave_stream_consistent(url: str, calllog: CallLog) -> None:
+    _crash_points(url, calllog, OSError)
+
+
+def _tick_invariant(url: str) -> None:
+    """No entry commits a record at or below the tick published before it; G never drops."""
+    j = Journal(Stream.open(url).store)
+    head = j.head()
+    prev_tick = -1
+    for pos in range(0, head.pos + 1):
+        e = j.read_entry(pos)
+        for c in e.chunks:
+            assert c.lo > max(prev_tick, 0), f"entry {pos} chunk {c.path} at {c.lo} <= tick {prev_tick}"
+        assert e.state.tick >= prev_tick
+        prev_tick = e.state.tick
+
+
+def test_skewed_writers_never_commit_below_tick(url: str) -> None:
+    s = Stream.create(url, segments=3, timestamping_uncapped=True)
+    rng = np.random.default_rng(3)
+    skews = {"slow": -20_000, "ok": 0, "fast": 5_000}
+    producers = {w: Stream.open(url).writer(w) for w in skews}
+    for b in range(30):
+        w = list(skews)[int(rng.integers(0, 3))]
+        base = now_ms() + skews[w]
+        t = [base + int(x) for x in sorted(rng.integers(-3000, 3000, 10))]
+        producers[w].append(pa.table({"w": [w] * 10, "t": t, "k": [f"k{i}" for i in range(10)]}),
+                            key="k", timestamp="t", batch_id=b)
+        state = s.refresh()
+        live = [x.tso for x in state.writers.values() if x.live]
+        assert state.tick >= min(live)
+    _tick_invariant(url)
+    _check_segments(s.read())
+
+
+def test_tick_is_min_of_live_writers_and_ignores_one_shot(url: str) -> None:
+    s = Stream.create(url, segments=1, timestamping_uncapped=True)
+    a, b = s.writer("a"), Stream.open(url).writer("b")
+    a.append([{"t": 1_000}], timestamp="t")
+    b.append([{"t": 5_000}], timestamp="t")
+    assert s.refresh().tick >> 18 == 1_000
+    a.append([{"t": 7_000}], timestamp="t")
+    assert s.refresh().tick >> 18 == 5_000
+    s.append([{"t": 9_000}], timestamp="t")  # one-shot: never holds the tick back
+    assert s.refresh().tick >> 18 == 5_000
+    b.close()
+    assert s.refresh().tick >> 18 == 7_000
+    a.close()
+    assert s.refresh().tick >> 18 == 9_000  # no live writer: the latest committed _tso
+
+
+def test_expired_lease_drops_writer_through_journal(url: str) -> None:
+    s = Stream.create(url, segments=1, timestamping_uncapped=True, writer_lease_ms=100)
+    s.writer("idle").append([{"t": 1_000}], timestamp="t")
+    s.writer("busy").append([{"t": 2_000}], timestamp="t")
+    assert s.refresh().tick >> 18 == 1_000
+    time.sleep(0.15)
+    assert s.refresh().tick >> 18 == 1_000  # a reader's clock changes nothing
+    ack = s.writer("busy").append([{"t": 3_000}], timestamp="t")
+    entry = Journal(s.store).read_entry(ack.pos)
+    assert entry.info.get("expired") == ["idle"]
+    assert s.refresh().tick >> 18 == 3_000
+    # the expired writer comes back: its records land above the tick
+    late = s.writer("idle").append([{"t": 1_500}], timestamp="t")
+    assert late.raised == 1 and late.first_tso > ack.tick
+    _tick_invariant(url)
+
+
+def _keys_in_distinct_segments(n_segments: int) -> tuple[str, str]:
+    import pyarrow as pa
+
+    from pyspark_tstream.routing import KEY_SPACE, key_hash, route
+
+    keys = [f"k{i}" for i in range(50)]
+    bounds = [i * KEY_SPACE // n_segments for i in range(n_segments)]
+    segs = route(key_hash(pa.array(keys)), bounds)
+    first = keys[0]
+    second = next(k for k, sg in zip(keys, segs) if sg != segs[0])
+    return first, second
+
+
+def test_declared_writers_hold_tick_until_first_commit(url: str) -> None:
+    s = Stream.create(url, segments=2, timestamping_uncapped=True, writers=["a", "b"])
+    ka, kb = _keys_in_distinct_segments(2)
+    s.append([{"t": 5_000, "k": ka}], key="k", timestamp="t", writer_id="a", batch_id=0)  # declared
+    assert s.refresh().tick == 0
+    s.append([{"t": 1_000, "k": ka}], key="k", timestamp="t")
+    assert s.refresh().tick == 0
+    s.heartbeat("b", tso=3_000 << 18)
+    assert s.refresh().tick >> 18 == 3_000
+    # b backfills below a's records without being pushed forward by a's earlier commit
+    ack = s.append([{"t": 3_500, "k": kb}], key="k", timestamp="t", writer_id="b", batch_id=0)
+    assert ack.raised == 0 and ack.first_tso >> 18 == 3_500
+
+
+def test_heartbeat_is_data_less_tick_record(url: str) -> None:
+    s = Stream.create(url, segments=1)
+    ack = s.heartbeat("p", tso=123 << 18)
+    e = Journal(s.store).read_entry(ack.pos)
+    assert e.op == "tick" and e.chunks == [] and e.state.tick == 123 << 18
+
+
+def test_schema_mismatch_names_columns_and_merge(url: str) -> None:
+    from pyspark_tstream.errors import SchemaMismatchError
+
+    s = Stream.create(url, segments=1)
+    s.append([{"a": 1, "b": "x"}])
+    with pytest.raises(SchemaMismatchError, match=r"a \(int64 in the stream, string in the data\)"):
+        s.append([{"a": "one", "b": "y"}])
+    with pytest.raises(SchemaMismatchError, match=r"columns not in the stream: \['c'\].*mergeSchema"):
+        s.append([{"a": 2, "b": "y", "c": 1.5}])
+    s.append([{"a": 2, "b": "y", "c": 1.5}], merge_schema=True)
+    s.append([{"a": 3}])  # missing columns are nulls
+    t = s.read()
+    assert t.column_names[:3] == ["a", "b", "c"]
+    assert t["c"].to_pylist() == [None, 1.5, None]
+    assert s.refresh().pos == 3
