@@ -6,6 +6,7 @@ the winner's state. Invariants kept:
 * per segment, ``_tso`` strictly increases and ``_seq`` is dense: chunk ``k`` of a segment gets
   ``floor = max(segment.last_tso, tick) + 1`` and ``seq = segment.next_seq``;
 * nothing committed after tick ``G`` is published has ``_tso <= G`` (floors exceed the tick);
+  ticks end on a millisecond, so later records are in a later millisecond too;
 * ``G`` never decreases; it is the min over live writers of their latest committed ``_tso`` (the
   max committed ``_tso`` when none is live); a live writer silent for ``writerLeaseMs`` is
   dropped only by this function, i.e. through a journal record;
@@ -24,7 +25,7 @@ from .errors import SegmentSealedError
 from .journal import Chunk, Entry
 from .schema import decode_schema, encode_schema, reconcile
 from .state import StreamState, Writer
-from .timestamps import final_bounds, tso_id
+from .timestamps import LOGICAL_MASK, final_bounds, tso_id
 from .writing import ChunkInfo
 
 #: Reads a chunk's raw timestamps to count exactly how many records its floor raised.
@@ -100,7 +101,10 @@ def _advance_tick(state: StreamState) -> None:
         if w is None or not w.seen:
             blockers.append(0)
     candidate = min(blockers) if blockers else state.max_tso
-    state.tick = max(state.tick, candidate)
+    # Ticks end on a millisecond (logical part all ones) and floors start the next one, so no
+    # record committed later shares a millisecond with anything at or below the tick: Spark's
+    # late-row filter (event_time <= watermark) then drops nothing with a zero-delay watermark.
+    state.tick = max(state.tick, candidate | LOGICAL_MASK if candidate > 0 else 0)
 
 
 @dataclass

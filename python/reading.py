@@ -49,6 +49,8 @@ class ReadTask:
     chunks: tuple[Chunk, ...]
     lo: int  # exclusive
     hi: int  # inclusive
+    start_cut: tuple[tuple[int, int], ...] = ()  # (segment, first _seq kept)
+    end_cut: tuple[tuple[int, int], ...] = ()  # (segment, first _seq not kept)
 
     @property
     def rows(self) -> int:
@@ -60,7 +62,8 @@ class ReadTask:
 
 
 def pack_tasks(chunks: Sequence[Chunk], lo: int, hi: int, *, max_tasks: int,
-               min_task_bytes: int = 32 << 20) -> list[ReadTask]:
+               min_task_bytes: int = 32 << 20, start_cut: dict[int, int] | None = None,
+               end_cut: dict[int, int] | None = None) -> list[ReadTask]:
     """Group chunks into at most ``max_tasks`` tasks of similar size (each extra task costs).
 
     A segment's chunks stay in commit order inside a task; tasks get at least
@@ -78,7 +81,9 @@ def pack_tasks(chunks: Sequence[Chunk], lo: int, hi: int, *, max_tasks: int,
         b = sizes.index(min(sizes))
         placed[b].append(i)
         sizes[b] += max(chunks[i].bytes, 1)
-    return [ReadTask(tuple(chunks[i] for i in sorted(p)), lo, hi) for p in placed if p]
+    sc = tuple(sorted((start_cut or {}).items()))
+    ec = tuple(sorted((end_cut or {}).items()))
+    return [ReadTask(tuple(chunks[i] for i in sorted(p)), lo, hi, sc, ec) for p in placed if p]
 
 
 def _decode(store: Store, chunk: Chunk, data: bytes) -> pa.Table:
@@ -126,12 +131,18 @@ def _fetch(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, bytes
         yield from flush()
 
 
-def chunk_records(table: pa.Table, chunk: Chunk, lo: int, hi: int, schema: pa.Schema) -> pa.Table | None:
-    """The records of a decoded chunk with ``lo < _tso <= hi``, with system columns."""
+def chunk_records(table: pa.Table, chunk: Chunk, lo: int, hi: int, schema: pa.Schema,
+                  first_seq: int | None = None, end_seq: int | None = None) -> pa.Table | None:
+    """The records of a decoded chunk with ``lo < _tso <= hi`` (and ``first_seq <= _seq <
+    end_seq`` when given), with system columns."""
     raw = table.column(RAW_TSO).to_numpy()
     tso = apply_floor(raw.astype(np.int64, copy=False), chunk.floor)
     start = int(np.searchsorted(tso, lo, side="right"))
     stop = int(np.searchsorted(tso, hi, side="right"))
+    if first_seq is not None:
+        start = max(start, first_seq - chunk.seq)
+    if end_seq is not None:
+        stop = min(stop, end_seq - chunk.seq)
     if stop <= start:
         return None
     body = conform(table.drop_columns([RAW_TSO]).slice(start, stop - start), schema)
@@ -145,8 +156,10 @@ def chunk_records(table: pa.Table, chunk: Chunk, lo: int, hi: int, schema: pa.Sc
 
 def read_task(store: Store, schema: pa.Schema, task: ReadTask) -> Iterator[pa.RecordBatch]:
     """Record batches of one task (what a Spark partition yields)."""
+    starts, ends = dict(task.start_cut), dict(task.end_cut)
     for chunk, data in _fetch(store, task.chunks):
-        part = chunk_records(_decode(store, chunk, data), chunk, task.lo, task.hi, schema)
+        part = chunk_records(_decode(store, chunk, data), chunk, task.lo, task.hi, schema,
+                             starts.get(chunk.seg), ends.get(chunk.seg))
         if part is not None:
             yield from part.to_batches(max_chunksize=BATCH_ROWS)
 

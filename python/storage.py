@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import InvalidPathError, StorageError, TStreamError, UnsupportedOperationError
+from .errors import (ConfigError, InvalidPathError, StorageError, TStreamError,
+                     UnsupportedOperationError)
 
 #: Observer signature: ``(operation, relative_path)``; it may raise to simulate a fault.
 Observer = Callable[[str, str], None]
@@ -88,7 +89,8 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
-            raise ValueError(f"RetryPolicy.attempts must be >= 1, got {self.attempts}")
+            raise ConfigError(f"RetryPolicy.attempts must be >= 1, got {self.attempts}",
+                              option="attempts", value=self.attempts)
 
     def delay(self, retry: int) -> float:
         """Seconds to sleep before retry number ``retry`` (0-based)."""
@@ -243,9 +245,10 @@ def _make_fs(protocol: str, options: Mapping[str, Any]) -> Any:
     """A filesystem for ``protocol``; shared per process for equal options.
 
     For s3, listing caches are off (s3fs would otherwise answer ``exists``/``size`` from a stale
-    listing forever and never see another process's commit), and botocore's and s3fs's retries
-    are off because :class:`Store` owns retrying. Those settings are why this is our own
-    instance (``skip_instance_cache``), not fsspec's shared one that other code may use.
+    listing forever and never see another process's commit), botocore's and s3fs's retries
+    are off because :class:`Store` owns retrying, and the connection pool matches
+    ``read_many``'s concurrency; options the caller sets explicitly win. Those settings are why
+    this is our own instance (``skip_instance_cache``), not fsspec's shared one.
     """
     import fsspec
 
@@ -260,6 +263,8 @@ def _make_fs(protocol: str, options: Mapping[str, Any]) -> Any:
             opts.setdefault("use_listings_cache", False)
             config = dict(opts.get("config_kwargs") or {})
             config.setdefault("retries", {"total_max_attempts": 1})
+            # botocore's default pool of 10 connections would cap read_many's concurrency
+            config.setdefault("max_pool_connections", _READ_MANY_CONCURRENCY)
             opts["config_kwargs"] = config
             fs = fsspec.filesystem(protocol, skip_instance_cache=True, **opts)
             fs.retries = 1
@@ -366,6 +371,9 @@ class Store:
                 if not _is_backend_error(e):
                     raise
                 if op == "put_if_absent" and is_precondition_failed(e):
+                    if attempt:
+                        logger.info("put_if_absent %s: exists on retry %d; the first attempt "
+                                    "may have created it", self.uri(rel), attempt)
                     raise FileExistsError(errno.EEXIST, "exists", self.uri(rel)) from e
                 transient = is_transient(e)
                 if not transient or attempt == attempts - 1:

@@ -42,10 +42,11 @@ def test_client_clock_behind_stream_keeps_ids_increasing(url: str) -> None:
     t = s.read()
     tso = t["_tso"].to_numpy()
     assert _strictly_increasing(tso)
-    assert _ms(t) == [1000, 2000, 2000, 2000, 2500]
+    # raised above the tick, which ends on a millisecond: into the next one
+    assert _ms(t) == [1000, 2000, 2001, 2001, 2500]
     ids = [tso_id(v) for v in tso]
-    assert ids[2] == "2000-1" and ids[3] == "2000-2"
-    assert ack.first_id == "2000-1" and ack.last_id == "2500-0"
+    assert ids[2] == "2001-0" and ids[3] == "2001-1"
+    assert ack.first_id == "2001-0" and ack.last_id == "2500-0"
 
 
 def test_arrival_cap_and_uncapped(url: str) -> None:

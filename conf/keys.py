@@ -1,0 +1,144 @@
+"""Option keys of ``format("tstream")``, each with its ``_DEFAULT`` twin.
+
+Names are the public contract (DESIGN §4) and are camelCase like Kafka's and Delta's options.
+Spark lower-cases every key before the data source sees it, so code compares keys with
+:func:`normalize`, never with ``==`` on the raw spelling. A key without a ``_DEFAULT`` twin has
+no default: leaving it out means "not set".
+"""
+
+from __future__ import annotations
+
+# --- both sides ---------------------------------------------------------------------------
+
+#: Stream URL (``file://``, ``memory://``, ``s3://``...); Spark fills it from ``load(url)``,
+#: ``start(url)`` and ``save(url)``.
+PATH = "path"
+
+#: Prefix of options passed to fsspec with the prefix removed (``storage.endpoint_url``).
+STORAGE_PREFIX = "storage."
+
+# --- source (spark.readStream / spark.read) ----------------------------------------------
+
+#: Where a new query starts: ``earliest``, ``latest`` or a JSON stream cut
+#: ``{"<segment id>": <seq>}``.
+STARTING_OFFSETS = "startingOffsets"
+STARTING_OFFSETS_DEFAULT = "earliest"
+
+#: Start at the first records with ``_timestamp >=`` this (epoch ms or ISO-8601).
+STARTING_TIMESTAMP = "startingTimestamp"
+
+#: Start at now minus this duration (``90s``, ``15m``, ``1h``, ``7d``).
+STARTING_AGO = "startingAgo"
+
+#: Start this many records (by ``_tso``) before the current tail.
+STARTING_TAIL = "startingTail"
+
+#: Batch reads only: last ``_timestamp`` to read (epoch ms or ISO-8601); default: the tick.
+ENDING_TIMESTAMP = "endingTimestamp"
+
+#: Batch reads only: ``latest`` or a JSON stream cut to stop at; default: the tick.
+ENDING_OFFSETS = "endingOffsets"
+
+#: Read limits per micro-batch (Spark ReadLimit); unset means no limit.
+MAX_RECORDS_PER_TRIGGER = "maxRecordsPerTrigger"
+MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger"
+MAX_FILES_PER_TRIGGER = "maxFilesPerTrigger"
+
+#: Fail (``true``) or skip and report (``false``) when retention removed records still needed.
+FAIL_ON_DATA_LOSS = "failOnDataLoss"
+FAIL_ON_DATA_LOSS_DEFAULT = True
+
+#: Commit the query's position to the stream under this consumer-group name.
+CONSUMER_GROUP = "consumerGroup"
+
+# --- sink (df.writeStream / df.write) ----------------------------------------------------
+
+#: Routing-key column; without it rows spread evenly over the segments.
+KEY_COLUMN = "keyColumn"
+
+#: Client timestamp column (TIMESTAMP or epoch-ms BIGINT).
+TIMESTAMP_COLUMN = "timestampColumn"
+
+#: Writer identity; default: derived from ``checkpointLocation`` (none for a batch write).
+WRITER_ID = "writerId"
+
+#: Allow additive schema changes (new nullable columns) on write.
+MERGE_SCHEMA = "mergeSchema"
+MERGE_SCHEMA_DEFAULT = False
+
+# --- stream config (sink; used when a write creates the stream) ---------------------------
+
+#: ``client-prefer`` | ``client-require`` | ``arrival``.
+TIMESTAMPING = "timestamping"
+TIMESTAMPING_DEFAULT = "client-prefer"
+
+#: Keep client times later than arrival time instead of capping them.
+TIMESTAMPING_UNCAPPED = "timestampingUncapped"
+TIMESTAMPING_UNCAPPED_DEFAULT = False
+
+#: Initial number of segments.
+SEGMENTS = "segments"
+SEGMENTS_DEFAULT = 4
+
+#: Auto-scaling policy (passed to the core as text).
+SCALING = "scaling"
+
+#: Retention policy (passed to the core as text).
+RETENTION = "retention"
+
+#: Declared writer ids, comma-separated: the tick waits for each one's first commit.
+WRITERS = "writers"
+WRITERS_DEFAULT: tuple[str, ...] = ()
+
+#: A live writer silent this long (ms) is dropped from the tick.
+WRITER_LEASE_MS = "writerLeaseMs"
+WRITER_LEASE_MS_DEFAULT = 60_000
+
+#: Parquet codec of data chunks (the core's ``StreamConfig.compression``).
+COMPRESSION = "compression"
+COMPRESSION_DEFAULT = "snappy"
+
+# --- keys Spark itself passes -------------------------------------------------------------
+
+#: Spark passes it to a streaming sink; the default writer id derives from it.
+CHECKPOINT_LOCATION = "checkpointLocation"
+
+#: Spark passes it to a streaming sink when the query is named.
+QUERY_NAME = "queryName"
+
+#: Spark passes it instead of ``path`` for ``load(["a", "b"])`` (JSON list).
+PATHS = "paths"
+
+#: Stream-config option → core ``StreamConfig`` field name.
+STREAM_CONFIG_FIELDS = {
+    TIMESTAMPING: "timestamping",
+    TIMESTAMPING_UNCAPPED: "timestamping_uncapped",
+    SEGMENTS: "segments",
+    SCALING: "scaling",
+    RETENTION: "retention",
+    WRITERS: "writers",
+    WRITER_LEASE_MS: "writer_lease_ms",
+    COMPRESSION: "compression",
+}
+
+SOURCE_KEYS: tuple[str, ...] = (
+    PATH, STARTING_OFFSETS, STARTING_TIMESTAMP, STARTING_AGO, STARTING_TAIL, ENDING_TIMESTAMP,
+    ENDING_OFFSETS, MAX_RECORDS_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, MAX_FILES_PER_TRIGGER,
+    FAIL_ON_DATA_LOSS, CONSUMER_GROUP,
+)
+
+SINK_KEYS: tuple[str, ...] = (
+    PATH, KEY_COLUMN, TIMESTAMP_COLUMN, WRITER_ID, MERGE_SCHEMA, *STREAM_CONFIG_FIELDS,
+)
+
+#: Keys Spark adds on its own; accepted silently on both sides (the sink reads the first two).
+SPARK_KEYS: tuple[str, ...] = (CHECKPOINT_LOCATION, QUERY_NAME, PATHS)
+
+#: Prefixes of Spark-internal keys (``spark.*`` session-config style, ``__``-internal ones);
+#: ignored so that a future Spark adding one does not break every tstream query.
+SPARK_PREFIXES: tuple[str, ...] = ("spark.", "__")
+
+
+def normalize(key: str) -> str:
+    """The form Spark gives a key: lower-case. Compare keys only in this form."""
+    return key.strip().lower()

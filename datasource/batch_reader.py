@@ -1,0 +1,117 @@
+"""``spark.read.format("tstream")``: a bounded read, by default up to the current tick.
+
+With ``spark.sql.python.filterPushdown.enabled=true``, filters on ``_timestamp``, ``_tso`` and
+``_segment`` narrow the chunks read (:class:`TStreamFilteringReader`); Spark still evaluates
+them (they are returned as not fully handled), so pruning only ever reads a superset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from pyspark_tstream.conf.options import SourceOptions
+from pyspark_tstream.planning import check_data_loss, start_bound
+from pyspark_tstream.timestamps import LOGICAL_BITS, pack
+
+from .arrow import arrow_target
+from .partitions import TStreamPartition, plan_partitions, read_partition
+
+
+def _tso_bound(value: Any, column: str) -> int | None:
+    """A filter literal on ``column`` as a hybrid timestamp (None if not understood)."""
+    if column == "_tso" and isinstance(value, int):
+        return value
+    if column == "_timestamp" and isinstance(value, datetime):
+        dt = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return int(dt.timestamp() * 1000) << LOGICAL_BITS
+    return None
+
+
+class TStreamBatchReader(DataSourceReader):
+    """Batch reader (see module docstring)."""
+
+    def __init__(self, options: SourceOptions, schema: Any, stream: Any) -> None:
+        self.options = options
+        self.schema = schema
+        self.store = stream.store
+        self._stream = stream
+        self._target = arrow_target(schema)
+        self._schema_b64 = stream.state.schema
+        o = options
+        lo = start_bound(stream, o.starting_kind, timestamp_ms=o.starting_timestamp_ms,
+                         ago_ms=o.starting_ago_ms, tail=o.starting_tail)
+        state = stream.state
+        hi = state.tick
+        if o.ending_timestamp_ms is not None:
+            hi = min(hi, pack(o.ending_timestamp_ms) - 1)
+        self.lo = check_data_loss(state, lo, fail=o.fail_on_data_loss, context="this batch read")
+        self.hi = hi
+        self.start_cut = dict(o.starting_offsets) if isinstance(o.starting_offsets, dict) else {}
+        self.end_cut = dict(o.ending_offsets) if isinstance(o.ending_offsets, dict) else {}
+        self.segments: set[int] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d.pop("_stream", None)
+        return d
+
+    def _opened(self) -> Any:
+        # pushFilters and partitions may run on a pickled copy (no stream handle): reopen
+        stream = self.__dict__.get("_stream")
+        if stream is None:
+            from pyspark_tstream.stream import Stream
+
+            stream = self._stream = Stream.open(self.store.url, self.store.storage_options)
+        return stream
+
+    def partitions(self) -> list[InputPartition]:
+        stream = self._opened()
+        if self.hi <= self.lo or stream.schema is None:
+            return []
+        chunks = stream.plan(self.lo, self.hi)
+        if self.segments is not None:
+            chunks = [c for c in chunks if c.seg in self.segments]
+        return plan_partitions(chunks, self.lo, self.hi, start_cut=self.start_cut or None,
+                               end_cut=self.end_cut or None)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, TStreamPartition)
+        yield from read_partition(self.store, self._schema_b64, self._target, partition)
+
+
+class TStreamFilteringReader(TStreamBatchReader):
+    """The batch reader plus filter pruning; used only when Spark's filter pushdown is on.
+
+    PySpark refuses a reader that implements ``pushFilters`` while
+    ``spark.sql.python.filterPushdown.enabled`` is false, so the plain reader must not have it.
+    """
+
+    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
+        from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
+
+        for f in filters:
+            col = f.attribute[0] if isinstance(getattr(f, "attribute", None), tuple) and len(f.attribute) == 1 else None
+            if col in ("_timestamp", "_tso"):
+                bound = _tso_bound(getattr(f, "value", None), col)
+                if bound is None:
+                    pass
+                elif isinstance(f, GreaterThan):
+                    self.lo = max(self.lo, bound if col == "_tso" else bound + (1 << LOGICAL_BITS) - 1)
+                elif isinstance(f, GreaterThanOrEqual):
+                    self.lo = max(self.lo, bound - 1)
+                elif isinstance(f, LessThan):
+                    self.hi = min(self.hi, bound - 1)
+                elif isinstance(f, LessThanOrEqual):
+                    self.hi = min(self.hi, bound if col == "_tso" else bound + (1 << LOGICAL_BITS) - 1)
+                elif isinstance(f, EqualTo):
+                    self.lo = max(self.lo, bound - 1)
+                    self.hi = min(self.hi, bound if col == "_tso" else bound + (1 << LOGICAL_BITS) - 1)
+            elif col == "_segment" and isinstance(f, (EqualTo, In)):
+                values = {f.value} if isinstance(f, EqualTo) else set(f.value)
+                ints = {v for v in values if isinstance(v, int)}
+                self.segments = ints if self.segments is None else self.segments & ints
+            yield f  # Spark re-checks every filter: pruning here is only an optimization

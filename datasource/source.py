@@ -1,0 +1,103 @@
+"""The ``tstream`` data source: Spark's entry point, translating Spark calls into core calls.
+
+Name: ``tstream``. Registered automatically (``pyspark_tstream.DefaultSource``) or with
+``spark.dataSource.register(TStreamDataSource)``.
+
+Examples
+--------
+>>> (df.writeStream.format("tstream").option("checkpointLocation", ckpt)
+...    .option("keyColumn", "device").start("file:///tmp/telemetry"))
+>>> spark.readStream.format("tstream").option("startingAgo", "1h").load("file:///tmp/telemetry")
+>>> spark.read.format("tstream").option("startingTimestamp", "2026-11-01T00:00:00Z").load(url)
+
+Heavy imports (pyarrow, fsspec) stay inside methods: Spark imports this module in every Python
+worker to discover data sources.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.datasource import DataSource
+
+
+class TStreamDataSource(DataSource):
+    """Timestamped streams as Parquet segment chunks (see the README for all options)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "tstream"
+
+    def _source(self) -> tuple[Any, Any]:
+        from pyspark_tstream.conf.options import SourceOptions
+        from pyspark_tstream.stream import Stream
+
+        options = SourceOptions.from_options(self.options)
+        return options, Stream.open(options.path, options.storage_options)
+
+    def schema(self) -> Any:
+        from .arrow import spark_schema
+
+        _, stream = self._source()
+        user = stream.schema
+        if user is None:
+            from pyspark_tstream.errors import SchemaMismatchError
+
+            raise SchemaMismatchError(
+                f"stream {stream.url} has no schema yet (nothing was written); write to it first "
+                "or pass .schema(...) to the reader")
+        return spark_schema(user)
+
+    def reader(self, schema: Any) -> Any:
+        import sys
+
+        from .batch_reader import TStreamBatchReader, TStreamFilteringReader
+
+        options, stream = self._source()
+        # PySpark asks for a reader from its pushdown worker only when filter pushdown is on;
+        # elsewhere a reader with pushFilters is an error, so pick the class by the caller.
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        cls = TStreamFilteringReader if caller.endswith("data_source_pushdown_filters") else TStreamBatchReader
+        return cls(options, schema, stream)
+
+    def streamReader(self, schema: Any) -> Any:
+        from .stream_reader import TStreamStreamReader
+
+        options, stream = self._source()
+        return TStreamStreamReader(options, schema, stream)
+
+    def _sink(self, schema: Any, overwrite: bool, streaming: bool) -> Any:
+        from pyspark_tstream.conf.options import SinkOptions
+        from pyspark_tstream.errors import UnsupportedOperationError
+        from pyspark_tstream.schema import normalize, user_schema
+        from pyspark_tstream.stream import Stream
+
+        options = SinkOptions.from_options(self.options)
+        if overwrite:
+            raise UnsupportedOperationError(
+                f"tstream streams are append-only: {'outputMode complete' if streaming else 'mode(overwrite)'} "
+                f"would replace {options.path}; use {'outputMode(append)' if streaming else 'mode(append)'} "
+                "(history is kept; use retention or `tstream truncate` to drop old records)")
+        from .arrow import user_arrow_schema
+
+        arrow_in = user_arrow_schema(schema)
+        cfg = options.stream_config
+        stream = Stream.open_or_create(
+            options.path, storage_options=options.storage_options,
+            config={k: v for k, v in cfg.to_config_dict().items() if k in cfg.given},
+            schema=normalize(user_schema(arrow_in)) if len(user_schema(arrow_in)) else None)
+        spec = stream.write_spec(arrow_in, key=options.key_column, timestamp=options.timestamp_column,
+                                 merge_schema=options.merge_schema)
+        return options, spec, arrow_in, stream
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+        from pyspark_tstream.sink.writer import TStreamStreamWriter
+
+        options, spec, arrow_in, stream = self._sink(schema, overwrite, True)
+        return TStreamStreamWriter(options, spec, arrow_in, stream, session=True)
+
+    def writer(self, schema: Any, overwrite: bool) -> Any:
+        from pyspark_tstream.sink.writer import TStreamBatchWriter
+
+        options, spec, arrow_in, stream = self._sink(schema, overwrite, False)
+        return TStreamBatchWriter(options, spec, arrow_in, stream, session=False)

@@ -1,0 +1,104 @@
+"""Source planning, Spark-free: where a read starts, where a limited micro-batch ends, data loss.
+
+Every position is an exclusive ``_tso`` bound ``lo`` ("records after this"). A limited batch may
+end at any ``b <= tick``: nothing at or below ``b`` can be committed later, so cutting there is
+always safe (DESIGN.md §3.4). Limits are counted conservatively from chunk metadata (whole
+chunks that overlap the range), so a batch never exceeds them — except that a batch always makes
+progress, by at least the first chunk it can end after.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import DataLossError
+from .journal import Chunk
+from .state import StreamState
+from .timestamps import LOGICAL_MASK, iso, pack, physical
+
+log = logging.getLogger("pyspark_tstream")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-batch read limits; None means unlimited."""
+
+    max_records: int | None = None
+    max_bytes: int | None = None
+    max_files: int | None = None
+
+    @property
+    def unlimited(self) -> bool:
+        return self.max_records is None and self.max_bytes is None and self.max_files is None
+
+    def allows(self, rows: int, size: int, files: int) -> bool:
+        return ((self.max_records is None or rows <= self.max_records)
+                and (self.max_bytes is None or size <= self.max_bytes)
+                and (self.max_files is None or files <= self.max_files))
+
+
+def start_bound(stream: Any, kind: str, *, timestamp_ms: int | None = None, ago_ms: int | None = None,
+                tail: int | None = None, now_ms: int | None = None) -> int:
+    """The exclusive ``_tso`` bound a read starting at ``kind`` begins after."""
+    state: StreamState = stream.refresh()
+    if kind == "latest":
+        return state.tick
+    if kind == "timestamp" and timestamp_ms is not None:
+        return max(state.head_tso, pack(timestamp_ms) - 1)
+    if kind == "ago" and ago_ms is not None:
+        from .timestamps import now_ms as _now
+
+        return max(state.head_tso, pack((now_ms if now_ms is not None else _now()) - ago_ms) - 1)
+    if kind == "tail" and tail is not None:
+        return int(stream.seek_tail(tail))
+    return state.head_tso  # earliest, or a stream cut (applied per segment by the reader)
+
+
+def choose_end(chunks: Sequence[Chunk], lo: int, tick: int, limits: Limits) -> int:
+    """The largest end ``b <= tick`` whose batch ``(lo, b]`` fits ``limits`` (at least one step)."""
+    if tick <= lo:
+        return lo
+    if limits.unlimited or not chunks:
+        return tick
+    # ends snap up to the end of their millisecond (<= tick, which ends on one): a later batch
+    # must not share a millisecond with this one, or a zero-delay watermark would drop it
+    candidates = sorted({min(c.hi, tick) | LOGICAL_MASK for c in chunks}
+                        | {(c.lo - 1) | LOGICAL_MASK for c in chunks if lo < c.lo - 1 < tick} | {tick})
+    by_lo = sorted(chunks, key=lambda c: c.lo)
+    best, i, rows, size, files = None, 0, 0, 0, 0
+    for b in candidates:
+        if b <= lo:
+            continue
+        while i < len(by_lo) and by_lo[i].lo <= b:
+            rows += by_lo[i].rows
+            size += by_lo[i].bytes
+            files += 1
+            i += 1
+        if limits.allows(rows, size, files):
+            best = b
+        elif best is None:
+            return b  # progress: the smallest step, even if one chunk alone exceeds a limit
+        else:
+            break
+    return best if best is not None else tick
+
+
+def check_data_loss(state: StreamState, lo: int, *, fail: bool, context: str = "") -> int:
+    """``lo``, or the head if retention removed records after ``lo`` (raise when ``fail``)."""
+    if lo >= state.head_tso:
+        return lo
+    lost = [{"segment": s.id, "seq_before": s.first_seq, "from_tso": lo + 1, "to_tso": state.head_tso,
+             "from_time": iso(physical(lo + 1)), "to_time": iso(physical(state.head_tso))}
+            for s in state.segments if s.first_seq > 0]
+    text = ", ".join(f"segment {d['segment']} _seq < {d['seq_before']}" for d in lost) or "no active segment"
+    message = (f"records with _tso in ({lo}, {state.head_tso}] ({iso(physical(lo + 1))} .. "
+               f"{iso(physical(state.head_tso))}) were removed by retention or truncation before "
+               f"{context or 'this reader'} read them ({text})")
+    if fail:
+        raise DataLossError(message + "; restart from a later position or set failOnDataLoss=false to "
+                            "skip them", lost=lost)
+    log.warning("tstream: skipping lost data: %s", message)
+    return state.head_tso

@@ -1,0 +1,142 @@
+"""``df.writeStream.format("tstream")`` and ``df.write.format("tstream")``: Arrow writers.
+
+Tasks write Parquet chunks (invisible until committed) and send their descriptions to the
+driver; the driver's ``commit`` makes the whole micro-batch one journal commit keyed by
+(writer, batchId), so a replayed batch is a no-op and a failed or duplicate task attempt leaves
+only unreferenced files. Spark calls ``commit`` on a fresh writer in another process, so
+everything it needs travels in the options and the messages; nothing lives in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from pyspark_tstream.conf.options import SinkOptions
+from pyspark_tstream.writing import ChunkInfo, WriteSpec, write_batches
+
+try:  # PySpark >= 4.1
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamBase
+except ImportError:  # pragma: no cover - PySpark 4.0: rows only
+    from pyspark.sql.datasource import DataSourceStreamWriter as _StreamBase
+
+
+@dataclass
+class SegmentCommitMessage(WriterCommitMessage):
+    """What one task wrote: its chunks (not yet visible) and the task's identity."""
+
+    partition: int
+    attempt: int
+    chunks: list[dict[str, Any]]
+
+
+def writer_identity(options: SinkOptions) -> str | None:
+    """``writerId``, else one derived from ``checkpointLocation`` (stable across restarts)."""
+    if options.writer_id:
+        return options.writer_id
+    if options.checkpoint_location:
+        digest = hashlib.sha256(options.checkpoint_location.rstrip("/").encode()).hexdigest()[:16]
+        return f"query-{digest}"
+    return None
+
+
+def _task() -> tuple[int, int]:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (0, 0)
+
+
+def _to_batches(iterator: Iterator[Any], names: Sequence[str]) -> Iterator[Any]:
+    """Rows (PySpark 4.0 stream writer) to Arrow batches; Arrow batches pass through."""
+    import pyarrow as pa
+
+    rows: list[Any] = []
+    for item in iterator:
+        if isinstance(item, pa.RecordBatch):
+            yield item
+            continue
+        rows.append(item)
+        if len(rows) >= 10_000:
+            yield pa.RecordBatch.from_pylist([r.asDict() for r in rows])
+            rows = []
+    if rows:
+        yield pa.RecordBatch.from_pylist([r.asDict() for r in rows])
+    del names
+
+
+class _Common:
+    """Shared by the streaming and batch writers."""
+
+    def __init__(self, options: SinkOptions, spec: WriteSpec, input_schema: Any, stream: Any,
+                 session: bool) -> None:
+        self.options = options
+        self.spec = spec
+        self.input_schema = input_schema  # Arrow schema of the incoming data
+        self.session = session
+        self._stream = stream
+
+    def __getstate__(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["_stream"] = None  # executors rebuild nothing: they only write chunks
+        return d
+
+    def _write(self, iterator: Iterator[Any]) -> SegmentCommitMessage:
+        partition, attempt = _task()
+        chunks = write_batches(self.spec, _to_batches(iterator, self.input_schema.names),
+                               task=f"p{partition}a{attempt}")
+        return SegmentCommitMessage(partition, attempt, [c.to_json() for c in chunks])
+
+    def _open(self) -> Any:
+        if self._stream is None:
+            from pyspark_tstream.stream import Stream
+
+            self._stream = Stream.open(self.options.path, self.options.storage_options)
+        return self._stream
+
+    def _commit(self, messages: Sequence[Any], batch_id: Any) -> Any:
+        chunks = [ChunkInfo.from_json(c) for m in sorted((m for m in messages if m is not None),
+                                                         key=lambda m: m.partition)
+                  for c in m.chunks]
+        return self._open().commit(chunks, writer_id=writer_identity(self.options), batch_id=batch_id,
+                                   session=self.session, schema=self.input_schema,
+                                   merge_schema=self.options.merge_schema)
+
+    def _abort(self, messages: Sequence[Any]) -> None:
+        # nothing was made visible; removing the files only saves the orphan cleaner work
+        paths = [c["path"] for m in messages if m is not None for c in m.chunks]
+        if paths:
+            self.spec.store.delete(paths)
+
+
+class TStreamStreamWriter(_Common, _StreamBase):  # type: ignore[misc, valid-type]
+    """Streaming sink: one journal commit per micro-batch, idempotent on (writer, batchId)."""
+
+    def write(self, iterator: Iterator[Any]) -> SegmentCommitMessage:
+        return self._write(iterator)
+
+    def commit(self, messages: list[Any], batchId: int) -> None:
+        self._commit(messages, batchId)
+
+    def abort(self, messages: list[Any], batchId: int) -> None:
+        self._abort(messages)
+
+
+class TStreamBatchWriter(_Common, DataSourceArrowWriter):
+    """``df.write.mode("append")``: one commit; a one-shot writer unless ``writerId`` is declared."""
+
+    def write(self, iterator: Iterator[Any]) -> SegmentCommitMessage:
+        return self._write(iterator)
+
+    def commit(self, messages: list[Any]) -> None:
+        self._commit(messages, self.options_batch_id())
+
+    def abort(self, messages: list[Any]) -> None:
+        self._abort(messages)
+
+    def options_batch_id(self) -> Any:
+        return getattr(self.options, "batch_id", None)

