@@ -79,7 +79,8 @@ class TStreamBatchReader(DataSourceReader):
                                end_cut=self.end_cut or None)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, TStreamPartition)
+        if not isinstance(partition, TStreamPartition):
+            return  # Spark reads one placeholder partition when a plan has none
         yield from read_partition(self.store, self._schema_b64, self._target, partition)
 
 

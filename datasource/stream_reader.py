@@ -133,7 +133,8 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return plan_partitions(chunks, lo, stop.tso, start_cut=begin.cut or None)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, TStreamPartition)
+        if not isinstance(partition, TStreamPartition):
+            return  # Spark reads one placeholder partition when a plan has none
         store = self.store if hasattr(self, "store") else self.stream.store
         yield from read_partition(store, self._schema_b64, self._target, partition)
 

@@ -1,0 +1,181 @@
+"""The Spark source: seeks, tick-aligned micro-batches, read limits, pushdown, bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from pyspark_tstream.stream import Stream
+from pyspark_tstream.timestamps import iso, now_ms
+
+pytestmark = pytest.mark.spark
+
+
+def _fill(url: str, batches: int = 5, rows: int = 100, start_ms: int = 1_700_000_000_000) -> Stream:
+    s = Stream.create(url, segments=2)
+    for b in range(batches):
+        base = start_ms + b * rows * 10
+        s.append(pa.table({"id": list(range(b * rows, (b + 1) * rows)),
+                           "k": [f"k{i % 4}" for i in range(rows)],
+                           "t": [base + i * 10 for i in range(rows)]}), key="k", timestamp="t")
+    return s
+
+
+def _ids(df: Any) -> list[int]:
+    return sorted(r["id"] for r in df.select("id").collect())
+
+
+def test_batch_seeks(spark: Any, tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/s"
+    _fill(url)  # ids 0..499 at t = 1.7e12 + id * 10
+    def read() -> Any:
+        return spark.read.format("tstream")
+
+    assert _ids(read().option("startingTimestamp", str(1_700_000_000_000 + 4_000)).load(url)) == list(range(400, 500))
+    assert _ids(read().option("startingTimestamp", iso(1_700_000_000_000 + 4_990)).load(url)) == [499]
+    assert _ids(read().option("startingTail", "7").load(url)) == list(range(493, 500))
+    bounded = (spark.read.format("tstream").option("startingTimestamp", str(1_700_000_000_000 + 100))
+               .option("endingTimestamp", str(1_700_000_000_000 + 200)).load(url))
+    assert _ids(bounded) == list(range(10, 20))
+    assert spark.read.format("tstream").option("startingAgo", "1h").load(url).count() == 0
+    recent = Stream.create(f"file://{tmp_path}/recent", segments=1)
+    recent.append([{"id": 1}])
+    assert _ids(spark.read.format("tstream").option("startingAgo", "1h").load(f"file://{tmp_path}/recent")) == [1]
+
+
+def test_stream_starting_latest_then_new_data(spark: Any, tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/s"
+    s = _fill(url, batches=2)
+    ckpt = str(tmp_path / "ck")
+
+    def run() -> list[int]:
+        got: list[int] = []
+        q = (spark.readStream.format("tstream").option("startingOffsets", "latest").load(url)
+             .writeStream.foreachBatch(lambda df, _: got.extend(_ids(df)))
+             .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
+        q.awaitTermination()
+        return sorted(got)
+
+    assert run() == []
+    s.append(pa.table({"id": [1000, 1001], "k": ["a", "b"], "t": [1_800_000_000_000, 1_800_000_000_001]}),
+             key="k", timestamp="t")
+    assert run() == [1000, 1001]
+
+
+def _progress_offsets(q: Any) -> list[tuple[int, int, int]]:
+    out = []
+    for p in q.recentProgress:
+        src = p["sources"][0] if isinstance(p, dict) else json.loads(p.json)["sources"][0]
+        if src["numInputRows"] or src["startOffset"] != src["endOffset"]:
+            start = json.loads(src["startOffset"]) if isinstance(src["startOffset"], str) else src["startOffset"]
+            end = json.loads(src["endOffset"]) if isinstance(src["endOffset"], str) else src["endOffset"]
+            out.append((start["tso"] if start else -1, end["tso"], src["numInputRows"]))
+    return out
+
+
+def test_tick_aligned_batches_with_skewed_writers(spark: Any, tmp_path: Path) -> None:
+    """Writers with skewed, overlapping clocks; a zero-delay watermark drops nothing."""
+    from pyspark.sql import functions as F
+
+    url = f"file://{tmp_path}/s"
+    Stream.create(url, segments=3, timestamping_uncapped=True)
+    skews = {"east": -3_000, "west": 0, "north": 1_500}
+    producers = {w: Stream.open(url).writer(w) for w in skews}
+    rng = random.Random(11)
+    seen: list[dict[str, Any]] = []
+    ck_batches, ck_windows = str(tmp_path / "ck1"), str(tmp_path / "ck2")
+
+    def collect(df: Any, batch_id: int) -> None:
+        rows = df.agg(F.min("_tso").alias("lo"), F.max("_tso").alias("hi"), F.count("*").alias("n")).collect()[0]
+        if rows["n"]:
+            seen.append({"batch": batch_id, "lo": rows["lo"], "hi": rows["hi"], "n": rows["n"]})
+
+    ends: list[int] = []
+    emitted: list[Any] = []
+    for round_ in range(5):
+        for w in rng.sample(list(skews), k=3):
+            base = now_ms() + skews[w]
+            times = sorted(base + rng.randint(-2_000, 300) for _ in range(40))
+            producers[w].append(pa.table({"w": [w] * 40, "dev": [f"{w}-{i % 3}" for i in range(40)], "t": times}),
+                                key="dev", timestamp="t", batch_id=round_)
+        if round_ == 4:
+            for p in producers.values():
+                p.close()
+        q1 = (spark.readStream.format("tstream").option("maxRecordsPerTrigger", "70").load(url).writeStream
+              .foreachBatch(collect).option("checkpointLocation", ck_batches).trigger(availableNow=True).start())
+        q1.awaitTermination()
+        ends += [end for _, end, _ in _progress_offsets(q1)]
+        q2 = (spark.readStream.format("tstream").load(url).withWatermark("_timestamp", "0 seconds")
+              .groupBy(F.window("_timestamp", "1 second")).count()
+              .writeStream.foreachBatch(lambda df, _: emitted.extend(df.collect())).outputMode("append")
+              .option("checkpointLocation", ck_windows).trigger(availableNow=True).start())
+        q2.awaitTermination()
+    # every batch sits entirely above every earlier batch's end offset
+    for i, b in enumerate(seen):
+        assert all(b["lo"] > e for e in ends[:i]), f"batch {b} holds records at or below an earlier end"
+    assert sum(b["n"] for b in seen) == 5 * 3 * 40
+    assert all(b["n"] <= 70 for b in seen)
+    # a streaming windowed count with a zero-delay watermark equals the batch answer
+    batch = {r["window"]["start"]: r["count"] for r in spark.read.format("tstream").load(url)
+             .groupBy(F.window("_timestamp", "1 second")).count().collect()}
+    streamed = {r["window"]["start"]: r["count"] for r in emitted}
+    assert len(streamed) == len(emitted), "a window was emitted twice"
+    assert streamed, "no window was closed"
+    for start, count in streamed.items():
+        assert batch[start] == count, f"window {start}: streamed {count}, batch {batch[start]}"
+    last = max(batch)
+    assert set(batch) - set(streamed) <= {last}, "a closed window was dropped"
+
+
+def test_read_limits_bound_batches_and_available_now_drains(spark: Any, tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=1)
+    for b in range(10):
+        s.append(pa.table({"id": list(range(b * 100, b * 100 + 100))}))
+    for option, value, bound in (("maxRecordsPerTrigger", "250", lambda n, f: n <= 250),
+                                 ("maxFilesPerTrigger", "3", lambda n, f: n <= 300)):
+        got: list[int] = []
+        q = (spark.readStream.format("tstream").option(option, value).load(url).writeStream
+             .foreachBatch(lambda df, _: got.extend(_ids(df)))
+             .option("checkpointLocation", str(tmp_path / option)).trigger(availableNow=True).start())
+        q.awaitTermination()
+        sizes = [n for _, _, n in _progress_offsets(q)]
+        assert sum(sizes) == 1000 and len(sizes) >= 4, sizes
+        assert all(bound(n, None) for n in sizes), sizes
+        assert sorted(got) == list(range(1000))
+
+
+def test_filter_pushdown_skips_chunks(spark: Any, tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/s"
+    s = _fill(url)  # five chunks per segment, one per 1-second range
+    first_chunks = [c.path for c in s.journal.read_entry(1).chunks]
+    for path in first_chunks:  # break the oldest data: only a read that prunes it can succeed
+        s.store.write(path, b"garbage")
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        df = spark.read.format("tstream").load(url).filter("_timestamp >= timestamp_millis(1700000003000)")
+        assert _ids(df) == list(range(300, 500))
+        with pytest.raises(Exception, match=first_chunks[0]):
+            spark.read.format("tstream").load(url).count()
+    finally:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+
+
+def test_bad_source_options_and_corrupt_chunk(spark: Any, tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/s"
+    s = _fill(url, batches=1)
+    with pytest.raises(Exception, match="(?i)startingtimestmp.*did you mean startingTimestamp.*Valid read options"):
+        spark.read.format("tstream").option("startingTimestmp", "0").load(url).count()
+    with pytest.raises(Exception, match="(?i)maxrecordspertrigger"):
+        spark.readStream.format("tstream").option("maxRecordsPerTrigger", "-3").load(url)
+    with pytest.raises(Exception, match="no stream at"):
+        spark.read.format("tstream").load(f"file://{tmp_path}/missing").count()
+    path = s.journal.read_entry(1).chunks[0].path
+    s.store.write(path, b"not parquet")
+    with pytest.raises(Exception, match=path):
+        spark.read.format("tstream").load(url).count()
