@@ -162,7 +162,13 @@ class CommitRequest:
                 writer.live = True
                 writer.seen = True
         _advance_tick(state)
-        state.wall = self.now
+        state.wall = max(state.wall, self.now)  # monotone, so the time index can search it
+        if chunks and state.config.get("scaling"):
+            from .scaling import ScalingPolicy, restart_windows
+
+            policy = ScalingPolicy.parse(state.config["scaling"])
+            if policy is not None:
+                restart_windows(state, self.now, policy.window)
         info: dict[str, Any] = {"rows": rows}
         if raised:
             info["raised"] = raised

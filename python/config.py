@@ -79,6 +79,12 @@ class StreamConfig:
         if self.compression not in COMPRESSIONS:
             raise ConfigError(f"compression={self.compression!r} is not one of {', '.join(COMPRESSIONS)}",
                               option="compression", value=self.compression)
+        # parse the policies now so a bad one fails at creation, naming the option
+        from .retention import RetentionPolicy
+        from .scaling import ScalingPolicy
+
+        ScalingPolicy.parse(self.scaling)
+        RetentionPolicy.parse(self.retention)
         writers = tuple(self.writers)
         bad = [w for w in writers if not isinstance(w, str) or not w.strip()]
         if bad:

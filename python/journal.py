@@ -31,12 +31,14 @@ from .storage import Store
 
 META = "_tstream"
 HEAD = f"{META}/head.json"
+ANCHOR = f"{META}/anchor.json"
 FANOUT = 32
 _DIR_SPAN = 100_000
 MAX_ATTEMPTS = 1000
 
-# columns of an index summary: [position or node number, max _tso, tick, wall ms, rows so far]
-COL_ID, COL_MAX_TSO, COL_TICK, COL_WALL, COL_ROWS = range(5)
+# columns of an index summary (each monotone over positions, so searchable):
+# [position or node number, max _tso, tick, wall ms, rows so far, epoch, bytes so far]
+COL_ID, COL_MAX_TSO, COL_TICK, COL_WALL, COL_ROWS, COL_EPOCH, COL_BYTES = range(7)
 
 
 def entry_path(pos: int) -> str:
@@ -133,7 +135,7 @@ class Delta:
 
 def summary(entry: Entry) -> list[int]:
     s = entry.state
-    return [entry.pos, s.max_tso, s.tick, entry.wall, s.rows]
+    return [entry.pos, s.max_tso, s.tick, max(entry.wall, s.wall), s.rows, s.epoch, s.bytes]
 
 
 class Journal:
@@ -141,6 +143,9 @@ class Journal:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        #: Called with the work state before each conditional create: lazy writes of committed
+        #: facts (sealed-segment shards, epoch records) that then leave the state.
+        self.flushers: list[Callable[[StreamState], None]] = []
 
     # -- reading ------------------------------------------------------------------------------
     def _decode(self, data: bytes, rel: str) -> Entry:
@@ -169,7 +174,7 @@ class Journal:
             if known is not None and known.pos > entry.pos:
                 entry = known
         except FileNotFoundError:
-            entry = known or self.try_entry(0)
+            entry = known or self._anchor_entry()
             if entry is None:
                 raise StreamNotFoundError(
                     f"no stream at {self.store.display_url}; create it with Stream.create, "
@@ -179,6 +184,14 @@ class Journal:
             if nxt is None:
                 return entry
             entry = nxt
+
+    def _anchor_entry(self) -> Entry | None:
+        """Where to probe from without a head: the oldest entry garbage collection kept."""
+        try:
+            pos = int(json.loads(self.store.read(ANCHOR))["pos"])
+        except FileNotFoundError:
+            pos = 0
+        return self.try_entry(pos)
 
     def read_node(self, level: int, node: int) -> dict[str, Any]:
         rel = node_path(level, node)
@@ -192,13 +205,14 @@ class Journal:
             raise CorruptMetadataError(f"index node {self.store.uri(rel)} is unreadable: {e}",
                                        path=self.store.uri(rel)) from e
 
-    def deltas(self, state: StreamState, first: int, last: int) -> list[Delta]:
+    def deltas(self, state: StreamState, first: int, last: int, *, truncated: bool = False) -> list[Delta]:
         """Deltas of positions ``first..last`` (inclusive) using compacted nodes where flushed.
 
         ``state`` must be at least as new as ``last``. Costs one batched read for the flushed
-        part and one for the rest.
+        part and one for the rest. Positions before the head are skipped unless ``truncated``
+        (garbage collection reads them once).
         """
-        first = max(first, state.head_pos)
+        first = max(first, state.gc_pos if truncated else state.head_pos)
         if last < first:
             return []
         open0 = state.index[0][0][COL_ID] if state.index and state.index[0] else state.pos + 1
@@ -234,6 +248,8 @@ class Journal:
             for item in state.index[level]:
                 if item[col] > value:
                     while level > 0:
+                        if (item[COL_ID] + 1) * FANOUT ** level <= state.head_pos:
+                            return state.head_pos  # truncated (and maybe collected): the head
                         node = self.read_node(level, item[COL_ID])
                         item = next(i for i in node["items"] if i[col] > value)
                         level -= 1
@@ -256,8 +272,7 @@ class Journal:
             state.index[level] = []
             if level + 1 == len(state.index):
                 state.index.append([])
-            state.index[level + 1].append([node_no, last[COL_MAX_TSO], last[COL_TICK], last[COL_WALL],
-                                           last[COL_ROWS]])
+            state.index[level + 1].append([node_no] + list(last[1:]))
             level += 1
 
     # -- writing ------------------------------------------------------------------------------
@@ -293,6 +308,8 @@ class Journal:
                 return None, state
             entry.pos = pos
             entry.state.pos = pos
+            for flush in self.flushers:
+                flush(entry.state)
             self._flush(entry.state)
             if not entry.state.index:
                 entry.state.index = [[]]

@@ -29,6 +29,9 @@ class Segment:
     bytes: int = 0
     chunks: int = 0
     first_seq: int = 0  # head after truncation
+    win_rows: int = 0  # rows at the start of the auto-scaling rate window
+    win_bytes: int = 0
+    win_wall: int = 0  # wall ms the window started (0: not started)
 
     @property
     def epoch(self) -> int:
@@ -40,7 +43,7 @@ class Segment:
 
     def to_json(self) -> list[Any]:
         return [self.id, self.lo, self.hi, self.next_seq, self.last_tso, self.rows, self.bytes,
-                self.chunks, self.first_seq]
+                self.chunks, self.first_seq, self.win_rows, self.win_bytes, self.win_wall]
 
     @classmethod
     def from_json(cls, v: list[Any]) -> Segment:
@@ -118,6 +121,10 @@ class StreamState:
     head_tso: int = 0  # records with _tso <= head_tso are gone
     sealed: int = 0  # segments sealed so far
     first_tso: int = 0  # _tso of the oldest readable record (0: none yet)
+    gc_pos: int = 0  # journal positions below this were garbage-collected
+    pending_sealed: list[dict[str, Any]] = field(default_factory=list)  # not yet in the shards
+    pending_epoch: dict[str, Any] | None = None  # epoch record not yet written
+    truncations: list[list[int]] = field(default_factory=list)  # recent [wall ms, head_pos]
 
     def segment(self, seg_id: int) -> Segment | None:
         for s in self.segments:
@@ -133,7 +140,9 @@ class StreamState:
             "writers": {k: w.to_json() for k, w in self.writers.items()},
             "index": self.index, "rows": self.rows, "bytes": self.bytes, "chunks": self.chunks,
             "next_number": self.next_number, "head_pos": self.head_pos, "head_tso": self.head_tso,
-            "sealed": self.sealed, "first_tso": self.first_tso,
+            "sealed": self.sealed, "first_tso": self.first_tso, "gc_pos": self.gc_pos,
+            "pending_sealed": self.pending_sealed, "pending_epoch": self.pending_epoch,
+            "truncations": self.truncations,
         }
 
     @classmethod
@@ -146,5 +155,7 @@ class StreamState:
             index=d["index"], rows=d.get("rows", 0), bytes=d.get("bytes", 0),
             chunks=d.get("chunks", 0), next_number=d.get("next_number", 0),
             head_pos=d.get("head_pos", 0), head_tso=d.get("head_tso", 0), sealed=d.get("sealed", 0),
-            first_tso=d.get("first_tso", 0),
+            first_tso=d.get("first_tso", 0), gc_pos=d.get("gc_pos", 0),
+            pending_sealed=d.get("pending_sealed", []), pending_epoch=d.get("pending_epoch"),
+            truncations=d.get("truncations", []),
         )

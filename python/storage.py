@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import io
 import json
 import logging
 import os
@@ -459,6 +460,19 @@ class Store:
         path = self.full(rel)
         return int(self._call("size", rel, lambda: self.fs.size(path)))
 
+    def modified_ms(self, rel: str) -> int:
+        """Last-modified time of ``rel`` in epoch ms (for grace periods of cleanup)."""
+        path = self.full(rel)
+
+        def info() -> int:
+            d = self.fs.info(path)
+            value = d.get("mtime", d.get("LastModified", d.get("last_modified", d.get("created"))))
+            if hasattr(value, "timestamp"):
+                return int(value.timestamp() * 1000)
+            return int(float(value) * 1000) if value is not None else 0
+
+        return int(self._call("modified", rel, info))
+
     def list(self, rel: str = "") -> list[str]:
         """Sorted names directly under ``rel`` (the root if empty); [] if there is nothing.
 
@@ -542,11 +556,42 @@ class Store:
         self._call("delete", rels[0] if len(rels) == 1 else f"{rels[0]} (+{len(rels) - 1})", rm)
 
     def open_output(self, rel: str) -> Any:
-        """A writable binary file for a data chunk (unique names; never a commit point)."""
+        """A writable binary file for a data chunk (unique names; never a commit point).
+
+        On object stores the bytes are buffered and uploaded when the file is closed, and that
+        upload is the store call (retried like any other): s3fs uploads from its own ``close``,
+        outside this boundary, so a 503 or a dropped connection there used to escape as a raw
+        ``OSError`` with no retry.
+        """
         path = self.full(rel)
+        if self.protocol not in ("file", "memory"):
+            return _UploadOnClose(self, rel)
         if self.protocol == "file":
             os.makedirs(os.path.dirname(path), exist_ok=True)
         return self._call("open_output", rel, lambda: self.fs.open(path, "wb"))
+
+
+class _UploadOnClose(io.BytesIO):
+    """A chunk on its way to an object store: one retried PUT of the whole file on ``close``."""
+
+    def __init__(self, store: Store, rel: str) -> None:
+        super().__init__()
+        self._store = store
+        self._rel = rel
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        data = self.getvalue()
+        super().close()
+        path = self._store.full(self._rel)
+        self._store._call("open_output", self._rel, lambda: self._store.fs.pipe_file(path, data))
+
+    def __del__(self) -> None:
+        # dropped without close (an error on the way): IOBase would close, i.e. upload, here;
+        # a partial orphan is not worth a PUT and its retries
+        if not self.closed:
+            io.BytesIO.close(self)
 
 
 async def _gather_cat(fs: Any, paths: list[str], kwargs: dict[str, Any]) -> list[Any]:
@@ -633,7 +678,8 @@ def _local_replace(path: str, data: bytes) -> None:
 
 def _memory_create(fs: Any, path: str, data: bytes) -> None:
     # memory:// checks and stores in two steps; a process-wide lock makes that one step
+    # (a dict lookup, not fs.exists: that scans every key for a missing path, O(objects))
     with _MEMORY_LOCK:
-        if fs.exists(path):
+        if fs._strip_protocol(path) in fs.store:
             raise FileExistsError(errno.EEXIST, "exists", path)
         fs.pipe_file(path, data)

@@ -40,10 +40,14 @@ class ChunkInfo:
     raw_hi: int  # last raw hybrid timestamp
     order: int = 0  # position among the task's chunks of one segment, for deterministic floors
     task: str = ""
+    key: str | None = None  # routing column, so a committer can re-route after a scale
+    key_lo: int = 0  # the key range the chunk was routed to
+    key_hi: int = 1 << 64
 
     def to_json(self) -> dict[str, Any]:
         return {"seg": self.seg, "path": self.path, "rows": self.rows, "bytes": self.bytes,
-                "raw_lo": self.raw_lo, "raw_hi": self.raw_hi, "order": self.order, "task": self.task}
+                "raw_lo": self.raw_lo, "raw_hi": self.raw_hi, "order": self.order, "task": self.task,
+                "key": self.key, "key_lo": self.key_lo, "key_hi": self.key_hi}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ChunkInfo:
@@ -223,9 +227,11 @@ class ChunkWriter:
             w.close()
             size = f.tell()
             f.close()
+            bounds = self.spec.bounds
             out.append(ChunkInfo(seg=self.spec.segment_ids[idx], path=rel, rows=self._rows[idx],
                                  bytes=size, raw_lo=self._first[idx], raw_hi=self._prev[idx],
-                                 task=self.task))
+                                 task=self.task, key=self.spec.key, key_lo=bounds[idx],
+                                 key_hi=bounds[idx + 1] if idx + 1 < len(bounds) else 1 << 64))
         self._rows.clear()
         return out
 

@@ -179,3 +179,32 @@ def test_bad_source_options_and_corrupt_chunk(spark: Any, tmp_path: Path) -> Non
     s.store.write(path, b"not parquet")
     with pytest.raises(Exception, match=path):
         spark.read.format("tstream").load(url).count()
+
+
+def test_fail_on_data_loss_and_consumer_group(spark: Any, tmp_path: Path) -> None:
+    from pyspark_tstream.groups import Group
+
+    url = f"file://{tmp_path}/s"
+    s = _fill(url, batches=2)
+    ckpt = str(tmp_path / "ck")
+
+    def run(fail: bool) -> list[int]:
+        got: list[int] = []
+        q = (spark.readStream.format("tstream").option("failOnDataLoss", str(fail).lower())
+             .option("consumerGroup", "audit").option("maxRecordsPerTrigger", "100").load(url)
+             .writeStream.foreachBatch(lambda df, _: got.extend(_ids(df)))
+             .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
+        q.awaitTermination()
+        return sorted(got)
+
+    assert run(True) == list(range(200))
+    # Spark commits a batch's end when it plans the next one: the first batch's end is recorded
+    first_chunk_end = max(c.hi for c in s.journal.read_entry(1).chunks)
+    assert Group.positions(s)["audit"] >= first_chunk_end
+    for b in (2, 3):  # more data arrives, then retention removes part of it before the query reads
+        s.append(pa.table({"id": list(range(b * 100, b * 100 + 100)), "k": ["k0"] * 100,
+                           "t": [1_700_000_010_000 + b * 1_000 + i for i in range(100)]}), key="k", timestamp="t")
+    s.truncate(1_700_000_013_000)
+    with pytest.raises(Exception, match=r"removed by retention or truncation.*segment \d+ _seq < \d+"):
+        run(True)
+    assert run(False) == list(range(300, 400))

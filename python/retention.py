@@ -1,0 +1,202 @@
+"""Stream cuts, truncation, retention policies and garbage collection.
+
+Invariants:
+
+* truncation moves the head forward only, to a ``_tso`` bound at or below the tick: records
+  with ``_tso <= head_tso`` become unreadable at once (one journal entry, O(segments) work) and
+  their files are garbage, deleted later by :func:`collect_garbage`;
+* retention never removes what a registered consumer group has not consumed;
+* a reader whose position fell behind the head learns exactly which segments, ``_seq`` ranges
+  and times it lost (see :func:`pyspark_tstream.planning.check_data_loss`).
+
+Retention config (``retention``): comma-separated ``age=7d``, ``size=10GB``, ``count=1000000``,
+``groups=true`` (consumption-based: keep what any consumer group still needs).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from .errors import ConfigError
+from .journal import ANCHOR, COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT, Entry, Journal, entry_path, node_path
+from .schema import RAW_TSO
+from .state import StreamState
+from .storage import Store
+from .timestamps import LOGICAL_MASK, apply_floor, parse_duration_ms
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    m = _SIZE.match(text)
+    if not m:
+        raise ConfigError(f"retention size {text!r} is not a size like 500MB or 10GB", option="retention", value=text)
+    unit = (m.group(2) or "").lower()[:1]
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """Parsed ``retention`` config."""
+
+    age_ms: int | None = None
+    size: int | None = None
+    count: int | None = None
+    groups: bool = False
+
+    @classmethod
+    def parse(cls, text: str | None) -> RetentionPolicy | None:
+        if not text:
+            return None
+        vals: dict[str, Any] = {}
+        for part in text.split(","):
+            key, sep, value = part.partition("=")
+            key = key.strip().lower()
+            if not sep and re.match(r"^\s*\d", part):  # a bare duration: age
+                key, value = "age", part
+            if key == "age":
+                vals["age_ms"] = parse_duration_ms(value.strip(), option="retention")
+            elif key == "size":
+                vals["size"] = parse_size(value)
+            elif key == "count":
+                vals["count"] = int(value)
+            elif key == "groups":
+                vals["groups"] = value.strip().lower() in ("true", "1", "yes")
+            else:
+                raise ConfigError(
+                    f"retention={text!r}: unknown part {part!r}; use age=7d, size=10GB, count=N, groups=true",
+                    option="retention", value=text)
+        return cls(**vals)
+
+
+def first_seq_after(store: Store, journal: Journal, state: StreamState, bound: int) -> dict[int, int]:
+    """Per active segment, the first ``_seq`` whose ``_tso`` exceeds ``bound`` (``bound <= tick``).
+
+    Entries up to ``q`` (the last whose max ``_tso`` is at or below the bound) hold only records
+    below it: their counts come from entry ``q``'s state. Entries after the first tick at or
+    above the bound hold none. Only the few in between are scanned, and of those only chunks
+    that straddle the bound are opened (raw timestamp column only). O(segments) reads.
+    """
+    out = {s.id: s.first_seq for s in state.segments}
+    q = journal.search(state, COL_MAX_TSO, bound) - 1
+    r = min(journal.search(state, COL_TICK, bound - 1), state.pos)
+    base = journal.try_entry(q) if q >= state.head_pos else None
+    if base is not None:
+        for seg in base.state.segments:
+            if seg.id in out:
+                out[seg.id] = max(out[seg.id], seg.next_seq)
+    for d in journal.deltas(state, max(q + 1, state.head_pos), r):
+        for c in d.chunks:
+            if c.seg not in out:
+                continue
+            if c.hi <= bound:
+                out[c.seg] = max(out[c.seg], c.seq + c.rows)
+            elif c.lo <= bound:
+                raw = pq.read_table(io.BytesIO(store.read(c.path)), columns=[RAW_TSO]).column(0).to_numpy()
+                k = int(np.searchsorted(apply_floor(raw, c.floor), bound, side="right"))
+                out[c.seg] = max(out[c.seg], c.seq + k)
+    return out
+
+
+@dataclass
+class TruncateRequest:
+    """Move the head to ``bound`` (records with ``_tso <= bound`` go)."""
+
+    bound: int
+    cut: dict[int, int]
+    head_pos: int
+    now: int = 0
+    reason: str = "manual"
+
+    def __call__(self, state: StreamState, pos: int) -> Entry | None:
+        bound = min(self.bound, state.tick)
+        if bound <= state.head_tso:
+            return None
+        state.head_tso = bound
+        state.head_pos = max(state.head_pos, min(self.head_pos, pos))
+        for s in state.segments:
+            if s.id in self.cut:
+                s.first_seq = max(s.first_seq, self.cut[s.id])
+        state.first_tso = max(state.first_tso, bound + 1)
+        state.wall = max(state.wall, self.now)
+        state.truncations = (state.truncations + [[state.wall, state.head_pos]])[-16:]
+        return Entry(pos=pos, op="truncate", wall=self.now, state=state,
+                     info={"head_tso": bound, "cut": {str(k): v for k, v in self.cut.items()}, "reason": self.reason})
+
+
+def retention_bound(journal: Journal, state: StreamState, policy: RetentionPolicy, now: int,
+                    group_floor: int | None, tail_bound: int | None) -> int:
+    """The head a retention policy calls for (never above the tick or a group's position)."""
+    bound = state.head_tso
+    if policy.age_ms is not None:
+        bound = max(bound, ((now - policy.age_ms) << 18) - 1)
+    if policy.size is not None and state.bytes > policy.size:
+        p = journal.search(state, COL_BYTES, state.bytes - policy.size)
+        if p > state.head_pos:
+            bound = max(bound, _max_tso_before(journal, state, p))
+    if tail_bound is not None:
+        bound = max(bound, tail_bound)
+    if policy.groups and group_floor is not None:
+        bound = min(bound, group_floor)
+    return min(bound, state.tick)
+
+
+def _max_tso_before(journal: Journal, state: StreamState, p: int) -> int:
+    entry = journal.try_entry(p - 1)
+    if entry is not None:
+        return entry.state.max_tso
+    return max((c.hi for d in journal.deltas(state, p - 1, p - 1) for c in d.chunks), default=state.head_tso)
+
+
+def gc_target(state: StreamState, now: int, grace_ms: int) -> int:
+    """The head position of the newest truncation older than ``grace_ms`` (readers that planned
+    before a truncation may still be reading its chunks for a while)."""
+    return max((p for wall, p in state.truncations if now - wall >= grace_ms), default=state.gc_pos)
+
+
+def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: int) -> dict[str, int]:
+    """Delete chunks and metadata of positions ``[gc_pos, upto)``; O(garbage), never lists.
+
+    Returns counts; the caller commits ``gc_pos = upto`` afterwards (deleting twice is harmless).
+    """
+    upto = min(upto, state.head_pos)
+    if upto <= state.gc_pos:
+        return {"chunks": 0, "entries": 0, "nodes": 0}
+    old = journal.deltas(state, state.gc_pos, upto - 1, truncated=True)
+    paths = [c.path for d in old for c in d.chunks if c.hi <= state.head_tso]
+    store.delete(paths)
+    # keep the entry at upto: readers that lost the head hint probe forward from it
+    store.write(ANCHOR, json.dumps({"pos": upto}).encode())
+    entries = [entry_path(p) for p in range(max(state.gc_pos, 1), upto)]
+    nodes = [node_path(1, n) for n in range(state.gc_pos // FANOUT, upto // FANOUT)]
+    store.delete(entries + nodes)
+    return {"chunks": len(paths), "entries": len(entries), "nodes": len(nodes)}
+
+
+def ms_end(tso: int) -> int:
+    """The last hybrid timestamp of ``tso``'s millisecond."""
+    return tso | LOGICAL_MASK
+
+
+def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, grace_ms: int) -> list[str]:
+    """Data files no journal entry names (failed or duplicate task attempts), older than grace.
+
+    The one operation that lists folders (``data/<segment>/``): orphans are by definition not in
+    any metadata. Run it rarely (``vacuum(orphans=True)``, ``tstream vacuum``).
+    """
+    referenced = {c.path for d in journal.deltas(state, state.head_pos, state.pos) for c in d.chunks}
+    out = []
+    for segdir in store.list("data"):
+        for name in store.list(f"data/{segdir}"):
+            rel = f"data/{segdir}/{name}"
+            if rel not in referenced and now - store.modified_ms(rel) >= grace_ms:
+                out.append(rel)
+    return out

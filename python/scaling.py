@@ -1,0 +1,203 @@
+"""Epochs and scaling: seal segments and create successors in one journal commit.
+
+Invariants:
+
+* a scale replaces a set of active segments whose key ranges are contiguous by new segments
+  covering exactly the same range; the epoch grows by one and new ids carry it (Pravega);
+* a successor starts with ``last_tso`` = the max over its predecessors, so its floors put every
+  record above theirs: records of one key stay in ``_tso`` order across scales;
+* the scale costs O(segments sealed + created): one journal entry, one epoch record and one
+  shard version per shard touched.
+
+The auto-scaling policy (stream config ``scaling``) is evaluated after data commits from each
+segment's rate over a window of at least ``window`` seconds: a segment above
+``records``/``bytes`` per second splits in ``factor``; two adjacent segments both under a
+quarter of the target merge, never below ``min`` segments or above ``max``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError
+from .journal import META, Entry
+from .routing import KEY_SPACE
+from .state import Segment, StreamState, segment_id
+from .storage import Store
+
+EPOCHS = f"{META}/epochs"
+
+
+def epoch_path(epoch: int) -> str:
+    return f"{EPOCHS}/{epoch // 100_000:06d}/{epoch:012d}.json"
+
+
+def write_epoch_record(store: Store, state: StreamState) -> None:
+    """Journal flusher: write the pending epoch record (deterministic, so rewrites are harmless)."""
+    rec = state.pending_epoch
+    if rec is not None:
+        store.write(epoch_path(rec["epoch"]), json.dumps(rec, separators=(",", ":")).encode())
+        state.pending_epoch = None
+
+
+def read_epoch(store: Store, state: StreamState, epoch: int) -> dict[str, Any]:
+    """The record of ``epoch``: its segments, what it sealed and created, where it began."""
+    if state.pending_epoch is not None and state.pending_epoch["epoch"] == epoch:
+        return state.pending_epoch
+    if epoch == 0 and not store.exists(epoch_path(0)):
+        return {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None}
+    return json.loads(store.read(epoch_path(epoch)))
+
+
+@dataclass
+class ScaleRequest:
+    """Seal ``seal`` (segment ids) and create segments over ``ranges`` (key-space ints)."""
+
+    seal: Sequence[int]
+    ranges: Sequence[tuple[int, int]]
+    now: int = 0
+    reason: str = "manual"
+
+    def __call__(self, state: StreamState, pos: int) -> Entry | None:
+        active = {s.id: s for s in state.segments}
+        unknown = [s for s in self.seal if s not in active]
+        if unknown:
+            raise ConfigError(
+                f"cannot scale: segment(s) {unknown} are not active (active: {sorted(active)}); "
+                "refresh and pick active segments", option="segments", value=unknown)
+        sealed = sorted((active[s] for s in self.seal), key=lambda s: s.lo)
+        for a, b in zip(sealed, sealed[1:]):
+            if a.hi != b.lo:
+                raise ConfigError(f"cannot scale: segments {a.id} and {b.id} are not adjacent key ranges",
+                                  option="segments", value=[a.id, b.id])
+        lo, hi = sealed[0].lo, sealed[-1].hi
+        ranges = sorted(self.ranges)
+        if not ranges or ranges[0][0] != lo or ranges[-1][1] != hi or any(
+                r[0] >= r[1] for r in ranges) or any(a[1] != b[0] for a, b in zip(ranges, ranges[1:])):
+            raise ConfigError("cannot scale: new key ranges must exactly cover the sealed segments' "
+                              "range without gaps or overlaps", option="ranges", value=self.ranges)
+        epoch = state.epoch + 1
+        floor = max(s.last_tso for s in sealed)
+        created = []
+        for r in ranges:
+            created.append(Segment(id=segment_id(epoch, state.next_number), lo=r[0], hi=r[1], last_tso=floor,
+                                   win_wall=self.now))
+            state.next_number += 1
+        created_ids = [c.id for c in created]
+        for s in sealed:
+            state.pending_sealed.append({
+                "id": s.id, "lo": s.lo, "hi": s.hi, "rows": s.rows, "bytes": s.bytes, "chunks": s.chunks,
+                "first_seq": s.first_seq, "next_seq": s.next_seq, "last_tso": s.last_tso,
+                "sealed_epoch": epoch, "sealed_pos": pos,
+                "successors": [c.id for c in created if c.lo < s.hi and s.lo < c.hi]})
+        keep = [s for s in state.segments if s.id not in self.seal]
+        state.segments = sorted(keep + created, key=lambda s: s.lo)
+        state.epoch = epoch
+        state.sealed += len(sealed)
+        state.wall = max(state.wall, self.now)
+        state.pending_epoch = {
+            "epoch": epoch, "pos": pos, "wall": state.wall, "tick": state.tick,
+            "sealed": [s.id for s in sealed], "created": created_ids,
+            "predecessors": {str(c.id): [s.id for s in sealed if s.lo < c.hi and c.lo < s.hi] for c in created},
+            "segments": [[s.id, s.lo, s.hi] for s in state.segments]}
+        return Entry(pos=pos, op="scale", wall=self.now, state=state,
+                     info={"sealed": [s.id for s in sealed], "created": created_ids, "reason": self.reason})
+
+
+def split_ranges(seg: Segment, parts: int) -> list[tuple[int, int]]:
+    """``parts`` equal key ranges covering ``seg``."""
+    if parts < 2:
+        raise ConfigError(f"split into {parts} parts: give 2 or more", option="parts", value=parts)
+    width = seg.hi - seg.lo
+    if width < parts:
+        raise ConfigError(f"segment {seg.id} is too narrow to split into {parts}", option="parts", value=parts)
+    bounds = [seg.lo + width * i // parts for i in range(parts)] + [seg.hi]
+    return [(bounds[i], bounds[i + 1]) for i in range(parts)]
+
+
+def fraction_ranges(ranges: Sequence[tuple[float, float]]) -> list[tuple[int, int]]:
+    """Key ranges given as fractions of [0, 1) → key-space integers."""
+    out = []
+    for lo, hi in ranges:
+        if not 0 <= lo < hi <= 1:
+            raise ConfigError(f"key range ({lo}, {hi}) must satisfy 0 <= lo < hi <= 1", option="ranges",
+                              value=(lo, hi))
+        out.append((int(lo * KEY_SPACE) if lo < 1 else KEY_SPACE, KEY_SPACE if hi >= 1 else int(hi * KEY_SPACE)))
+    return out
+
+
+# -- auto-scaling -----------------------------------------------------------------------------
+_POLICY = re.compile(r"^\s*([a-z]+)\s*[=:]\s*([0-9.]+)\s*(?:/s)?\s*$")
+
+
+@dataclass(frozen=True)
+class ScalingPolicy:
+    """Parsed ``scaling`` config: ``records=5000/s,factor=2,min=1,max=64,window=10``."""
+
+    records: float | None = None
+    bytes: float | None = None
+    factor: int = 2
+    min: int = 1
+    max: int = 1024
+    window: float = 10.0
+
+    @classmethod
+    def parse(cls, text: str | None) -> ScalingPolicy | None:
+        if not text:
+            return None
+        values: dict[str, float] = {}
+        for part in text.split(","):
+            m = _POLICY.match(part.lower())
+            if not m or m.group(1) not in ("records", "bytes", "factor", "min", "max", "window"):
+                raise ConfigError(
+                    f"scaling={text!r}: cannot read {part!r}; use e.g. records=5000/s,factor=2,min=1,max=64,"
+                    "window=10 (keys: records, bytes, factor, min, max, window)", option="scaling", value=text)
+            values[m.group(1)] = float(m.group(2))
+        if "records" not in values and "bytes" not in values:
+            raise ConfigError(f"scaling={text!r} needs a target: records=<n>/s or bytes=<n>/s",
+                              option="scaling", value=text)
+        policy = cls(records=values.get("records"), bytes=values.get("bytes"), factor=int(values.get("factor", 2)),
+                     min=int(values.get("min", 1)), max=int(values.get("max", 1024)),
+                     window=values.get("window", 10.0))
+        if policy.factor < 2 or policy.min < 1 or policy.max < policy.min:
+            raise ConfigError(f"scaling={text!r}: need factor >= 2 and 1 <= min <= max", option="scaling",
+                              value=text)
+        return policy
+
+    def _over(self, rows: float, size: float, scale: float) -> bool:
+        return ((self.records is not None and rows > self.records * scale)
+                or (self.bytes is not None and size > self.bytes * scale))
+
+    def _under(self, rows: float, size: float, scale: float) -> bool:
+        return ((self.records is None or rows < self.records * scale)
+                and (self.bytes is None or size < self.bytes * scale))
+
+    def decide(self, state: StreamState, now: int) -> ScaleRequest | None:
+        """One scale the rates call for (hottest split first), or None."""
+        rates = {}
+        for s in state.segments:
+            span = (now - s.win_wall) / 1000 if s.win_wall else 0
+            if span >= self.window:
+                rates[s.id] = ((s.rows - s.win_rows) / span, (s.bytes - s.win_bytes) / span)
+        n = len(state.segments)
+        hot = [s for s in state.segments if s.id in rates and self._over(*rates[s.id], 1.0)]
+        if hot and n - 1 + self.factor <= self.max:
+            seg = max(hot, key=lambda s: rates[s.id][0])
+            return ScaleRequest([seg.id], split_ranges(seg, self.factor), now, "auto: split hot segment")
+        if n > self.min:
+            for a, b in zip(state.segments, state.segments[1:]):
+                if a.id in rates and b.id in rates and self._under(*rates[a.id], 0.25) and \
+                        self._under(*rates[b.id], 0.25):
+                    return ScaleRequest([a.id, b.id], [(a.lo, b.hi)], now, "auto: merge cold segments")
+        return None
+
+
+def restart_windows(state: StreamState, now: int, window: float) -> None:
+    """Start a new rate window for segments whose window is full (called on data commits)."""
+    for s in state.segments:
+        if not s.win_wall or (now - s.win_wall) / 1000 >= 2 * window:
+            s.win_rows, s.win_bytes, s.win_wall = s.rows, s.bytes, now

@@ -1,0 +1,100 @@
+"""The sealed-segment map, sharded by segment number (Pravega PDP-32).
+
+Shard ``k`` holds the final facts of sealed segments numbered ``[k*W, (k+1)*W)``: key range,
+rows, bytes, first/last ``_seq``, last ``_tso``, sealing epoch and successors. A shard is a
+chain of immutable versions ``_tstream/sealed/<k>/<v>.json`` taken with create-if-absent plus an
+overwritable head hint, so concurrent or stale writers can never lose an update (each version is
+built from its predecessor), and finding the newest costs 2 reads.
+
+Sealing is committed in the journal first (the records wait in ``state.pending_sealed``); they
+reach their shard right after, written by the scaler or by whichever commit comes next, and
+leave the state only once a commit has seen them in the shard. A lookup checks the state first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from .errors import CorruptMetadataError
+from .state import StreamState
+from .storage import Store
+
+SHARD_WIDTH = 256
+ROOT = "_tstream/sealed"
+_MAX_RACES = 1000
+
+
+def shard_of(segment_id: int) -> int:
+    return (segment_id & 0xFFFFFFFF) // SHARD_WIDTH
+
+
+def _version_path(shard: int, v: int) -> str:
+    return f"{ROOT}/{shard:06d}/{v:08d}.json"
+
+
+def _head_path(shard: int) -> str:
+    return f"{ROOT}/{shard:06d}/head.json"
+
+
+class SealedMap:
+    """Reads and merges sealed-segment shards of one stream."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _decode(self, data: bytes, rel: str) -> dict[str, Any]:
+        try:
+            return json.loads(data)
+        except ValueError as e:
+            raise CorruptMetadataError(f"sealed-segment shard {self.store.uri(rel)} is unreadable: {e}",
+                                       path=self.store.uri(rel)) from e
+
+    def latest(self, shard: int) -> dict[str, Any]:
+        """Newest version of a shard (``{"v": -1, "segments": {}}`` if it has none)."""
+        try:
+            cur = self._decode(self.store.read(_head_path(shard)), _head_path(shard))
+        except FileNotFoundError:
+            cur = {"shard": shard, "v": -1, "segments": {}}
+        while True:
+            rel = _version_path(shard, cur["v"] + 1)
+            try:
+                cur = self._decode(self.store.read(rel), rel)
+            except FileNotFoundError:
+                return cur
+
+    def get(self, state: StreamState, segment_id: int) -> dict[str, Any] | None:
+        """The sealed record of a segment, or None if it is not sealed (O(1) store calls)."""
+        for rec in state.pending_sealed:
+            if rec["id"] == segment_id:
+                return rec
+        return self.latest(shard_of(segment_id))["segments"].get(str(segment_id & 0xFFFFFFFF))
+
+    def merge(self, records: Iterable[dict[str, Any]]) -> None:
+        """Make sure every record is in its shard (a no-op for records already there)."""
+        by_shard: dict[int, list[dict[str, Any]]] = {}
+        for rec in records:
+            by_shard.setdefault(shard_of(rec["id"]), []).append(rec)
+        for shard, recs in sorted(by_shard.items()):
+            cur = self.latest(shard)
+            for _ in range(_MAX_RACES):
+                missing = [r for r in recs if str(r["id"] & 0xFFFFFFFF) not in cur["segments"]]
+                if not missing:
+                    break
+                nxt = {"shard": shard, "v": cur["v"] + 1,
+                       "segments": {**cur["segments"], **{str(r["id"] & 0xFFFFFFFF): r for r in missing}}}
+                data = json.dumps(nxt, separators=(",", ":")).encode()
+                if self.store.put_if_absent(_version_path(shard, nxt["v"]), data):
+                    try:  # a hint only: a stale head costs one more probe
+                        self.store.write(_head_path(shard), data)
+                    except OSError:
+                        pass
+                    break
+                cur = self.latest(shard)
+
+    def flush(self, state: StreamState) -> None:
+        """Journal flusher: move pending records into shards, then out of the state."""
+        if state.pending_sealed:
+            self.merge(state.pending_sealed)
+            state.pending_sealed = []

@@ -1,0 +1,141 @@
+"""Stream cuts, truncation, retention (age, size, count, consumer groups), garbage collection."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from pyspark_tstream.errors import DataLossError
+from pyspark_tstream.groups import Group
+from pyspark_tstream.journal import HEAD
+from pyspark_tstream.planning import check_data_loss
+from pyspark_tstream.stream import Stream
+from pyspark_tstream.writing import write_batches
+
+T0 = 1_700_000_000_000
+
+
+def _fill(url: str, batches: int = 6, rows: int = 50, segments: int = 3, **config: object) -> Stream:
+    s = Stream.create(url, segments=segments, **config)
+    for b in range(batches):
+        s.append(pa.table({"k": [f"k{i % 7}" for i in range(rows)], "b": [b] * rows,
+                           "t": [T0 + b * 1000 + i for i in range(rows)]}), key="k", timestamp="t")
+    return s
+
+
+def _data_files(root: Path) -> list[str]:
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(root / "data") for f in fs)
+
+
+def test_cut_at_matches_brute_force(url: str) -> None:
+    s = _fill(url)
+    t = s.read()
+    for when in (T0, T0 + 2_010, T0 + 5_049, T0 + 9_000):
+        cut = s.cut_at(when)
+        for seg, seq in cut.items():
+            part = t.filter(pc.equal(t["_segment"], seg))
+            expect = part.filter(pc.less(part["t"], when)).num_rows
+            assert seq == expect, (when, seg)
+
+
+def test_truncate_then_vacuum(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}"
+    s = _fill(url)
+    files_before = _data_files(tmp_path)
+    state = s.truncate(T0 + 3_000)
+    t = s.read()
+    assert sorted(set(t["b"].to_pylist())) == [3, 4, 5] and t.num_rows == 150
+    assert state.head_tso >> 18 == T0 + 2_999
+    assert s.cut_at(T0 + 3_000) == {g.id: g.first_seq for g in state.segments}
+    assert len(_data_files(tmp_path)) == len(files_before)  # files stay during the grace period
+    counts = s.vacuum(grace_ms=0)
+    assert counts["chunks"] == len(files_before) - len(_data_files(tmp_path)) > 0
+    assert s.read().num_rows == 150
+    # the stream survives losing its head hint: readers probe from the GC anchor
+    s.store.delete([HEAD])
+    reopened = Stream.open(url)
+    assert reopened.read().num_rows == 150
+    reopened.append(pa.table({"k": ["x"], "b": [9], "t": [T0 + 20_000]}), key="k", timestamp="t")
+    assert Stream.open(url).read().num_rows == 151
+
+
+def test_truncate_by_stream_cut_never_removes_records_at_or_after_it(url: str) -> None:
+    s = _fill(url)
+    cut = s.cut_at(T0 + 2_500)
+    s.truncate(cut)
+    t = s.read()
+    for seg, seq in cut.items():
+        assert t.filter(pc.equal(t["_segment"], seg))["_seq"].to_pylist()[:1] in ([seq], [])
+
+
+def test_retention_by_count_age_and_size(url: str) -> None:
+    s = _fill(url, batches=6)
+    s.trim(maxlen=120, gc_grace_ms=0)
+    assert s.read().num_rows == 120
+    now = Stream.create(url + "-age", segments=1, retention="age=1h")
+    now.append(pa.table({"t": [T0], "x": [1]}), timestamp="t")  # 2023: older than an hour
+    now.append(pa.table({"x": [2]}))
+    now.trim()
+    assert now.read()["x"].to_pylist() == [2]
+    sized = _fill(url + "-size", batches=8, rows=100, segments=1)
+    total = sized.info()["bytes"]
+    sized.trim(max_bytes=total // 2, gc_grace_ms=0)
+    kept = sized.read().num_rows
+    assert 0 < kept < 800
+
+
+def test_retention_policy_runs_at_commit_and_respects_groups(url: str) -> None:
+    s = Stream.create(url, segments=1, retention="count=10,groups=true")
+    g = Group.create(s, "billing", start="0")
+    for b in range(40):
+        s.append(pa.table({"b": [b]}))
+    assert s.read().num_rows == 40  # the group has consumed nothing: nothing may go
+    got = g.read("w1", count=30)
+    g.ack(got)
+    for b in range(40, 50):
+        s.append(pa.table({"b": [b]}))
+    left = sorted(s.read()["b"].to_pylist())
+    assert set(range(30, 50)) <= set(left)  # every unconsumed record stays
+    assert 0 < left[0] <= 30  # consumed ones beyond the count limit went
+
+
+def test_orphans_from_failed_attempts_are_cleaned(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}"
+    s = _fill(url, batches=2)
+    table = pa.table({"k": ["a", "b"], "b": [7, 7], "t": [T0, T0]})
+    orphans = write_batches(s.write_spec(table.schema, key="k", timestamp="t"), [table])  # never committed
+    files = _data_files(tmp_path)
+    assert all(any(f.endswith(o.path) for f in files) for o in orphans)
+    assert s.vacuum(orphans=True)["orphans"] == 0  # within the grace period
+    counts = s.vacuum(orphans=True, orphan_grace_ms=0)
+    assert counts["orphans"] == len(orphans)
+    assert s.read().num_rows == 100  # committed data untouched
+
+
+def test_data_loss_is_reported_exactly(url: str) -> None:
+    s = _fill(url)
+    position = s.seek(T0 + 1_000)  # a reader stopped here ...
+    s.truncate(T0 + 4_000)  # ... and retention passed it
+    with pytest.raises(DataLossError) as err:
+        check_data_loss(s.state, position, fail=True)
+    message = str(err.value)
+    assert "2023-11-14T22:13:21.000Z" in message and "failOnDataLoss=false" in message
+    assert {d["segment"] for d in err.value.lost} == {g.id for g in s.state.segments if g.first_seq}
+    assert all(d["seq_before"] > 0 for d in err.value.lost)
+    assert check_data_loss(s.state, position, fail=False) == s.state.head_tso
+
+
+def test_truncate_clamps_to_tick_and_is_monotone(url: str) -> None:
+    s = _fill(url, batches=2)
+    with s.writer("slow") as w:
+        w.append(pa.table({"k": ["z"], "b": [0], "t": [T0 + 100]}), key="k", timestamp="t")
+        s.truncate(int(time.time() * 1000))  # far in the future of the tick
+        assert s.refresh().head_tso <= s.state.tick
+        head = s.state.head_tso
+        s.truncate(T0)  # backwards: ignored
+        assert s.refresh().head_tso == head
