@@ -2,8 +2,8 @@
 
 Each subcommand is a ``run_*(args) -> int`` function registered in :func:`build_parser`
 (``append`` lives in :mod:`~pyspark_tstream.cli_append`, consumer groups in
-:mod:`~pyspark_tstream.cli_group`); ``scale``, ``trim``/``truncate``
-and ``cut`` register the same way once ``Stream`` has those operations.
+:mod:`~pyspark_tstream.cli_group`, ``scale``/``cut``/``truncate``/``trim``/``vacuum`` in
+:mod:`~pyspark_tstream.cli_admin`).
 
 Errors the user can act on never show a traceback: they print one ``tstream: error: ...`` line
 on stderr. Exit codes: 0 success, 1 runtime error (store, data, missing stream), 2 usage error
@@ -235,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``tstream`` argument parser (subcommands set ``run``)."""
     from . import __version__
     from .cli_append import register as register_append
+    from .cli_admin import register as register_admin
     from .cli_group import register as register_group
 
     common = _Parser(add_help=False)
@@ -285,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=run_read)
 
     register_group(sub, common)
+    register_admin(sub, common, URL_HELP, time_ms, positive_int, duration_ms)
     return parser
 
 

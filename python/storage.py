@@ -51,6 +51,8 @@ _FS_CACHE_LOCK = threading.Lock()
 #: Protocols whose ``put_if_absent`` is known to be atomic (see the module invariants).
 _ATOMIC_CREATE = ("file", "memory", "s3")
 _PROTOCOL_ALIASES = {"s3a": "s3", "s3n": "s3", "local": "file"}
+#: Store calls that create or replace objects.
+_WRITE_OPS = frozenset({"write", "put_if_absent", "open_output"})
 #: How many small objects ``read_many`` keeps in flight at once on an object store.
 _READ_MANY_CONCURRENCY = 32
 _SECRET_WORDS = ("secret", "key", "token", "password", "credential", "passwd")
@@ -365,7 +367,10 @@ class Store:
             except FileNotFoundError as e:
                 if _names_own_path(e, self.display_url):
                     raise  # read_many already named the missing member
-                raise FileNotFoundError(errno.ENOENT, "no such object", self.uri(rel)) from e
+                # a write meets "not found" only when the bucket (or folder) is missing
+                what = ("no such bucket or folder to write into; create it first"
+                        if op in _WRITE_OPS else "no such object")
+                raise FileNotFoundError(errno.ENOENT, what, self.uri(rel)) from e
             except (FileExistsError, TStreamError):
                 raise  # already in our vocabulary (a TStreamError here: building the fs failed)
             except Exception as e:

@@ -1,0 +1,136 @@
+"""``tstream scale | cut | truncate | trim | vacuum``: epochs, stream cuts and retention.
+
+Thin: each command opens the stream and calls one :class:`~pyspark_tstream.stream.Stream`
+method; long work (truncation of a big history, garbage collection) reports progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .routing import fraction
+from .timestamps import iso
+
+EPILOG_SCALE = """\
+examples:
+  tstream scale file:///tmp/s --split 0 --parts 4        # split segment 0 into 4 key ranges
+  tstream scale file:///tmp/s --merge 4294967298 4294967299
+"""
+
+
+def _stream(args: argparse.Namespace) -> Any:
+    from .cli import open_stream
+
+    return open_stream(args)
+
+
+def run_scale(args: argparse.Namespace) -> int:
+    s = _stream(args)
+    if args.split is not None:
+        out = s.scale(split=args.split, parts=args.parts)
+    else:
+        out = s.scale(merge=args.merge)
+    segs = {g.id: g for g in s.state.segments}
+    sys.stdout.write(f"epoch {out['epoch']}: sealed {out['sealed']}, created "
+                     + ", ".join(f"{c} [{fraction(segs[c].lo):.4f}, {fraction(segs[c].hi):.4f})"
+                                 for c in out["created"]) + "\n")
+    return 0
+
+
+def run_cut(args: argparse.Namespace) -> int:
+    cut = _stream(args).cut_at(args.time)
+    sys.stdout.write(json.dumps({str(k): v for k, v in cut.items()}) + "\n")
+    return 0
+
+
+def _report(before: Any, after: Any, counts: dict[str, int] | None) -> None:
+    lines = [f"head: {iso(before.head_tso >> 18) if before.head_tso else '-'} -> "
+             f"{iso(after.head_tso >> 18) if after.head_tso else '-'}"]
+    if counts:
+        lines.append("deleted: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def run_truncate(args: argparse.Namespace) -> int:
+    s = _stream(args)
+    before = s.refresh()
+    target: Any = json.loads(args.cut) if args.cut else args.before
+    if isinstance(target, dict):
+        target = {int(k): int(v) for k, v in target.items()}
+    after = s.truncate(target)
+    sys.stderr.write("collecting garbage...\n") if args.vacuum else None
+    counts = s.vacuum(grace_ms=0) if args.vacuum else None
+    _report(before, after, counts)
+    return 0
+
+
+def run_trim(args: argparse.Namespace) -> int:
+    s = _stream(args)
+    before = s.refresh()
+    after = s.trim(maxlen=args.maxlen, max_age=args.max_age, max_bytes=args.max_bytes,
+                   gc_grace_ms=args.grace_ms)
+    _report(before, after, None)
+    return 0
+
+
+def run_vacuum(args: argparse.Namespace) -> int:
+    sys.stderr.write("collecting garbage...\n")
+    counts = _stream(args).vacuum(grace_ms=args.grace_ms, orphans=args.orphans, orphan_grace_ms=args.orphan_grace_ms)
+    sys.stdout.write("deleted: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + "\n")
+    return 0
+
+
+def register(sub: Any, common: argparse.ArgumentParser, url_help: str, time_ms: Any, positive_int: Any,
+             duration_ms: Any) -> None:
+    """Add the admin subcommands to the ``tstream`` parser."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser("scale", parents=[common], formatter_class=fmt, help="split or merge segments",
+                       description="Seal segments and create successors in a new epoch.", epilog=EPILOG_SCALE)
+    p.add_argument("url", help=url_help)
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--split", type=int, metavar="SEGMENT", help="segment id to split")
+    how.add_argument("--merge", type=int, nargs="+", metavar="SEGMENT", help="adjacent segment ids to merge")
+    p.add_argument("--parts", type=positive_int, default=2, help="with --split: how many parts (default 2)")
+    p.set_defaults(run=run_scale)
+
+    p = sub.add_parser("cut", parents=[common], formatter_class=fmt, help="stream cut at a time",
+                       description="Per segment, the first _seq at or after TIME (JSON).",
+                       epilog="example:\n  tstream cut file:///tmp/s 2026-11-01T00:00:00Z")
+    p.add_argument("url", help=url_help)
+    p.add_argument("time", type=time_ms, help="epoch ms or ISO-8601")
+    p.set_defaults(run=run_cut)
+
+    p = sub.add_parser("truncate", parents=[common], formatter_class=fmt, help="drop records before a time or cut",
+                       description="Move the head: records before BEFORE (or the --cut) become unreadable.",
+                       epilog="examples:\n  tstream truncate file:///tmp/s --before 2026-11-01T00:00:00Z --vacuum\n"
+                              "  tstream truncate file:///tmp/s --cut '{\"0\": 1200, \"1\": 900}'")
+    p.add_argument("url", help=url_help)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--before", type=time_ms, metavar="T", help="epoch ms or ISO-8601")
+    what.add_argument("--cut", metavar="JSON", help="stream cut {segment: seq}")
+    p.add_argument("--vacuum", action="store_true", help="delete the files now (no grace period)")
+    p.set_defaults(run=run_truncate)
+
+    p = sub.add_parser("trim", parents=[common], formatter_class=fmt, help="apply retention (XTRIM)",
+                       description="Apply the stream's retention policy, or the limits given.",
+                       epilog="examples:\n  tstream trim file:///tmp/s --maxlen 1000000\n"
+                              "  tstream trim file:///tmp/s --max-age 7d")
+    p.add_argument("url", help=url_help)
+    p.add_argument("--maxlen", type=positive_int, help="keep the newest N records")
+    p.add_argument("--max-age", metavar="DURATION", help="keep this much time (7d, 12h)")
+    p.add_argument("--max-bytes", type=positive_int, help="keep about this many bytes")
+    p.add_argument("--grace-ms", type=int, default=10 * 60_000, help="delete files truncated this long ago")
+    p.set_defaults(run=run_trim)
+
+    p = sub.add_parser("vacuum", parents=[common], formatter_class=fmt, help="delete garbage files",
+                       description="Delete files of truncated records, and with --orphans unreferenced files "
+                                   "of failed task attempts (this lists the data folders).")
+    p.add_argument("url", help=url_help)
+    p.add_argument("--grace-ms", type=int, default=10 * 60_000)
+    p.add_argument("--orphans", action="store_true")
+    p.add_argument("--orphan-grace-ms", type=int, default=6 * 3_600_000)
+    p.set_defaults(run=run_vacuum)
+    del duration_ms

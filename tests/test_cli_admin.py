@@ -1,0 +1,58 @@
+"""``tstream scale | cut | truncate | trim | vacuum`` in-process through ``cli.main``."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from pyspark_tstream import cli
+from pyspark_tstream.stream import Stream
+
+T0 = 1_700_000_000_000
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _stream(url: str) -> Stream:
+    s = Stream.create(url, segments=2)
+    for b in range(4):
+        s.append(pa.table({"k": [f"k{i}" for i in range(10)], "t": [T0 + b * 1000 + i for i in range(10)]}),
+                 key="k", timestamp="t")
+    return s
+
+
+def test_scale_cut_truncate_trim_vacuum(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    s = _stream(url)
+    seg = s.state.segments[0].id
+    code, out, _ = run(capsys, "scale", url, "--split", str(seg), "--parts", "3")
+    assert code == 0 and out.startswith("epoch 1: sealed [0], created ") and out.count("[0.") == 3
+    created = s.successors(seg)
+    assert len(created) == 3
+    code, out, _ = run(capsys, "scale", url, "--merge", *map(str, created[:2]))
+    assert code == 0 and "epoch 2" in out
+    code, out, _ = run(capsys, "cut", url, str(T0 + 2_000))
+    cut = {int(k): v for k, v in json.loads(out).items()}
+    assert cut == Stream.open(url).cut_at(T0 + 2_000)
+    code, out, _ = run(capsys, "truncate", url, "--before", str(T0 + 2_000), "--vacuum")
+    assert code == 0 and "deleted: " in out
+    assert Stream.open(url).read().num_rows == 20
+    code, out, _ = run(capsys, "trim", url, "--maxlen", "5", "--grace-ms", "0")
+    assert code == 0 and Stream.open(url).read().num_rows == 5
+    code, out, err = run(capsys, "vacuum", url, "--orphans", "--orphan-grace-ms", "0")
+    assert code == 0 and "0 orphans" in out
+
+
+def test_admin_errors_are_one_line(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _stream(url)
+    code, out, err = run(capsys, "scale", url, "--split", "999")
+    assert code == 2 and err.startswith("tstream: error: cannot split segment 999") and err.count("\n") == 1
+    code, out, err = run(capsys, "truncate", url, "--cut", "{not json")
+    assert code != 0 and err.startswith("tstream: error:")
+    code, out, err = run(capsys, "scale", url)
+    assert code == 2 and "--split" in err
