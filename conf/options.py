@@ -143,6 +143,19 @@ def _parse_cut(opts: Mapping[str, Any], key: str, words: Sequence[str]) -> str |
     return out
 
 
+def _group_name(opts: Mapping[str, Any]) -> str | None:
+    """``consumerGroup``, checked now (it names a folder in the stream) so a bad one fails at start."""
+    name = option_as_str(opts, K.CONSUMER_GROUP)
+    if name is not None:
+        from pyspark_tstream.grouplog import check_group_name
+
+        try:
+            check_group_name(name)
+        except ValueError as e:
+            raise ConfigError(f"{K.CONSUMER_GROUP}={name!r}: {e}", option=K.CONSUMER_GROUP, value=name) from e
+    return name
+
+
 def _required_path(opts: Mapping[str, Any], side: str) -> str:
     path = option_as_str(opts, K.PATH)
     if path is None and K.PATHS.lower() in opts:
@@ -272,7 +285,7 @@ class SourceOptions:
             max_bytes_per_trigger=option_as_bytes(opts, K.MAX_BYTES_PER_TRIGGER, min_value=1),
             max_files_per_trigger=option_as_int(opts, K.MAX_FILES_PER_TRIGGER, min_value=1),
             fail_on_data_loss=option_as_bool(opts, K.FAIL_ON_DATA_LOSS, K.FAIL_ON_DATA_LOSS_DEFAULT),
-            consumer_group=option_as_str(opts, K.CONSUMER_GROUP),
+            consumer_group=_group_name(opts),
             storage_options=storage_options_from(options),
         )
 

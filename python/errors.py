@@ -102,3 +102,15 @@ class StorageError(TStreamError, OSError):
 
 class UnsupportedOperationError(TStreamError, ValueError):
     """The operation is not what tstream supports (e.g. overwrite of a stream)."""
+
+
+class GroupNotFoundError(TStreamError, FileNotFoundError):
+    """No consumer group of that name exists on the stream; create it first."""
+
+
+class GroupExistsError(TStreamError, FileExistsError):
+    """A consumer group of that name already exists; open it instead."""
+
+
+class EntryIdError(TStreamError, ValueError):
+    """An entry id is malformed or matches several pending entries."""

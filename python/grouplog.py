@@ -29,7 +29,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import ConfigError, CorruptMetadataError, InvalidPathError, TStreamError
+from .errors import (ConfigError, CorruptMetadataError, EntryIdError, GroupExistsError, GroupNotFoundError,
+                     InvalidPathError, TStreamError)
 from .storage import Store
 from .timestamps import parse_id, tso_id
 
@@ -42,18 +43,6 @@ _ID = re.compile(r"^(\d+)(?:-(\d+))?(?:@(\d+))?$")
 
 #: What ``ack`` and ``claim`` take: an id string or a ``(segment, seq)`` pair.
 IdLike = str | tuple[int, int]
-
-
-class GroupNotFoundError(TStreamError, FileNotFoundError):
-    """No consumer group of that name exists on the stream; create it first."""
-
-
-class GroupExistsError(TStreamError, FileExistsError):
-    """A consumer group of that name already exists; open it instead."""
-
-
-class EntryIdError(TStreamError, ValueError):
-    """An entry id is malformed or matches several pending entries."""
 
 
 def check_group_name(name: Any) -> str:

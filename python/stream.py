@@ -134,7 +134,9 @@ class Stream:
         """Catch up with the journal: 1 store call if nothing changed."""
         nxt = self.journal.try_entry(self._entry.pos + 1)
         if nxt is not None:
-            self._entry = self.journal.head(known=nxt)
+            newest = self.journal.head(known=nxt)
+            if newest.pos > self._entry.pos:  # another thread on this handle may be ahead
+                self._entry = newest
         return self._entry.state
 
     @property
