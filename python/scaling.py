@@ -197,7 +197,11 @@ class ScalingPolicy:
 
 
 def restart_windows(state: StreamState, now: int, window: float) -> None:
-    """Start a new rate window for segments whose window is full (called on data commits)."""
+    """Start a new rate window for segments whose window is stale (called on data commits).
+
+    A window is judged once it spans ``window`` seconds and restarted after four: long enough
+    that a burst still counts, short enough that old traffic stops counting.
+    """
     for s in state.segments:
-        if not s.win_wall or (now - s.win_wall) / 1000 >= 2 * window:
+        if not s.win_wall or (now - s.win_wall) / 1000 >= 4 * window:
             s.win_rows, s.win_bytes, s.win_wall = s.rows, s.bytes, now

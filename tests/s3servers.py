@@ -22,6 +22,7 @@ Fixtures: ``moto_server`` and ``seaweedfs_server`` (endpoint URLs), ``store_url`
 from __future__ import annotations
 
 import collections
+import contextlib
 import http.client
 import os
 import shutil
@@ -383,6 +384,84 @@ class FaultProxy:
 def fault_proxy(moto_server: str) -> Iterator[FaultProxy]:
     """A :class:`FaultProxy` in front of the session's moto server (fresh per test)."""
     proxy = FaultProxy(moto_server).start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+# -- servers outside pytest (benchmarks, scripts) -----------------------------------------------
+@contextlib.contextmanager
+def running_seaweedfs(bucket: str = BUCKET) -> Iterator[str]:
+    """Start ``weed mini`` on free loopback ports with ``bucket`` created; yields the endpoint.
+
+    The same start-up as the ``seaweedfs_server`` fixture, for code that runs outside pytest
+    (``tests/benchmarks``); the server is stopped by PID and its data dir removed on exit.
+    """
+    weed = find_weed()
+    if weed is None:
+        raise RuntimeError(f"SeaweedFS 'weed' binary not found; install it with: "
+                           f"{WEED_INSTALL_HINT}")
+    data_dir = Path(tempfile.mkdtemp(prefix="tstream-seaweedfs-"))
+    log = data_dir / "weed.log"
+    args, endpoint = _weed_args(weed, data_dir)
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                cwd=data_dir, start_new_session=True)
+    try:
+        _wait_until_ready(endpoint, proc, log, "SeaweedFS")
+        boto3_client(endpoint).create_bucket(Bucket=bucket)
+        yield endpoint
+    finally:
+        _stop(proc)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+class TargetedFaultProxy(FaultProxy):
+    """A :class:`FaultProxy` that can also aim faults at requests by method and path.
+
+    ``on(method, fragment, *actions)`` queues ``actions`` for the next requests whose method is
+    ``method`` and whose path contains ``fragment``; other requests take :meth:`plan`'s queue
+    (or pass). Aiming by path keeps a test right when an operation's request count changes, and
+    works where concurrent requests (``read_many``) arrive in no fixed order.
+    """
+
+    def __init__(self, upstream: str, echo_in_errors: str = "", latency: float = 0.0) -> None:
+        super().__init__(upstream, echo_in_errors, latency)
+        self._rules: list[tuple[str, str, collections.deque[str]]] = []
+
+    def on(self, method: str, fragment: str, *actions: str) -> None:
+        """Queue ``actions`` for the next ``method`` requests whose path contains ``fragment``."""
+        with self._lock:
+            self._rules.append((method.upper(), fragment, collections.deque(actions)))
+
+    def reset(self) -> None:
+        """Forget queued actions, aimed faults and recorded requests."""
+        with self._lock:
+            self._rules.clear()
+        super().reset()
+
+    def _next(self, method: str, path: str) -> str:
+        with self._lock:
+            for rule_method, fragment, actions in self._rules:
+                if actions and rule_method == method and fragment in path:
+                    action = actions.popleft()
+                    self.requests.append((method, path, action))
+                    return action
+        return super()._next(method, path)
+
+
+@pytest.fixture(params=[pytest.param("moto", id="moto"),
+                        pytest.param("seaweedfs", id="seaweedfs", marks=pytest.mark.seaweedfs)])
+def targeted_fault_proxy(request: pytest.FixtureRequest) -> Iterator[TargetedFaultProxy]:
+    """A :class:`TargetedFaultProxy` in front of moto and of SeaweedFS (fresh per test).
+
+    SeaweedFS answers a lost conditional PUT with a 412 that lacks ``<Condition>``, so s3fs
+    raises ``OSError(EINVAL)`` instead of moto's ``FileExistsError``: both paths must hold.
+    """
+    upstream = request.getfixturevalue(f"{request.param}_server")
+    proxy = TargetedFaultProxy(upstream).start()
     try:
         yield proxy
     finally:

@@ -100,7 +100,7 @@ def test_auto_scaling_splits_hot_and_merges_cold(url: str) -> None:
     time.sleep(0.06)
     s.append(_keys(2000, 1), key="k")  # ~30k records/s: hot
     assert len(s.refresh().segments) == 2 and s.state.epoch == 1
-    time.sleep(0.12)
+    time.sleep(0.25)
     s.append(_keys(1, 2), key="k")  # starts new windows
     time.sleep(0.06)
     s.append(_keys(1, 3), key="k")  # well under a quarter of the target: merge
