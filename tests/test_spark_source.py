@@ -208,3 +208,41 @@ def test_fail_on_data_loss_and_consumer_group(spark: Any, tmp_path: Path) -> Non
     with pytest.raises(Exception, match=r"removed by retention or truncation.*segment \d+ _seq < \d+"):
         run(True)
     assert run(False) == list(range(300, 400))
+
+
+def test_stream_follows_successors_across_scales_and_starting_cut(spark: Any, tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=2)
+    rows: list[tuple[str, int, int]] = []
+    ckpt = str(tmp_path / "ck")
+
+    def append(batch: int) -> None:
+        s.append(pa.table({"k": [f"k{i % 6}" for i in range(60)], "batch": [batch] * 60, "i": list(range(60))}),
+                 key="k")
+
+    def run() -> None:
+        q = (spark.readStream.format("tstream").load(url).writeStream
+             .foreachBatch(lambda df, _: rows.extend((r["k"], r["batch"], r["i"]) for r in
+                                                     df.orderBy("_tso").collect()))
+             .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
+        q.awaitTermination()
+
+    append(0)
+    run()
+    s.scale(split=s.refresh().segments[0].id, parts=3)
+    append(1)
+    s.scale(merge=[g.id for g in s.refresh().segments[:2]])
+    append(2)
+    run()
+    assert len(rows) == 180
+    for k in {r[0] for r in rows}:
+        seq = [(b, i) for kk, b, i in rows if kk == k]
+        assert seq == sorted(seq), f"key {k} out of order across scales"
+    # a JSON stream cut: start each listed segment at a _seq
+    segs = {g.id: g for g in s.refresh().segments}
+    target = next(g for g in segs.values() if g.rows > 3)
+    cut = json.dumps({str(target.id): 3})
+    got = spark.read.format("tstream").option("startingOffsets", cut).load(url)
+    mine = got.filter(f"_segment = {target.id}").orderBy("_seq").collect()
+    assert [r["_seq"] for r in mine] == list(range(3, target.next_seq))
+    assert got.count() == 180 - 3
