@@ -25,7 +25,8 @@ from typing import Any, NoReturn
 from .cli_format import json_default, print_info, print_records
 from .config import TIMESTAMPING_MODES
 from .errors import ConfigError, InvalidPathError, TStreamError
-from .grouplog import ALL_SEGMENTS, EntryIdError
+from .errors import EntryIdError
+from .grouplog import ALL_SEGMENTS
 from .scan import read_after
 from .stream import Stream
 from .timestamps import now_ms, pack, parse_duration_ms, to_ms

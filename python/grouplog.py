@@ -29,8 +29,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import (ConfigError, CorruptMetadataError, EntryIdError, GroupExistsError, GroupNotFoundError,
-                     InvalidPathError, TStreamError)
+from .errors import (ConfigError, CorruptMetadataError, EntryIdError, GroupNotFoundError,
+                     InvalidPathError)
 from .storage import Store
 from .timestamps import parse_id, tso_id
 

@@ -31,9 +31,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import CommitConflictError, ConfigError, TStreamError
-from .grouplog import (ALL_SEGMENTS, GROUPS, EntryIdError, GroupExistsError, GroupLog, GroupNotFoundError,
-                       GroupState, IdLike, Pending, check_consumer_name, check_group_name, entry_id,
+from .errors import (CommitConflictError, ConfigError, EntryIdError, GroupExistsError, GroupNotFoundError,
+                     TStreamError)
+from .grouplog import (ALL_SEGMENTS, GROUPS, GroupLog, GroupState, IdLike, Pending, check_consumer_name, check_group_name, entry_id,
                        is_entry_id, materialize_ids, parse_entry_id, resolve_ids)
 from .scan import ORDER, Cursor, count_after, empty_records, fetch, read_after
 from .stream import Stream

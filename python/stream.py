@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -18,28 +17,22 @@ import pyarrow.parquet as pq
 
 from .commit import Ack, CommitRequest, check_schema_for_write
 from .config import StreamConfig
-from .errors import CommitConflictError, ConfigError, SegmentSealedError, StreamNotFoundError, TimestampError
-from .journal import COL_MAX_TSO, COL_WALL, Entry, Journal
-from .retention import (RetentionPolicy, TruncateRequest, collect_garbage, first_seq_after, gc_target,
-                        orphan_files, retention_bound)
+from .errors import CommitConflictError, SegmentSealedError, StreamNotFoundError, TimestampError
+from .journal import COL_MAX_TSO, Entry, Journal
 from .reroute import reroute
-from .scaling import ScaleRequest, ScalingPolicy, fraction_ranges, read_epoch, split_ranges, write_epoch_record
+from .scaling import ScalingPolicy, write_epoch_record
 from .sealed import SealedMap
+from .stream_admin import StreamAdmin, TimeLike, initial_segments
 from .reading import plan_chunks, read_table
-from .routing import KEY_SPACE, fraction
+from .routing import fraction
 from .schema import RAW_TSO, check_names, decode_schema, encode_schema, normalize, user_schema
-from .state import Segment, StreamState, segment_id
+from .state import StreamState
 from .storage import Store
 from .timestamps import apply_floor, iso, now_ms, pack, physical, to_ms, tso_id
 from .writing import ChunkInfo, WriteSpec, write_batches
 
-TimeLike = int | str | datetime | None
 #: Retention is evaluated on every this-many-th journal position (amortized O(1) per commit).
 RETENTION_EVERY = 16
-#: Chunks of a truncation stay this long for readers that planned before it.
-GC_GRACE_MS = 10 * 60_000
-#: Unreferenced data files younger than this may belong to a commit still in flight.
-ORPHAN_GRACE_MS = 6 * 3_600_000
 
 
 def _to_table(data: Any) -> pa.Table:
@@ -57,13 +50,7 @@ def _to_table(data: Any) -> pa.Table:
                     f"not {type(data).__name__}")
 
 
-def initial_segments(n: int, epoch: int = 0, first_number: int = 0) -> list[Segment]:
-    """``n`` segments splitting the key space evenly."""
-    bounds = [i * KEY_SPACE // n for i in range(n)] + [KEY_SPACE]
-    return [Segment(id=segment_id(epoch, first_number + i), lo=bounds[i], hi=bounds[i + 1]) for i in range(n)]
-
-
-class Stream:
+class Stream(StreamAdmin):
     """A stream at a URL. Use :meth:`create` or :meth:`open`; both are cheap (2 store calls)."""
 
     def __init__(self, store: Store, entry: Entry) -> None:
@@ -330,169 +317,6 @@ class Stream:
                 if earliest >= max(first - 1, 0):
                     return bound
             want *= 2
-
-    # -- epochs and scaling ------------------------------------------------------------------
-    def scale(self, *, split: int | None = None, parts: int = 2, merge: Sequence[int] | None = None,
-              seal: Sequence[int] | None = None, ranges: Sequence[tuple[float, float]] | None = None) -> dict:
-        """Split a segment into ``parts``, merge adjacent segments, or seal/create explicitly.
-
-        One journal commit: the sealed segments stop taking records; their successors own the
-        same key range in a new epoch. Returns ``{"epoch", "sealed", "created"}``.
-        """
-        state = self.refresh()
-        if split is not None:
-            seg = state.segment(split)
-            if seg is None:
-                raise ConfigError(f"cannot split segment {split}: not active (active: "
-                                  f"{[g.id for g in state.segments]})", option="split", value=split)
-            req = ScaleRequest([split], split_ranges(seg, parts), now_ms())
-        elif merge is not None:
-            segs = sorted((g for g in state.segments if g.id in set(merge)), key=lambda g: g.lo)
-            if len(segs) != len(set(merge)) or len(segs) < 2:
-                raise ConfigError(f"cannot merge {list(merge)}: give 2 or more active, adjacent segments",
-                                  option="merge", value=list(merge))
-            req = ScaleRequest(list(merge), [(segs[0].lo, segs[-1].hi)], now_ms())
-        elif seal is not None and ranges is not None:
-            req = ScaleRequest(list(seal), fraction_ranges(ranges), now_ms())
-        else:
-            raise ConfigError("scale needs split=<segment>, merge=[segments] or seal=[...] with ranges=[...]",
-                              option="scale")
-        entry = self._commit_op(req)
-        assert entry is not None
-        return {"epoch": entry.state.epoch, "sealed": entry.info["sealed"], "created": entry.info["created"]}
-
-    def successors(self, segment: int) -> list[int]:
-        """Segments that took over ``segment``'s key range when it was sealed ([] if active)."""
-        rec = self.sealed_map.get(self.state, segment)
-        return list(rec["successors"]) if rec else []
-
-    def predecessors(self, segment: int) -> list[int]:
-        """Segments ``segment`` replaced (from its creation epoch's record)."""
-        epoch = segment >> 32
-        if epoch == 0:
-            return []
-        return list(read_epoch(self.store, self.state, epoch)["predecessors"].get(str(segment), []))
-
-    def sealed_info(self, segment: int) -> dict | None:
-        """Final size, rows, last ``_seq``/``_tso`` and sealing epoch of a sealed segment."""
-        return self.sealed_map.get(self.state, segment)
-
-    def epoch_at(self, when: TimeLike) -> int:
-        """The epoch in force at ``when`` (a time like :meth:`read` takes)."""
-        state = self.refresh()
-        pos = self.journal.search(state, COL_WALL, to_ms(when, option="when"))
-        return self._epoch_before(state, pos)
-
-    def _epoch_before(self, state: StreamState, pos: int) -> int:
-        """The epoch after journal position ``pos - 1`` (one entry read)."""
-        if pos > state.pos:
-            return state.epoch
-        prev = self.journal.try_entry(pos - 1) if pos > state.head_pos else None
-        return prev.state.epoch if prev is not None else (self.journal.try_entry(pos) or self._entry).state.epoch
-
-    def segments_at(self, when: TimeLike) -> list[dict[str, Any]]:
-        """Active segments (id and key range) at ``when``."""
-        state = self.refresh()
-        epoch = self.epoch_at(when)
-        if epoch == state.epoch:
-            return [{"id": g.id, "key_range": [fraction(g.lo), fraction(g.hi)]} for g in state.segments]
-        rec = read_epoch(self.store, state, epoch)
-        if rec.get("segments") is None:
-            return [{"id": g.id, "key_range": [fraction(g.lo), fraction(g.hi)]}
-                    for g in initial_segments(int(state.config["segments"]))]
-        return [{"id": i, "key_range": [fraction(lo), fraction(hi)]} for i, lo, hi in rec["segments"]]
-
-    # -- cuts, truncation, retention ---------------------------------------------------------
-    def cut_at(self, when: TimeLike) -> dict[int, int]:
-        """Stream cut at ``when``: per active segment, the first ``_seq`` at or after that time."""
-        state = self.refresh()
-        bound = min(pack(to_ms(when, option="when")) - 1, state.tick)
-        return first_seq_after(self.store, self.journal, state, bound)
-
-    def truncate(self, before: TimeLike | dict[int, int], *, reason: str = "manual") -> StreamState:
-        """Drop records before ``before`` (a time, or a stream cut {segment: seq}).
-
-        Records become unreadable at once; their files go at the next :meth:`vacuum` (or the
-        retention check) after a grace period. The head never moves past the tick.
-        """
-        state = self.refresh()
-        if isinstance(before, dict):
-            bound = self._cut_bound(state, {int(k): int(v) for k, v in before.items()})
-        else:
-            bound = pack(to_ms(before, option="before")) - 1
-        return self._truncate_to(bound, reason)
-
-    def _truncate_to(self, bound: int, reason: str) -> StreamState:
-        """Move the head to the ``_tso`` bound (clamped to the tick); O(segments) store calls."""
-        state = self.refresh()
-        bound = min(bound, state.tick)
-        if bound <= state.head_tso:
-            return state
-        cut = first_seq_after(self.store, self.journal, state, bound)
-        head_pos = self.journal.search(state, COL_MAX_TSO, bound)
-        self._commit_op(TruncateRequest(bound, cut, head_pos, now_ms(), reason))
-        return self.state
-
-    def _cut_bound(self, state: StreamState, cut: dict[int, int]) -> int:
-        """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment."""
-        bound = state.tick
-        for c in self.plan(state.head_tso, state.tick):
-            if c.seg in cut and c.seq <= cut[c.seg] < c.seq + c.rows:
-                raw = pq.read_table(io.BytesIO(self.store.read(c.path)), columns=[RAW_TSO]).column(0).to_numpy()
-                bound = min(bound, int(apply_floor(raw, c.floor)[cut[c.seg] - c.seq]) - 1)
-        return bound
-
-    def trim(self, *, maxlen: int | None = None, max_age: str | None = None, max_bytes: int | None = None,
-             gc_grace_ms: int = GC_GRACE_MS) -> StreamState:
-        """Apply the stream's ``retention`` policy (or the limits given), then collect garbage.
-
-        ``maxlen`` keeps the newest N records (Redis ``XTRIM MAXLEN``), ``max_age`` a duration,
-        ``max_bytes`` a size. Consumer groups hold the head back when the policy says
-        ``groups=true``.
-        """
-        state = self.refresh()
-        policy = RetentionPolicy.parse(state.config.get("retention")) or RetentionPolicy()
-        if maxlen is not None or max_age is not None or max_bytes is not None:
-            policy = RetentionPolicy(
-                age_ms=to_ms("-" + max_age, option="max_age", now=0) * -1 if max_age else policy.age_ms,
-                size=max_bytes if max_bytes is not None else policy.size,
-                count=maxlen if maxlen is not None else policy.count, groups=policy.groups)
-        tail = self.seek_tail(policy.count) if policy.count is not None else None
-        floor = self._group_floor() if policy.groups else None
-        bound = retention_bound(self.journal, state, policy, now_ms(), floor, tail)
-        if bound > state.head_tso:
-            self._truncate_to(bound, "retention")
-        self.vacuum(grace_ms=gc_grace_ms)
-        return self.state
-
-    def _group_floor(self) -> int | None:
-        from .groups import Group
-
-        positions = Group.positions(self)
-        return min(positions.values()) if positions else None
-
-    def vacuum(self, grace_ms: int = GC_GRACE_MS, *, orphans: bool = False,
-               orphan_grace_ms: int = ORPHAN_GRACE_MS) -> dict[str, int]:
-        """Delete files and metadata of records truncated at least ``grace_ms`` ago.
-
-        With ``orphans``, also delete data files no commit names (failed or duplicate task
-        attempts) older than ``orphan_grace_ms``; that part lists the data folders.
-        """
-        state = self.refresh()
-        upto = gc_target(state, now_ms(), grace_ms)
-        counts = collect_garbage(self.store, self.journal, state, upto)
-        if orphans:
-            found = orphan_files(self.store, self.journal, self.refresh(), now_ms(), orphan_grace_ms)
-            self.store.delete(found)
-            counts = {**counts, "orphans": len(found)}
-        if upto > state.gc_pos:
-            def mark(st: StreamState, pos: int) -> Entry | None:
-                if st.gc_pos >= upto:
-                    return None
-                st.gc_pos = upto
-                return Entry(pos=pos, op="gc", wall=now_ms(), state=st, info=counts)
-            self._commit_op(mark)
-        return counts
 
     def info(self) -> dict[str, Any]:
         """Tick, epochs, segments, writers, first/last ids, size: a snapshot for humans and tools."""
