@@ -106,7 +106,8 @@ def storage_options_from(options: Mapping[str, Any]) -> dict[str, Any]:
     Values ``true``/``false`` become booleans, integers become ints and text starting with
     ``{`` or ``[`` is decoded as JSON (``storage.client_kwargs={"region_name": "eu-west-1"}``);
     other text stays a string. Values of keys that name credentials (``key``, ``secret``,
-    ``token``, ``password``...) are never decoded.
+    ``token``, ``password``...) are never decoded. ``storage.accessKey``/``storage.secretKey``
+    are aliases of s3fs's ``key``/``secret`` that Spark's plan redaction recognizes.
     """
     out: dict[str, Any] = {}
     for raw_key, value in options.items():
@@ -117,8 +118,13 @@ def storage_options_from(options: Mapping[str, Any]) -> dict[str, Any]:
         if not name:
             raise ConfigError("option 'storage.' names no fsspec argument; use storage.<key>",
                               option=key)
-        out[name] = _decode_storage_value(key, value)
+        out[_STORAGE_ALIASES.get(name.lower(), name)] = _decode_storage_value(key, value)
     return out
+
+
+#: Spark redacts option values whose key matches ``access[.]?key`` in plans and the UI, but not
+#: ``storage.key``: ``storage.accessKey`` is the same s3fs ``key`` under a name Spark hides.
+_STORAGE_ALIASES = {"accesskey": "key", "access_key": "key", "secretkey": "secret", "secret_key": "secret"}
 
 
 def _parse_cut(opts: Mapping[str, Any], key: str, words: Sequence[str]) -> str | StreamCut | None:

@@ -42,13 +42,15 @@ class TStreamBatchReader(DataSourceReader):
         self._target = arrow_target(schema)
         self._schema_b64 = stream.state.schema
         o = options
+        cut = dict(o.starting_offsets) if isinstance(o.starting_offsets, dict) else None
         lo = start_bound(stream, o.starting_kind, timestamp_ms=o.starting_timestamp_ms,
-                         ago_ms=o.starting_ago_ms, tail=o.starting_tail)
+                         ago_ms=o.starting_ago_ms, tail=o.starting_tail, cut=cut)
         state = stream.state
         hi = state.tick
         if o.ending_timestamp_ms is not None:
             hi = min(hi, pack(o.ending_timestamp_ms) - 1)
-        self.lo = check_data_loss(state, lo, fail=o.fail_on_data_loss, context="this batch read")
+        self.lo = check_data_loss(state, lo, fail=o.fail_on_data_loss, context="this batch read",
+                                  journal=stream.journal)
         self.hi = hi
         self.start_cut = dict(o.starting_offsets) if isinstance(o.starting_offsets, dict) else {}
         self.end_cut = dict(o.ending_offsets) if isinstance(o.ending_offsets, dict) else {}

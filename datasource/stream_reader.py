@@ -53,9 +53,9 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
     # -- offsets ------------------------------------------------------------------------------
     def initialOffset(self) -> dict:
         o = self.options
-        lo = start_bound(self.stream, o.starting_kind, timestamp_ms=o.starting_timestamp_ms,
-                         ago_ms=o.starting_ago_ms, tail=o.starting_tail)
         cut = o.starting_offsets if isinstance(o.starting_offsets, dict) else {}
+        lo = start_bound(self.stream, o.starting_kind, timestamp_ms=o.starting_timestamp_ms,
+                         ago_ms=o.starting_ago_ms, tail=o.starting_tail, cut=dict(cut))
         return TStreamOffset(lo, self.stream.state.pos, dict(cut)).to_dict()
 
     def getDefaultReadLimit(self) -> Any:
@@ -128,7 +128,7 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
             return []
         self.stream.refresh()
         lo = check_data_loss(self.stream.state, begin.tso, fail=self.options.fail_on_data_loss,
-                             context="this streaming query")
+                             context="this streaming query", journal=self.stream.journal)
         chunks = self._chunks(lo, stop.tso, stop.pos)
         return plan_partitions(chunks, lo, stop.tso, start_cut=begin.cut or None)
 

@@ -256,6 +256,15 @@ class Journal:
                     return max(int(item[COL_ID]), state.head_pos)
         return state.pos + 1
 
+    def search_any(self, state: StreamState, value: int) -> int:
+        """Like ``search`` on max ``_tso``, also below the head (for loss reports); 0 if the
+        index nodes there were already collected."""
+        try:
+            return self.search(StreamState.from_json({**state.to_json(), "head_pos": state.gc_pos}),
+                               COL_MAX_TSO, value)
+        except CorruptMetadataError:
+            return state.gc_pos
+
     def _flush(self, state: StreamState) -> None:
         """Write every full open index level as a node; mutates ``state.index``."""
         level = 0

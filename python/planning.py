@@ -41,7 +41,7 @@ class Limits:
 
 
 def start_bound(stream: Any, kind: str, *, timestamp_ms: int | None = None, ago_ms: int | None = None,
-                tail: int | None = None, now_ms: int | None = None) -> int:
+                tail: int | None = None, now_ms: int | None = None, cut: dict[int, int] | None = None) -> int:
     """The exclusive ``_tso`` bound a read starting at ``kind`` begins after."""
     state: StreamState = stream.refresh()
     if kind == "latest":
@@ -54,7 +54,11 @@ def start_bound(stream: Any, kind: str, *, timestamp_ms: int | None = None, ago_
         return max(state.head_tso, pack((now_ms if now_ms is not None else _now()) - ago_ms) - 1)
     if kind == "tail" and tail is not None:
         return int(stream.seek_tail(tail))
-    return state.head_tso  # earliest, or a stream cut (applied per segment by the reader)
+    if kind == "offsets" and cut:
+        # records before the cut's earliest position in any listed segment are skipped in every
+        # segment; listed segments are further filtered by _seq (the reader applies the cut)
+        return max(state.head_tso, min(int(stream.cut_bound(cut)), state.tick))
+    return state.head_tso  # earliest
 
 
 def choose_end(chunks: Sequence[Chunk], lo: int, tick: int, limits: Limits) -> int:
@@ -86,14 +90,33 @@ def choose_end(chunks: Sequence[Chunk], lo: int, tick: int, limits: Limits) -> i
     return best if best is not None else tick
 
 
-def check_data_loss(state: StreamState, lo: int, *, fail: bool, context: str = "") -> int:
-    """``lo``, or the head if retention removed records after ``lo`` (raise when ``fail``)."""
+def check_data_loss(state: StreamState, lo: int, *, fail: bool, context: str = "",
+                    journal: Any = None) -> int:
+    """``lo``, or the head if retention removed records after ``lo`` (raise when ``fail``).
+
+    With ``journal``, the lost ``_seq`` ranges of every segment (sealed ones included) come from
+    the truncated entries' chunk metadata while garbage collection has not removed it yet;
+    otherwise from the active segments' heads. The time range is always exact.
+    """
     if lo >= state.head_tso:
         return lo
-    lost = [{"segment": s.id, "seq_before": s.first_seq, "from_tso": lo + 1, "to_tso": state.head_tso,
+    ranges: dict[int, list[int]] = {}
+    if journal is not None:
+        first = journal.search_any(state, lo)
+        for d in journal.deltas(state, first, state.head_pos, truncated=True):
+            for c in d.chunks:
+                if c.hi > lo and c.lo <= state.head_tso:
+                    r = ranges.setdefault(c.seg, [c.seq, c.seq + c.rows])
+                    r[0], r[1] = min(r[0], c.seq), max(r[1], c.seq + c.rows)
+    for s in state.segments:
+        if s.first_seq > 0:
+            r = ranges.setdefault(s.id, [0, s.first_seq])
+            r[1] = s.first_seq if s.id in ranges else r[1]
+    lost = [{"segment": seg, "seq_from": a, "seq_before": b, "from_tso": lo + 1, "to_tso": state.head_tso,
              "from_time": iso(physical(lo + 1)), "to_time": iso(physical(state.head_tso))}
-            for s in state.segments if s.first_seq > 0]
-    text = ", ".join(f"segment {d['segment']} _seq < {d['seq_before']}" for d in lost) or "no active segment"
+            for seg, (a, b) in sorted(ranges.items())]
+    text = ", ".join(f"segment {d['segment']} _seq {d['seq_from']}..{d['seq_before'] - 1}" for d in lost) \
+        or "no segment metadata left"
     message = (f"records with _tso in ({lo}, {state.head_tso}] ({iso(physical(lo + 1))} .. "
                f"{iso(physical(state.head_tso))}) were removed by retention or truncation before "
                f"{context or 'this reader'} read them ({text})")

@@ -78,7 +78,9 @@ class RetentionPolicy:
 
 
 def first_seq_after(store: Store, journal: Journal, state: StreamState, bound: int) -> dict[int, int]:
-    """Per active segment, the first ``_seq`` whose ``_tso`` exceeds ``bound`` (``bound <= tick``).
+    """Per segment, the first ``_seq`` whose ``_tso`` exceeds ``bound`` (``bound <= tick``).
+
+    Covers the segments active at the bound (a Pravega stream cut) and those active now.
 
     Entries up to ``q`` (the last whose max ``_tso`` is at or below the bound) hold only records
     below it: their counts come from entry ``q``'s state. Entries after the first tick at or
@@ -89,14 +91,12 @@ def first_seq_after(store: Store, journal: Journal, state: StreamState, bound: i
     q = journal.search(state, COL_MAX_TSO, bound) - 1
     r = min(journal.search(state, COL_TICK, bound - 1), state.pos)
     base = journal.try_entry(q) if q >= state.head_pos else None
-    if base is not None:
+    if base is not None:  # the segments active at the bound, sealed since or not
         for seg in base.state.segments:
-            if seg.id in out:
-                out[seg.id] = max(out[seg.id], seg.next_seq)
+            out[seg.id] = max(out.get(seg.id, 0), seg.next_seq)
     for d in journal.deltas(state, max(q + 1, state.head_pos), r):
         for c in d.chunks:
-            if c.seg not in out:
-                continue
+            out.setdefault(c.seg, 0)
             if c.hi <= bound:
                 out[c.seg] = max(out[c.seg], c.seq + c.rows)
             elif c.lo <= bound:

@@ -160,6 +160,10 @@ class StreamAdmin:
         self._commit_op(TruncateRequest(bound, cut, head_pos, now_ms(), reason))
         return self.state
 
+    def cut_bound(self, cut: dict[int, int]) -> int:
+        """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment."""
+        return self._cut_bound(self.refresh(), cut)
+
     def _cut_bound(self, state: StreamState, cut: dict[int, int]) -> int:
         """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment."""
         bound = state.tick

@@ -484,3 +484,11 @@ def test_misspelt_sink_option_suggests_the_right_one() -> None:
     with pytest.raises(ConfigError, match="unknown option 'keycolum' \\(did you mean keyColumn\\?\\). "
                                           "Valid write options: path, keyColumn"):
         sink(keyColum="device")
+
+
+def test_storage_access_key_alias_maps_to_s3fs_key() -> None:
+    from pyspark_tstream.conf.options import storage_options_from
+
+    opts = storage_options_from({"storage.accesskey": "AKIA123", "storage.secretkey": "s3cr3t",
+                                 "storage.endpoint_url": "http://127.0.0.1:9000"})
+    assert opts == {"key": "AKIA123", "secret": "s3cr3t", "endpoint_url": "http://127.0.0.1:9000"}

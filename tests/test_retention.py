@@ -64,6 +64,17 @@ def test_truncate_then_vacuum(tmp_path: Path) -> None:
     assert Stream.open(url).read().num_rows == 151
 
 
+def test_cut_at_covers_segments_sealed_since(url: str) -> None:
+    s = _fill(url, batches=3)
+    before = s.state.segments[0].id
+    s.scale(split=before, parts=2)
+    s.append(pa.table({"k": [f"k{i % 7}" for i in range(50)], "b": [9] * 50, "t": [T0 + 9_000 + i for i in range(50)]}),
+             key="k", timestamp="t")
+    cut = s.cut_at(T0 + 1_500)
+    assert before in cut and cut[before] > 0  # the sealed segment was active at that time
+    assert all(cut[c] == 0 for c in s.successors(before))
+
+
 def test_truncate_by_stream_cut_never_removes_records_at_or_after_it(url: str) -> None:
     s = _fill(url)
     cut = s.cut_at(T0 + 2_500)
@@ -122,11 +133,19 @@ def test_data_loss_is_reported_exactly(url: str) -> None:
     position = s.seek(T0 + 1_000)  # a reader stopped here ...
     s.truncate(T0 + 4_000)  # ... and retention passed it
     with pytest.raises(DataLossError) as err:
-        check_data_loss(s.state, position, fail=True)
+        check_data_loss(s.state, position, fail=True, journal=s.journal)
     message = str(err.value)
     assert "2023-11-14T22:13:21.000Z" in message and "failOnDataLoss=false" in message
     assert {d["segment"] for d in err.value.lost} == {g.id for g in s.state.segments if g.first_seq}
-    assert all(d["seq_before"] > 0 for d in err.value.lost)
+    # exactly the records after the reader's position and before the head, per segment
+    full = _fill(url + "-copy")
+    t = full.read()
+    for d in err.value.lost:
+        part = t.filter(pc.equal(t["_segment"], d["segment"]))
+        gone = part.filter(pc.and_(pc.greater_equal(part["t"], T0 + 1_000), pc.less(part["t"], T0 + 4_000)))
+        seqs = gone["_seq"].to_pylist()
+        assert d["seq_before"] == max(seqs) + 1
+        assert d["seq_from"] <= min(seqs)  # chunk-granular start
     assert check_data_loss(s.state, position, fail=False) == s.state.head_tso
 
 
