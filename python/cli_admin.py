@@ -76,6 +76,15 @@ def run_trim(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_release(args: argparse.Namespace) -> int:
+    s = _stream(args)
+    if args.writer not in s.state.writers:
+        raise ValueError(f"no writer {args.writer!r} on {s.url}; writers: {sorted(s.state.writers)}")
+    s.writer(args.writer).close()
+    sys.stdout.write(f"released {args.writer}: tick {iso(s.state.tick >> 18) if s.state.tick else '-'}\n")
+    return 0
+
+
 def run_vacuum(args: argparse.Namespace) -> int:
     sys.stderr.write("collecting garbage...\n")
     counts = _stream(args).vacuum(grace_ms=args.grace_ms, orphans=args.orphans, orphan_grace_ms=args.orphan_grace_ms)
@@ -124,6 +133,14 @@ def register(sub: Any, common: argparse.ArgumentParser, url_help: str, time_ms: 
     p.add_argument("--max-bytes", type=positive_int, help="keep about this many bytes")
     p.add_argument("--grace-ms", type=int, default=10 * 60_000, help="delete files truncated this long ago")
     p.set_defaults(run=run_trim)
+
+    p = sub.add_parser("release", parents=[common], formatter_class=fmt, help="end a writer session",
+                       description="Stop a writer from holding the tick back (a stopped streaming query "
+                                   "otherwise holds it until writerLeaseMs passes). `tstream info` lists writers.",
+                       epilog="example:\n  tstream release file:///tmp/s query-3f2a9c0d1e4b5a6f")
+    p.add_argument("url", help=url_help)
+    p.add_argument("writer", help="writer id")
+    p.set_defaults(run=run_release)
 
     p = sub.add_parser("vacuum", parents=[common], formatter_class=fmt, help="delete garbage files",
                        description="Delete files of truncated records, and with --orphans unreferenced files "

@@ -56,3 +56,15 @@ def test_admin_errors_are_one_line(url: str, capsys: pytest.CaptureFixture[str])
     assert code != 0 and err.startswith("tstream: error:")
     code, out, err = run(capsys, "scale", url)
     assert code == 2 and "--split" in err
+
+
+def test_release_writer_lets_the_tick_move(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    s = Stream.create(url, segments=1, timestamping_uncapped=True)
+    s.writer("slow").append(pa.table({"t": [T0]}), timestamp="t")
+    s.append(pa.table({"t": [T0 + 5_000]}), timestamp="t")
+    assert s.refresh().tick >> 18 == T0
+    code, out, _ = run(capsys, "release", url, "slow")
+    assert code == 0 and out.startswith("released slow")
+    assert Stream.open(url).state.tick >> 18 == T0 + 5_000
+    code, _, err = run(capsys, "release", url, "nobody")
+    assert code != 0 and "no writer 'nobody'" in err
