@@ -94,7 +94,7 @@ def test_notebook_runs_top_to_bottom(spark: Any, tmp_path: Path, monkeypatch: py
         matplotlib.use("Agg")  # figures go to PNG files, never to a window
     except ImportError:
         if "matplotlib" in path.read_text(encoding="utf-8"):  # preinstalled on Databricks, not a core dependency
-            pytest.skip("the notebook plots with matplotlib: pip install matplotlib")
+            pytest.fail("the notebook plots with matplotlib, a test dependency: pip install -e '.[test]'")
     monkeypatch.setenv("TSTREAM_NOTEBOOK_ROOT", str(tmp_path / "root"))
     display = Display(tmp_path)
     namespace: dict[str, Any] = {"__name__": "__main__", "spark": spark, "display": display}
