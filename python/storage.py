@@ -28,24 +28,25 @@ import json
 import logging
 import os
 import posixpath
-import random
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import (ConfigError, InvalidPathError, StorageError, TStreamError,
-                     UnsupportedOperationError)
+from .errors import InvalidPathError, StorageError, TStreamError, UnsupportedOperationError
+from .localfs import is_temp_name, local_create, local_read, local_replace, memory_create
+from .store_errors import (RetryPolicy, is_backend_error, is_precondition_failed, is_transient,
+                           secret_values)
+
+__all__ = ["Observer", "RetryPolicy", "Store", "check_relative", "is_precondition_failed", "is_transient",
+           "split_url"]
 
 #: Observer signature: ``(operation, relative_path)``; it may raise to simulate a fault.
 Observer = Callable[[str, str], None]
 
 logger = logging.getLogger(__name__)
 
-_MEMORY_LOCK = threading.Lock()
 _FS_CACHE: dict[tuple[int, str, str], Any] = {}
 _FS_CACHE_LOCK = threading.Lock()
 #: Protocols whose ``put_if_absent`` is known to be atomic (see the module invariants).
@@ -55,66 +56,7 @@ _PROTOCOL_ALIASES = {"s3a": "s3", "s3n": "s3", "local": "file"}
 _WRITE_OPS = frozenset({"write", "put_if_absent", "open_output"})
 #: How many small objects ``read_many`` keeps in flight at once on an object store.
 _READ_MANY_CONCURRENCY = 32
-_SECRET_WORDS = ("secret", "key", "token", "password", "credential", "passwd")
 
-_TRANSIENT_CODES = frozenset({
-    "SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling",
-    "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "BandwidthLimitExceeded",
-    "500", "502", "503", "504",
-})
-_TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
-#: Connection-level failures of botocore, aiohttp, urllib3 and fsspec, by class name, so that
-#: classifying an error never imports those libraries (``file://`` users may not have them).
-_TRANSIENT_TYPES = frozenset({
-    "HTTPClientError", "EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError",
-    "ConnectTimeoutError", "ProxyConnectionError", "ResponseStreamingError", "IncompleteRead",
-    "IncompleteReadError", "ResponseParserError", "ClientPayloadError", "ServerDisconnectedError",
-    "ClientConnectionError", "ClientOSError", "ServerTimeoutError", "FSTimeoutError",
-    "ProtocolError",
-})
-#: Libraries whose exceptions are store failures (anything else is a bug and propagates as is).
-_BACKEND_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec", "urllib3", "http.")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded retry of transient store failures: ``attempts`` tries in all, jittered backoff.
-
-    The delay before retry ``n`` (from 0) is drawn from ``[d/2, d]`` with
-    ``d = min(max_delay, base_delay * 2**n)``: the defaults wait at most 0.75 s in all, enough
-    for a dropped connection or a brief SlowDown; a longer outage surfaces as a retriable
-    :class:`StorageError` for the caller's own retry loop (a Spark task retry, a commit retry).
-    """
-
-    attempts: int = 5
-    base_delay: float = 0.05
-    max_delay: float = 2.0
-
-    def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ConfigError(f"RetryPolicy.attempts must be >= 1, got {self.attempts}",
-                              option="attempts", value=self.attempts)
-
-    def delay(self, retry: int) -> float:
-        """Seconds to sleep before retry number ``retry`` (0-based)."""
-        ceiling = min(self.max_delay, self.base_delay * (2 ** retry))
-        return random.uniform(ceiling / 2, ceiling)
-
-
-def _is_secret_key(key: str) -> bool:
-    low = key.lower()
-    return any(word in low for word in _SECRET_WORDS)
-
-
-def _secret_values(options: Mapping[str, Any]) -> tuple[str, ...]:
-    """Credential strings inside ``options`` (nested too), longest first, for redaction."""
-    found: set[str] = set()
-    for key, value in options.items():
-        if isinstance(value, Mapping):
-            found.update(_secret_values(value))
-        elif isinstance(value, str) and len(value) >= 4 and _is_secret_key(str(key)):
-            found.add(value)
-    return tuple(sorted(found, key=len, reverse=True))
 
 
 def _url_for_message(url: str) -> str:
@@ -183,67 +125,6 @@ def check_relative(rel: str) -> str:
     return rel
 
 
-def _chain(exc: BaseException) -> Iterable[BaseException]:
-    """``exc`` and the exceptions it was raised from (s3fs wraps botocore errors as causes)."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        yield cur
-        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
-
-
-def _response(exc: BaseException) -> tuple[str | None, int | None]:
-    """(S3 error code, HTTP status) of a botocore ``ClientError``; (None, None) otherwise."""
-    response = getattr(exc, "response", None)
-    if not isinstance(response, dict):
-        return None, None
-    code = (response.get("Error") or {}).get("Code")
-    status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-    return (str(code) if code is not None else None), status
-
-
-def is_precondition_failed(exc: BaseException) -> bool:
-    """True when ``exc`` says a conditional create lost because the object exists.
-
-    moto and AWS raise ``FileExistsError`` through s3fs; SeaweedFS omits the ``<Condition>``
-    element, so s3fs raises ``OSError(EINVAL)`` caused by a ``PreconditionFailed`` ClientError.
-    """
-    for cur in _chain(exc):
-        if isinstance(cur, FileExistsError):
-            return True
-        code, status = _response(cur)
-        if code in ("PreconditionFailed", "412") or status == 412:
-            return True
-    return False
-
-
-def is_transient(exc: BaseException) -> bool:
-    """True for errors worth retrying: dropped connections, timeouts, 429/5xx, SlowDown.
-
-    Decided from exception types and S3 error codes, never from message text (a path such as
-    ``chunks/00500.parquet`` must not look like an HTTP 500).
-    """
-    if isinstance(exc, (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
-                        NotADirectoryError)):
-        return False
-    for cur in _chain(exc):
-        if isinstance(cur, (ConnectionError, TimeoutError)):
-            return True
-        if any(cls.__name__ in _TRANSIENT_TYPES for cls in type(cur).__mro__):
-            return True
-        code, status = _response(cur)
-        if code in _TRANSIENT_CODES or status in _TRANSIENT_STATUS:
-            return True
-    return False
-
-
-def _is_backend_error(exc: BaseException) -> bool:
-    if isinstance(exc, OSError):
-        return True
-    return any(cls.__module__.startswith(_BACKEND_MODULES) for cls in type(exc).__mro__)
-
-
 def _make_fs(protocol: str, options: Mapping[str, Any]) -> Any:
     """A filesystem for ``protocol``; shared per process for equal options.
 
@@ -296,7 +177,7 @@ class Store:
         self.retry = retry or RetryPolicy()
         self.observer: Observer | None = None
         self._fs: Any = None
-        self._secrets = _secret_values(self.storage_options)
+        self._secrets = secret_values(self.storage_options)
         # one GET per read: with s3fs's default max_concurrency a whole-object read is HEAD+GET
         # and a miss is HEAD+LIST, which doubles the cost of every poll and journal read
         self._cat_kwargs: dict[str, Any] = {"max_concurrency": 1} if self.protocol == "s3" else {}
@@ -374,7 +255,7 @@ class Store:
             except (FileExistsError, TStreamError):
                 raise  # already in our vocabulary (a TStreamError here: building the fs failed)
             except Exception as e:
-                if not _is_backend_error(e):
+                if not is_backend_error(e):
                     raise
                 if op == "put_if_absent" and is_precondition_failed(e):
                     if attempt:
@@ -398,7 +279,7 @@ class Store:
         """Whole object in one request; ``FileNotFoundError`` if absent."""
         path = self.full(rel)
         if self.protocol == "file":
-            return self._call("read", rel, lambda: _local_read(path))
+            return self._call("read", rel, lambda: local_read(path))
         return self._call("read", rel, lambda: self.fs.cat_file(path, **self._cat_kwargs))
 
     def read_many(self, rels: Sequence[str]) -> list[bytes]:
@@ -425,7 +306,7 @@ class Store:
         def fetch() -> None:
             todo = [rel for rel in unique if rel not in got]
             if self.protocol == "file":
-                fetch_each(todo, _local_read)
+                fetch_each(todo, local_read)
             elif getattr(self.fs, "async_impl", False):
                 from fsspec.asyn import sync
 
@@ -495,7 +376,7 @@ class Store:
             own = path.strip("/")
             names = (posixpath.basename(str(e).rstrip("/")) for e in entries
                      if str(e).strip("/") != own)
-            return sorted(n for n in names if not _is_temp_name(n))
+            return sorted(n for n in names if not is_temp_name(n))
 
         return self._call("list", rel, ls)
 
@@ -504,7 +385,7 @@ class Store:
         """Create or overwrite ``rel`` (hints and idempotent records only)."""
         path = self.full(rel)
         if self.protocol == "file":
-            self._call("write", rel, lambda: _local_replace(path, data))
+            self._call("write", rel, lambda: local_replace(path, data))
         else:
             self._call("write", rel, lambda: self.fs.pipe_file(path, data))
 
@@ -523,9 +404,9 @@ class Store:
         """
         path = self.full(rel)
         if self.protocol == "file":
-            fn: Callable[[], Any] = lambda: _local_create(path, data)
+            fn: Callable[[], Any] = lambda: local_create(path, data)
         elif self.protocol == "memory":
-            fn = lambda: _memory_create(self.fs, path, data)
+            fn = lambda: memory_create(self.fs, path, data)
         elif self.protocol == "s3":
             fn = lambda: self.fs.pipe_file(path, data, mode="create")
         else:
@@ -629,62 +510,3 @@ async def _gather_rm(fs: Any, paths: list[str]) -> None:
 
 def _names_own_path(exc: OSError, display_url: str) -> bool:
     return isinstance(exc.filename, str) and exc.filename.startswith(display_url + "/")
-
-
-def _is_temp_name(name: str) -> bool:
-    return name.startswith(".") and name.endswith(".tmp")
-
-
-def _temp_path(path: str) -> str:
-    directory, base = os.path.split(path)
-    return os.path.join(directory, f".{base}.{uuid.uuid4().hex}.tmp")
-
-
-def _local_read(path: str) -> bytes:
-    # builtin open: the read path is hot and fsspec's LocalFileOpener adds ~5x the overhead
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def _local_create(path: str, data: bytes) -> None:
-    """Atomic no-clobber publish: write a temp file, fsync, hard-link to the final name."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = _temp_path(path)
-    try:
-        with open(tmp, "xb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.link(tmp, path)
-    finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass  # the write itself failed before creating it
-
-
-def _local_replace(path: str, data: bytes) -> None:
-    """Overwrite via rename so readers see the old or the new bytes, never a torn file."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = _temp_path(path)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass  # never created, or already renamed
-        raise
-
-
-def _memory_create(fs: Any, path: str, data: bytes) -> None:
-    # memory:// checks and stores in two steps; a process-wide lock makes that one step
-    # (a dict lookup, not fs.exists: that scans every key for a missing path, O(objects))
-    with _MEMORY_LOCK:
-        if fs._strip_protocol(path) in fs.store:
-            raise FileExistsError(errno.EEXIST, "exists", path)
-        fs.pipe_file(path, data)

@@ -1,0 +1,136 @@
+"""How store failures are classified and retried, and which option values are secrets.
+
+Decided from exception types and S3 error codes, never from message text, and without importing
+the backend libraries (``file://`` users may not have botocore or aiohttp installed).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError
+
+_SECRET_WORDS = ("secret", "key", "token", "password", "credential", "passwd")
+
+_TRANSIENT_CODES = frozenset({
+    "SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling",
+    "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "BandwidthLimitExceeded",
+    "500", "502", "503", "504",
+})
+_TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+#: Connection-level failures of botocore, aiohttp, urllib3 and fsspec, by class name, so that
+#: classifying an error never imports those libraries (``file://`` users may not have them).
+_TRANSIENT_TYPES = frozenset({
+    "HTTPClientError", "EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError",
+    "ConnectTimeoutError", "ProxyConnectionError", "ResponseStreamingError", "IncompleteRead",
+    "IncompleteReadError", "ResponseParserError", "ClientPayloadError", "ServerDisconnectedError",
+    "ClientConnectionError", "ClientOSError", "ServerTimeoutError", "FSTimeoutError",
+    "ProtocolError",
+})
+#: Libraries whose exceptions are store failures (anything else is a bug and propagates as is).
+_BACKEND_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec", "urllib3", "http.")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retry of transient store failures: ``attempts`` tries in all, jittered backoff.
+
+    The delay before retry ``n`` (from 0) is drawn from ``[d/2, d]`` with
+    ``d = min(max_delay, base_delay * 2**n)``: the defaults wait at most 0.75 s in all, enough
+    for a dropped connection or a brief SlowDown; a longer outage surfaces as a retriable
+    :class:`StorageError` for the caller's own retry loop (a Spark task retry, a commit retry).
+    """
+
+    attempts: int = 5
+    base_delay: float = 0.05
+    max_delay: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ConfigError(f"RetryPolicy.attempts must be >= 1, got {self.attempts}",
+                              option="attempts", value=self.attempts)
+
+    def delay(self, retry: int) -> float:
+        """Seconds to sleep before retry number ``retry`` (0-based)."""
+        ceiling = min(self.max_delay, self.base_delay * (2 ** retry))
+        return random.uniform(ceiling / 2, ceiling)
+
+
+def is_secret_key(key: str) -> bool:
+    low = key.lower()
+    return any(word in low for word in _SECRET_WORDS)
+
+
+def secret_values(options: Mapping[str, Any]) -> tuple[str, ...]:
+    """Credential strings inside ``options`` (nested too), longest first, for redaction."""
+    found: set[str] = set()
+    for key, value in options.items():
+        if isinstance(value, Mapping):
+            found.update(secret_values(value))
+        elif isinstance(value, str) and len(value) >= 4 and is_secret_key(str(key)):
+            found.add(value)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def _chain(exc: BaseException) -> Iterable[BaseException]:
+    """``exc`` and the exceptions it was raised from (s3fs wraps botocore errors as causes)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+
+
+def _response(exc: BaseException) -> tuple[str | None, int | None]:
+    """(S3 error code, HTTP status) of a botocore ``ClientError``; (None, None) otherwise."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None, None
+    code = (response.get("Error") or {}).get("Code")
+    status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+    return (str(code) if code is not None else None), status
+
+
+def is_precondition_failed(exc: BaseException) -> bool:
+    """True when ``exc`` says a conditional create lost because the object exists.
+
+    moto and AWS raise ``FileExistsError`` through s3fs; SeaweedFS omits the ``<Condition>``
+    element, so s3fs raises ``OSError(EINVAL)`` caused by a ``PreconditionFailed`` ClientError.
+    """
+    for cur in _chain(exc):
+        if isinstance(cur, FileExistsError):
+            return True
+        code, status = _response(cur)
+        if code in ("PreconditionFailed", "412") or status == 412:
+            return True
+    return False
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors worth retrying: dropped connections, timeouts, 429/5xx, SlowDown.
+
+    Decided from exception types and S3 error codes, never from message text (a path such as
+    ``chunks/00500.parquet`` must not look like an HTTP 500).
+    """
+    if isinstance(exc, (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
+                        NotADirectoryError)):
+        return False
+    for cur in _chain(exc):
+        if isinstance(cur, (ConnectionError, TimeoutError)):
+            return True
+        if any(cls.__name__ in _TRANSIENT_TYPES for cls in type(cur).__mro__):
+            return True
+        code, status = _response(cur)
+        if code in _TRANSIENT_CODES or status in _TRANSIENT_STATUS:
+            return True
+    return False
+
+
+def is_backend_error(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return True
+    return any(cls.__module__.startswith(_BACKEND_MODULES) for cls in type(exc).__mro__)
