@@ -163,20 +163,24 @@ def gc_target(state: StreamState, now: int, grace_ms: int) -> int:
 
 
 def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: int) -> dict[str, int]:
-    """Delete chunks and metadata of positions ``[gc_pos, upto)``; O(garbage), never lists.
+    """Delete garbage below ``upto``; returns counts. O(garbage), never lists.
 
-    Returns counts; the caller commits ``gc_pos = upto`` afterwards (deleting twice is harmless).
+    Chunks of positions ``[gc_pos, upto)`` go now; journal entries and index nodes lag one run
+    behind (``[meta_gc_pos, gc_pos)``), so a crash at any point leaves every entry a re-run needs.
+    The caller commits ``gc_pos = upto, meta_gc_pos = old gc_pos``; deleting twice is harmless.
     """
     upto = min(upto, state.head_pos)
-    if upto <= state.gc_pos:
+    if upto <= state.gc_pos and state.meta_gc_pos >= state.gc_pos:
         return {"chunks": 0, "entries": 0, "nodes": 0}
-    old = journal.deltas(state, state.gc_pos, upto - 1, truncated=True)
-    paths = [c.path for d in old for c in d.chunks if c.hi <= state.head_tso]
-    store.delete(paths)
-    # keep the entry at upto: readers that lost the head hint probe forward from it
-    store.write(ANCHOR, json.dumps({"pos": upto}).encode())
-    entries = [entry_path(p) for p in range(max(state.gc_pos, 1), upto)]
-    nodes = [node_path(1, n) for n in range(state.gc_pos // FANOUT, upto // FANOUT)]
+    paths: list[str] = []
+    if upto > state.gc_pos:
+        old = journal.deltas(state, state.gc_pos, upto - 1, truncated=True)
+        paths = [c.path for d in old for c in d.chunks if c.hi <= state.head_tso]
+        store.delete(paths)
+    # readers that lost the head hint probe forward from the anchor, which must still exist
+    store.write(ANCHOR, json.dumps({"pos": state.gc_pos}).encode())
+    entries = [entry_path(p) for p in range(max(state.meta_gc_pos, 1), state.gc_pos)]
+    nodes = [node_path(1, n) for n in range(state.meta_gc_pos // FANOUT, state.gc_pos // FANOUT)]
     store.delete(entries + nodes)
     return {"chunks": len(paths), "entries": len(entries), "nodes": len(nodes)}
 

@@ -121,7 +121,8 @@ class StreamState:
     head_tso: int = 0  # records with _tso <= head_tso are gone
     sealed: int = 0  # segments sealed so far
     first_tso: int = 0  # _tso of the oldest readable record (0: none yet)
-    gc_pos: int = 0  # journal positions below this were garbage-collected
+    gc_pos: int = 0  # chunks of journal positions below this were deleted
+    meta_gc_pos: int = 0  # journal entries and nodes below this were deleted (lags gc_pos by a run)
     pending_sealed: list[dict[str, Any]] = field(default_factory=list)  # not yet in the shards
     pending_epoch: dict[str, Any] | None = None  # epoch record not yet written
     truncations: list[list[int]] = field(default_factory=list)  # recent [wall ms, head_pos]
@@ -140,7 +141,7 @@ class StreamState:
             "writers": {k: w.to_json() for k, w in self.writers.items()},
             "index": self.index, "rows": self.rows, "bytes": self.bytes, "chunks": self.chunks,
             "next_number": self.next_number, "head_pos": self.head_pos, "head_tso": self.head_tso,
-            "sealed": self.sealed, "first_tso": self.first_tso, "gc_pos": self.gc_pos,
+            "sealed": self.sealed, "first_tso": self.first_tso, "gc_pos": self.gc_pos, "meta_gc_pos": self.meta_gc_pos,
             "pending_sealed": self.pending_sealed, "pending_epoch": self.pending_epoch,
             "truncations": self.truncations,
         }
@@ -155,7 +156,7 @@ class StreamState:
             index=d["index"], rows=d.get("rows", 0), bytes=d.get("bytes", 0),
             chunks=d.get("chunks", 0), next_number=d.get("next_number", 0),
             head_pos=d.get("head_pos", 0), head_tso=d.get("head_tso", 0), sealed=d.get("sealed", 0),
-            first_tso=d.get("first_tso", 0), gc_pos=d.get("gc_pos", 0),
+            first_tso=d.get("first_tso", 0), gc_pos=d.get("gc_pos", 0), meta_gc_pos=d.get("meta_gc_pos", 0),
             pending_sealed=d.get("pending_sealed", []), pending_epoch=d.get("pending_epoch"),
             truncations=d.get("truncations", []),
         )

@@ -216,11 +216,14 @@ class StreamAdmin:
             found = orphan_files(self.store, self.journal, self.refresh(), now_ms(), orphan_grace_ms)
             self.store.delete(found)
             counts = {**counts, "orphans": len(found)}
-        if upto > state.gc_pos:
+        if upto > state.gc_pos or state.meta_gc_pos < state.gc_pos:
+            old_gc = state.gc_pos
+
             def mark(st: StreamState, pos: int) -> Entry | None:
-                if st.gc_pos >= upto:
+                if st.gc_pos >= upto and st.meta_gc_pos >= old_gc:
                     return None
-                st.gc_pos = upto
+                st.gc_pos = max(st.gc_pos, upto)
+                st.meta_gc_pos = max(st.meta_gc_pos, old_gc)
                 return Entry(pos=pos, op="gc", wall=now_ms(), state=st, info=counts)
             self._commit_op(mark)
         return counts
