@@ -30,6 +30,8 @@ DICTIONARY_REPEATS = 4
 DICTIONARY_SAMPLE_ROWS = 16_384
 #: Bytes of each column compressed on trial to decide whether the codec pays for itself.
 CODEC_SAMPLE_BYTES = 256 << 10
+#: A column keeps the stream's codec only if the trial saves at least this fraction.
+CODEC_MIN_SAVING = 0.10
 #: Without a key column, batches smaller than this go to one segment (fewer, larger files).
 SPREAD_MIN_ROWS = 65_536
 
@@ -150,7 +152,7 @@ def dictionary_columns(table: pa.Table) -> list[str]:
 
 
 def column_codecs(table: pa.Table, codec: str, skip: Sequence[str] = ()) -> dict[str, str]:
-    """The stream's codec per column, or ``none`` where it would save under 10 % on a sample.
+    """The stream's codec per column, or ``none`` where a trial on a sample saves under 10 %.
 
     Decided on a chunk's first row group. Fast codecs (snappy, lz4) barely shrink random-looking
     values (hashes, hex or base64 payloads, random numbers) yet cost a full compress and
@@ -166,7 +168,7 @@ def column_codecs(table: pa.Table, codec: str, skip: Sequence[str] = ()) -> dict
             continue
         sample = _value_bytes(table.column(name))
         if sample is not None and len(sample) >= 4096 and \
-                len(pa.compress(sample, codec=codec, asbytes=True)) > 0.9 * len(sample):
+                len(pa.compress(sample, codec=codec, asbytes=True)) > (1 - CODEC_MIN_SAVING) * len(sample):
             out[name] = "none"
     return out
 
@@ -181,7 +183,7 @@ def _value_bytes(col: pa.ChunkedArray, limit: int = CODEC_SAMPLE_BYTES) -> bytes
         width, offsets = 0, np.int32
     elif pa.types.is_large_string(t) or pa.types.is_large_binary(t):
         width, offsets = 0, np.int64
-    elif pa.types.is_primitive(t) and not pa.types.is_boolean(t):
+    elif pa.types.is_primitive(t) and not (pa.types.is_boolean(t) or pa.types.is_null(t)):
         width, offsets = t.bit_width // 8, None
     else:
         return None
@@ -222,6 +224,7 @@ class ChunkWriter:
         self._first: dict[int, int] = {}
         self._rotate = 0
         self._checked = False
+        self._hash_distinct = True  # until a batch shows mostly distinct keys
 
     def add(self, data: pa.RecordBatch | pa.Table) -> None:
         table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
@@ -237,7 +240,7 @@ class ChunkWriter:
         if len(self.spec.segment_ids) == 1 or (segs == segs[0]).all():
             self._append(int(segs[0]), body, ms)
             return
-        # segment indices are small: a stable sort of int16 is a radix sort (~10x an int64 sort)
+        # segment indices are small: a stable sort of int16 is a radix sort (~8x an int64 sort)
         order = np.argsort(segs.astype(np.int16) if len(self.spec.segment_ids) < 1 << 15 else segs,
                            kind="stable")
         sorted_segs = segs[order]
@@ -255,7 +258,7 @@ class ChunkWriter:
         if nseg == 1:
             return np.zeros(n, dtype=np.int64)
         if self.spec.key is not None:
-            return route(key_hash(table.column(self.spec.key), name=self.spec.key), self.spec.bounds)
+            return self._key_segments(table.column(self.spec.key))
         if n < SPREAD_MIN_ROWS:
             # one segment per small batch, rotating from a random start: even spread, few files
             if self._rotate == 0:
@@ -263,6 +266,24 @@ class ChunkWriter:
             self._rotate += 1
             return np.full(n, self._rotate % nseg, dtype=np.int64)
         return (np.arange(n, dtype=np.int64) * nseg) // n
+
+    def _key_segments(self, column: pa.ChunkedArray) -> np.ndarray:
+        """Segment index of each record, by the routing hash of its key.
+
+        String and binary keys usually repeat (devices, users, tenants), so each distinct value
+        is hashed and routed once and the result gathered back: the same hash, for ~40 % less
+        work with 1000 keys per 10k-row batch. After a batch whose keys are mostly distinct, the
+        writer hashes every value.
+        """
+        key, bounds, t = self.spec.key or "", self.spec.bounds, column.type
+        if self._hash_distinct and (pa.types.is_string(t) or pa.types.is_large_string(t) or
+                                    pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+            arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+            enc = pc.dictionary_encode(arr, null_encoding="encode")  # a null key hashes like ""
+            if len(enc.dictionary) * 2 <= len(arr):
+                return route(key_hash(enc.dictionary, name=key), bounds)[enc.indices.to_numpy()]
+            self._hash_distinct = False
+        return route(key_hash(column, name=key), bounds)
 
     def _append(self, idx: int, body: pa.Table, ms: np.ndarray) -> None:
         prev = self._prev.get(idx)
@@ -280,12 +301,20 @@ class ChunkWriter:
         if self._buffered[idx] >= ROW_GROUP_ROWS:
             self._drain(idx)
 
-    def _drain(self, idx: int) -> None:
+    def _drain(self, idx: int, final: bool = False) -> None:
         parts = self._buffers.pop(idx, [])
         self._buffered[idx] = 0
         if not parts:
             return
         table = pa.concat_tables(parts)
+        if not final:
+            # only whole row groups: writing the overshoot of each drain made a tiny row group
+            # (a few hundred rows, each with its own pages and dictionary) after every full one
+            whole = table.num_rows - table.num_rows % ROW_GROUP_ROWS
+            if whole < table.num_rows:
+                self._buffers[idx] = [table.slice(whole)]
+                self._buffered[idx] = table.num_rows - whole
+                table = table.slice(0, whole)
         if idx not in self._writers:
             seg = self.spec.segment_ids[idx]
             rel = f"data/{seg & 0xFFFFFFFF}/{self.spec.writer_tag}-{self.task}-{uuid.uuid4().hex}.parquet"
@@ -300,7 +329,7 @@ class ChunkWriter:
         """Close every open chunk; returns them in segment order."""
         out = []
         for idx in sorted(self._rows):
-            self._drain(idx)
+            self._drain(idx, final=True)
             w, f, rel = self._writers.pop(idx)
             w.close()
             size = f.tell()

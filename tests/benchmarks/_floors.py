@@ -1,0 +1,158 @@
+"""Do-nothing Python data sources: the floor any Python source or sink pays inside Spark.
+
+``benchfloor`` moves Arrow batches between the JVM and a Python worker and does nothing else: the
+sink drops every batch, the source re-yields one pre-built batch with tstream's output columns.
+Whatever a tstream query costs above these is tstream's own work (decode, routing, Parquet
+encode, commits); what these cost above native Parquet is PySpark's (worker hand-off, Arrow IPC,
+the driver-side streaming runner). The bench pickles this module by value, so workers need not
+import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+#: tstream's output: the user columns, then the four system columns.
+SCHEMA = ("ts bigint, key string, val bigint, body string, _timestamp timestamp, _tso bigint, "
+          "_segment bigint, _seq bigint")
+BATCH_ROWS = 65_536
+
+
+@dataclass
+class RowsPartition(InputPartition):
+    rows: int
+    batch_rows: int = BATCH_ROWS
+
+    def __init__(self, rows: int, batch_rows: int = BATCH_ROWS) -> None:
+        super().__init__(rows)
+        self.rows, self.batch_rows = rows, batch_rows
+
+
+def _batch(rows: int) -> Any:
+    """One batch shaped like tstream's output (built once per task: no decode cost)."""
+    import numpy as np
+    import pyarrow as pa
+
+    target = pa.schema([("ts", pa.int64()), ("key", pa.string()), ("val", pa.int64()), ("body", pa.string()),
+                        ("_timestamp", pa.timestamp("us", tz="UTC")), ("_tso", pa.int64()),
+                        ("_segment", pa.int64()), ("_seq", pa.int64())])  # as Spark expects SCHEMA
+    ids = np.arange(rows, dtype=np.int64)
+    body = pa.array([b"0123456789abcdef" * 4] * rows, pa.binary()).cast(pa.string())
+    cols = [pa.array(ids), pa.array([f"key-{i % 1000:04d}" for i in range(rows)]), pa.array(ids), body,
+            pa.array(ids * 1000).cast(pa.timestamp("us", tz="UTC")), pa.array(ids), pa.array(ids % 4),
+            pa.array(ids)]
+    return pa.RecordBatch.from_arrays(cols, schema=target)
+
+
+def _partitions(rows: int, parts: int, batch_rows: int) -> list[InputPartition]:
+    per = -(-rows // parts)
+    return [RowsPartition(min(per, rows - i * per), batch_rows) for i in range(parts) if rows - i * per > 0]
+
+
+def _read(partition: Any) -> Iterator[Any]:
+    size = partition.batch_rows
+    batch = _batch(size)
+    left = partition.rows
+    while left > 0:
+        yield batch if left >= size else batch.slice(0, left)
+        left -= size
+
+
+class FloorReader(DataSourceReader):
+    def __init__(self, rows: int, parts: int, batch_rows: int) -> None:
+        self.rows, self.parts, self.batch_rows = rows, parts, batch_rows
+
+    def partitions(self) -> list[InputPartition]:
+        return _partitions(self.rows, self.parts, self.batch_rows)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        yield from _read(partition)
+
+
+class FloorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """One micro-batch of ``rows`` rows, then nothing."""
+
+    def __init__(self, rows: int, parts: int, batch_rows: int) -> None:
+        self.rows, self.parts, self.batch_rows = rows, parts, batch_rows
+
+    def initialOffset(self) -> dict:
+        return {"n": 0}
+
+    def latestOffset(self, start: dict, limit: Any) -> dict:
+        return {"n": 1}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return _partitions(self.rows, self.parts, self.batch_rows) if end["n"] > start["n"] else []
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        yield from _read(partition)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+@dataclass
+class Done(WriterCommitMessage):
+    rows: int
+
+
+class FloorWriter(DataSourceArrowWriter):
+    def write(self, iterator: Iterator[Any]) -> Done:
+        return Done(sum(b.num_rows for b in iterator))
+
+    def commit(self, messages: list[Any]) -> None:
+        pass
+
+
+class FloorStreamWriter(DataSourceStreamArrowWriter):
+    def write(self, iterator: Iterator[Any]) -> Done:
+        return Done(sum(b.num_rows for b in iterator))
+
+    def commit(self, messages: list[Any], batchId: int) -> None:
+        pass
+
+    def abort(self, messages: list[Any], batchId: int) -> None:
+        pass
+
+
+class FloorDataSource(DataSource):
+    """``format("benchfloor")``; options ``rows``, ``partitions`` and ``batchRows`` for reads."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "benchfloor"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def _size(self) -> tuple[int, int, int]:
+        return (int(self.options.get("rows", 0)), int(self.options.get("partitions", 2)),
+                int(self.options.get("batchRows", BATCH_ROWS)))
+
+    def reader(self, schema: Any) -> FloorReader:
+        return FloorReader(*self._size())
+
+    def streamReader(self, schema: Any) -> FloorStreamReader:
+        return FloorStreamReader(*self._size())
+
+    def writer(self, schema: Any, overwrite: bool) -> FloorWriter:
+        return FloorWriter()
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> FloorStreamWriter:
+        return FloorStreamWriter()
