@@ -129,6 +129,23 @@ class StreamAdmin:
                     for g in initial_segments(int(state.config["segments"]))]
         return [{"id": i, "key_range": [fraction(lo), fraction(hi)]} for i, lo, hi in rec["segments"]]
 
+    def segments_between(self, start: TimeLike, end: TimeLike) -> list[int]:
+        """Every segment that was active at some time in ``[start, end]`` (epoch records only:
+        one read per epoch in between, no data)."""
+        state = self.refresh()
+        first, last = self.epoch_at(start), self.epoch_at(end)
+        out: set[int] = set()
+        for epoch in range(first, last + 1):
+            if epoch == state.epoch:
+                out.update(g.id for g in state.segments)
+                continue
+            rec = read_epoch(self.store, state, epoch)
+            if rec.get("segments") is None:  # epoch 0 of a stream never scaled
+                out.update(g.id for g in initial_segments(int(state.config["segments"])))
+            else:
+                out.update(i for i, _, _ in rec["segments"])
+        return sorted(out)
+
     # -- cuts, truncation, retention ---------------------------------------------------------
     def cut_at(self, when: TimeLike) -> dict[int, int]:
         """Stream cut at ``when``: per active segment, the first ``_seq`` at or after that time."""

@@ -90,6 +90,9 @@ def test_segments_and_epoch_at_time(url: str) -> None:
     assert s.epoch_at(before) == 0 and s.epoch_at(after) == 1
     assert [g["key_range"] for g in s.segments_at(after)] == [[0.0, 0.5], [0.5, 1.0]]
     assert len(s.segments_at(before)) == 1
+    first = s.segments_at(before)[0]["id"]
+    assert s.segments_between(before, after) == sorted([first] + s.successors(first))
+    assert s.segments_between(after, after) == sorted(s.successors(first))
 
 
 def test_auto_scaling_splits_hot_and_merges_cold(url: str) -> None:
