@@ -12,8 +12,6 @@ from typing import Any
 
 import pyarrow as pa
 
-SYSTEM_SPARK_FIELDS = (("_timestamp", "timestamp"), ("_tso", "bigint"), ("_segment", "bigint"), ("_seq", "bigint"))
-
 
 def spark_schema(user: pa.Schema) -> Any:
     """The Spark StructType of a stream: user columns, then the non-null system columns."""

@@ -11,6 +11,7 @@ import errno
 import os
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 _MEMORY_LOCK = threading.Lock()
@@ -31,8 +32,8 @@ def local_read(path: str) -> bytes:
         return f.read()
 
 
-def local_create(path: str, data: bytes) -> None:
-    """Atomic no-clobber publish: write a temp file, fsync, hard-link to the final name."""
+def _publish(path: str, data: bytes, place: Callable[[str, str], None]) -> None:
+    """Write ``data`` to a temp file beside ``path``, fsync it, ``place`` it, drop the temp."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = temp_path(path)
     try:
@@ -40,30 +41,22 @@ def local_create(path: str, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.link(tmp, path)
+        place(tmp, path)
     finally:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
-            pass  # the write itself failed before creating it
+            pass  # never created, or renamed into place
+
+
+def local_create(path: str, data: bytes) -> None:
+    """Atomic no-clobber publish: ``os.link`` raises ``FileExistsError`` if ``path`` exists."""
+    _publish(path, data, os.link)
 
 
 def local_replace(path: str, data: bytes) -> None:
     """Overwrite via rename so readers see the old or the new bytes, never a torn file."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = temp_path(path)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass  # never created, or already renamed
-        raise
+    _publish(path, data, os.replace)
 
 
 def memory_create(fs: Any, path: str, data: bytes) -> None:

@@ -18,6 +18,7 @@ from .errors import DataLossError
 from .journal import Chunk
 from .state import StreamState
 from .timestamps import LOGICAL_MASK, iso, pack, physical
+from .timestamps import now_ms as wall_ms
 
 log = logging.getLogger("pyspark_tstream")
 
@@ -49,9 +50,7 @@ def start_bound(stream: Any, kind: str, *, timestamp_ms: int | None = None, ago_
     if kind == "timestamp" and timestamp_ms is not None:
         return max(state.head_tso, pack(timestamp_ms) - 1)
     if kind == "ago" and ago_ms is not None:
-        from .timestamps import now_ms as _now
-
-        return max(state.head_tso, pack((now_ms if now_ms is not None else _now()) - ago_ms) - 1)
+        return max(state.head_tso, pack((now_ms if now_ms is not None else wall_ms()) - ago_ms) - 1)
     if kind == "tail" and tail is not None:
         return int(stream.seek_tail(tail))
     if kind == "offsets" and cut:

@@ -109,16 +109,11 @@ def _fetch(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, bytes
         try:
             blobs = store.read_many([c.path for c in group])
         except FileNotFoundError as e:
-            missing = []
-            for c in group:
-                try:
-                    store.size(c.path)
-                except FileNotFoundError:
-                    missing.append(store.uri(c.path))
+            # read_many names the missing object's URI (no probe per chunk needed)
+            missing = e.filename if isinstance(e.filename, str) else store.uri(group[0].path)
             raise CorruptChunkError(
-                f"chunk(s) {missing or [store.uri(c.path) for c in group]} named by the journal are "
-                "missing; restore them or truncate the stream past them",
-                path=(missing or [store.uri(group[0].path)])[0]) from e
+                f"chunk {missing} named by the journal is missing; restore it or truncate the "
+                "stream past it", path=missing) from e
         yield from zip(group, blobs)
 
     for c in chunks:

@@ -15,6 +15,7 @@ Retention config (``retention``): comma-separated ``age=7d``, ``size=10GB``, ``c
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import re
@@ -29,7 +30,7 @@ from .journal import ANCHOR, COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT, Entry, Jo
 from .schema import RAW_TSO
 from .state import StreamState
 from .storage import Store
-from .timestamps import LOGICAL_MASK, apply_floor, parse_duration_ms
+from .timestamps import apply_floor, parse_duration_ms
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -53,6 +54,7 @@ class RetentionPolicy:
     groups: bool = False
 
     @classmethod
+    @functools.lru_cache(maxsize=64)  # parsed on every data commit; the text rarely changes
     def parse(cls, text: str | None) -> RetentionPolicy | None:
         if not text:
             return None
@@ -183,11 +185,6 @@ def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: in
     nodes = [node_path(1, n) for n in range(state.meta_gc_pos // FANOUT, state.gc_pos // FANOUT)]
     store.delete(entries + nodes)
     return {"chunks": len(paths), "entries": len(entries), "nodes": len(nodes)}
-
-
-def ms_end(tso: int) -> int:
-    """The last hybrid timestamp of ``tso``'s millisecond."""
-    return tso | LOGICAL_MASK
 
 
 def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, grace_ms: int) -> list[str]:

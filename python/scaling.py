@@ -17,6 +17,7 @@ quarter of the target merge, never below ``min`` segments or above ``max``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -146,6 +147,7 @@ class ScalingPolicy:
     window: float = 10.0
 
     @classmethod
+    @functools.lru_cache(maxsize=64)  # parsed on every data commit; the text rarely changes
     def parse(cls, text: str | None) -> ScalingPolicy | None:
         if not text:
             return None

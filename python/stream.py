@@ -189,8 +189,11 @@ class Stream(StreamAdmin):
         if cfg.get("scaling"):
             policy = ScalingPolicy.parse(cfg["scaling"])
             if policy is not None and policy.decide(entry.state, now_ms()) is not None:
-                self._commit_op(lambda st, pos: (lambda r: r(st, pos) if r is not None else None)(
-                    policy.decide(st, now_ms())))
+                def scale(st: StreamState, pos: int) -> Entry | None:
+                    # decided again on the newest state: another committer may have scaled already
+                    request = policy.decide(st, now_ms())
+                    return request(st, pos) if request is not None else None
+                self._commit_op(scale)
         if cfg.get("retention") and entry.pos % RETENTION_EVERY == 0:
             self.trim()
 

@@ -50,13 +50,13 @@ class StreamAdmin:
     journal: Journal
     sealed_map: SealedMap
 
-    # provided by Stream
-    def refresh(self) -> StreamState: ...  # pragma: no cover
-    @property
-    def state(self) -> StreamState: ...  # pragma: no cover
-    def _commit_op(self, build: Any) -> Entry | None: ...  # pragma: no cover
-    def plan(self, lo: int, hi: int, *, first_pos: int | None = None, last_pos: int | None = None) -> list: ...  # pragma: no cover
-    def seek_tail(self, n: int) -> int: ...  # pragma: no cover
+    if TYPE_CHECKING:  # provided by Stream; declared here for type checkers only
+        def refresh(self) -> StreamState: ...
+        @property
+        def state(self) -> StreamState: ...
+        def _commit_op(self, build: Any) -> Entry | None: ...
+        def plan(self, lo: int, hi: int, *, first_pos: int | None = None, last_pos: int | None = None) -> list: ...
+        def seek_tail(self, n: int) -> int: ...
 
     # -- epochs and scaling ------------------------------------------------------------------
     def scale(self, *, split: int | None = None, parts: int = 2, merge: Sequence[int] | None = None,

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from .errors import SchemaMismatchError, TimestampError
 from .routing import key_hash, route
-from .schema import RAW_TSO, conform, user_schema
+from .schema import RAW_TSO, conform
 from .storage import Store
 from .timestamps import MAX_MS, now_ms, raw_hybrid
 
@@ -366,8 +366,4 @@ def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch | pa.Table],
         raise
     return writer.finish()
 
-
-def input_schema(schema: pa.Schema) -> pa.Schema:
-    """The user part of an incoming schema (system columns of a tstream read are dropped)."""
-    return user_schema(schema)
 

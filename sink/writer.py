@@ -51,7 +51,7 @@ def _task() -> tuple[int, int]:
     return (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (0, 0)
 
 
-def _to_batches(iterator: Iterator[Any], names: Sequence[str]) -> Iterator[Any]:
+def _to_batches(iterator: Iterator[Any]) -> Iterator[Any]:
     """Rows (PySpark 4.0 stream writer) to Arrow batches; Arrow batches pass through."""
     import pyarrow as pa
 
@@ -66,7 +66,6 @@ def _to_batches(iterator: Iterator[Any], names: Sequence[str]) -> Iterator[Any]:
             rows = []
     if rows:
         yield pa.RecordBatch.from_pylist([r.asDict() for r in rows])
-    del names
 
 
 class _Common:
@@ -87,7 +86,7 @@ class _Common:
 
     def _write(self, iterator: Iterator[Any]) -> SegmentCommitMessage:
         partition, attempt = _task()
-        chunks = write_batches(self.spec, _to_batches(iterator, self.input_schema.names),
+        chunks = write_batches(self.spec, _to_batches(iterator),
                                task=f"p{partition}a{attempt}")
         return SegmentCommitMessage(partition, attempt, [c.to_json() for c in chunks])
 
@@ -133,10 +132,8 @@ class TStreamBatchWriter(_Common, DataSourceArrowWriter):
         return self._write(iterator)
 
     def commit(self, messages: list[Any]) -> None:
-        self._commit(messages, self.options_batch_id())
+        # a batch write is one-shot: writerId (if any) names it, no batch id dedupes it
+        self._commit(messages, None)
 
     def abort(self, messages: list[Any]) -> None:
         self._abort(messages)
-
-    def options_batch_id(self) -> Any:
-        return getattr(self.options, "batch_id", None)

@@ -206,21 +206,8 @@ def seaweedfs_server() -> Iterator[str]:
         pytest.fail(f"SeaweedFS 'weed' binary not found (TSTREAM_WEED, next to "
                     f"{sys.executable}, PATH); install it with: {WEED_INSTALL_HINT}",
                     pytrace=False)
-    data_dir = Path(tempfile.mkdtemp(prefix="tstream-seaweedfs-"))
-    log = data_dir / "weed.log"
-    args, endpoint = _weed_args(weed, data_dir)
-    # SeaweedFS loads its one identity from these; without them auth is half-on (see s3.md)
-    env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                cwd=data_dir, start_new_session=True)
-    try:
-        _wait_until_ready(endpoint, proc, log, "SeaweedFS")
-        _create_bucket(endpoint)
+    with running_seaweedfs() as endpoint:
         yield endpoint
-    finally:
-        _stop(proc)
-        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 # -- fresh stream roots ------------------------------------------------------------------------
@@ -395,8 +382,8 @@ def fault_proxy(moto_server: str) -> Iterator[FaultProxy]:
 def running_seaweedfs(bucket: str = BUCKET) -> Iterator[str]:
     """Start ``weed mini`` on free loopback ports with ``bucket`` created; yields the endpoint.
 
-    The same start-up as the ``seaweedfs_server`` fixture, for code that runs outside pytest
-    (``tests/benchmarks``); the server is stopped by PID and its data dir removed on exit.
+    Used by the ``seaweedfs_server`` fixture and by code outside pytest (``tests/benchmarks``);
+    the server is stopped by PID and its data dir removed on exit.
     """
     weed = find_weed()
     if weed is None:
@@ -405,6 +392,7 @@ def running_seaweedfs(bucket: str = BUCKET) -> Iterator[str]:
     data_dir = Path(tempfile.mkdtemp(prefix="tstream-seaweedfs-"))
     log = data_dir / "weed.log"
     args, endpoint = _weed_args(weed, data_dir)
+    # SeaweedFS loads its one identity from these; without them auth is half-on (see s3.md)
     env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
