@@ -1,6 +1,6 @@
 """Option keys of ``format("tstream")``, each with its ``_DEFAULT`` twin.
 
-Names are the public contract (DESIGN §4) and are camelCase like Kafka's and Delta's options.
+Names are the public contract (docs/design.md §4) and are camelCase like Kafka's and Delta's options.
 Spark lower-cases every key before the data source sees it, so code compares keys with
 :func:`normalize`, never with ``==`` on the raw spelling. A key without a ``_DEFAULT`` twin has
 no default: leaving it out means "not set".

@@ -1,4 +1,4 @@
-"""Cost budgets at PDP-32 scale: 10 vs 100,000 commits and 10 vs 10,000 epochs (DESIGN.md §3.6).
+"""Cost budgets at PDP-32 scale: 10 vs 100,000 commits and 10 vs 10,000 epochs (docs/design.md §3.6).
 
 Every figure is a count of store calls through the store observer; nothing here is timed.
 """
