@@ -22,6 +22,7 @@ from typing import Any, BinaryIO, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .cli_common import URL_HELP, count_int, open_stream, positive_int
 from .cli_format import Progress
 from .errors import ConfigError, SchemaMismatchError, TimestampError
 from .stream import Stream
@@ -184,8 +185,6 @@ def append(stream: Stream, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_append(args: argparse.Namespace) -> int:
-    from .cli import open_stream
-
     if args.batch is not None and args.writer is None:
         raise ConfigError("--batch N needs --writer ID: a batch id is only unique per writer", option="batch")
     summary = append(open_stream(args), args)
@@ -208,8 +207,6 @@ def run_append(args: argparse.Namespace) -> int:
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add ``append`` to the top-level subparsers ``sub``."""
-    from .cli import URL_HELP, count_int, positive_int
-
     p = sub.add_parser("append", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter, help="append JSON lines or Parquet",
                        description="Append records from JSON lines (stdin or a file) or a Parquet file, "
                                    f"one commit per --batch-rows records (default {BATCH_ROWS:,}).",

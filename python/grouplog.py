@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 
 from .errors import (ConfigError, CorruptMetadataError, EntryIdError, GroupNotFoundError,
-                     InvalidPathError)
+                     InvalidPathError, TStreamError)
 from .storage import Store
 from .timestamps import parse_id, tso_id
 
@@ -239,6 +239,40 @@ class GroupLog:
             self.store.write(self.head_path, data)
         except OSError:
             pass
+
+
+def group_names(store: Store) -> list[str]:
+    """Names of the stream's groups.
+
+    Lists ``_tstream/groups/``: a stream has few groups and this folder does not grow with
+    history (each group's versions live in its own subfolder, which is never listed).
+    """
+    return [n for n in store.list(GROUPS) if _valid_name(n)]
+
+
+def group_positions(store: Store) -> dict[str, int]:
+    """Each group's low-water mark: the largest ``_tso`` at or below which it consumed all.
+
+    That is the minimum of its last delivered position and (just below) its oldest pending
+    record; consumption-based retention may remove records at or below the minimum over all
+    groups. Costs 1 listing + 2 reads per group. Lives here, not in :mod:`groups`, because
+    retention needs it and :mod:`groups` is built on :class:`~pyspark_tstream.stream.Stream`.
+    """
+    out = {}
+    for name in group_names(store):
+        try:
+            out[name] = GroupLog(store, name).head().low_water
+        except GroupNotFoundError:
+            continue  # a folder left by a create that crashed before writing version 0
+    return out
+
+
+def _valid_name(name: str) -> bool:
+    try:
+        check_group_name(name)
+    except TStreamError:
+        return False
+    return True
 
 
 def materialize_ids(ids: Iterable[IdLike] | pa.Table | pa.RecordBatch) -> list[IdLike]:

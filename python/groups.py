@@ -31,10 +31,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import (CommitConflictError, ConfigError, EntryIdError, GroupExistsError, GroupNotFoundError,
-                     TStreamError)
-from .grouplog import (ALL_SEGMENTS, GROUPS, GroupLog, GroupState, IdLike, Pending, check_consumer_name, check_group_name, entry_id,
-                       is_entry_id, materialize_ids, parse_entry_id, resolve_ids)
+from .errors import CommitConflictError, ConfigError, EntryIdError, GroupExistsError, GroupNotFoundError
+from .grouplog import (ALL_SEGMENTS, GroupLog, GroupState, IdLike, Pending, check_consumer_name, entry_id,
+                       group_names, group_positions, is_entry_id, materialize_ids, parse_entry_id, resolve_ids)
 from .scan import ORDER, Cursor, count_after, empty_records, fetch, read_after
 from .stream import Stream
 from .timestamps import iso, now_ms, pack, physical, to_ms, tso_id
@@ -129,28 +128,13 @@ class Group:
 
     @classmethod
     def names(cls, stream: Stream) -> list[str]:
-        """Names of the stream's groups.
-
-        Lists ``_tstream/groups/``: a stream has few groups and this folder does not grow with
-        history (each group's versions live in its own subfolder, which is never listed).
-        """
-        return [n for n in stream.store.list(GROUPS) if _valid_name(n)]
+        """Names of the stream's groups (see :func:`~pyspark_tstream.grouplog.group_names`)."""
+        return group_names(stream.store)
 
     @classmethod
     def positions(cls, stream: Stream) -> dict[str, int]:
-        """Each group's low-water mark: the largest ``_tso`` at or below which it consumed all.
-
-        That is the minimum of its last delivered position and (just below) its oldest pending
-        record; consumption-based retention may remove records at or below the minimum over all
-        groups. Costs 1 listing + 2 reads per group.
-        """
-        out = {}
-        for name in cls.names(stream):
-            try:
-                out[name] = GroupLog(stream.store, name).head().low_water
-            except GroupNotFoundError:
-                continue  # a folder left by a create that crashed before writing version 0
-        return out
+        """Each group's low-water mark (see :func:`~pyspark_tstream.grouplog.group_positions`)."""
+        return group_positions(stream.store)
 
     @classmethod
     def commit_position(cls, stream: Stream, name: str, tso: int) -> Group:
@@ -365,14 +349,6 @@ class Group:
                           for c, (seen, active) in sorted(s.consumers.items())],
             "version": s.pos, "created": iso(s.created),
         }
-
-
-def _valid_name(name: str) -> bool:
-    try:
-        check_group_name(name)
-    except TStreamError:
-        return False
-    return True
 
 
 def _select(table: pa.Table, keys: set[tuple[int, int]]) -> pa.Table:

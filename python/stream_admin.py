@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from .errors import ConfigError
+from .grouplog import group_positions
 from .journal import COL_MAX_TSO, COL_WALL, Entry
 from .retention import (RetentionPolicy, TruncateRequest, collect_garbage, first_seq_after, gc_target,
                         orphan_files, retention_bound)
@@ -214,9 +215,7 @@ class StreamAdmin:
         return self.state
 
     def _group_floor(self) -> int | None:
-        from .groups import Group
-
-        positions = Group.positions(self)
+        positions = group_positions(self.store)
         return min(positions.values()) if positions else None
 
     def vacuum(self, grace_ms: int = GC_GRACE_MS, *, orphans: bool = False,

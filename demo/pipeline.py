@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .timestamps import now_ms, physical
+from pyspark_tstream.timestamps import now_ms, physical
 
 #: Clock skew of each producer (ms). The order is the order they are listed in the output.
 SKEWS_MS: dict[str, int] = {"site-east": -4_000, "site-west": 0, "site-north": 2_000}
@@ -302,7 +302,7 @@ class Demo:
 
     def shutdown(self, stream: Any) -> Round:
         """Stop the producers and close their writer sessions: the tick stops waiting for them."""
-        from .stream import Stream
+        from pyspark_tstream.stream import Stream
 
         for site in SKEWS_MS:
             self.queries.pop(site).stop()
@@ -406,8 +406,8 @@ def run(url: str | None = None, rounds: int = 6, *, spark: Any = None, seed: int
     """
     if not 1 <= rounds <= MAX_ROUNDS:
         raise ValueError(f"rounds={rounds} must be between 1 and {MAX_ROUNDS}")
-    from .errors import StreamNotFoundError
-    from .stream import Stream
+    from pyspark_tstream.errors import StreamNotFoundError
+    from pyspark_tstream.stream import Stream
 
     began = time.monotonic()
     work = Path(workdir or tempfile.mkdtemp(prefix="tstream-demo-"))
@@ -435,7 +435,7 @@ def run(url: str | None = None, rounds: int = 6, *, spark: Any = None, seed: int
 def _run(demo: Demo, began: float) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from .stream import Stream
+    from pyspark_tstream.stream import Stream
 
     echo, spark, url = demo.echo, demo.spark, demo.url
     backfill = demo.backfill()
@@ -541,6 +541,3 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--rounds must be between 1 and {MAX_ROUNDS}")
     run(args.url, args.rounds)
 
-
-if __name__ == "__main__":
-    main()
