@@ -109,7 +109,8 @@ QUERY_NAME = "queryName"
 #: Spark passes it instead of ``path`` for ``load(["a", "b"])`` (JSON list).
 PATHS = "paths"
 
-#: Stream-config option → core ``StreamConfig`` field name.
+#: Stream-config option → core ``StreamConfig`` field name (the one mapping: the core's
+#: ``config.PUBLIC_NAMES`` is its inverse, and ``StreamConfig`` takes its defaults from here).
 STREAM_CONFIG_FIELDS = {
     TIMESTAMPING: "timestamping",
     TIMESTAMPING_UNCAPPED: "timestamping_uncapped",

@@ -14,14 +14,16 @@ import pyarrow as pa
 
 
 def spark_schema(user: pa.Schema) -> Any:
-    """The Spark StructType of a stream: user columns, then the non-null system columns."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-    from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+    """The Spark StructType of a stream: user columns, then the non-null system columns.
 
-    fields = list(from_arrow_schema(user).fields) if len(user) else []
-    fields += [StructField("_timestamp", TimestampType(), False), StructField("_tso", LongType(), False),
-               StructField("_segment", LongType(), False), StructField("_seq", LongType(), False)]
-    return StructType(fields)
+    Translated from :func:`~pyspark_tstream.schema.full_schema`, the one definition of the system
+    columns (``timestamp[ms, UTC]`` becomes TIMESTAMP, ``int64`` BIGINT, nullability kept).
+    """
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from pyspark_tstream.schema import full_schema
+
+    return from_arrow_schema(full_schema(user))
 
 
 def arrow_target(schema: Any) -> pa.Schema:

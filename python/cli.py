@@ -30,6 +30,7 @@ from .cli_common import (URL_HELP, Parser, count_int, duration_ms, key_value, mi
                          positive_int, secret_values, storage_options, time_ms)
 from .cli_format import json_default, print_info, print_records
 from .cli_group import register as register_group
+from .conf import keys as K
 from .config import TIMESTAMPING_MODES
 from .errors import ConfigError, EntryIdError, InvalidPathError, TStreamError
 from .grouplog import ALL_SEGMENTS
@@ -156,8 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Create a stream (fails if one exists).",
                        epilog="example:\n  tstream create file:///tmp/s --segments 8 --writers east,west")
     p.add_argument("url", help=URL_HELP)
-    p.add_argument("--segments", type=positive_int, default=4, help="initial segments (default 4)")
-    p.add_argument("--timestamping", choices=TIMESTAMPING_MODES, default="client-prefer")
+    p.add_argument("--segments", type=positive_int, default=K.SEGMENTS_DEFAULT,
+                   help=f"initial segments (default {K.SEGMENTS_DEFAULT})")
+    p.add_argument("--timestamping", choices=TIMESTAMPING_MODES, default=K.TIMESTAMPING_DEFAULT)
     p.add_argument("--uncapped", action="store_true", help="keep client times later than arrival")
     p.add_argument("--writers", metavar="A,B", help="declared writers the tick waits for")
     p.add_argument("--lease-ms", type=positive_int, help="drop a silent writer from the tick after this")

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .errors import CorruptMetadataError
-from .state import StreamState
+from .state import StreamState, segment_number
 from .storage import Store
 
 SHARD_WIDTH = 256
@@ -27,7 +27,7 @@ _MAX_RACES = 1000
 
 
 def shard_of(segment_id: int) -> int:
-    return (segment_id & 0xFFFFFFFF) // SHARD_WIDTH
+    return segment_number(segment_id) // SHARD_WIDTH
 
 
 def _version_path(shard: int, v: int) -> str:
@@ -69,7 +69,7 @@ class SealedMap:
         for rec in state.pending_sealed:
             if rec["id"] == segment_id:
                 return rec
-        return self.latest(shard_of(segment_id))["segments"].get(str(segment_id & 0xFFFFFFFF))
+        return self.latest(shard_of(segment_id))["segments"].get(str(segment_number(segment_id)))
 
     def merge(self, records: Iterable[dict[str, Any]]) -> None:
         """Make sure every record is in its shard (a no-op for records already there)."""
@@ -79,11 +79,11 @@ class SealedMap:
         for shard, recs in sorted(by_shard.items()):
             cur = self.latest(shard)
             for _ in range(_MAX_RACES):
-                missing = [r for r in recs if str(r["id"] & 0xFFFFFFFF) not in cur["segments"]]
+                missing = [r for r in recs if str(segment_number(r["id"])) not in cur["segments"]]
                 if not missing:
                     break
                 nxt = {"shard": shard, "v": cur["v"] + 1,
-                       "segments": {**cur["segments"], **{str(r["id"] & 0xFFFFFFFF): r for r in missing}}}
+                       "segments": {**cur["segments"], **{str(segment_number(r["id"])): r for r in missing}}}
                 data = json.dumps(nxt, separators=(",", ":")).encode()
                 if self.store.put_if_absent(_version_path(shard, nxt["v"]), data):
                     try:  # a hint only: a stale head costs one more probe

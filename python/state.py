@@ -35,11 +35,11 @@ class Segment:
 
     @property
     def epoch(self) -> int:
-        return self.id >> 32
+        return segment_epoch(self.id)
 
     @property
     def number(self) -> int:
-        return self.id & 0xFFFFFFFF
+        return segment_number(self.id)
 
     def to_json(self) -> list[Any]:
         return [self.id, self.lo, self.hi, self.next_seq, self.last_tso, self.rows, self.bytes,
@@ -50,9 +50,24 @@ class Segment:
         return cls(*v)
 
 
+#: Low bits of a segment id that hold its number; the creation epoch sits above them.
+SEGMENT_NUMBER_BITS = 32
+_NUMBER_MASK = (1 << SEGMENT_NUMBER_BITS) - 1
+
+
 def segment_id(epoch: int, number: int) -> int:
     """Pravega-style id: creation epoch in the high 32 bits, segment number in the low 32."""
-    return (epoch << 32) | number
+    return (epoch << SEGMENT_NUMBER_BITS) | number
+
+
+def segment_epoch(seg_id: int) -> int:
+    """The epoch that created segment ``seg_id``."""
+    return seg_id >> SEGMENT_NUMBER_BITS
+
+
+def segment_number(seg_id: int) -> int:
+    """The stream-wide unique number of segment ``seg_id`` (its data folder and sealed-map slot)."""
+    return seg_id & _NUMBER_MASK
 
 
 @dataclass

@@ -22,7 +22,7 @@ from .retention import (RetentionPolicy, TruncateRequest, collect_garbage, first
 from .routing import KEY_SPACE, fraction
 from .scaling import ScaleRequest, fraction_ranges, read_epoch, split_ranges
 from .schema import RAW_TSO
-from .state import Segment, StreamState, segment_id
+from .state import Segment, StreamState, segment_epoch, segment_id
 from .timestamps import apply_floor, now_ms, pack, to_ms
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class StreamAdmin:
 
     def predecessors(self, segment: int) -> list[int]:
         """Segments ``segment`` replaced (from its creation epoch's record)."""
-        epoch = segment >> 32
+        epoch = segment_epoch(segment)
         if epoch == 0:
             return []
         return list(read_epoch(self.store, self.state, epoch)["predecessors"].get(str(segment), []))
