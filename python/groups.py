@@ -31,16 +31,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import CommitConflictError, ConfigError, EntryIdError, GroupExistsError, GroupNotFoundError
+from .errors import ConfigError, EntryIdError, GroupExistsError, GroupNotFoundError
 from .grouplog import (ALL_SEGMENTS, GroupLog, GroupState, IdLike, Pending, check_consumer_name, entry_id,
                        group_names, group_positions, is_entry_id, materialize_ids, parse_entry_id, resolve_ids)
+from .races import LOST, Lost, until_won
 from .scan import ORDER, Cursor, count_after, empty_records, fetch, read_after
 from .stream import Stream
 from .timestamps import iso, now_ms, pack, physical, to_ms, tso_id
 
 __all__ = ["EntryIdError", "Group", "GroupExistsError", "GroupNotFoundError", "record_ids"]
 
-MAX_ATTEMPTS = 1000
 #: How often a blocking read looks for new data (each look costs 2 store calls).
 POLL_SECONDS = 0.05
 DELETED_KEY = b"tstream.deleted_ids"
@@ -179,18 +179,19 @@ class Group:
 
     def _change(self, build: Callable[[GroupState], GroupState | None]) -> GroupState:
         """Apply ``build`` to the newest version and write the result, retrying lost races."""
+
+        def attempt() -> GroupState | Lost:
+            current = self.refresh()
+            nxt = build(current)
+            if nxt is None:
+                return current
+            if self._log.put(nxt) is None:
+                return LOST
+            self._state = nxt
+            return nxt
+
         with self._lock:
-            for _ in range(MAX_ATTEMPTS):
-                current = self.refresh()
-                nxt = build(current)
-                if nxt is None:
-                    return current
-                if self._log.put(nxt) is not None:
-                    self._state = nxt
-                    return nxt
-            raise CommitConflictError(
-                f"gave up after {MAX_ATTEMPTS} lost races on consumer group {self.name!r}",
-                expected=self._state.pos + 1)
+            return until_won(attempt, what=f"consumer group {self.name!r}", expected=lambda: self._state.pos + 1)
 
     # -- XREADGROUP ---------------------------------------------------------------------------
     def read(self, consumer: str, count: int | None = None, block_ms: int | None = None) -> pa.Table:

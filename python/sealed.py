@@ -18,12 +18,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from .errors import CorruptMetadataError
+from .races import LOST, Lost, until_won
 from .state import StreamState, segment_number
 from .storage import Store
 
 SHARD_WIDTH = 256
 ROOT = "_tstream/sealed"
-_MAX_RACES = 1000
 
 
 def shard_of(segment_id: int) -> int:
@@ -77,21 +77,30 @@ class SealedMap:
         for rec in records:
             by_shard.setdefault(shard_of(rec["id"]), []).append(rec)
         for shard, recs in sorted(by_shard.items()):
+            self._merge_shard(shard, recs)
+
+    def _merge_shard(self, shard: int, recs: list[dict[str, Any]]) -> None:
+        tried = [-1]
+
+        def attempt() -> None | Lost:
             cur = self.latest(shard)
-            for _ in range(_MAX_RACES):
-                missing = [r for r in recs if str(segment_number(r["id"])) not in cur["segments"]]
-                if not missing:
-                    break
-                nxt = {"shard": shard, "v": cur["v"] + 1,
-                       "segments": {**cur["segments"], **{str(segment_number(r["id"])): r for r in missing}}}
-                data = json.dumps(nxt, separators=(",", ":")).encode()
-                if self.store.put_if_absent(_version_path(shard, nxt["v"]), data):
-                    try:  # a hint only: a stale head costs one more probe
-                        self.store.write(_head_path(shard), data)
-                    except OSError:
-                        pass
-                    break
-                cur = self.latest(shard)
+            missing = [r for r in recs if str(segment_number(r["id"])) not in cur["segments"]]
+            if not missing:
+                return None
+            nxt = {"shard": shard, "v": cur["v"] + 1,
+                   "segments": {**cur["segments"], **{str(segment_number(r["id"])): r for r in missing}}}
+            tried[0] = nxt["v"]
+            data = json.dumps(nxt, separators=(",", ":")).encode()
+            if not self.store.put_if_absent(_version_path(shard, nxt["v"]), data):
+                return LOST
+            try:  # a hint only: a stale head costs one more probe
+                self.store.write(_head_path(shard), data)
+            except OSError:
+                pass
+            return None
+
+        until_won(attempt, what=f"sealed-segment shard {self.store.uri(_head_path(shard))}",
+                  expected=lambda: tried[0])
 
     def flush(self, state: StreamState) -> None:
         """Journal flusher: move pending records into shards, then out of the state."""
