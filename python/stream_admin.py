@@ -183,7 +183,7 @@ class StreamAdmin:
         return self._cut_bound(self.refresh(), cut)
 
     def _cut_bound(self, state: StreamState, cut: dict[int, int]) -> int:
-        """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment."""
+        """:meth:`cut_bound` against ``state`` (reads only the chunks the cut falls in)."""
         bound = state.tick
         for c in self.plan(state.head_tso, state.tick):
             if c.seg in cut and c.seq <= cut[c.seg] < c.seq + c.rows:
