@@ -26,7 +26,7 @@ from typing import Any
 from . import __version__
 from .cli_admin import register as register_admin
 from .cli_append import register as register_append
-from .cli_common import (URL_HELP, Parser, count_int, duration_ms, key_value, millis, open_stream,
+from .cli_common import (Parser, add_command, count_int, duration_ms, key_value, millis, open_stream,
                          positive_int, secret_values, storage_options, time_ms)
 from .cli_format import json_default, print_info, print_records
 from .cli_group import register as register_group
@@ -147,38 +147,35 @@ def build_parser() -> argparse.ArgumentParser:
     common = Parser(add_help=False)
     common.add_argument("--storage-option", metavar="KEY=VALUE", type=key_value, action="append",
                         help="fsspec option for the store, e.g. endpoint_url=http://127.0.0.1:9000 (repeatable)")
-    fmt = argparse.RawDescriptionHelpFormatter
     parser = Parser(prog="tstream", description="Timestamped streams on a filesystem or object store.",
-                     epilog=EPILOG, formatter_class=fmt)
+                    epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"tstream {__version__}")
     sub = parser.add_subparsers(metavar="COMMAND", parser_class=Parser)
 
-    p = sub.add_parser("create", parents=[common], formatter_class=fmt, help="create a stream",
-                       description="Create a stream (fails if one exists).",
-                       epilog="example:\n  tstream create file:///tmp/s --segments 8 --writers east,west")
-    p.add_argument("url", help=URL_HELP)
+    p = add_command(sub, common, "create", run_create,
+                    help="create a stream",
+                    description="Create a stream (fails if one exists).",
+                    epilog="example:\n  tstream create file:///tmp/s --segments 8 --writers east,west")
     p.add_argument("--segments", type=positive_int, default=K.SEGMENTS_DEFAULT,
                    help=f"initial segments (default {K.SEGMENTS_DEFAULT})")
     p.add_argument("--timestamping", choices=TIMESTAMPING_MODES, default=K.TIMESTAMPING_DEFAULT)
     p.add_argument("--uncapped", action="store_true", help="keep client times later than arrival")
     p.add_argument("--writers", metavar="A,B", help="declared writers the tick waits for")
     p.add_argument("--lease-ms", type=positive_int, help="drop a silent writer from the tick after this")
-    p.set_defaults(run=run_create)
 
-    p = sub.add_parser("info", parents=[common], formatter_class=fmt, help="show tick, segments, writers",
-                       description="Tick, epochs, segments, writers, first/last ids and size.",
-                       epilog="example:\n  tstream info file:///tmp/s --json | jq .tick_time")
-    p.add_argument("url", help=URL_HELP)
+    p = add_command(sub, common, "info", run_info,
+                    help="show tick, segments, writers",
+                    description="Tick, epochs, segments, writers, first/last ids and size.",
+                    epilog="example:\n  tstream info file:///tmp/s --json | jq .tick_time")
     p.add_argument("--json", action="store_true", help="print the info as JSON")
-    p.set_defaults(run=run_info)
 
     register_append(sub, common)
 
-    p = sub.add_parser("read", parents=[common], formatter_class=fmt, help="read records (XRANGE / XREAD)",
-                       description="Print complete records (at or below the tick) in _tso order.",
-                       epilog="examples:\n  tstream read file:///tmp/s --ago 1h --until=-30m\n"
-                              "  tstream read file:///tmp/s --tail 5 --follow --max-wait 30s --format table")
-    p.add_argument("url", help=URL_HELP)
+    p = add_command(sub, common, "read", run_read,
+                    help="read records (XRANGE / XREAD)",
+                    description="Print complete records (at or below the tick) in _tso order.",
+                    epilog="examples:\n  tstream read file:///tmp/s --ago 1h --until=-30m\n"
+                           "  tstream read file:///tmp/s --tail 5 --follow --max-wait 30s --format table")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--timestamp", metavar="T", type=time_ms, help="from this time (epoch ms or ISO-8601)")
     start.add_argument("--ago", metavar="DURATION", type=duration_ms, help="from now minus this (90s, 15m, 1h, 7d)")
@@ -190,7 +187,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-wait", metavar="DURATION", type=duration_ms, help="with --follow: stop after this long "
                    "without new records")
     p.add_argument("--poll", metavar="MS", type=millis, default=200, help=argparse.SUPPRESS)
-    p.set_defaults(run=run_read)
 
     register_group(sub, common)
     register_admin(sub, common)

@@ -29,6 +29,15 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"tstream: error: {message} (see '{self.prog} --help')\n")
 
 
+def add_command(sub: Any, common: argparse.ArgumentParser, name: str, run: Callable[[argparse.Namespace], int],
+                **kwargs: Any) -> argparse.ArgumentParser:
+    """Add subcommand ``name`` taking a stream URL first; ``kwargs`` go to ``add_parser`` (help, ...)."""
+    p = sub.add_parser(name, parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+    p.add_argument("url", help=URL_HELP)
+    p.set_defaults(run=run)
+    return p
+
+
 # -- argument types ---------------------------------------------------------------------------
 def _arg(convert: Callable[[str], Any]) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
