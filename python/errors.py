@@ -62,6 +62,14 @@ class CorruptMetadataError(TStreamError, OSError):
         self.path = path
 
 
+class UnsupportedFormatError(CorruptMetadataError):
+    """Metadata written by a newer tstream format; upgrade pyspark-tstream to read it."""
+
+    def __init__(self, message: str, *, path: str, version: int) -> None:
+        super().__init__(message, path=path)
+        self.version = version
+
+
 class CommitConflictError(TStreamError, RuntimeError):
     """Another committer took the journal slot; refresh and try again."""
 
