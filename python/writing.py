@@ -50,7 +50,7 @@ SPREAD_MIN_ROWS = 65_536
 RUN_ROWS = 1 << 20
 #: Unordered input: when a task's buffered rows take more memory than this, its largest
 #: segment buffer is written out (bounds a task's memory whatever its input size).
-RUN_BUFFER_BYTES = 256 << 20
+RUN_BUFFER_BYTES = 128 << 20
 
 
 @dataclass(frozen=True)
