@@ -507,6 +507,8 @@ def _run(demo: Demo, began: float) -> dict[str, Any]:
          f"{len(closed)} closed windows (Spark's numRowsDroppedByWatermark: {demo.spark_dropped}); "
          f"{consumed} records in {data_batches} tick-aligned micro-batches.")
     echo("         A window closes only once the slowest clock has passed it, because every batch ends on the tick.")
+    echo(f"moved    {raised} of {total} records have a _timestamp other than their event time t (writer "
+         "lanes: a time moves only for its own writer's earlier records or the tick).")
     echo(f"naive    {naive_late} of {total} records arrived behind its watermark and {naive_dropped} were dropped: "
          f"{len(naive_short)} of {len(naive_closed)} closed windows are short.")
     echo("         Its watermark follows the fastest clock. To drop nothing here it needs "

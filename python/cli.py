@@ -93,14 +93,14 @@ def run_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_cursor(stream: Stream, args: argparse.Namespace) -> tuple[int, int]:
+def _start_cursor(stream: Stream, args: argparse.Namespace) -> tuple[int, int, int]:
     if args.timestamp is not None:
-        return max(pack(args.timestamp) - 1, 0), ALL_SEGMENTS
+        return max(pack(args.timestamp) - 1, 0), ALL_SEGMENTS, ALL_SEGMENTS
     if args.ago is not None:
-        return max(pack(max(now_ms() - args.ago, 0)) - 1, 0), ALL_SEGMENTS
+        return max(pack(max(now_ms() - args.ago, 0)) - 1, 0), ALL_SEGMENTS, ALL_SEGMENTS
     if args.tail is not None:
-        return stream.seek_tail(args.tail), ALL_SEGMENTS
-    return 0, -1
+        return stream.seek_tail(args.tail), ALL_SEGMENTS, ALL_SEGMENTS
+    return 0, -1, -1
 
 
 def run_read(args: argparse.Namespace) -> int:

@@ -14,7 +14,6 @@ from typing import Any
 
 from .cli_common import URL_HELP, millis, open_stream, positive_int
 from .cli_format import json_default, print_records, print_table
-from .grouplog import entry_id
 from .groups import DELETED_KEY, Group
 
 EPILOG = """\
@@ -40,7 +39,7 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def _print_delivery(table: Any, args: argparse.Namespace) -> None:
-    print_records(table, args.format, sys.stdout, ids=entry_id)
+    print_records(table, args.format, sys.stdout)
     deleted = (table.schema.metadata or {}).get(DELETED_KEY)
     if deleted:
         ids = json.loads(deleted)

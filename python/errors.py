@@ -83,6 +83,16 @@ class CorruptMetadataError(_AtPath, OSError):
     condition = "TSTREAM_CORRUPT_METADATA"
 
 
+class UnsupportedFormatError(CorruptMetadataError):
+    """Metadata written by a newer tstream format; upgrade pyspark-tstream to read it."""
+
+    condition = "TSTREAM_UNSUPPORTED_FORMAT"
+
+    def __init__(self, message: str, *, path: str, version: int) -> None:
+        super().__init__(message, path=path)
+        self.version = version
+
+
 class CommitConflictError(TStreamError, RuntimeError):
     """Another committer took the journal slot; refresh and try again."""
 

@@ -13,7 +13,7 @@ Invariants:
   preceded by a later commit of another writer), and never skips one: the cursor moves in
   (``_tso``, ``_segment``) order exactly past what was delivered (:mod:`~pyspark_tstream.scan`);
 * a record is pending for at most one consumer; ``ack`` removes it, ``claim`` moves it;
-* ids are ``<ms>-<logical>@<segment>`` (:func:`~pyspark_tstream.grouplog.entry_id`); a bare
+* ids are ``<ms>-<logical>@<segment>:<seq>`` (:func:`~pyspark_tstream.grouplog.entry_id`); a bare
   ``<ms>-<logical>`` is accepted where it names one pending record.
 
 Costs (store calls), besides the records' chunks: a read/ack/claim with a current handle 1 group
@@ -46,8 +46,9 @@ POLL_SECONDS = 0.05
 DELETED_KEY = b"tstream.deleted_ids"
 
 def record_ids(table: pa.Table) -> list[str]:
-    """The ``<ms>-<logical>@<segment>`` ids of the records in ``table`` (as ``ack`` takes them)."""
-    return [entry_id(t, s) for t, s in zip(table["_tso"].to_pylist(), table["_segment"].to_pylist())]
+    """The ``<ms>-<logical>@<segment>:<seq>`` ids of the records in ``table`` (as ``ack`` takes them)."""
+    return [entry_id(t, s, q) for t, s, q in zip(table["_tso"].to_pylist(), table["_segment"].to_pylist(),
+                                                  table["_seq"].to_pylist())]
 
 
 def _positive(value: Any, name: str, *, zero: bool = False) -> None:
@@ -62,23 +63,27 @@ def start_cursor(stream: Stream, start: int | str | datetime) -> Cursor:
     """The cursor a group starting at ``start`` begins after.
 
     ``"$"``: after the current tick (only records that become complete later); ``"0"``: the
-    beginning; ``"<ms>-<logical>[@<segment>]"``: after that id (Redis semantics); anything
+    beginning; ``"<ms>-<logical>[@<segment>[:<seq>]]"``: after that id (Redis semantics); anything
     :func:`~pyspark_tstream.timestamps.to_ms` takes (epoch ms, ISO-8601, ``"-15m"``, datetime):
     records with ``_timestamp`` at or after that time.
     """
     if start == "$":
-        return stream.refresh().tick, ALL_SEGMENTS
+        return stream.refresh().tick, ALL_SEGMENTS, ALL_SEGMENTS
     if start in ("0", "0-0"):
-        return 0, -1
+        return 0, -1, -1
     if isinstance(start, str) and is_entry_id(start):
-        tso, seg = parse_entry_id(start)
-        return tso, ALL_SEGMENTS if seg is None else seg
-    return max(pack(to_ms(start, option="start")) - 1, 0), ALL_SEGMENTS
+        tso, seg, seq = parse_entry_id(start)
+        if seg is None:
+            return tso, ALL_SEGMENTS, ALL_SEGMENTS
+        return tso, seg, ALL_SEGMENTS if seq is None else seq
+    return max(pack(to_ms(start, option="start")) - 1, 0), ALL_SEGMENTS, ALL_SEGMENTS
 
 
 def _cursor_id(cursor: Cursor) -> str:
-    tso, seg = cursor
-    return tso_id(max(tso, 0)) if seg in (ALL_SEGMENTS, -1) else entry_id(tso, seg)
+    tso, seg, seq = cursor
+    if seg in (ALL_SEGMENTS, -1):
+        return tso_id(max(tso, 0))
+    return f"{tso_id(tso)}@{seg}" if seq == ALL_SEGMENTS else entry_id(tso, seg, seq)
 
 
 class Group:
@@ -151,12 +156,12 @@ class Group:
         try:
             group = cls(stream, log, log.head())
         except GroupNotFoundError:
-            group = cls._create(stream, log, (tso, ALL_SEGMENTS), exist_ok=True, committed=tso)
+            group = cls._create(stream, log, (tso, ALL_SEGMENTS, ALL_SEGMENTS), exist_ok=True, committed=tso)
 
         def build(s: GroupState) -> GroupState | None:
-            if s.committed == tso and s.last == (tso, ALL_SEGMENTS):
+            if s.committed == tso and s.last == (tso, ALL_SEGMENTS, ALL_SEGMENTS):
                 return None
-            return s.next("commit", now_ms(), committed=tso, last=(tso, ALL_SEGMENTS))
+            return s.next("commit", now_ms(), committed=tso, last=(tso, ALL_SEGMENTS, ALL_SEGMENTS))
 
         group._change(build)
         return group

@@ -25,7 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import CommitConflictError, CorruptMetadataError, StreamExistsError, StreamNotFoundError
+from .errors import (CommitConflictError, CorruptMetadataError, StreamExistsError, StreamNotFoundError,
+                     UnsupportedFormatError)
 from .state import StreamState
 from .storage import Store
 
@@ -34,6 +35,10 @@ HEAD = f"{META}/head.json"
 ANCHOR = f"{META}/anchor.json"
 FANOUT = 32
 _DIR_SPAN = 100_000
+#: Journal format written by this version. 1: first release (one floor chain per segment).
+#: 2: writer lanes (per-writer ``lanes`` in the state; chunks of a segment may overlap in time).
+#: Version 1 streams read and append unchanged; a newer version fails with a clear error.
+FORMAT_VERSION = 2
 MAX_ATTEMPTS = 1000
 
 # columns of an index summary (each monotone over positions, so searchable):
@@ -96,7 +101,7 @@ class Entry:
 
     def encode(self) -> bytes:
         d = self.delta_json()
-        d["v"] = 1
+        d["v"] = FORMAT_VERSION
         d["state"] = self.state.to_json()
         return json.dumps(d, separators=(",", ":")).encode()
 
@@ -104,6 +109,12 @@ class Entry:
     def decode(cls, data: bytes, *, path: str) -> Entry:
         try:
             d = json.loads(data)
+            version = d.get("v", 1) if isinstance(d, dict) else 1
+            if isinstance(version, int) and version > FORMAT_VERSION:
+                raise UnsupportedFormatError(
+                    f"journal record {path} has format version {version}, newer than this "
+                    f"pyspark-tstream reads ({FORMAT_VERSION}); upgrade pyspark-tstream "
+                    "(pip install -U pyspark-tstream)", path=path, version=version)
             return cls(pos=d["pos"], op=d["op"], wall=d["wall"], nonce=d["nonce"],
                        writer=d.get("writer"), batch=d.get("batch"),
                        chunks=[Chunk.from_json(c) for c in d["chunks"]], info=d.get("info", {}),

@@ -6,7 +6,7 @@ after the one that published a tick ``>= hi`` cannot either (the tick invariant)
 a bounded run of journal deltas and keeps the chunks whose ``[lo, hi]`` overlaps.
 
 Reading a chunk applies its floor (``tso_i = max(raw_i, floor + i)``), numbers it
-(``seq_i = seq + i``) and slices the range by binary search on the (strictly increasing) tsos:
+(``seq_i = seq + i``) and slices the range by binary search on the tsos (strictly increasing within a chunk):
 no per-row Python, zero-copy slices of the decoded columns.
 """
 
@@ -30,6 +30,8 @@ from .timestamps import LOGICAL_BITS, apply_floor
 #: Chunks up to this size are fetched together in one batched call.
 BATCH_FETCH_BYTES = 64 << 20
 BATCH_ROWS = 65_536
+#: The order of records in a read: by time, ties by identity (``_segment``, ``_seq``).
+READ_ORDER = [("_tso", "ascending"), ("_segment", "ascending"), ("_seq", "ascending")]
 
 
 def plan_chunks(journal: Journal, state: StreamState, lo: int, hi: int,
@@ -160,7 +162,7 @@ def read_task(store: Store, schema: pa.Schema, task: ReadTask) -> Iterator[pa.Re
 
 
 def read_table(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi: int) -> pa.Table:
-    """All records of ``chunks`` in ``(lo, hi]`` as one table, ordered by ``_tso``."""
+    """All records of ``chunks`` in ``(lo, hi]`` as one table, in :data:`READ_ORDER`."""
     parts = []
     for chunk, data in _fetch(store, chunks):
         part = chunk_records(_decode(store, chunk, data), chunk, lo, hi, schema)
@@ -169,5 +171,6 @@ def read_table(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int
     if not parts:
         return full_schema(schema).empty_table()
     table = pa.concat_tables(parts)
-    return table.sort_by("_tso") if len(parts) > 1 else table
+    # chunks of one segment may overlap in time (writer lanes): ties on _tso go by identity
+    return table.sort_by(READ_ORDER) if len(parts) > 1 else table
 

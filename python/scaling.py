@@ -4,8 +4,10 @@ Invariants:
 
 * a scale replaces a set of active segments whose key ranges are contiguous by new segments
   covering exactly the same range; the epoch grows by one and new ids carry it (Pravega);
-* a successor starts with ``last_tso`` = the max over its predecessors, so its floors put every
-  record above theirs: records of one key stay in ``_tso`` order across scales;
+* each writer's lane continues in a successor from the max of that writer's lanes in the
+  predecessors it replaces, so one writer's records of one key stay in ``_tso`` order across
+  scales (other writers' times are not inherited: a scale never moves a record by another
+  writer's clock);
 * the scale costs O(segments sealed + created): one journal entry, one epoch record and one
   shard version per shard touched.
 
@@ -95,6 +97,15 @@ class ScaleRequest:
                 "first_seq": s.first_seq, "next_seq": s.next_seq, "last_tso": s.last_tso,
                 "sealed_epoch": epoch, "sealed_pos": pos,
                 "successors": [c.id for c in created if c.lo < s.hi and s.lo < c.hi]})
+        for w in state.writers.values():
+            # a writer's lane continues in each successor: its later records of a key stay after
+            # its earlier ones, and no other writer's times are inherited
+            for c in created:
+                inherited = max((w.lanes.get(s.id, 0) for s in sealed if s.lo < c.hi and c.lo < s.hi), default=0)
+                if inherited:
+                    w.lanes[c.id] = max(w.lanes.get(c.id, 0), inherited)
+            for s in sealed:
+                w.lanes.pop(s.id, None)
         keep = [s for s in state.segments if s.id not in self.seal]
         state.segments = sorted(keep + created, key=lambda s: s.lo)
         state.epoch = epoch

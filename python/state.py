@@ -72,7 +72,12 @@ def segment_number(seg_id: int) -> int:
 
 @dataclass
 class Writer:
-    """A producer's committed progress, its liveness for the tick, and its dedupe window."""
+    """A producer's committed progress, its liveness for the tick, and its dedupe window.
+
+    ``lanes`` maps an active segment id to the largest ``_tso`` this writer committed there: the
+    writer lane. A later record of this writer in that segment is raised above it (S2's running
+    max, per producer as in Milvus); other writers' records never are.
+    """
 
     tso: int = 0
     wall: int = 0
@@ -82,6 +87,7 @@ class Writer:
     floor: int | None = None  # largest integer batch id evicted from the window
     commits: int = 0
     rows: int = 0
+    lanes: dict[int, int] = field(default_factory=dict)
 
     def find(self, batch: Any) -> int | None:
         """Journal position of ``batch`` if already committed; -1 if older than the window."""
@@ -104,13 +110,16 @@ class Writer:
                              "batches": self.batches, "commits": self.commits, "rows": self.rows}
         if self.floor is not None:
             d["floor"] = self.floor
+        if self.lanes:
+            d["lanes"] = {str(k): v for k, v in self.lanes.items()}
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Writer:
         return cls(tso=d["tso"], wall=d["wall"], live=d["live"], seen=d.get("seen", True),
                    batches=[list(x) for x in d.get("batches", [])], floor=d.get("floor"),
-                   commits=d.get("commits", 0), rows=d.get("rows", 0))
+                   commits=d.get("commits", 0), rows=d.get("rows", 0),
+                   lanes={int(k): int(v) for k, v in d.get("lanes", {}).items()})
 
 
 @dataclass

@@ -237,7 +237,7 @@ class Stream(StreamAdmin):
                 req.duplicate_pos = w.find(batch_id)
                 return self._duplicate_ack(req)
         spec = self.write_spec(table.schema, key=key, timestamp=timestamp, merge_schema=merge_schema)
-        chunks = write_batches(spec, [table]) if table.num_rows else []
+        chunks = write_batches(spec, [table], ordered=True) if table.num_rows else []
         if not chunks and writer_id is None:
             return Ack(pos=state.pos, rows=0, tick=state.tick)
         return self.commit(chunks, writer_id=writer_id, batch_id=batch_id, session=session,

@@ -183,12 +183,20 @@ class StreamAdmin:
         return self._cut_bound(self.refresh(), cut)
 
     def _cut_bound(self, state: StreamState, cut: dict[int, int]) -> int:
-        """:meth:`cut_bound` against ``state`` (reads only the chunks the cut falls in)."""
+        """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment.
+
+        Under writer lanes a record after the cut may be older than the one at it, so every
+        chunk reaching past the cut counts: its first record past the cut is its oldest there.
+        """
         bound = state.tick
         for c in self.plan(state.head_tso, state.tick):
-            if c.seg in cut and c.seq <= cut[c.seg] < c.seq + c.rows:
-                raw = pq.read_table(io.BytesIO(self.store.read(c.path)), columns=[RAW_TSO]).column(0).to_numpy()
-                bound = min(bound, int(apply_floor(raw, c.floor)[cut[c.seg] - c.seq]) - 1)
+            if c.seg not in cut or c.seq + c.rows <= cut[c.seg]:
+                continue
+            if c.seq >= cut[c.seg]:
+                bound = min(bound, c.lo - 1)
+                continue
+            raw = pq.read_table(io.BytesIO(self.store.read(c.path)), columns=[RAW_TSO]).column(0).to_numpy()
+            bound = min(bound, int(apply_floor(raw, c.floor)[cut[c.seg] - c.seq]) - 1)
         return bound
 
     def trim(self, *, maxlen: int | None = None, max_age: str | None = None, max_bytes: int | None = None,

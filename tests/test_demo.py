@@ -28,7 +28,8 @@ def test_demo_drops_nothing_and_matches_batch(spark: Any, tmp_path: Path) -> Non
     # every live record reached the consumer, in tick-aligned batches, and none was dropped
     assert out["records"] > 300 and out["consumed"] == out["records"]
     assert out["dropped"] == 0 and out["spark_dropped"] == 0 and out["duplicates"] == 0
-    assert out["raised"] == 0, "one segment per site: no record needed raising"
+    assert out["raised"] == 0, "writer lanes: no record moved (the demo prints it)"
+    assert any(line.startswith("moved    0 of ") for line in lines)
     # streaming == batch == ground truth for every closed window; only the newest stays open
     assert out["closed_windows"] == len(out["truth"]) - 1
     assert out["mismatched"] == 0
