@@ -328,8 +328,19 @@ class Journal:
                 return None, state
             entry.pos = pos
             entry.state.pos = pos
+            # Only committed facts are flushed: what ``build`` just added stays pending in this
+            # entry's state until a later commit, so an attempt that loses the race for ``pos``
+            # has written nothing of its own (a rival scale's records would otherwise lose to
+            # the loser's sealed-map and epoch records).
+            fresh_sealed = entry.state.pending_sealed[len(state.pending_sealed):]
+            fresh_epoch = entry.state.pending_epoch if entry.state.pending_epoch != state.pending_epoch else None
+            entry.state.pending_sealed = entry.state.pending_sealed[:len(state.pending_sealed)]
+            entry.state.pending_epoch = state.pending_epoch
             for flush in self.flushers:
                 flush(entry.state)
+            entry.state.pending_sealed = entry.state.pending_sealed + fresh_sealed
+            if fresh_epoch is not None:
+                entry.state.pending_epoch = fresh_epoch
             self._flush(entry.state)
             if not entry.state.index:
                 entry.state.index = [[]]
