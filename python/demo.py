@@ -178,9 +178,9 @@ def _session() -> Any:
 def _register(spark: Any) -> None:
     # Spark discovers pyspark_tstream by itself under a strict editable or a regular install;
     # registering explicitly also covers a default editable install.
-    from pyspark_tstream import DefaultSource
+    from pyspark_tstream import register
 
-    spark.dataSource.register(DefaultSource)
+    register(spark)
 
 
 # --- the pipeline -------------------------------------------------------------------------------
