@@ -70,19 +70,19 @@ def _available_now() -> bool:
 def _detect() -> dict[str, Feature]:
     specs = [
         ("arrow_schema_timezone", (4, 2), "to_arrow_schema(schema, timezone=...)", _arrow_schema_timezone,
-         "to_arrow_schema(schema, timestamp_utc=True): the same Arrow schema"),
+         "`to_arrow_schema(schema, timestamp_utc=True)`: the same Arrow schema, nothing changes"),
         ("stream_arrow_writer", (4, 1), "DataSourceStreamArrowWriter", _stream_arrow_writer,
-         "the streaming sink gets Rows and converts them to Arrow with the query's schema "
-         "(same chunks, more CPU per row)"),
+         "the streaming sink gets Rows and converts them to Arrow with the query's schema: the same "
+         "chunks, more CPU per row"),
         ("filter_pushdown", (4, 1), "DataSourceReader.pushFilters", _filter_pushdown,
-         "batch reads read every chunk of the time range and Spark filters the rows (same result); "
-         "bound reads with startingTimestamp/endingTimestamp instead"),
+         "batch reads read every chunk of the time range and Spark filters the rows: the same result, "
+         "more I/O; bound reads with `startingTimestamp`/`endingTimestamp` instead"),
         ("read_limits", (4, 2), "DataSourceStreamReader.latestOffset(start, limit)", _read_limits,
-         "tstream bounds each micro-batch itself from the start it last saw (the initial offset or the "
-         "previous batch's end); Trigger.Once/AvailableNow then read one limit-sized batch per run"),
+         "`maxRecordsPerTrigger`, `maxBytesPerTrigger`, `maxFilesPerTrigger` do not apply (a warning is "
+         "logged): each micro-batch reads up to the tick. Spark cannot tell the source which trigger "
+         "runs, and a limit would stop `Trigger.AvailableNow` short"),
         ("available_now", (4, 2), "SupportsTriggerAvailableNow", _available_now,
-         "Spark runs Trigger.AvailableNow as one batch: up to the tick without read limits, one "
-         "limit-sized batch with them (run again to continue)"),
+         "Spark runs `Trigger.AvailableNow` as one batch, up to the tick"),
     ]
     return {name: Feature(name, since, api, fallback, bool(probe()))
             for name, since, api, probe, fallback in specs}

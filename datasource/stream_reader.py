@@ -25,7 +25,7 @@ from .compat import has
 
 if has("read_limits"):
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles, ReadMaxRows
-else:  # PySpark 4.0/4.1: Spark passes no start and no limit (see _resume_point)
+else:  # PySpark 4.0/4.1: Spark passes no start (see _resume_point) and no limit (see _limits)
     ReadAllAvailable = ReadMaxRows = ReadMaxBytes = ReadMaxFiles = None  # type: ignore
 if has("available_now"):
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -46,6 +46,14 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self._available_now: TStreamOffset | None = None
         self._last_end: TStreamOffset | None = None
         self._initial: dict | None = None
+        if not has("read_limits") and not Limits(options.max_records_per_trigger, options.max_bytes_per_trigger,
+                                                  options.max_files_per_trigger).unlimited:
+            import logging
+
+            logging.getLogger("pyspark_tstream").warning(
+                "this PySpark has no latestOffset(start, limit) (it arrived in 4.2): "
+                "maxRecordsPerTrigger/maxBytesPerTrigger/maxFilesPerTrigger do not apply, each "
+                "micro-batch reads up to the tick; upgrade PySpark to bound micro-batches")
 
     def __getstate__(self) -> dict[str, Any]:
         # executors need only what read() uses; drop the driver-side caches
@@ -79,6 +87,10 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return ReadAllAvailable()
 
     def _limits(self, limit: Any) -> Limits:
+        if not has("read_limits"):
+            # PySpark < 4.2 runs Trigger.AvailableNow/Once as one batch it cannot tell us about:
+            # a limit there would leave data unread, so limits do not apply (README, compat.py)
+            return Limits()
         if ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable):
             return Limits()  # Spark asks for everything (e.g. Trigger.Once): options do not apply
         o = self.options
@@ -112,7 +124,8 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         restart from a checkpoint) an empty one at the last logged offset, through
         ``partitions(start, end)`` before asking for the next end, so the last planned end is
         the next start; on a fresh query it asks ``latestOffset()`` before ``initialOffset()``,
-        so nothing planned yet means the initial offset. Read limits then bound every batch.
+        so nothing planned yet means the initial offset. Knowing the start keeps a starting
+        cut exact across batches and restarts.
         """
         if self._last_end is None:
             self._last_end = TStreamOffset.from_dict(self.initialOffset())
