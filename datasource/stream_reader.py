@@ -18,10 +18,9 @@ from pyspark_tstream.journal import COL_MAX_TSO, Delta
 from pyspark_tstream.planning import Limits, check_data_loss, choose_end, start_bound
 
 from .arrow import arrow_target
+from .compat import has
 from .offsets import TStreamOffset
 from .partitions import TStreamPartition, plan_partitions, read_partition
-
-from .compat import has
 
 if has("read_limits"):
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles, ReadMaxRows
