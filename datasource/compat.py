@@ -82,7 +82,8 @@ def _detect() -> dict[str, Feature]:
          "logged): each micro-batch reads up to the tick. Spark cannot tell the source which trigger "
          "runs, and a limit would stop `Trigger.AvailableNow` short"),
         ("available_now", (4, 2), "SupportsTriggerAvailableNow", _available_now,
-         "Spark runs `Trigger.AvailableNow` as one batch, up to the tick"),
+         "Spark runs `Trigger.AvailableNow` as one batch, up to the tick, with no trailing no-data batch: "
+         "windows that batch's watermark closes are emitted by the next run"),
     ]
     return {name: Feature(name, since, api, fallback, bool(probe()))
             for name, since, api, probe, fallback in specs}

@@ -111,6 +111,14 @@ def test_tick_aligned_batches_with_skewed_writers(spark: Any, tmp_path: Path) ->
 
     ends: list[int] = []
     emitted: list[Any] = []
+
+    def count_windows() -> None:
+        q2 = (spark.readStream.format("tstream").load(url).withWatermark("_timestamp", "0 seconds")
+              .groupBy(F.window("_timestamp", "1 second")).count()
+              .writeStream.foreachBatch(lambda df, _: emitted.extend(df.collect())).outputMode("append")
+              .option("checkpointLocation", ck_windows).trigger(availableNow=True).start())
+        q2.awaitTermination()
+
     for round_ in range(5):
         for w in rng.sample(list(skews), k=3):
             base = now_ms() + skews[w]
@@ -124,11 +132,11 @@ def test_tick_aligned_batches_with_skewed_writers(spark: Any, tmp_path: Path) ->
               .foreachBatch(collect).option("checkpointLocation", ck_batches).trigger(availableNow=True).start())
         q1.awaitTermination()
         ends += [end for _, end, _ in _progress_offsets(q1)]
-        q2 = (spark.readStream.format("tstream").load(url).withWatermark("_timestamp", "0 seconds")
-              .groupBy(F.window("_timestamp", "1 second")).count()
-              .writeStream.foreachBatch(lambda df, _: emitted.extend(df.collect())).outputMode("append")
-              .option("checkpointLocation", ck_windows).trigger(availableNow=True).start())
-        q2.awaitTermination()
+        count_windows()
+    if not has("available_now"):
+        # PySpark < 4.2 runs AvailableNow as one batch with no trailing no-data batch: the windows
+        # that batch's watermark closed are emitted by the next run (README, "PySpark versions")
+        count_windows()
     # every batch sits entirely above every earlier batch's end offset
     for i, b in enumerate(seen):
         assert all(b["lo"] > e for e in ends[:i]), f"batch {b} holds records at or below an earlier end"
