@@ -195,3 +195,15 @@ def test_without_latest_offset_limit_batches_reach_the_tick_exactly_once(
     assert [sorted(g) for g in got] == [list(range(300)), list(range(300, 400)), list(range(400, 500))]
     assert end["tso"] == Stream.open(url).state.tick
 
+
+
+@pytest.mark.spark
+def test_register_twice_on_a_session_that_discovered_tstream(spark: Any, tmp_path: Path) -> None:
+    """PySpark 4.0 refuses to re-register a discovered name; register() must not."""
+    from pyspark_tstream import register
+
+    register(spark)
+    register(spark)
+    url = f"file://{tmp_path}/s"
+    spark.range(3).write.format("tstream").mode("append").save(url)
+    assert spark.read.format("tstream").load(url).count() == 3
