@@ -83,7 +83,7 @@ def _detect() -> dict[str, Feature]:
          "runs, and a limit would stop `Trigger.AvailableNow` short"),
         ("available_now", (4, 2), "SupportsTriggerAvailableNow", _available_now,
          "Spark runs `Trigger.AvailableNow` as one batch, up to the tick, with no trailing no-data batch: "
-         "windows that batch's watermark closes are emitted by the next run"),
+         "windows that batch's watermark closes are emitted by the next run that reads new data"),
     ]
     return {name: Feature(name, since, api, fallback, bool(probe()))
             for name, since, api, probe, fallback in specs}

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from pyspark_tstream.datasource.compat import has
+
 pytestmark = pytest.mark.spark
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.py"))
@@ -149,5 +151,10 @@ def test_notebook_runs_top_to_bottom(spark: Any, tmp_path: Path, monkeypatch: py
         assert display.figures and all(p.stat().st_size > 1_000 for p in display.figures)
     results = namespace.get("RESULTS")
     assert isinstance(results, dict), "the notebook's last cell sets RESULTS with its key numbers"
-    assert {k: results.get(k) for k in EXPECTED[path.stem]} == EXPECTED[path.stem]
+    expected = dict(EXPECTED[path.stem])
+    if "windows_closed" in expected and not has("available_now"):
+        # PySpark < 4.2: the last run's batch closes windows that only a later run emits (README)
+        assert 1 <= results.get("windows_closed", 0) < expected.pop("windows_closed")
+        results = {k: v for k, v in results.items() if k != "windows_closed"}
+    assert {k: results.get(k) for k in expected} == expected
     print(f"{path.name}: {len(ran)} cells in {time.monotonic() - began:.1f} s; results {results}")
