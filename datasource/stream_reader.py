@@ -18,14 +18,17 @@ from pyspark_tstream.journal import COL_MAX_TSO, Delta
 from pyspark_tstream.planning import Limits, check_data_loss, choose_end, start_bound
 
 from .arrow import arrow_target
+from .compat import has
 from .offsets import TStreamOffset
 from .partitions import TStreamPartition, plan_partitions, read_partition
 
-try:  # Spark >= 4.2
-    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxFiles,
-                                                  ReadMaxRows, SupportsTriggerAvailableNow)
-except ImportError:  # pragma: no cover - PySpark 4.0/4.1: no admission control from Spark
-    ReadLimit = ReadAllAvailable = ReadMaxRows = ReadMaxBytes = ReadMaxFiles = None  # type: ignore
+if has("read_limits"):
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles, ReadMaxRows
+else:  # PySpark 4.0/4.1: Spark passes no start (see _resume_point) and no limit (see _limits)
+    ReadAllAvailable = ReadMaxRows = ReadMaxBytes = ReadMaxFiles = None  # type: ignore
+if has("available_now"):
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+else:  # PySpark 4.0/4.1: Spark runs Trigger.AvailableNow as one batch
     SupportsTriggerAvailableNow = object  # type: ignore
 
 
@@ -41,6 +44,15 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self._deltas: dict[int, Delta] = {}
         self._available_now: TStreamOffset | None = None
         self._last_end: TStreamOffset | None = None
+        self._initial: dict | None = None
+        if not has("read_limits") and not Limits(options.max_records_per_trigger, options.max_bytes_per_trigger,
+                                                  options.max_files_per_trigger).unlimited:
+            import logging
+
+            logging.getLogger("pyspark_tstream").warning(
+                "this PySpark has no latestOffset(start, limit) (it arrived in 4.2): "
+                "maxRecordsPerTrigger/maxBytesPerTrigger/maxFilesPerTrigger do not apply, each "
+                "micro-batch reads up to the tick; upgrade PySpark to bound micro-batches")
 
     def __getstate__(self) -> dict[str, Any]:
         # executors need only what read() uses; drop the driver-side caches
@@ -52,6 +64,11 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
 
     # -- offsets ------------------------------------------------------------------------------
     def initialOffset(self) -> dict:
+        if self._initial is None:  # cached: _resume_point may have computed it already
+            self._initial = self._initial_offset()
+        return self._initial
+
+    def _initial_offset(self) -> dict:
         o = self.options
         cut = o.starting_offsets if isinstance(o.starting_offsets, dict) else {}
         lo = start_bound(self.stream, o.starting_kind, timestamp_ms=o.starting_timestamp_ms,
@@ -69,6 +86,10 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return ReadAllAvailable()
 
     def _limits(self, limit: Any) -> Limits:
+        if not has("read_limits"):
+            # PySpark < 4.2 runs Trigger.AvailableNow/Once as one batch it cannot tell us about:
+            # a limit there would leave data unread, so limits do not apply (README, compat.py)
+            return Limits()
         if ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable):
             return Limits()  # Spark asks for everything (e.g. Trigger.Once): options do not apply
         o = self.options
@@ -80,12 +101,10 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         state = self.stream.refresh()
-        begin = TStreamOffset.from_dict(start) if start is not None else self._last_end
+        begin = TStreamOffset.from_dict(start) if start is not None else self._resume_point()
         tick, pos = state.tick, state.pos
         if self._available_now is not None:
             tick, pos = min(tick, self._available_now.tso), self._available_now.pos
-        if begin is None:  # PySpark < 4.2 calls latestOffset() without a start
-            return TStreamOffset(tick, pos).to_dict()
         if tick <= begin.tso:
             return begin.to_dict()
         limits = self._limits(limit)
@@ -96,6 +115,20 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         end = TStreamOffset(end_tso, pos, cut)
         self._last_end = end
         return end.to_dict()
+
+    def _resume_point(self) -> TStreamOffset:
+        """Where the next batch starts when Spark does not say (PySpark < 4.2: ``latestOffset()``).
+
+        Spark < 4.2 plans every batch, including the replay of an uncommitted one and (on a
+        restart from a checkpoint) an empty one at the last logged offset, through
+        ``partitions(start, end)`` before asking for the next end, so the last planned end is
+        the next start; on a fresh query it asks ``latestOffset()`` before ``initialOffset()``,
+        so nothing planned yet means the initial offset. Knowing the start keeps a starting
+        cut exact across batches and restarts.
+        """
+        if self._last_end is None:
+            self._last_end = TStreamOffset.from_dict(self.initialOffset())
+        return self._last_end
 
     def reportLatestOffset(self) -> dict:
         state = self.stream.state
@@ -124,6 +157,8 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         begin, stop = TStreamOffset.from_dict(start), TStreamOffset.from_dict(end)
+        if not has("read_limits"):
+            self._last_end = stop  # the next batch starts here (see _resume_point)
         if stop.tso <= begin.tso:
             return []
         self.stream.refresh()

@@ -109,9 +109,17 @@ def _progress(query: Any) -> list[dict[str, Any]]:
 
 
 def _offset_tso(offset: Any) -> int | None:
-    """The ``tso`` of a tstream source offset as progress reports show it (JSON text or dict)."""
+    """The ``tso`` of a tstream source offset as progress reports show it (JSON text or dict;
+    PySpark 4.0 shows a dict's repr, or "None" before the first batch)."""
+    if offset == "None":
+        return None
     if isinstance(offset, str):
-        offset = json.loads(offset)
+        try:
+            offset = json.loads(offset)
+        except json.JSONDecodeError:
+            import ast
+
+            offset = ast.literal_eval(offset)
     return None if offset is None else int(offset["tso"])
 
 
@@ -178,9 +186,9 @@ def _session() -> Any:
 def _register(spark: Any) -> None:
     # Spark discovers pyspark_tstream by itself under a strict editable or a regular install;
     # registering explicitly also covers a default editable install.
-    from pyspark_tstream import DefaultSource
+    from pyspark_tstream import register
 
-    spark.dataSource.register(DefaultSource)
+    register(spark)
 
 
 # --- the pipeline -------------------------------------------------------------------------------

@@ -19,9 +19,11 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark_tstream.conf.options import SinkOptions
 from pyspark_tstream.writing import ChunkInfo, WriteSpec, write_batches
 
-try:  # PySpark >= 4.1
+from pyspark_tstream.datasource.compat import has
+
+if has("stream_arrow_writer"):
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamBase
-except ImportError:  # pragma: no cover - PySpark 4.0: rows only
+else:  # PySpark 4.0: the streaming sink gets Rows (converted by _to_batches)
     from pyspark.sql.datasource import DataSourceStreamWriter as _StreamBase
 
 
@@ -51,9 +53,11 @@ def _task() -> tuple[int, int]:
     return (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (0, 0)
 
 
-def _to_batches(iterator: Iterator[Any]) -> Iterator[Any]:
-    """Rows (PySpark 4.0 stream writer) to Arrow batches; Arrow batches pass through."""
+def _to_batches(iterator: Iterator[Any], schema: Any) -> Iterator[Any]:
+    """Rows (PySpark 4.0 stream writer) to Arrow batches of ``schema``; Arrow batches pass through."""
     import pyarrow as pa
+
+    from pyspark_tstream.datasource.arrow import rows_to_batch
 
     rows: list[Any] = []
     for item in iterator:
@@ -62,10 +66,10 @@ def _to_batches(iterator: Iterator[Any]) -> Iterator[Any]:
             continue
         rows.append(item)
         if len(rows) >= 10_000:
-            yield pa.RecordBatch.from_pylist([r.asDict() for r in rows])
+            yield rows_to_batch(rows, schema)
             rows = []
     if rows:
-        yield pa.RecordBatch.from_pylist([r.asDict() for r in rows])
+        yield rows_to_batch(rows, schema)
 
 
 class _Common:
@@ -86,7 +90,7 @@ class _Common:
 
     def _write(self, iterator: Iterator[Any]) -> SegmentCommitMessage:
         partition, attempt = _task()
-        chunks = write_batches(self.spec, _to_batches(iterator),
+        chunks = write_batches(self.spec, _to_batches(iterator, self.input_schema),
                                task=f"p{partition}a{attempt}")
         return SegmentCommitMessage(partition, attempt, [c.to_json() for c in chunks])
 
