@@ -33,6 +33,9 @@ META = "_tstream"
 HEAD = f"{META}/head.json"
 ANCHOR = f"{META}/anchor.json"
 FANOUT = 32
+#: On-store format written by this version; older versions are read, newer ones refused.
+#: v2: chunks may carry the trailing fields ``offset``, ``sorted`` and ``marks``.
+FORMAT_VERSION = 2
 _DIR_SPAN = 100_000
 MAX_ATTEMPTS = 1000
 
@@ -49,9 +52,26 @@ def node_path(level: int, node: int) -> str:
     return f"{META}/index/{level}/{node:012d}.json"
 
 
+def check_version(v: Any, path: str) -> None:
+    """Refuse metadata written by a newer tstream (it may mean something this one cannot read)."""
+    if isinstance(v, int) and v > FORMAT_VERSION:
+        raise CorruptMetadataError(
+            f"{path} has format version {v}, newer than this pyspark-tstream reads "
+            f"({FORMAT_VERSION}); upgrade pyspark-tstream", path=path)
+
+
 @dataclass(frozen=True)
 class Chunk:
-    """A committed data chunk: where it is and how its records are numbered and timed."""
+    """A committed data chunk, or a view of part of one: where it is, how its records are
+    numbered and timed.
+
+    Trailing optional fields (format v2; v1 lists decode with the defaults): ``offset`` is the
+    row inside the Parquet file where this chunk's records start (views into macro-chunks);
+    ``sorted`` says final ``_tso`` strictly increases along the rows; ``marks`` is the final
+    ``_tso`` of rows ``0, step, 2*step, …`` with ``step = timestamps.mark_step(rows)``, so a planner can
+    cut inside the chunk without reading it (empty when unknown). Serialized only when not
+    default; ``marks`` as differences from the previous mark (from ``lo`` for the first).
+    """
 
     seg: int
     path: str
@@ -61,13 +81,27 @@ class Chunk:
     floor: int  # tso_i = max(raw_i, floor + i)
     lo: int  # first _tso
     hi: int  # last _tso
+    offset: int = 0
+    sorted: bool = True
+    marks: tuple[int, ...] = ()
 
     def to_json(self) -> list[Any]:
-        return [self.seg, self.path, self.rows, self.bytes, self.seq, self.floor, self.lo, self.hi]
+        out: list[Any] = [self.seg, self.path, self.rows, self.bytes, self.seq, self.floor, self.lo, self.hi]
+        deltas = [m - p for m, p in zip(self.marks, (self.lo,) + self.marks[:-1])]
+        tail: list[Any] = [self.offset, self.sorted, deltas]
+        defaults: list[Any] = [0, True, []]
+        while tail and tail[-1] == defaults[len(tail) - 1]:
+            tail.pop()
+        return out + tail
 
     @classmethod
     def from_json(cls, v: list[Any]) -> Chunk:
-        return cls(*v)
+        marks: list[int] = []
+        m = v[6]
+        for d in (v[10] if len(v) > 10 else ()):
+            m += d
+            marks.append(m)
+        return cls(*v[:8], *v[8:10], tuple(marks))
 
 
 @dataclass
@@ -96,7 +130,7 @@ class Entry:
 
     def encode(self) -> bytes:
         d = self.delta_json()
-        d["v"] = 1
+        d["v"] = FORMAT_VERSION
         d["state"] = self.state.to_json()
         return json.dumps(d, separators=(",", ":")).encode()
 
@@ -104,6 +138,7 @@ class Entry:
     def decode(cls, data: bytes, *, path: str) -> Entry:
         try:
             d = json.loads(data)
+            check_version(d.get("v"), path)
             return cls(pos=d["pos"], op=d["op"], wall=d["wall"], nonce=d["nonce"],
                        writer=d.get("writer"), batch=d.get("batch"),
                        chunks=[Chunk.from_json(c) for c in d["chunks"]], info=d.get("info", {}),

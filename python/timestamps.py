@@ -143,6 +143,38 @@ def final_bounds(raw_first: int, raw_last: int, rows: int, floor: int) -> tuple[
     return max(raw_first, floor), max(raw_last, floor + rows - 1)
 
 
+#: Chunk marks (``Chunk.marks``): the final ``_tso`` of rows ``0, step, 2*step, …`` of a chunk,
+#: ``step = mark_step(rows)``. The one place that defines where marks fall.
+MARK_STEP_MIN = 8
+MARKS_MAX = 64
+
+
+def mark_step(rows: int) -> int:
+    """Rows between two marks of a ``rows``-row chunk: the smallest power-of-two multiple of
+    ``MARK_STEP_MIN`` keeping at most ``MARKS_MAX`` marks (entries stay small; a small chunk can
+    still be cut within a few rows)."""
+    step = MARK_STEP_MIN
+    while -(-rows // step) > MARKS_MAX:
+        step *= 2
+    return step
+
+
+def raw_marks(raw: np.ndarray, rows: int, every: int = 1) -> tuple[int, ...]:
+    """The writer's sample for ``ChunkInfo.marks``: raw timestamps of the mark rows.
+
+    ``raw`` holds every ``every``-th raw timestamp of the chunk from row 0 (``every`` divides
+    ``MARK_STEP_MIN``'s multiples: pass 1 with the whole column, or ``MARK_STEP_MIN`` with a
+    running sample kept while streaming rows to the file).
+    """
+    return tuple(int(x) for x in raw[:: mark_step(rows) // every])
+
+
+def final_marks(raw: tuple[int, ...], rows: int, floor: int) -> tuple[int, ...]:
+    """Final ``_tso`` at the mark rows, from their raw values and the committed floor."""
+    step = mark_step(rows)
+    return tuple(max(int(a), floor + k * step) for k, a in enumerate(raw))
+
+
 def count_raised(raw: np.ndarray, floor: int) -> int:
     """How many records the floor raised (``a_i - i`` is non-decreasing, so they form a prefix)."""
     d = raw - np.arange(len(raw), dtype=np.int64)

@@ -21,7 +21,7 @@ from .errors import SchemaMismatchError, TimestampError
 from .routing import key_hash, route
 from .schema import RAW_TSO, conform
 from .storage import Store
-from .timestamps import MAX_MS, now_ms, raw_hybrid
+from .timestamps import MARK_STEP_MIN, MAX_MS, now_ms, raw_hybrid, raw_marks
 
 ROW_GROUP_ROWS = 131_072
 #: A string column is dictionary-encoded when its values repeat this many times on average.
@@ -51,15 +51,16 @@ class ChunkInfo:
     key: str | None = None  # routing column, so a committer can re-route after a scale
     key_lo: int = 0  # the key range the chunk was routed to
     key_hi: int = 1 << 64
+    marks: tuple[int, ...] = ()  # raw timestamps of the mark rows (timestamps.raw_marks)
 
     def to_json(self) -> dict[str, Any]:
         return {"seg": self.seg, "path": self.path, "rows": self.rows, "bytes": self.bytes,
                 "raw_lo": self.raw_lo, "raw_hi": self.raw_hi, "order": self.order, "task": self.task,
-                "key": self.key, "key_lo": self.key_lo, "key_hi": self.key_hi}
+                "key": self.key, "key_lo": self.key_lo, "key_hi": self.key_hi, "marks": list(self.marks)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ChunkInfo:
-        return cls(**d)
+        return cls(**{**d, "marks": tuple(d.get("marks", ()))})
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,7 @@ class ChunkWriter:
         self._writers: dict[int, tuple[Any, Any, str]] = {}
         self._rows: dict[int, int] = {}
         self._first: dict[int, int] = {}
+        self._sample: dict[int, list[np.ndarray]] = {}  # every MARK_STEP_MIN-th raw, for marks
         self._rotate = 0
         self._checked = False
         self._hash_distinct = True  # until a batch shows mostly distinct keys
@@ -294,6 +296,8 @@ class ChunkWriter:
         if len(raw):
             self._prev[idx] = int(raw[-1])
             self._first.setdefault(idx, int(raw[0]))
+        done = self._rows.get(idx, 0)
+        self._sample.setdefault(idx, []).append(raw[(-done) % MARK_STEP_MIN::MARK_STEP_MIN])
         part = body.append_column(pa.field(RAW_TSO, pa.int64(), nullable=False), pa.array(raw, pa.int64()))
         self._buffers.setdefault(idx, []).append(part)
         self._buffered[idx] = self._buffered.get(idx, 0) + part.num_rows
@@ -338,7 +342,9 @@ class ChunkWriter:
             out.append(ChunkInfo(seg=self.spec.segment_ids[idx], path=rel, rows=self._rows[idx],
                                  bytes=size, raw_lo=self._first[idx], raw_hi=self._prev[idx],
                                  task=self.task, key=self.spec.key, key_lo=bounds[idx],
-                                 key_hi=bounds[idx + 1] if idx + 1 < len(bounds) else 1 << 64))
+                                 key_hi=bounds[idx + 1] if idx + 1 < len(bounds) else 1 << 64,
+                                 marks=raw_marks(np.concatenate(self._sample.pop(idx)), self._rows[idx],
+                                                 MARK_STEP_MIN)))
         self._rows.clear()
         return out
 
