@@ -272,6 +272,28 @@ class Journal:
                                  writer=e.writer, batch=e.batch, info=e.info))
         return out
 
+    def node_deltas(self, state: StreamState, node: int, known: set[int] = frozenset()  # type: ignore[assignment]
+                    ) -> list[tuple[Delta, int]]:
+        """``(delta, tick after it)`` of the positions of level-1 node ``node`` (``FANOUT`` of
+        them, clipped to ``head_pos..state.pos``): one read, of the node when it is flushed, else
+        of the entries not in ``known`` (one batched read)."""
+        lo, hi = max(node * FANOUT, state.head_pos), min(node * FANOUT + FANOUT - 1, state.pos)
+        if hi < lo:
+            return []
+        open0 = state.index[0][0][COL_ID] if state.index and state.index[0] else state.pos + 1
+        if hi < open0:
+            content = self.read_node(1, node)
+            ticks = {int(i[COL_ID]): int(i[COL_TICK]) for i in content["items"]}
+            return [(Delta.from_json(d), ticks[d["pos"]]) for d in content["entries"] if lo <= d["pos"] <= hi]
+        rest = [p for p in range(lo, hi + 1) if p not in known]
+        rels = [entry_path(p) for p in rest]
+        out = []
+        for rel, data in zip(rels, self.store.read_many(rels)) if rels else ():
+            e = self._decode(data, rel)
+            out.append((Delta(pos=e.pos, op=e.op, wall=e.wall, chunks=tuple(e.chunks), writer=e.writer,
+                              batch=e.batch, info=e.info), e.state.tick))
+        return out
+
     # -- time index ---------------------------------------------------------------------------
     def search(self, state: StreamState, col: int, value: int) -> int:
         """First journal position whose summary ``col`` exceeds ``value`` (``state.pos + 1`` if none).
