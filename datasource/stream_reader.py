@@ -18,6 +18,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark_tstream.conf.options import SourceOptions
 from pyspark_tstream.planner import Limits, Plan, Window, plan
 from pyspark_tstream.planning import check_data_loss, start_bound
+from pyspark_tstream.reading import chunk_tsos
 
 from .arrow import arrow_target
 from .offsets import TStreamOffset
@@ -40,9 +41,13 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self.stream = stream
         self._target = arrow_target(schema)
         self._schema_b64 = stream.state.schema
-        self._window = Window(stream.journal)
+        self._window = self._new_window()
         self._available_now: TStreamOffset | None = None
         self._last_end: TStreamOffset | None = None
+
+    def _new_window(self) -> Window:
+        store = self.stream.store
+        return Window(self.stream.journal, load=lambda c: chunk_tsos(store, c))
 
     def __getstate__(self) -> dict[str, Any]:
         # executors need only what read() uses; drop the driver-side caches
@@ -142,4 +147,4 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
             Group.commit_position(self.stream, group, TStreamOffset.from_dict(end).tso)
 
     def stop(self) -> None:
-        self._window = Window(self.stream.journal)
+        self._window = self._new_window()

@@ -41,6 +41,14 @@ from .timestamps import LOGICAL_MASK, mark_step
 
 #: Nodes a :class:`Window` keeps (x ``FANOUT`` entries): what one limited batch walks, many times.
 WINDOW_NODES = 64
+#: Rows of exact ``_tso`` columns a :class:`Window` keeps for cuts finer than marks (8 bytes each).
+EXACT_ROWS = 4_000_000
+#: Marks are refined by reading a chunk's ``_tso`` column only when their uncertainty at the cut
+#: exceeds this fraction of the record limit (else the batch is at most that much short of it).
+REFINE_FRACTION = 0.125
+
+#: Final ``_tso`` of a chunk's rows (a read of its data file): for cuts finer than its marks.
+TsoLoader = Callable[[Chunk], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -97,15 +105,36 @@ class Window:
     Only whole flushed nodes and committed entries are cached: both are immutable.
     """
 
-    def __init__(self, journal: Journal, max_nodes: int = WINDOW_NODES) -> None:
+    def __init__(self, journal: Journal, max_nodes: int = WINDOW_NODES, load: TsoLoader | None = None) -> None:
         self.journal = journal
         self.max_nodes = max_nodes
+        self.load = load
         self._nodes: OrderedDict[int, list[tuple[Delta, int]]] = OrderedDict()
         self._open: dict[int, tuple[Delta, int]] = {}  # entries of the unflushed tail, by position
+        self._tsos: OrderedDict[Chunk, np.ndarray] = OrderedDict()
 
     @property
     def cached_entries(self) -> int:
+        """Journal entries held (bounded by ``max_nodes`` nodes plus the unflushed tail)."""
         return sum(len(v) for v in self._nodes.values()) + len(self._open)
+
+    @property
+    def cached_rows(self) -> int:
+        """Exact ``_tso`` values held (bounded by ``EXACT_ROWS`` plus one chunk)."""
+        return sum(len(v) for v in self._tsos.values())
+
+    def exact(self, c: Chunk) -> np.ndarray | None:
+        """``c``'s final ``_tso`` values (cached), or None without a loader."""
+        if self.load is None or not c.sorted:
+            return None
+        got = self._tsos.get(c)
+        if got is None:
+            got = self._tsos[c] = self.load(c)
+            while self.cached_rows > EXACT_ROWS and len(self._tsos) > 1:
+                self._tsos.popitem(last=False)
+        else:
+            self._tsos.move_to_end(c)
+        return got
 
     def node(self, state: StreamState, n: int) -> list[tuple[Delta, int]]:
         """``(delta, tick after it)`` of node ``n``'s positions in ``head_pos..state.pos``."""
@@ -161,8 +190,12 @@ def _at_or_below(c: Chunk, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo_n, hi_n
 
 
-def _in_range(c: Chunk, lo: int, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Bounds of how many of ``c``'s records lie in ``(lo, b]`` for each ``b``."""
+def _in_range(c: Chunk, lo: int, b: np.ndarray, exact: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of how many of ``c``'s records lie in ``(lo, b]`` for each ``b`` (equal bounds
+    when the chunk's ``exact`` final ``_tso`` values are known)."""
+    if exact is not None:
+        n = np.searchsorted(exact, b, side="right") - np.searchsorted(exact, lo, side="right")
+        return n, n
     b_lo, b_hi = _at_or_below(c, b)
     l_lo, l_hi = _at_or_below(c, np.asarray([lo], dtype=np.int64))
     return np.maximum(b_lo - l_hi[0], 0), np.maximum(b_hi - l_lo[0], 0)
@@ -178,31 +211,64 @@ def _candidates(chunks: Sequence[Chunk], lo: int, hi: int) -> np.ndarray:
     return np.unique(a[a > lo])
 
 
-def choose_end(chunks: Sequence[Chunk], lo: int, hi: int, limits: Limits) -> int:
+def choose_end(chunks: Sequence[Chunk], lo: int, hi: int, limits: Limits,
+               exact: Callable[[Chunk], np.ndarray | None] | None = None) -> int:
     """The largest end ``b <= hi`` whose batch ``(lo, b]`` fits ``limits`` by upper bounds, or
-    the first millisecond when even it does not (progress; the one allowed overshoot)."""
+    the first millisecond when even it does not (progress; the one allowed overshoot).
+
+    With ``exact`` (a :meth:`Window.exact`), chunks whose marks are too coarse for the limit at
+    the cut are counted exactly from their ``_tso`` column, and their own milliseconds become
+    candidate ends: the batch then ends within one millisecond's records of the limit.
+    """
     if hi <= lo:
         return lo
     if limits.unlimited or not chunks:
         return hi
     cands = _candidates(chunks, lo, hi)
-    rows = np.zeros(len(cands), dtype=np.int64)
-    size = np.zeros(len(cands), dtype=np.float64)
-    files = np.zeros(len(cands), dtype=np.int64)
-    for c in chunks:
-        _, up = _in_range(c, lo, cands)
-        rows += up
-        size += up * (c.bytes / max(c.rows, 1))
-        files += up > 0
-    ok = np.ones(len(cands), dtype=bool)
-    if limits.max_records is not None:
-        ok &= rows <= limits.max_records
-    if limits.max_bytes is not None:
-        ok &= size <= limits.max_bytes
-    if limits.max_files is not None:
-        ok &= files <= limits.max_files
-    # bounds grow with b: the fitting ends are a prefix
-    fit = int(np.argmin(ok)) if not ok.all() else len(cands)
+    known: dict[Chunk, np.ndarray] = {}
+    while True:
+        rows = np.zeros(len(cands), dtype=np.int64)
+        slack = np.zeros(len(cands), dtype=np.int64)
+        size = np.zeros(len(cands), dtype=np.float64)
+        files = np.zeros(len(cands), dtype=np.int64)
+        for c in chunks:
+            low, up = _in_range(c, lo, cands, known.get(c))
+            rows += up
+            slack += up - low
+            size += up * (c.bytes / max(c.rows, 1))
+            files += up > 0
+        ok = np.ones(len(cands), dtype=bool)
+        if limits.max_records is not None:
+            ok &= rows <= limits.max_records
+        if limits.max_bytes is not None:
+            ok &= size <= limits.max_bytes
+        if limits.max_files is not None:
+            ok &= files <= limits.max_files
+        # bounds grow with b: the fitting ends are a prefix
+        fit = int(np.argmin(ok)) if not ok.all() else len(cands)
+        if fit == len(cands) or exact is None:
+            break
+        if limits.max_records is not None:
+            cap = float(limits.max_records)
+        elif limits.max_bytes is not None:  # the byte limit in rows of these chunks
+            cap = limits.max_bytes * sum(c.rows for c in chunks) / max(sum(c.bytes for c in chunks), 1)
+        else:
+            break  # a files limit counts whole chunks: nothing to refine
+        if slack[fit] <= REFINE_FRACTION * cap:
+            break
+        b_ok, b_fail = (int(cands[fit - 1]) if fit else lo), int(cands[fit])
+        added = []
+        for c in chunks:
+            if c not in known and c.lo <= b_fail and c.hi > b_ok:
+                low, up = _in_range(c, lo, np.asarray([b_fail], dtype=np.int64))
+                arr = exact(c) if up[0] > low[0] else None
+                if arr is not None:
+                    known[c] = arr
+                    added.append(arr[(arr > b_ok) & (arr <= b_fail)] | LOGICAL_MASK)
+        if not added:
+            break
+        cands = np.unique(np.concatenate([cands, *added]))
+        cands = cands[(cands > lo) & (cands <= hi)]
     return int(cands[fit - 1]) if fit > 0 else int(cands[0])
 
 
@@ -250,7 +316,7 @@ def plan(window: Window, state: StreamState, lo: int, hi: int, limits: Limits = 
         if at_least is not None:
             end = end_with_at_least(found, lo, hi, at_least)
         elif not limits.unlimited:
-            end = choose_end(found, lo, hi, limits)
+            end = choose_end(found, lo, hi, limits, window.exact if window.load is not None else None)
         if end <= reached:
             break
     chunks = substitute_views(journal.store, state, [c for c in found if c.lo <= end])
