@@ -101,7 +101,8 @@ class Chunk:
         for d in (v[10] if len(v) > 10 else ()):
             m += d
             marks.append(m)
-        return cls(*v[:8], *v[8:10], tuple(marks))
+        return cls(*v[:8], offset=v[8] if len(v) > 8 else 0, sorted=v[9] if len(v) > 9 else True,
+                   marks=tuple(marks))
 
 
 @dataclass
@@ -272,17 +273,17 @@ class Journal:
                                  writer=e.writer, batch=e.batch, info=e.info))
         return out
 
-    def node_deltas(self, state: StreamState, node: int, known: set[int] = frozenset()  # type: ignore[assignment]
-                    ) -> list[tuple[Delta, int]]:
+    def node_deltas(self, state: StreamState, node: int, known: set[int] = frozenset(),  # type: ignore[assignment]
+                    read_node: Callable[[int, int], dict[str, Any]] | None = None) -> list[tuple[Delta, int]]:
         """``(delta, tick after it)`` of the positions of level-1 node ``node`` (``FANOUT`` of
-        them, clipped to ``head_pos..state.pos``): one read, of the node when it is flushed, else
-        of the entries not in ``known`` (one batched read)."""
+        them, clipped to ``head_pos..state.pos``): one read, of the node when it is flushed
+        (through ``read_node`` when given), else of the entries not in ``known`` (batched)."""
         lo, hi = max(node * FANOUT, state.head_pos), min(node * FANOUT + FANOUT - 1, state.pos)
         if hi < lo:
             return []
         open0 = state.index[0][0][COL_ID] if state.index and state.index[0] else state.pos + 1
         if hi < open0:
-            content = self.read_node(1, node)
+            content = (read_node or self.read_node)(1, node)
             ticks = {int(i[COL_ID]): int(i[COL_TICK]) for i in content["items"]}
             return [(Delta.from_json(d), ticks[d["pos"]]) for d in content["entries"] if lo <= d["pos"] <= hi]
         rest = [p for p in range(lo, hi + 1) if p not in known]
@@ -295,11 +296,13 @@ class Journal:
         return out
 
     # -- time index ---------------------------------------------------------------------------
-    def search(self, state: StreamState, col: int, value: int) -> int:
+    def search(self, state: StreamState, col: int, value: int,
+               read_node: Callable[[int, int], dict[str, Any]] | None = None) -> int:
         """First journal position whose summary ``col`` exceeds ``value`` (``state.pos + 1`` if none).
 
         Summaries are monotone in every column used here (max _tso, tick, wall, rows), so this
-        walks the open summaries from the oldest level down and reads one node per level.
+        walks the open summaries from the oldest level down and reads one node per level
+        (through ``read_node`` when given: a caller's cache of these immutable nodes).
         """
         for level in range(len(state.index) - 1, -1, -1):
             for item in state.index[level]:
@@ -307,7 +310,7 @@ class Journal:
                     while level > 0:
                         if (item[COL_ID] + 1) * FANOUT ** level <= state.head_pos:
                             return state.head_pos  # truncated (and maybe collected): the head
-                        node = self.read_node(level, item[COL_ID])
+                        node = (read_node or self.read_node)(level, item[COL_ID])
                         item = next(i for i in node["items"] if i[col] > value)
                         level -= 1
                     return max(int(item[COL_ID]), state.head_pos)

@@ -41,6 +41,8 @@ from .timestamps import LOGICAL_MASK, mark_step
 
 #: Nodes a :class:`Window` keeps (x ``FANOUT`` entries): what one limited batch walks, many times.
 WINDOW_NODES = 64
+#: Index nodes a :class:`Window` keeps from searches (a search reads one per level).
+INDEX_NODES = 16
 #: Rows of exact ``_tso`` columns a :class:`Window` keeps for cuts finer than marks (8 bytes each).
 EXACT_ROWS = 4_000_000
 #: Marks are refined by reading a chunk's ``_tso`` column only when their uncertainty at the cut
@@ -112,6 +114,21 @@ class Window:
         self._nodes: OrderedDict[int, list[tuple[Delta, int]]] = OrderedDict()
         self._open: dict[int, tuple[Delta, int]] = {}  # entries of the unflushed tail, by position
         self._tsos: OrderedDict[Chunk, np.ndarray] = OrderedDict()
+        self._index: OrderedDict[tuple[int, int], dict[str, Any]] = OrderedDict()  # search path
+
+    def search(self, state: StreamState, col: int, value: int) -> int:
+        """``Journal.search``, keeping the index nodes it reads (a few per level, immutable)."""
+        return self.journal.search(state, col, value, self._index_node)
+
+    def _index_node(self, level: int, node: int) -> dict[str, Any]:
+        got = self._index.get((level, node))
+        if got is None:
+            got = self._index[(level, node)] = self.journal.read_node(level, node)
+            while len(self._index) > INDEX_NODES:
+                self._index.popitem(last=False)
+        else:
+            self._index.move_to_end((level, node))
+        return got
 
     @property
     def cached_entries(self) -> int:
@@ -144,7 +161,7 @@ class Window:
         lo, hi = n * FANOUT, n * FANOUT + FANOUT - 1
         open0 = state.index[0][0][0] if state.index and state.index[0] else state.pos + 1
         if hi < open0:  # flushed: one node read, immutable, cached whole
-            got = self.journal.node_deltas(state, n)
+            got = self.journal.node_deltas(state, n, read_node=self._index_node)
             for p in range(lo, hi + 1):
                 self._open.pop(p, None)
             if len(got) == FANOUT:
@@ -269,7 +286,10 @@ def choose_end(chunks: Sequence[Chunk], lo: int, hi: int, limits: Limits,
             break
         cands = np.unique(np.concatenate([cands, *added]))
         cands = cands[(cands > lo) & (cands <= hi)]
-    return int(cands[fit - 1]) if fit > 0 else int(cands[0])
+    if fit > 0 and rows[fit - 1] > 0:
+        return int(cands[fit - 1])
+    # nothing fits but an empty batch: take the first millisecond with records (progress)
+    return int(cands[fit]) if fit < len(cands) else hi
 
 
 def end_with_at_least(chunks: Sequence[Chunk], lo: int, hi: int, n: int) -> int:
@@ -299,7 +319,7 @@ def plan(window: Window, state: StreamState, lo: int, hi: int, limits: Limits = 
     end (``hi``, or what ``limits`` or ``at_least`` records allow) is at or below the tick
     reached (see the module docstring for why that is sound with overlapping chunks)."""
     journal = window.journal
-    first = journal.search(state, COL_MAX_TSO, lo) if first_pos is None else max(first_pos, state.head_pos)
+    first = window.search(state, COL_MAX_TSO, lo) if first_pos is None else max(first_pos, state.head_pos)
     last = state.pos if last_pos is None else min(last_pos, state.pos)
     if hi <= lo or last < first:
         return Plan(lo, max(lo, hi), (), first, first - 1)

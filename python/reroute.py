@@ -49,5 +49,5 @@ def reroute(store: Store, info: ChunkInfo, segments: Sequence[Segment]) -> list[
         raw = part.column(RAW_TSO).to_numpy()
         out.append(replace(info, seg=seg.id, path=rel, rows=part.num_rows, bytes=len(buf.getvalue()),
                            raw_lo=int(raw[0]), raw_hi=int(raw[-1]), key_lo=seg.lo, key_hi=seg.hi,
-                           marks=raw_marks(raw, len(raw))))
+                           marks=raw_marks(raw)))
     return out

@@ -145,28 +145,44 @@ def final_bounds(raw_first: int, raw_last: int, rows: int, floor: int) -> tuple[
 
 #: Chunk marks (``Chunk.marks``): the final ``_tso`` of rows ``0, step, 2*step, …`` of a chunk,
 #: ``step = mark_step(rows)``. The one place that defines where marks fall.
-MARK_STEP_MIN = 8
-MARKS_MAX = 64
+MARKS_MAX = 32
 
 
 def mark_step(rows: int) -> int:
-    """Rows between two marks of a ``rows``-row chunk: the smallest power-of-two multiple of
-    ``MARK_STEP_MIN`` keeping at most ``MARKS_MAX`` marks (entries stay small; a small chunk can
-    still be cut within a few rows)."""
-    step = MARK_STEP_MIN
+    """Rows between two marks of a ``rows``-row chunk: the smallest power of two keeping at most
+    ``MARKS_MAX`` marks (entries stay small; a chunk of up to ``MARKS_MAX`` rows is exact)."""
+    step = 1
     while -(-rows // step) > MARKS_MAX:
         step *= 2
     return step
 
 
-def raw_marks(raw: np.ndarray, rows: int, every: int = 1) -> tuple[int, ...]:
-    """The writer's sample for ``ChunkInfo.marks``: raw timestamps of the mark rows.
+def raw_marks(raw: np.ndarray, rows: int | None = None) -> tuple[int, ...]:
+    """The writer's sample for ``ChunkInfo.marks``: the raw timestamps of the mark rows of a
+    chunk whose raw column is ``raw`` (all ``rows`` of it)."""
+    return tuple(int(x) for x in raw[:: mark_step(len(raw) if rows is None else rows)])
 
-    ``raw`` holds every ``every``-th raw timestamp of the chunk from row 0 (``every`` divides
-    ``MARK_STEP_MIN``'s multiples: pass 1 with the whole column, or ``MARK_STEP_MIN`` with a
-    running sample kept while streaming rows to the file).
-    """
-    return tuple(int(x) for x in raw[:: mark_step(rows) // every])
+
+class MarkSampler:
+    """``raw_marks`` for a chunk written in pieces, in bounded memory: keeps every ``step``-th
+    raw timestamp, doubling ``step`` (and dropping every other kept value) as rows arrive."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.step = 1
+        self.kept: list[int] = []
+
+    def add(self, raw: np.ndarray) -> None:
+        first = (-self.rows) % self.step
+        self.kept.extend(int(x) for x in raw[first:: self.step])
+        self.rows += len(raw)
+        while len(self.kept) > 2 * MARKS_MAX:
+            self.step *= 2
+            self.kept = self.kept[::2]
+
+    def marks(self) -> tuple[int, ...]:
+        step = mark_step(self.rows)  # a multiple of self.step: both are powers of two, and
+        return tuple(self.kept[:: max(step // self.step, 1)])  # kept never exceeds 2 * MARKS_MAX
 
 
 def final_marks(raw: tuple[int, ...], rows: int, floor: int) -> tuple[int, ...]:

@@ -21,7 +21,7 @@ from .errors import SchemaMismatchError, TimestampError
 from .routing import key_hash, route
 from .schema import RAW_TSO, conform
 from .storage import Store
-from .timestamps import MARK_STEP_MIN, MAX_MS, now_ms, raw_hybrid, raw_marks
+from .timestamps import MAX_MS, MarkSampler, now_ms, raw_hybrid
 
 ROW_GROUP_ROWS = 131_072
 #: A string column is dictionary-encoded when its values repeat this many times on average.
@@ -223,7 +223,7 @@ class ChunkWriter:
         self._writers: dict[int, tuple[Any, Any, str]] = {}
         self._rows: dict[int, int] = {}
         self._first: dict[int, int] = {}
-        self._sample: dict[int, list[np.ndarray]] = {}  # every MARK_STEP_MIN-th raw, for marks
+        self._marks: dict[int, MarkSampler] = {}
         self._rotate = 0
         self._checked = False
         self._hash_distinct = True  # until a batch shows mostly distinct keys
@@ -296,8 +296,7 @@ class ChunkWriter:
         if len(raw):
             self._prev[idx] = int(raw[-1])
             self._first.setdefault(idx, int(raw[0]))
-        done = self._rows.get(idx, 0)
-        self._sample.setdefault(idx, []).append(raw[(-done) % MARK_STEP_MIN::MARK_STEP_MIN])
+        self._marks.setdefault(idx, MarkSampler()).add(raw)
         part = body.append_column(pa.field(RAW_TSO, pa.int64(), nullable=False), pa.array(raw, pa.int64()))
         self._buffers.setdefault(idx, []).append(part)
         self._buffered[idx] = self._buffered.get(idx, 0) + part.num_rows
@@ -343,8 +342,7 @@ class ChunkWriter:
                                  bytes=size, raw_lo=self._first[idx], raw_hi=self._prev[idx],
                                  task=self.task, key=self.spec.key, key_lo=bounds[idx],
                                  key_hi=bounds[idx + 1] if idx + 1 < len(bounds) else 1 << 64,
-                                 marks=raw_marks(np.concatenate(self._sample.pop(idx)), self._rows[idx],
-                                                 MARK_STEP_MIN)))
+                                 marks=self._marks.pop(idx).marks()))
         self._rows.clear()
         return out
 

@@ -6,28 +6,50 @@ seek, commit, scale, truncate — never open data files, and 100,000 commits the
 
 from __future__ import annotations
 
+import io
 import uuid
+from collections.abc import Collection
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.stream import Stream
-from pyspark_tstream.timestamps import pack
+from pyspark_tstream.timestamps import pack, raw_hybrid, raw_marks
 from pyspark_tstream.writing import ChunkInfo
+
+#: The user schema of histories with real data files (``real=`` commits).
+SCHEMA = pa.schema([("v", pa.int64())])
 
 T0 = 1_000_000
 
 
-def commit_history(n: int, url: str | None = None, segments: int = 4) -> Stream:
-    """A stream with ``n`` data commits, each one small chunk at increasing times."""
-    s = Stream.create(url or f"memory://hist-{uuid.uuid4().hex}/s", segments=segments)
+def commit_history(n: int, url: str | None = None, segments: int = 4, real: Collection[int] = ()) -> Stream:
+    """A stream with ``n`` data commits, each one small chunk at increasing times.
+
+    Commits whose index is in ``real`` write a real data file (5 records, column ``v`` = 5 * i +
+    row); the others are metadata only, so a read that touches one fails: reads of such
+    histories prove they open only the files they need.
+    """
+    s = Stream.create(url or f"memory://hist-{uuid.uuid4().hex}/s", segments=segments,
+                      schema=SCHEMA if len(real) else None)
     for i in range(n):
-        add_commit(s, i)
+        add_commit(s, i, real=i in real)
     return s
 
 
-def add_commit(s: Stream, i: int, writer: str = "w") -> None:
+def add_commit(s: Stream, i: int, writer: str = "w", real: bool = False) -> None:
     ms = T0 + i * 10
     seg = s.state.segments[i % len(s.state.segments)]
-    s.commit([ChunkInfo(seg=seg.id, path=f"data/{seg.number}/fake-{uuid.uuid4().hex[:8]}.parquet", rows=5,
-                        bytes=500, raw_lo=pack(ms), raw_hi=pack(ms + 4), key_lo=seg.lo, key_hi=seg.hi)],
+    path = f"data/{seg.number}/fake-{uuid.uuid4().hex[:8]}.parquet"
+    raw = raw_hybrid(ms + np.arange(5, dtype=np.int64))
+    if real:
+        buf = io.BytesIO()
+        pq.write_table(pa.table({"v": np.arange(5 * i, 5 * i + 5, dtype=np.int64), RAW_TSO: raw}), buf)
+        s.store.write(path, buf.getvalue())
+    s.commit([ChunkInfo(seg=seg.id, path=path, rows=5, bytes=500, raw_lo=int(raw[0]), raw_hi=int(raw[-1]),
+                        key_lo=seg.lo, key_hi=seg.hi, marks=raw_marks(raw))],
              writer_id=f"{writer}{i % 3}", batch_id=i)
 
 
