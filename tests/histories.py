@@ -14,10 +14,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pyspark_tstream import planner
+from pyspark_tstream.reading import chunk_tsos, read_table
 from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.stream import Stream
 from pyspark_tstream.timestamps import pack, raw_hybrid, raw_marks
-from pyspark_tstream.writing import ChunkInfo
+from pyspark_tstream.writing import ChunkInfo, WriteSpec, write_batches
 
 #: The user schema of histories with real data files (``real=`` commits).
 SCHEMA = pa.schema([("v", pa.int64())])
@@ -64,3 +66,33 @@ def epoch_history(n: int, url: str | None = None) -> Stream:
             s.scale(merge=[first.id, s.state.segments[1].id])
         add_commit(s, i)
     return s
+
+
+def overlapping_chunks(url: str, n: int = 1000, tasks: int = 3, same_ms: int = 1) -> Stream:
+    """What ``spark.range(n).repartition(tasks)`` with a client timestamp column writes: one
+    chunk per task (each to its own segment), each holding every ``tasks``-th id, so the chunks
+    overlap in time; each millisecond holds ``same_ms`` records. One commit."""
+    s = Stream.create(url, segments=tasks)
+    t0 = 1_700_000_000_000
+    table = pa.table({"id": list(range(n)), "t": [t0 + i // same_ms for i in range(n)]})
+    spec = s.write_spec(table.schema, timestamp="t")
+    infos = []
+    for k, seg in enumerate(s.state.segments):
+        one = WriteSpec(**{**spec.__dict__, "segment_ids": (seg.id,), "bounds": (seg.lo,)})
+        infos += write_batches(one, [table.filter(pa.array(np.arange(n) % tasks == k))])
+    s.commit(infos, schema=table.schema)
+    return s
+
+
+def micro_batches(s: Stream, limits: planner.Limits, exact: bool = True) -> list[tuple[int, int, pa.Table]]:
+    """``(lo, end, records)`` of each micro-batch up to the tick, planned as the streaming source
+    plans them (one planner Window across batches, with or without exact cuts)."""
+    state = s.refresh()
+    window = planner.Window(s.journal, load=(lambda c: chunk_tsos(s.store, c)) if exact else None)
+    lo, out = state.head_tso, []
+    while lo < state.tick:
+        p = planner.plan(window, state, lo, state.tick, limits)
+        out.append((lo, p.hi, read_table(s.store, s.schema, p.chunks, lo, p.hi)))
+        lo = p.hi
+        window.forget_before(p.first_pos)
+    return out

@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from histories import micro_batches, overlapping_chunks
+
 from pyspark_tstream import planner
 from pyspark_tstream.conf.options import SourceOptions
 from pyspark_tstream.errors import ConfigError, CorruptMetadataError
@@ -20,44 +22,23 @@ from pyspark_tstream.journal import FORMAT_VERSION, Chunk, entry_path
 from pyspark_tstream.reading import chunk_tsos, read_table
 from pyspark_tstream.stream import Stream
 from pyspark_tstream.timestamps import MarkSampler, mark_step, raw_hybrid, raw_marks
-from pyspark_tstream.writing import WriteSpec, write_batches
-
-T0 = 1_700_000_000_000
-
 
 def _url(name: str) -> str:
     return f"memory://{name}-{uuid.uuid4().hex[:8]}/s"
 
 
 def _overlapping(url: str, n: int = 1000, tasks: int = 3, same_ms: int = 1) -> Stream:
-    """What ``spark.range(n).repartition(tasks)`` with a client timestamp column writes: one
-    chunk per task, each holding every ``tasks``-th id, so the chunks overlap in time; each
-    millisecond holds ``same_ms`` records."""
-    s = Stream.create(url, segments=tasks)
-    table = pa.table({"id": list(range(n)), "t": [T0 + i // same_ms for i in range(n)]})
-    spec = s.write_spec(table.schema, timestamp="t")
-    infos = []
-    for k, seg in enumerate(s.state.segments):
-        one = WriteSpec(**{**spec.__dict__, "segment_ids": (seg.id,), "bounds": (seg.lo,)})
-        infos += write_batches(one, [table.filter(pa.array(np.arange(n) % tasks == k))])
-    s.commit(infos, schema=table.schema)
+    s = overlapping_chunks(url, n, tasks, same_ms)
     chunks = s.journal.read_entry(s.state.pos).chunks
     assert len(chunks) == tasks and max(c.lo for c in chunks) < min(c.hi for c in chunks)  # overlap
     return s
 
 
 def _batches(s: Stream, limits: planner.Limits, exact: bool = True) -> list[pa.Table]:
-    """Micro-batches as the streaming source plans them, until the tick."""
-    state = s.refresh()
-    window = planner.Window(s.journal, load=(lambda c: chunk_tsos(s.store, c)) if exact else None)
-    lo, out = state.head_tso, []
-    while lo < state.tick:
-        p = planner.plan(window, state, lo, state.tick, limits)
-        assert p.hi > lo and p.hi & 0x3FFFF == 0x3FFFF  # progress, ending on a millisecond
-        out.append(read_table(s.store, s.schema, p.chunks, lo, p.hi))
-        lo = p.hi
-        window.forget_before(p.first_pos)
-    return out
+    batches = micro_batches(s, limits, exact)
+    for lo, hi, _ in batches:
+        assert hi > lo and hi & 0x3FFFF == 0x3FFFF  # progress, ending on a millisecond
+    return [t for _, _, t in batches]
 
 
 @pytest.mark.parametrize("exact", [True, False], ids=["refined", "marks-only"])
@@ -89,7 +70,7 @@ def test_byte_limit_holds_on_three_overlapping_chunks() -> None:
 def test_file_limit_counts_chunks_touched() -> None:
     s = Stream.create(_url("bounded-files"), segments=1)
     for b in range(10):
-        s.append(pa.table({"id": list(range(b * 100, b * 100 + 100)), "t": [T0 + b * 1000 + i for i in range(100)]}),
+        s.append(pa.table({"id": list(range(b * 100, b * 100 + 100)), "t": [1_700_000_000_000 + b * 1000 + i for i in range(100)]}),
                  timestamp="t")
     state = s.refresh()
     window, lo, sizes, ids = planner.Window(s.journal), state.head_tso, [], []
