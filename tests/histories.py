@@ -18,7 +18,7 @@ from pyspark_tstream import planner
 from pyspark_tstream.reading import chunk_tsos, read_table
 from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.stream import Stream
-from pyspark_tstream.timestamps import pack, raw_hybrid, raw_marks
+from pyspark_tstream.timestamps import raw_hybrid, raw_marks
 from pyspark_tstream.writing import ChunkInfo, WriteSpec, write_batches
 
 #: The user schema of histories with real data files (``real=`` commits).

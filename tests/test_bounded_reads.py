@@ -23,6 +23,7 @@ from pyspark_tstream.reading import chunk_tsos, read_table
 from pyspark_tstream.stream import Stream
 from pyspark_tstream.timestamps import MarkSampler, mark_step, raw_hybrid, raw_marks
 
+
 def _url(name: str) -> str:
     return f"memory://{name}-{uuid.uuid4().hex[:8]}/s"
 
