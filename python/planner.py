@@ -17,13 +17,16 @@ reader and the streaming source. It reads only journal metadata (never data file
   LOGICAL_MASK``, never above ``hi``) chosen so that an upper bound of its rows, bytes and files
   is within the limits. Upper bounds come from chunk metadata: whole chunks, and inside a chunk
   its ``marks`` (the final ``_tso`` every ``mark_step(rows)`` rows), so a cut inside a chunk is
-  exact to a few rows without reading it. Bytes are estimated in proportion to rows; files are
-  the chunks a batch touches. A batch always makes progress: when even the first millisecond
-  exceeds a limit it is the batch — one millisecond holding more records than the limit is the
-  only overshoot.
+  exact to a few rows without reading it; when that is too coarse for the limit (more than
+  ``REFINE_FRACTION`` of it), the chunks the cut falls in are counted exactly from their
+  ``_tso`` column (a :class:`Window` with a loader; cached, bounded). Bytes are estimated in
+  proportion to rows; files are the chunks a batch touches. A batch always makes progress: when
+  even the first millisecond with records exceeds a limit it is the batch — one millisecond
+  holding more records than the limit is the only overshoot.
 
-Costs (store calls): a plan of ``(lo, hi]`` is 1 + index depth for the start, then one read per
-``FANOUT`` positions walked; the walk stops at ``hi``'s tick, or at the limit.
+Costs (store calls): a plan of ``(lo, hi]`` is the index descent for the start (nodes cached in
+the :class:`Window`), then one read per ``FANOUT`` positions walked; the walk stops at ``hi``'s
+tick, or at the limit. Compaction (issue 11) plugs in at one place: :func:`substitute_views`.
 """
 
 from __future__ import annotations
