@@ -73,18 +73,21 @@ def _fetch(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, bytes
 def chunk_tsos(store: Store, chunk: Chunk) -> np.ndarray:
     """A chunk's final ``_tso`` values, reading only its raw timestamp column (a planner's
     :data:`~pyspark_tstream.planner.TsoLoader` for cuts finer than the chunk's marks)."""
-    try:
-        data = store.read(chunk.path)
-    except FileNotFoundError as e:
-        raise CorruptChunkError(f"chunk {store.uri(chunk.path)} named by the journal is missing; restore "
-                                "it or truncate the stream past it", path=store.uri(chunk.path)) from e
-    try:
-        raw = pq.read_table(io.BytesIO(data), columns=[RAW_TSO]).column(0).to_numpy()
-    except (pa.ArrowException, OSError, ValueError, KeyError) as e:
-        raise CorruptChunkError(f"chunk {store.uri(chunk.path)} is corrupt ({e}); restore it or truncate "
-                                "the stream past it", path=store.uri(chunk.path)) from e
-    raw = raw[chunk.offset: chunk.offset + chunk.rows].astype(np.int64, copy=False)
-    return apply_floor(raw, chunk.floor)
+    return chunks_tsos(store, [chunk])[0]
+
+
+def chunks_tsos(store: Store, chunks: Sequence[Chunk]) -> list[np.ndarray]:
+    """Final ``_tso`` values of each chunk (one batched fetch, raw column only)."""
+    out = []
+    for chunk, data in _fetch(store, chunks):
+        try:
+            raw = pq.read_table(io.BytesIO(data), columns=[RAW_TSO]).column(0).to_numpy()
+        except (pa.ArrowException, OSError, ValueError, KeyError) as e:
+            raise CorruptChunkError(f"chunk {store.uri(chunk.path)} is corrupt ({e}); restore it or "
+                                    "truncate the stream past it", path=store.uri(chunk.path)) from e
+        raw = raw[chunk.offset: chunk.offset + chunk.rows].astype(np.int64, copy=False)
+        out.append(apply_floor(raw, chunk.floor))
+    return out
 
 
 def chunk_records(table: pa.Table, chunk: Chunk, lo: int, hi: int, schema: pa.Schema,

@@ -24,7 +24,7 @@ from .scaling import ScalingPolicy, write_epoch_record
 from .sealed import SealedMap
 from .stream_admin import StreamAdmin, TimeLike, initial_segments
 from . import planner
-from .reading import read_table
+from .reading import chunks_tsos, read_table
 from .routing import fraction
 from .schema import RAW_TSO, check_names, decode_schema, encode_schema, normalize, user_schema
 from .state import StreamState
@@ -339,14 +339,8 @@ class Stream(StreamAdmin):
 
 def _chunk_tsos(store: Store, chunks: Sequence, tick: int) -> np.ndarray:
     """Final ``_tso`` values (at or below ``tick``) of ``chunks``, reading only the raw column."""
-    if not chunks:
-        return np.zeros(0, dtype=np.int64)
-    parts = []
-    for c, data in zip(chunks, store.read_many([c.path for c in chunks])):
-        raw = pq.read_table(io.BytesIO(data), columns=[RAW_TSO]).column(0).to_numpy()
-        tso = apply_floor(raw, c.floor)
-        parts.append(tso[tso <= tick])
-    return np.concatenate(parts)
+    parts = [t[t <= tick] for t in chunks_tsos(store, chunks)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 class Producer:
