@@ -366,10 +366,10 @@ def tail_bound(journal: Journal, state: StreamState, n: int,
     if n <= 0:
         return state.tick
     want = n
+    window = Window(journal)  # one cache for every search and node of the walk
     while True:
-        first = journal.search(state, COL_ROWS, max(state.rows - want - 1, -1))
+        first = window.search(state, COL_ROWS, max(state.rows - want - 1, -1))
         start = max(first - 1, state.head_pos)
-        window = Window(journal)
         chunks = [c for k in range(start // FANOUT, state.pos // FANOUT + 1)
                   for d, _ in window.node(state, k) if d.pos >= start for c in d.chunks if c.lo <= state.tick]
         found = tsos(chunks, state.tick)
@@ -377,7 +377,7 @@ def tail_bound(journal: Journal, state: StreamState, n: int,
             if len(found) < n:
                 return state.head_tso
             bound = int(np.partition(found, len(found) - n)[len(found) - n]) - 1
-            if journal.search(state, COL_MAX_TSO, bound) >= start:
+            if window.search(state, COL_MAX_TSO, bound) >= start:
                 return bound
         want *= 2
 
