@@ -286,8 +286,8 @@ class SourceOptions:
         min_parts = option_as_int(opts, K.MIN_PARTITIONS, min_value=1)
         max_parts = option_as_int(opts, K.MAX_PARTITIONS, min_value=1)
         if min_parts is not None and max_parts is not None and max_parts < min_parts:
-            raise config_error(K.MAX_PARTITIONS, max_parts,
-                               f"is below {K.MIN_PARTITIONS}={min_parts}; raise {K.MAX_PARTITIONS} or lower {K.MIN_PARTITIONS}")
+            raise config_error(K.MAX_PARTITIONS, max_parts, f"is below {K.MIN_PARTITIONS}={min_parts}; "
+                               f"raise {K.MAX_PARTITIONS} or lower {K.MIN_PARTITIONS}")
         return cls(
             path=_required_path(opts, "read"),
             starting_offsets=starting if starting is not None else K.STARTING_OFFSETS_DEFAULT,

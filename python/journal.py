@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,10 +67,11 @@ class Chunk:
 
     Trailing optional fields (format v2; v1 lists decode with the defaults): ``offset`` is the
     row inside the Parquet file where this chunk's records start (views into macro-chunks);
-    ``sorted`` says final ``_tso`` strictly increases along the rows; ``marks`` is the final
-    ``_tso`` of rows ``0, step, 2*step, …`` with ``step = timestamps.mark_step(rows)``, so a planner can
-    cut inside the chunk without reading it (empty when unknown). Serialized only when not
-    default; ``marks`` as differences from the previous mark (from ``lo`` for the first).
+    ``sorted`` says final ``_tso`` strictly increases along the rows (else ``lo``/``hi`` are the
+    min/max); ``marks`` is the final ``_tso`` of rows ``0, step, 2*step, …`` with
+    ``step = timestamps.mark_step(rows)``, so a planner can cut inside the chunk without reading
+    it (empty when unknown). Serialized only when not default; ``marks`` as differences from the
+    previous mark (from ``lo`` for the first).
     """
 
     seg: int
@@ -273,7 +274,7 @@ class Journal:
                                  writer=e.writer, batch=e.batch, info=e.info))
         return out
 
-    def node_deltas(self, state: StreamState, node: int, known: set[int] = frozenset(),  # type: ignore[assignment]
+    def node_deltas(self, state: StreamState, node: int, known: Collection[int] = (),
                     read_node: Callable[[int, int], dict[str, Any]] | None = None) -> list[tuple[Delta, int]]:
         """``(delta, tick after it)`` of the positions of level-1 node ``node`` (``FANOUT`` of
         them, clipped to ``head_pos..state.pos``): one read, of the node when it is flushed

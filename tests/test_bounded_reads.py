@@ -71,8 +71,8 @@ def test_byte_limit_holds_on_three_overlapping_chunks() -> None:
 def test_file_limit_counts_chunks_touched() -> None:
     s = Stream.create(_url("bounded-files"), segments=1)
     for b in range(10):
-        s.append(pa.table({"id": list(range(b * 100, b * 100 + 100)), "t": [1_700_000_000_000 + b * 1000 + i for i in range(100)]}),
-                 timestamp="t")
+        t = [1_700_000_000_000 + b * 1000 + i for i in range(100)]
+        s.append(pa.table({"id": list(range(b * 100, b * 100 + 100)), "t": t}), timestamp="t")
     state = s.refresh()
     window, lo, sizes, ids = planner.Window(s.journal), state.head_tso, [], []
     while lo < state.tick:
