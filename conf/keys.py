@@ -44,6 +44,12 @@ MAX_RECORDS_PER_TRIGGER = "maxRecordsPerTrigger"
 MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger"
 MAX_FILES_PER_TRIGGER = "maxFilesPerTrigger"
 
+#: Bounds on the number of Spark tasks (partitions) a read or micro-batch is split into. Default:
+#: one per ~128 MB of data, at least Spark's default parallelism when the planner can know it
+#: (else 8) while each task still gets 4 MB; never more than the chunks read.
+MIN_PARTITIONS = "minPartitions"
+MAX_PARTITIONS = "maxPartitions"
+
 #: Fail (``true``) or skip and report (``false``) when retention removed records still needed.
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 FAIL_ON_DATA_LOSS_DEFAULT = True
@@ -125,7 +131,7 @@ STREAM_CONFIG_FIELDS = {
 SOURCE_KEYS: tuple[str, ...] = (
     PATH, STARTING_OFFSETS, STARTING_TIMESTAMP, STARTING_AGO, STARTING_TAIL, ENDING_TIMESTAMP,
     ENDING_OFFSETS, MAX_RECORDS_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, MAX_FILES_PER_TRIGGER,
-    FAIL_ON_DATA_LOSS, CONSUMER_GROUP,
+    MIN_PARTITIONS, MAX_PARTITIONS, FAIL_ON_DATA_LOSS, CONSUMER_GROUP,
 )
 
 SINK_KEYS: tuple[str, ...] = (

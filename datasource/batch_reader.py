@@ -77,7 +77,8 @@ class TStreamBatchReader(DataSourceReader):
         chunks = stream.plan(self.lo, self.hi)
         if self.segments is not None:
             chunks = [c for c in chunks if c.seg in self.segments]
-        return plan_partitions(chunks, self.lo, self.hi, start_cut=self.start_cut or None,
+        return plan_partitions(chunks, self.lo, self.hi, min_partitions=self.options.min_partitions,
+                               max_partitions=self.options.max_partitions, start_cut=self.start_cut or None,
                                end_cut=self.end_cut or None)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

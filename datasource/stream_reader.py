@@ -1,9 +1,11 @@
 """``spark.readStream.format("tstream")``: tick-aligned micro-batches.
 
 Each batch is ``(start.tso, end.tso]`` with ``end.tso`` at or below the tick published at
-``end.pos``; read limits end it earlier, at a chunk boundary, never above the tick. The reader
-object lives in Spark's driver-side runner for the whole query, so it caches journal deltas;
-``read`` runs on executors from a pickled copy and touches only the partition it is given.
+``end.pos``; read limits end it earlier, at the end of a millisecond, never above the tick
+(:mod:`~pyspark_tstream.planner` chooses it). The reader object lives in Spark's driver-side
+runner for the whole query; it keeps a bounded :class:`~pyspark_tstream.planner.Window` of index
+nodes ahead of its position (never the history). ``read`` runs on executors from a pickled copy
+and touches only the partition it is given.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from pyspark_tstream.conf.options import SourceOptions
-from pyspark_tstream.journal import COL_MAX_TSO, Delta
-from pyspark_tstream.planning import Limits, check_data_loss, choose_end, start_bound
+from pyspark_tstream.planner import Limits, Plan, Window, plan
+from pyspark_tstream.planning import check_data_loss, start_bound
+from pyspark_tstream.reading import chunk_tsos
 
 from .arrow import arrow_target
 from .compat import has
@@ -41,7 +44,7 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self.stream = stream
         self._target = arrow_target(schema)
         self._schema_b64 = stream.state.schema
-        self._deltas: dict[int, Delta] = {}
+        self._window = self._new_window()
         self._available_now: TStreamOffset | None = None
         self._last_end: TStreamOffset | None = None
         self._initial: dict | None = None
@@ -53,6 +56,10 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
                 "this PySpark has no latestOffset(start, limit) (it arrived in 4.2): "
                 "maxRecordsPerTrigger/maxBytesPerTrigger/maxFilesPerTrigger do not apply, each "
                 "micro-batch reads up to the tick; upgrade PySpark to bound micro-batches")
+
+    def _new_window(self) -> Window:
+        store = self.stream.store
+        return Window(self.stream.journal, load=lambda c: chunk_tsos(store, c))
 
     def __getstate__(self) -> dict[str, Any]:
         # executors need only what read() uses; drop the driver-side caches
@@ -110,7 +117,7 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         limits = self._limits(limit)
         end_tso = tick
         if not limits.unlimited:
-            end_tso = choose_end(self._chunks(begin.tso, tick, pos), begin.tso, tick, limits)
+            end_tso = self._plan(begin.tso, tick, pos, limits).hi
         cut = self._remaining_cut(begin, end_tso, pos)
         end = TStreamOffset(end_tso, pos, cut)
         self._last_end = end
@@ -135,23 +142,16 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return TStreamOffset(state.tick, state.pos).to_dict()
 
     # -- planning -----------------------------------------------------------------------------
-    def _chunks(self, lo: int, hi: int, last_pos: int) -> list:
-        state = self.stream.state
-        first = self.stream.journal.search(state, COL_MAX_TSO, lo)
-        missing = [p for p in range(max(first, state.head_pos), last_pos + 1) if p not in self._deltas]
-        if missing:
-            for d in self.stream.journal.deltas(state, missing[0], last_pos):
-                self._deltas[d.pos] = d
-        for p in [p for p in self._deltas if p < first]:
-            del self._deltas[p]  # behind every future batch: tsos only move forward
-        return [c for p in range(first, last_pos + 1) if p in self._deltas
-                for c in self._deltas[p].chunks if c.hi > lo and c.lo <= hi]
+    def _plan(self, lo: int, hi: int, last_pos: int, limits: Limits = Limits()) -> Plan:
+        p = plan(self._window, self.stream.state, lo, hi, limits, last_pos=last_pos)
+        self._window.forget_before(p.first_pos)  # behind every future batch: tsos only move forward
+        return p
 
     def _remaining_cut(self, begin: TStreamOffset, end_tso: int, pos: int) -> dict[int, int]:
         """Keep a starting cut only for segments whose cut the batch has not passed yet."""
         if not begin.cut:
             return {}
-        passed = {c.seg for c in self._chunks(begin.tso, end_tso, pos)
+        passed = {c.seg for c in self._plan(begin.tso, end_tso, pos).chunks
                   if c.seg in begin.cut and c.seq >= begin.cut[c.seg] and c.lo <= end_tso}
         return {s: q for s, q in begin.cut.items() if s not in passed}
 
@@ -164,8 +164,9 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self.stream.refresh()
         lo = check_data_loss(self.stream.state, begin.tso, fail=self.options.fail_on_data_loss,
                              context="this streaming query", journal=self.stream.journal)
-        chunks = self._chunks(lo, stop.tso, stop.pos)
-        return plan_partitions(chunks, lo, stop.tso, start_cut=begin.cut or None)
+        chunks = self._plan(lo, stop.tso, stop.pos).chunks
+        return plan_partitions(chunks, lo, stop.tso, min_partitions=self.options.min_partitions,
+                               max_partitions=self.options.max_partitions, start_cut=begin.cut or None)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, TStreamPartition):
@@ -181,4 +182,4 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
             Group.commit_position(self.stream, group, TStreamOffset.from_dict(end).tso)
 
     def stop(self) -> None:
-        self._deltas.clear()
+        self._window = self._new_window()

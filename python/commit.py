@@ -30,7 +30,7 @@ from .errors import SegmentSealedError
 from .journal import Chunk, Entry
 from .schema import decode_schema, encode_schema, reconcile
 from .state import StreamState, Writer
-from .timestamps import LOGICAL_MASK, final_bounds, tso_id
+from .timestamps import LOGICAL_MASK, final_bounds, final_marks, tso_id
 from .writing import ChunkInfo
 
 #: Reads a chunk's raw timestamps to count exactly how many records its floor raised.
@@ -220,7 +220,8 @@ class CommitRequest:
             floor = max(lane, state.tick) + 1
             lo, hi = final_bounds(info.raw_lo, info.raw_hi, info.rows, floor)
             out.append(Chunk(seg=seg.id, path=info.path, rows=info.rows, bytes=info.bytes,
-                             seq=seg.next_seq, floor=floor, lo=lo, hi=hi))
+                             seq=seg.next_seq, floor=floor, lo=lo, hi=hi,
+                             marks=final_marks(info.marks, info.rows, floor)))
             moved["lane"] += info.lane_raised
             moved["cap"] += info.capped
             if info.raw_lo < floor:  # a prefix of the chunk was raised (a_i - i is non-decreasing)

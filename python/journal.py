@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +35,10 @@ HEAD = f"{META}/head.json"
 ANCHOR = f"{META}/anchor.json"
 FANOUT = 32
 _DIR_SPAN = 100_000
-#: Journal format written by this version. 1: first release (one floor chain per segment).
-#: 2: writer lanes (per-writer ``lanes`` in the state; chunks of a segment may overlap in time).
-#: Version 1 streams read and append unchanged; a newer version fails with a clear error.
+#: On-store format written by this version; older versions are read, newer ones refused.
+#: 1: first release (one floor chain per segment). 2: writer lanes (per-writer ``lanes`` in the
+#: state; chunks of a segment may overlap in time) and the chunk trailing fields ``offset``,
+#: ``sorted`` and ``marks``. Version 1 streams read and append unchanged.
 FORMAT_VERSION = 2
 MAX_ATTEMPTS = 1000
 
@@ -54,9 +55,28 @@ def node_path(level: int, node: int) -> str:
     return f"{META}/index/{level}/{node:012d}.json"
 
 
+def check_version(v: Any, path: str) -> None:
+    """Refuse metadata written by a newer tstream (it may mean something this one cannot read)."""
+    if isinstance(v, int) and v > FORMAT_VERSION:
+        raise UnsupportedFormatError(
+            f"{path} has format version {v}, newer than this pyspark-tstream reads "
+            f"({FORMAT_VERSION}); upgrade pyspark-tstream (pip install -U pyspark-tstream)",
+            path=path, version=v)
+
+
 @dataclass(frozen=True)
 class Chunk:
-    """A committed data chunk: where it is and how its records are numbered and timed."""
+    """A committed data chunk, or a view of part of one: where it is, how its records are
+    numbered and timed.
+
+    Trailing optional fields (format v2; v1 lists decode with the defaults): ``offset`` is the
+    row inside the Parquet file where this chunk's records start (views into macro-chunks);
+    ``sorted`` says final ``_tso`` strictly increases along the rows (else ``lo``/``hi`` are the
+    min/max); ``marks`` is the final ``_tso`` of rows ``0, step, 2*step, …`` with
+    ``step = timestamps.mark_step(rows)``, so a planner can cut inside the chunk without reading
+    it (empty when unknown). Serialized only when not default; ``marks`` as differences from the
+    previous mark (from ``lo`` for the first).
+    """
 
     seg: int
     path: str
@@ -66,13 +86,28 @@ class Chunk:
     floor: int  # tso_i = max(raw_i, floor + i)
     lo: int  # first _tso
     hi: int  # last _tso
+    offset: int = 0
+    sorted: bool = True
+    marks: tuple[int, ...] = ()
 
     def to_json(self) -> list[Any]:
-        return [self.seg, self.path, self.rows, self.bytes, self.seq, self.floor, self.lo, self.hi]
+        out: list[Any] = [self.seg, self.path, self.rows, self.bytes, self.seq, self.floor, self.lo, self.hi]
+        deltas = [m - p for m, p in zip(self.marks, (self.lo,) + self.marks[:-1])]
+        tail: list[Any] = [self.offset, self.sorted, deltas]
+        defaults: list[Any] = [0, True, []]
+        while tail and tail[-1] == defaults[len(tail) - 1]:
+            tail.pop()
+        return out + tail
 
     @classmethod
     def from_json(cls, v: list[Any]) -> Chunk:
-        return cls(*v)
+        marks: list[int] = []
+        m = v[6]
+        for d in (v[10] if len(v) > 10 else ()):
+            m += d
+            marks.append(m)
+        return cls(*v[:8], offset=v[8] if len(v) > 8 else 0, sorted=v[9] if len(v) > 9 else True,
+                   marks=tuple(marks))
 
 
 @dataclass
@@ -109,12 +144,7 @@ class Entry:
     def decode(cls, data: bytes, *, path: str) -> Entry:
         try:
             d = json.loads(data)
-            version = d.get("v", 1) if isinstance(d, dict) else 1
-            if isinstance(version, int) and version > FORMAT_VERSION:
-                raise UnsupportedFormatError(
-                    f"journal record {path} has format version {version}, newer than this "
-                    f"pyspark-tstream reads ({FORMAT_VERSION}); upgrade pyspark-tstream "
-                    "(pip install -U pyspark-tstream)", path=path, version=version)
+            check_version(d.get("v") if isinstance(d, dict) else None, path)
             return cls(pos=d["pos"], op=d["op"], wall=d["wall"], nonce=d["nonce"],
                        writer=d.get("writer"), batch=d.get("batch"),
                        chunks=[Chunk.from_json(c) for c in d["chunks"]], info=d.get("info", {}),
@@ -248,12 +278,36 @@ class Journal:
                                  writer=e.writer, batch=e.batch, info=e.info))
         return out
 
+    def node_deltas(self, state: StreamState, node: int, known: Collection[int] = (),
+                    read_node: Callable[[int, int], dict[str, Any]] | None = None) -> list[tuple[Delta, int]]:
+        """``(delta, tick after it)`` of the positions of level-1 node ``node`` (``FANOUT`` of
+        them, clipped to ``head_pos..state.pos``): one read, of the node when it is flushed
+        (through ``read_node`` when given), else of the entries not in ``known`` (batched)."""
+        lo, hi = max(node * FANOUT, state.head_pos), min(node * FANOUT + FANOUT - 1, state.pos)
+        if hi < lo:
+            return []
+        open0 = state.index[0][0][COL_ID] if state.index and state.index[0] else state.pos + 1
+        if hi < open0:
+            content = (read_node or self.read_node)(1, node)
+            ticks = {int(i[COL_ID]): int(i[COL_TICK]) for i in content["items"]}
+            return [(Delta.from_json(d), ticks[d["pos"]]) for d in content["entries"] if lo <= d["pos"] <= hi]
+        rest = [p for p in range(lo, hi + 1) if p not in known]
+        rels = [entry_path(p) for p in rest]
+        out = []
+        for rel, data in zip(rels, self.store.read_many(rels)) if rels else ():
+            e = self._decode(data, rel)
+            out.append((Delta(pos=e.pos, op=e.op, wall=e.wall, chunks=tuple(e.chunks), writer=e.writer,
+                              batch=e.batch, info=e.info), e.state.tick))
+        return out
+
     # -- time index ---------------------------------------------------------------------------
-    def search(self, state: StreamState, col: int, value: int) -> int:
+    def search(self, state: StreamState, col: int, value: int,
+               read_node: Callable[[int, int], dict[str, Any]] | None = None) -> int:
         """First journal position whose summary ``col`` exceeds ``value`` (``state.pos + 1`` if none).
 
         Summaries are monotone in every column used here (max _tso, tick, wall, rows), so this
-        walks the open summaries from the oldest level down and reads one node per level.
+        walks the open summaries from the oldest level down and reads one node per level
+        (through ``read_node`` when given: a caller's cache of these immutable nodes).
         """
         for level in range(len(state.index) - 1, -1, -1):
             for item in state.index[level]:
@@ -261,7 +315,7 @@ class Journal:
                     while level > 0:
                         if (item[COL_ID] + 1) * FANOUT ** level <= state.head_pos:
                             return state.head_pos  # truncated (and maybe collected): the head
-                        node = self.read_node(level, item[COL_ID])
+                        node = (read_node or self.read_node)(level, item[COL_ID])
                         item = next(i for i in node["items"] if i[col] > value)
                         level -= 1
                     return max(int(item[COL_ID]), state.head_pos)

@@ -9,7 +9,12 @@ Invariants:
   scales (other writers' times are not inherited: a scale never moves a record by another
   writer's clock);
 * the scale costs O(segments sealed + created): one journal entry, one epoch record and one
-  shard version per shard touched.
+  shard version per shard touched;
+* epoch records are also grouped in fixed-size history chunks (PDP-32): every
+  ``EPOCH_CHUNK``-th record's writer also writes the chunk of the ``EPOCH_CHUNK`` records
+  ending with it (one batched read of the others, amortized O(1) per scale), so reading E
+  consecutive epochs costs ⌈E / EPOCH_CHUNK⌉ + 1 reads. Streams written before chunks existed
+  have none: their records are read one by one (batched).
 
 The auto-scaling policy (stream config ``scaling``) is evaluated after data commits from each
 segment's rate over a window of at least ``window`` seconds: a segment above
@@ -27,24 +32,76 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
-from .journal import META, Entry
+from .journal import FORMAT_VERSION, META, Entry, check_version
 from .routing import KEY_SPACE
 from .state import Segment, StreamState, segment_id
 from .storage import Store
 
 EPOCHS = f"{META}/epochs"
+#: Epoch records per history chunk.
+EPOCH_CHUNK = 32
+_EPOCH0 = {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None}
 
 
 def epoch_path(epoch: int) -> str:
     return f"{EPOCHS}/{epoch // 100_000:06d}/{epoch:012d}.json"
 
 
+def epoch_chunk_path(chunk: int) -> str:
+    return f"{EPOCHS}/chunks/{chunk:012d}.json"
+
+
 def write_epoch_record(store: Store, state: StreamState) -> None:
-    """Journal flusher: write the pending epoch record (deterministic, so rewrites are harmless)."""
+    """Journal flusher: write the pending epoch record, and the history chunk it completes
+    (deterministic, so rewrites are harmless)."""
     rec = state.pending_epoch
     if rec is not None:
         store.write(epoch_path(rec["epoch"]), json.dumps(rec, separators=(",", ":")).encode())
+        if rec["epoch"] % EPOCH_CHUNK == EPOCH_CHUNK - 1:
+            k = rec["epoch"] // EPOCH_CHUNK
+            records = _read_singles(store, range(k * EPOCH_CHUNK, rec["epoch"])) + [rec]
+            store.write(epoch_chunk_path(k), json.dumps({"v": FORMAT_VERSION, "chunk": k, "records": records},
+                                                        separators=(",", ":")).encode())
         state.pending_epoch = None
+
+
+def _read_singles(store: Store, epochs: Sequence[int]) -> list[dict[str, Any]]:
+    """Epoch records one object each (one batched read); epoch 0 has none if never scaled."""
+    out = []
+    if len(epochs) and epochs[0] == 0:
+        out.append(json.loads(store.read(epoch_path(0))) if store.exists(epoch_path(0)) else dict(_EPOCH0))
+        epochs = epochs[1:]
+    rels = [epoch_path(e) for e in epochs]
+    return out + [json.loads(d) for d in store.read_many(rels)] if rels else out
+
+
+def read_epochs(store: Store, state: StreamState, first: int, last: int) -> list[dict[str, Any]]:
+    """Records of epochs ``first..last`` in order: one read per full history chunk, one batched
+    read for the rest."""
+    out: list[dict[str, Any]] = []
+    e = first
+    while e <= last:
+        k, end = e // EPOCH_CHUNK, min(last, (e // EPOCH_CHUNK + 1) * EPOCH_CHUNK - 1)
+        pending = state.pending_epoch["epoch"] if state.pending_epoch is not None else None
+        if (k + 1) * EPOCH_CHUNK - 1 <= state.epoch and pending != (k + 1) * EPOCH_CHUNK - 1:
+            rel = epoch_chunk_path(k)
+            try:
+                chunk = json.loads(store.read(rel))
+            except FileNotFoundError:
+                chunk = None  # a stream from before history chunks: read the records themselves
+            if chunk is not None:
+                check_version(chunk.get("v"), store.uri(rel))
+                out.extend(chunk["records"][e - k * EPOCH_CHUNK: end - k * EPOCH_CHUNK + 1])
+                e = end + 1
+                continue
+        # the rest: singles up to ``last`` in one batched read (the newest may still be pending)
+        todo = [x for x in range(e, last + 1) if x != pending]
+        got = {r["epoch"]: r for r in _read_singles(store, todo)}
+        if pending is not None and e <= pending <= last:
+            got[pending] = state.pending_epoch
+        out.extend(got[x] for x in range(e, last + 1))
+        break
+    return out
 
 
 def read_epoch(store: Store, state: StreamState, epoch: int) -> dict[str, Any]:
@@ -52,7 +109,7 @@ def read_epoch(store: Store, state: StreamState, epoch: int) -> dict[str, Any]:
     if state.pending_epoch is not None and state.pending_epoch["epoch"] == epoch:
         return state.pending_epoch
     if epoch == 0 and not store.exists(epoch_path(0)):
-        return {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None}
+        return dict(_EPOCH0)
     return json.loads(store.read(epoch_path(epoch)))
 
 

@@ -18,12 +18,13 @@ import pyarrow.parquet as pq
 from .commit import Ack, CommitRequest, check_schema_for_write
 from .config import StreamConfig
 from .errors import CommitConflictError, SegmentSealedError, StreamNotFoundError, TimestampError
-from .journal import COL_MAX_TSO, Entry, Journal
+from .journal import Entry, Journal
 from .reroute import reroute
 from .scaling import ScalingPolicy, write_epoch_record
 from .sealed import SealedMap
 from .stream_admin import StreamAdmin, TimeLike, initial_segments
-from .reading import plan_chunks, read_table
+from . import planner
+from .reading import chunks_tsos, read_table
 from .routing import fraction
 from .schema import RAW_TSO, check_names, decode_schema, encode_schema, normalize, user_schema
 from .state import StreamState
@@ -285,17 +286,20 @@ class Stream(StreamAdmin):
             from .schema import full_schema
 
             return full_schema(schema or pa.schema([])).empty_table()
-        chunks = plan_chunks(self.journal, state, lo, hi)
-        if limit is not None:
-            chunks = _enough_for(chunks, limit)
-        table = read_table(self.store, schema, chunks, lo, hi)
+        # lazily: with a limit, the walk stops once the chunks surely hold ``limit`` records
+        p = planner.plan(planner.Window(self.journal), state, lo, hi, at_least=limit)
+        table = read_table(self.store, schema, p.chunks, lo, p.hi)
         if columns is not None:
             table = table.select(list(columns))
         return table.slice(0, limit) if limit is not None else table
 
     def plan(self, lo: int, hi: int, *, first_pos: int | None = None, last_pos: int | None = None) -> list:
-        """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`reading`)."""
-        return plan_chunks(self.journal, self.state, lo, hi, first_pos, last_pos)
+        """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`planner`)."""
+        return planner.plan_chunks(self.journal, self.state, lo, hi, first_pos, last_pos)
+
+    def plan_read(self, lo: int, hi: int, **kw: Any) -> planner.Plan:
+        """The lazy :func:`~pyspark_tstream.planner.plan` of ``(lo, hi]`` on the newest state."""
+        return planner.plan(planner.Window(self.journal), self.state, lo, hi, **kw)
 
     def seek(self, when: TimeLike) -> int:
         """The position (exclusive ``_tso`` bound) before the first record at or after ``when``."""
@@ -303,23 +307,7 @@ class Stream(StreamAdmin):
 
     def seek_tail(self, n: int) -> int:
         """Exclusive ``_tso`` bound such that the last ``n`` records at or below the tick follow it."""
-        state = self.refresh()
-        if n <= 0:
-            return state.tick
-        want = n
-        while True:
-            first = self.journal.search(state, 4, max(state.rows - want - 1, -1))
-            chunks = [c for d in self.journal.deltas(state, max(first - 1, 0), state.pos) for c in d.chunks
-                      if c.lo <= state.tick]
-            tsos = _chunk_tsos(self.store, chunks, state.tick)
-            if len(tsos) >= n or first <= state.head_pos:
-                if len(tsos) < n:
-                    return state.head_tso
-                bound = int(np.partition(tsos, len(tsos) - n)[len(tsos) - n]) - 1
-                earliest = self.journal.search(state, COL_MAX_TSO, bound)
-                if earliest >= max(first - 1, 0):
-                    return bound
-            want *= 2
+        return planner.tail_bound(self.journal, self.refresh(), n, lambda chunks, tick: _chunk_tsos(self.store, chunks, tick))
 
     def info(self) -> dict[str, Any]:
         """Tick, epochs, segments, writers, first/last ids, size: a snapshot for humans and tools."""
@@ -349,33 +337,10 @@ class Stream(StreamAdmin):
         }
 
 
-def _enough_for(chunks: list, limit: int) -> list:
-    """The chunks that can hold the first ``limit`` records by ``_tso``.
-
-    Sorted by first ``_tso``: once ``limit`` rows are covered by chunks whose last ``_tso`` is
-    below the next chunk's first, later chunks cannot contribute.
-    """
-    ordered = sorted(chunks, key=lambda c: c.lo)
-    out, rows, bound = [], 0, None
-    for c in ordered:
-        if bound is not None and rows >= limit and c.lo > bound:
-            break
-        out.append(c)
-        rows += c.rows
-        bound = c.hi if bound is None else max(bound, c.hi)
-    return out
-
-
 def _chunk_tsos(store: Store, chunks: Sequence, tick: int) -> np.ndarray:
     """Final ``_tso`` values (at or below ``tick``) of ``chunks``, reading only the raw column."""
-    if not chunks:
-        return np.zeros(0, dtype=np.int64)
-    parts = []
-    for c, data in zip(chunks, store.read_many([c.path for c in chunks])):
-        raw = pq.read_table(io.BytesIO(data), columns=[RAW_TSO]).column(0).to_numpy()
-        tso = apply_floor(raw, c.floor)
-        parts.append(tso[tso <= tick])
-    return np.concatenate(parts)
+    parts = [t[t <= tick] for t in chunks_tsos(store, chunks)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 class Producer:

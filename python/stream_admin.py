@@ -20,7 +20,7 @@ from .journal import COL_MAX_TSO, COL_WALL, Entry
 from .retention import (RetentionPolicy, TruncateRequest, collect_garbage, first_seq_after, gc_target,
                         orphan_files, retention_bound)
 from .routing import KEY_SPACE, fraction
-from .scaling import ScaleRequest, fraction_ranges, read_epoch, split_ranges
+from .scaling import ScaleRequest, fraction_ranges, read_epoch, read_epochs, split_ranges
 from .schema import RAW_TSO
 from .state import Segment, StreamState, segment_epoch, segment_id
 from .timestamps import apply_floor, now_ms, pack, to_ms
@@ -132,15 +132,13 @@ class StreamAdmin:
 
     def segments_between(self, start: TimeLike, end: TimeLike) -> list[int]:
         """Every segment that was active at some time in ``[start, end]`` (epoch records only:
-        one read per epoch in between, no data)."""
+        one read per ``EPOCH_CHUNK`` epochs in between, no data)."""
         state = self.refresh()
         first, last = self.epoch_at(start), self.epoch_at(end)
         out: set[int] = set()
-        for epoch in range(first, last + 1):
-            if epoch == state.epoch:
-                out.update(g.id for g in state.segments)
-                continue
-            rec = read_epoch(self.store, state, epoch)
+        if last == state.epoch:
+            out.update(g.id for g in state.segments)
+        for rec in read_epochs(self.store, state, first, min(last, state.epoch - 1)):
             if rec.get("segments") is None:  # epoch 0 of a stream never scaled
                 out.update(g.id for g in initial_segments(int(state.config["segments"])))
             else:

@@ -33,7 +33,7 @@ from .errors import SchemaMismatchError, TimestampError
 from .routing import key_hash, route
 from .schema import RAW_TSO, conform
 from .storage import Store
-from .timestamps import LOGICAL_BITS, MAX_MS, now_ms, raw_hybrid
+from .timestamps import LOGICAL_BITS, MAX_MS, MarkSampler, now_ms, raw_hybrid, raw_marks
 
 ROW_GROUP_ROWS = 131_072
 #: A string column is dictionary-encoded when its values repeat this many times on average.
@@ -69,14 +69,17 @@ class ChunkInfo:
     key_hi: int = 1 << 64
     lane_raised: int = 0  # records the running max of ordered input raised inside the chunk
     capped: int = 0  # records whose client time the arrival cap lowered
+    marks: tuple[int, ...] = ()  # raw timestamps of the mark rows (timestamps.raw_marks)
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["marks"] = list(self.marks)
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ChunkInfo:
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        return cls(**{k: (tuple(v) if k == "marks" else v) for k, v in d.items() if k in known})
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,7 @@ class ChunkWriter:
         self._first: dict[int, int] = {}
         self._lane_raised: dict[int, int] = {}
         self._capped: dict[int, int] = {}
+        self._marks: dict[int, MarkSampler] = {}
         self._rotate = 0
         self._checked = False
         self._hash_distinct = True  # until a batch shows mostly distinct keys
@@ -370,7 +374,7 @@ class ChunkWriter:
         size = f.tell()
         f.close()
         self._done.append(self._info(idx, rel, len(raw), size, int(raw[0]), int(raw[-1]),
-                                     _moved(raw, ms), run.capped))
+                                     _moved(raw, ms), run.capped, raw_marks(raw)))
 
     # -- ordered input: one streamed chunk per segment ------------------------------------------
     def _append(self, idx: int, body: pa.Table, ms: np.ndarray, capped: int) -> None:
@@ -384,6 +388,7 @@ class ChunkWriter:
             self._first.setdefault(idx, int(raw[0]))
         self._lane_raised[idx] = self._lane_raised.get(idx, 0) + _moved(raw, ms)
         self._capped[idx] = self._capped.get(idx, 0) + capped
+        self._marks.setdefault(idx, MarkSampler()).add(raw)
         part = _with_raw(body, raw)
         self._buffers.setdefault(idx, []).append(part)
         self._buffered[idx] = self._buffered.get(idx, 0) + part.num_rows
@@ -421,12 +426,12 @@ class ChunkWriter:
         return f, w, rel
 
     def _info(self, idx: int, rel: str, rows: int, size: int, raw_lo: int, raw_hi: int,
-              lane_raised: int, capped: int) -> ChunkInfo:
+              lane_raised: int, capped: int, marks: tuple[int, ...]) -> ChunkInfo:
         bounds = self.spec.bounds
         return ChunkInfo(seg=self.spec.segment_ids[idx], path=rel, rows=rows, bytes=size, raw_lo=raw_lo,
                          raw_hi=raw_hi, task=self.task, key=self.spec.key, key_lo=bounds[idx],
                          key_hi=bounds[idx + 1] if idx + 1 < len(bounds) else 1 << 64,
-                         lane_raised=lane_raised, capped=capped)
+                         lane_raised=lane_raised, capped=capped, marks=marks)
 
     def finish(self) -> list[ChunkInfo]:
         """Write what is buffered and close every chunk; returns them in segment order."""
@@ -439,7 +444,8 @@ class ChunkWriter:
             size = f.tell()
             f.close()
             self._done.append(self._info(idx, rel, self._rows[idx], size, self._first[idx], self._prev[idx],
-                                         self._lane_raised.get(idx, 0), self._capped.get(idx, 0)))
+                                         self._lane_raised.get(idx, 0), self._capped.get(idx, 0),
+                                         self._marks.pop(idx).marks()))
         self._rows.clear()
         order = {s: i for i, s in enumerate(self.spec.segment_ids)}
         done, self._done = sorted(self._done, key=lambda c: order[c.seg]), []

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import sys
 from collections.abc import Iterator
 from typing import Any

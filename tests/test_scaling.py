@@ -161,3 +161,34 @@ def test_losing_scale_writes_no_sealed_or_epoch_record(url: str) -> None:
     assert sorted(Stream.open(url).segments_at("2999-01-01T00:00:00Z"), key=lambda d: d["id"]) == \
         sorted(({"id": g.id, "key_range": d} for g, d in
                 ((g, [fraction(g.lo), fraction(g.hi)]) for g in fresh.state.segments)), key=lambda d: d["id"])
+
+
+def test_segments_between_reads_epoch_history_in_chunks() -> None:
+    import math
+
+    from conftest import CallLog
+    from histories import epoch_history
+
+    from pyspark_tstream.journal import Journal
+    from pyspark_tstream.scaling import EPOCH_CHUNK, epoch_chunk_path
+    from pyspark_tstream.storage import Store
+
+    s = epoch_history(3 * EPOCH_CHUNK + 5)
+    url = f"memory://{s.store.root}"
+    expected = s.segments_between(0, int(time.time() * 1000) + 1000)
+    assert len(expected) > 3 * EPOCH_CHUNK  # every epoch's segments
+    log = CallLog()
+    store = Store(url)
+    store.observer = log
+    reader = Stream(store, Journal(store).head())
+    log.reset()
+    reader.epoch_at(0)
+    reader.epoch_at(int(time.time() * 1000) + 1000)
+    at = log.count()
+    log.reset()
+    assert reader.segments_between(0, int(time.time() * 1000) + 1000) == expected
+    epochs = reader.state.epoch
+    assert log.count() <= at + 1 + math.ceil(epochs / EPOCH_CHUNK) + 1, log.calls
+    # a stream written before history chunks existed: the records alone still answer
+    s.store.delete([epoch_chunk_path(k) for k in range(epochs // EPOCH_CHUNK)])
+    assert Stream.open(url).segments_between(0, int(time.time() * 1000) + 1000) == expected

@@ -283,3 +283,33 @@ def test_stream_follows_successors_across_scales_and_starting_cut(spark: Any, tm
                                             everything["_tso"].to_pylist())
                  if (seg == target.id and seq >= 3) or (seg != target.id and tso > bound))
     assert got.count() == expect
+
+
+def test_read_limits_hold_on_overlapping_chunks(spark: Any, tmp_path: Path) -> None:
+    """Issue 10: ``spark.range(1000).repartition(3)`` with a client timestamp column writes three
+    chunks overlapping in time; record and byte limits bound every micro-batch to the limit plus
+    one millisecond's records, and the batches add up to exactly the data (the file limit is
+    tested on sequential chunks above: on chunks that overlap everywhere it allows one ms)."""
+    from pyspark.sql import functions as F
+
+    url = f"file://{tmp_path}/s"
+    t0 = now_ms() - 60_000
+    (spark.range(1000).repartition(3).withColumn("t", F.col("id") + F.lit(t0))
+     .write.format("tstream").option("timestampColumn", "t").mode("append").save(url))
+    s = Stream.open(url)
+    data = s.read()
+    per_ms = max(pa.table({"m": data["_timestamp"]}).group_by("m").aggregate([("m", "count")])["m_count"].to_pylist())
+    chunks = s.journal.read_entry(s.state.pos).chunks
+    assert any(a.lo < b.hi and b.lo < a.hi for a in chunks for b in chunks if a != b)  # chunks overlap
+    per_row = sum(c.bytes for c in chunks) / sum(c.rows for c in chunks)
+    for option, value, fits in (("maxRecordsPerTrigger", "100", lambda n: n <= 100 + per_ms),
+                                ("maxBytesPerTrigger", str(int(per_row * 100)), lambda n: n <= 100 + per_ms)):
+        got: list[int] = []
+        q = (spark.readStream.format("tstream").option(option, value).load(url).writeStream
+             .foreachBatch(lambda df, _: got.extend(_ids(df)))
+             .option("checkpointLocation", str(tmp_path / option)).trigger(availableNow=True).start())
+        q.awaitTermination()
+        sizes = [n for _, _, n in _progress_offsets(q)]
+        assert sorted(got) == list(range(1000)) and sum(sizes) == 1000, (option, sizes)
+        assert all(fits(n) for n in sizes), (option, per_ms, sizes)
+        assert len(sizes) >= 8, (option, sizes)  # the limit cut inside the chunks
