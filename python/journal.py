@@ -20,12 +20,15 @@ time/rows 1 + (index depth − 1).
 from __future__ import annotations
 
 import json
+import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import CommitConflictError, CorruptMetadataError, StreamExistsError, StreamNotFoundError
+from .errors import (CommitConflictError, CorruptMetadataError, StorageError, StreamExistsError,
+                     StreamNotFoundError)
 from .state import StreamState
 from .storage import Store
 
@@ -35,6 +38,10 @@ ANCHOR = f"{META}/anchor.json"
 FANOUT = 32
 _DIR_SPAN = 100_000
 MAX_ATTEMPTS = 1000
+#: Extra conditional creates that settle an ambiguous journal create (after the store's retries).
+RESOLVE_ATTEMPTS = 3
+
+logger = logging.getLogger(__name__)
 
 # columns of an index summary (each monotone over positions, so searchable):
 # [position or node number, max _tso, tick, wall ms, rows so far, epoch, bytes so far]
@@ -289,12 +296,12 @@ class Journal:
         """Write entry 0; StreamExistsError if the stream exists."""
         entry.state.index = [[summary(entry)]]
         data = entry.encode()
-        if not self.store.put_if_absent(entry_path(0), data):
+        if not self._create_slot(0, data):
             existing = self.try_entry(0)
             if existing is None or existing.nonce != entry.nonce:
                 raise StreamExistsError(
                     f"a stream already exists at {self.store.display_url}; open it with Stream.open")
-        self.store.write(HEAD, data)
+        self._write_head(data)
         return entry
 
     def commit(self, build: Callable[[StreamState, int], Entry | None],
@@ -324,7 +331,7 @@ class Journal:
                 entry.state.index = [[]]
             entry.state.index[0].append(summary(entry))
             data = entry.encode()
-            if self.store.put_if_absent(entry_path(pos), data):
+            if self._create_slot(pos, data):
                 self._write_head(data)
                 return entry, entry.state
             winner = self.try_entry(pos)
@@ -340,10 +347,38 @@ class Journal:
             f"gave up after {MAX_ATTEMPTS} lost races for a journal slot on {self.store.display_url}",
             expected=state.pos + 1)
 
+    def _create_slot(self, pos: int, data: bytes) -> bool:
+        """The conditional create of entry ``pos``; True if it created it, False if it exists.
+
+        A store failure that outlives the store's retries leaves the outcome unknown (the PUT may
+        have been applied). Repeating the same conditional create settles it: it either creates
+        the entry now or reports "exists", and the caller then compares nonces. If the store
+        keeps failing, the error says the outcome is unknown: the caller must keep the batch's
+        files (the sink's abort proves from the journal whether it may delete them).
+        """
+        rel = entry_path(pos)
+        try:
+            return self.store.put_if_absent(rel, data)
+        except StorageError as first:
+            failure = first
+        for attempt in range(RESOLVE_ATTEMPTS):
+            time.sleep(self.store.retry.delay(attempt))
+            try:
+                return self.store.put_if_absent(rel, data)
+            except StorageError as e:
+                failure = e
+        raise StorageError(
+            f"commit to journal slot {self.store.uri(rel)} has an unknown outcome: the store kept "
+            f"failing ({failure}); nothing was deleted. Retry the write with the same writer id and "
+            "batch id (a committed batch is a no-op) and check the stream with `tstream fsck`",
+            path=self.store.uri(rel), retriable=True) from failure
+
     def _write_head(self, data: bytes) -> None:
         # The head is a hint; the entry already committed. A failed hint write only makes the
-        # next reader probe one more position, so it must not turn a commit into an error.
+        # next reader probe one more position, so it must not turn a commit into an error
+        # (whatever the failure: the commit is durable and must be reported as such).
         try:
             self.store.write(HEAD, data)
-        except OSError:
-            pass
+        except Exception as e:  # noqa: BLE001 - see above
+            logger.info("head hint %s not written (%s); readers probe past it",
+                        self.store.uri(HEAD), e)

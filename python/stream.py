@@ -8,7 +8,8 @@ Spark-free. The Spark sink and source are thin adapters over the same calls: ``w
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,8 @@ from .state import StreamState
 from .storage import Store
 from .timestamps import apply_floor, iso, now_ms, pack, physical, to_ms, tso_id
 from .writing import ChunkInfo, WriteSpec, write_batches
+
+logger = logging.getLogger(__name__)
 
 #: Retention is evaluated on every this-many-th journal position (amortized O(1) per commit).
 RETENTION_EVERY = 16
@@ -59,6 +62,7 @@ class Stream(StreamAdmin):
         self.sealed_map = SealedMap(store)
         self.journal.flushers += [self.sealed_map.flush, lambda st: write_epoch_record(store, st)]
         self._entry = entry
+        self._retention_due = False  # a failed retention pass: retry at the next data commit
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -184,18 +188,39 @@ class Stream(StreamAdmin):
         return Ack.from_entry(entry)
 
     def _after_data_commit(self, entry: Entry) -> None:
-        """Policies evaluated at commit: auto-scaling, and retention every few commits."""
+        """Policies evaluated at commit: auto-scaling, and retention every few commits.
+
+        Best-effort: the data commit is durable before this runs, so a failure here must not
+        turn it into an error (Spark would call the sink's ``abort`` on a committed batch). A
+        failure is logged and the policy is simply evaluated again: scaling at every data commit,
+        retention at the next one through this handle (or the next multiple of
+        ``RETENTION_EVERY``).
+        """
         cfg = entry.state.config
         if cfg.get("scaling"):
-            policy = ScalingPolicy.parse(cfg["scaling"])
-            if policy is not None and policy.decide(entry.state, now_ms()) is not None:
-                def scale(st: StreamState, pos: int) -> Entry | None:
-                    # decided again on the newest state: another committer may have scaled already
-                    request = policy.decide(st, now_ms())
-                    return request(st, pos) if request is not None else None
-                self._commit_op(scale)
-        if cfg.get("retention") and entry.pos % RETENTION_EVERY == 0:
-            self.trim()
+            self._best_effort("auto-scaling", entry, lambda: self._auto_scale(cfg["scaling"], entry))
+        if cfg.get("retention") and (entry.pos % RETENTION_EVERY == 0 or self._retention_due):
+            self._retention_due = not self._best_effort("retention", entry, self.trim)
+
+    def _auto_scale(self, text: str, entry: Entry) -> None:
+        policy = ScalingPolicy.parse(text)
+        if policy is not None and policy.decide(entry.state, now_ms()) is not None:
+            def scale(st: StreamState, pos: int) -> Entry | None:
+                # decided again on the newest state: another committer may have scaled already
+                request = policy.decide(st, now_ms())
+                return request(st, pos) if request is not None else None
+            self._commit_op(scale)
+
+    def _best_effort(self, what: str, entry: Entry, work: Callable[[], Any]) -> bool:
+        """Run post-commit ``work``; log (never raise) a failure. True if it completed."""
+        try:
+            work()
+            return True
+        except Exception as e:  # noqa: BLE001 - the commit stands whatever went wrong here
+            logger.warning("stream %s: %s after the commit at journal position %d failed (%s: %s); "
+                           "the commit stands and %s runs again at a later commit",
+                           self.url, what, entry.pos, type(e).__name__, e, what, exc_info=True)
+            return False
 
     def _commit_op(self, build: Any) -> Entry | None:
         entry, state = self.journal.commit(build, self.state)
