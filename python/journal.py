@@ -175,30 +175,91 @@ class Journal:
         """The newest entry: read the head hint, then probe past it (a stale hint is fine).
 
         ``known`` is an entry the caller already has; probing starts from the newer of the two.
+        Hints are hints: a missing or unreadable head (or anchor) costs a search over journal
+        positions, O(log n) reads (see :meth:`_search_newest`), and the next commit rewrites it.
         """
+        entry: Entry | None = None
         try:
             entry = self._decode(self.store.read(HEAD), HEAD)
-            if known is not None and known.pos > entry.pos:
-                entry = known
         except FileNotFoundError:
-            entry = known or self._anchor_entry()
-            if entry is None:
-                raise StreamNotFoundError(
-                    f"no stream at {self.store.display_url}; create it with Stream.create, "
-                    "`tstream create` or a first write") from None
+            pass
+        except CorruptMetadataError as e:
+            logger.warning("%s; finding the newest journal entry by search instead (the next "
+                           "commit rewrites the head)", e)
+        if known is not None and (entry is None or known.pos > entry.pos):
+            entry = known
+        if entry is None:
+            entry = self._search_newest()
         while True:
             nxt = self.try_entry(entry.pos + 1)
             if nxt is None:
                 return entry
             entry = nxt
 
-    def _anchor_entry(self) -> Entry | None:
-        """Where to probe from without a head: the oldest entry garbage collection kept."""
+    def _present(self, pos: int) -> bool:
         try:
-            pos = int(json.loads(self.store.read(ANCHOR))["pos"])
+            self.store.read(entry_path(pos))
+            return True
         except FileNotFoundError:
-            pos = 0
-        return self.try_entry(pos)
+            return False
+
+    def _search_newest(self) -> Entry:
+        """The newest entry without the head hint: exponential then binary search over positions.
+
+        Live entries are contiguous from the lowest one garbage collection kept to the newest,
+        so ``present(p)`` is monotone above the lowest live position: O(log n) reads.
+        """
+        lo = self._lowest_live()
+        if lo is None:
+            raise StreamNotFoundError(
+                f"no stream at {self.store.display_url}; create it with Stream.create, "
+                "`tstream create` or a first write")
+        step, hi = 1, lo + 1
+        while self._present(hi):
+            lo, step = hi, step * 2
+            hi = lo + step
+        while hi - lo > 1:  # lo is present, hi is not
+            mid = (lo + hi) // 2
+            if self._present(mid):
+                lo = mid
+            else:
+                hi = mid
+        return self.read_entry(lo)
+
+    def _lowest_live(self) -> int | None:
+        """Where the live journal starts: the anchor, else entry 0 (never collected) when entry
+        1 exists, else the lowest listed entry (only when GC ran and the anchor is lost)."""
+        anchor = self._anchor_pos()
+        if anchor is not None and self._present(anchor):
+            return anchor
+        has_zero = self._present(0)
+        if has_zero and self._present(1):
+            return 0
+        listed = self._lowest_listed()  # GC deleted [1, x) or nothing but entry 0 exists
+        return listed if listed is not None else (0 if has_zero else None)
+
+    def _anchor_pos(self) -> int | None:
+        try:
+            pos = json.loads(self.store.read(ANCHOR))["pos"]
+            if isinstance(pos, int) and not isinstance(pos, bool) and pos >= 0:
+                return pos
+            raise TypeError(f"pos is {pos!r}, not a non-negative integer")
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError) as e:
+            logger.warning("anchor %s is unreadable (%s: %s); searching the journal instead "
+                           "(`tstream repair` rewrites it)", self.store.uri(ANCHOR), type(e).__name__, e)
+            return None
+
+    def _lowest_listed(self) -> int | None:
+        """The lowest entry position above 0 that a listing shows (2 list calls)."""
+        for folder in self.store.list(f"{META}/journal"):
+            positions = sorted(int(n[:-5]) for n in self.store.list(f"{META}/journal/{folder}")
+                               if n.endswith(".json") and n[:-5].isdigit())
+            above = [p for p in positions if p > 0]
+            if above:
+                return above[0]
+        return None
 
     def read_node(self, level: int, node: int) -> dict[str, Any]:
         rel = node_path(level, node)
