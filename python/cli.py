@@ -48,6 +48,8 @@ examples:
   tstream group file:///tmp/telemetry read billing worker-1 --count 10 --block 5000
   tstream group file:///tmp/telemetry ack billing 1767225600000-0@0
   tstream info s3://bucket/telemetry --storage-option endpoint_url=http://127.0.0.1:9000
+  tstream fsck file:///tmp/telemetry         # exit code 1 if anything is damaged
+  tstream repair file:///tmp/telemetry
 
 URLs: file:///abs/path (or a bare path), memory://name, s3://bucket/prefix.
 Storage options (endpoint, region, credentials) come from --storage-option KEY=VALUE
@@ -237,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     from .cli_append import register as register_append
     from .cli_admin import register as register_admin
+    from .cli_fsck import register as register_fsck
     from .cli_group import register as register_group
 
     common = _Parser(add_help=False)
@@ -288,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_group(sub, common)
     register_admin(sub, common, URL_HELP, time_ms, positive_int, duration_ms)
+    register_fsck(sub, common, URL_HELP)
     return parser
 
 

@@ -346,6 +346,22 @@ class Stream(StreamAdmin):
                     return bound
             want *= 2
 
+    def verify(self, progress: Callable[[int, int], None] | None = None) -> Any:
+        """Check the stream (``tstream fsck``): journal entries, hints, index nodes, sealed shards,
+        epoch records, and every live chunk's size and rows. Returns a
+        :class:`~pyspark_tstream.fsck.Report` (``ok``, ``problems``, ``summary()``)."""
+        from .fsck import verify
+
+        return verify(self.store, progress)[0]
+
+    def repair(self, progress: Callable[[int, int], None] | None = None) -> Any:
+        """Rebuild what the journal can (``tstream repair``); the report lists what remains."""
+        from .fsck import repair
+
+        report = repair(self.store, progress)
+        self.refresh()
+        return report
+
     def info(self) -> dict[str, Any]:
         """Tick, epochs, segments, writers, first/last ids, size: a snapshot for humans and tools."""
         s = self.refresh()
