@@ -24,10 +24,12 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from .errors import CorruptMetadataError
+from .errors import GroupNotFoundError
+from .grouplog import GROUPS, GroupLog, GroupState
 from .journal import ANCHOR, FANOUT, HEAD, META, Chunk, Entry, Journal, entry_path, node_path, summary
-from .scaling import epoch_path
+from .scaling import decode_epoch, epoch_path
 from .sealed import ROOT as SEALED_ROOT
-from .sealed import SealedMap, shard_of
+from .sealed import SealedMap, decode_shard, shard_of
 from .state import StreamState
 from .storage import Store
 from .timestamps import iso, physical
@@ -350,10 +352,8 @@ class _Checker:
             rec: Any = None
             if raw is not None:
                 try:
-                    rec = json.loads(raw)
-                    if not isinstance(rec, dict) or rec.get("epoch") != ep or not isinstance(rec.get("sealed"), list):
-                        rec = None
-                except ValueError:
+                    rec = decode_epoch(raw, self.store.uri(rel), ep)
+                except CorruptMetadataError:
                     rec = None
             if rec is not None:
                 records.append(rec)
@@ -393,24 +393,21 @@ class _Checker:
             for v in versions:
                 rel = f"{folder}/{v:08d}.json"
                 try:
-                    cur = json.loads(self.store.read(rel))
-                    if not isinstance(cur, dict) or cur.get("v") != v or not isinstance(cur.get("segments"), dict):
-                        raise ValueError("not a shard version")
+                    cur = decode_shard(self.store.read(rel), self.store.uri(rel))
+                    if cur["v"] != v:
+                        raise CorruptMetadataError(f"it says version {cur['v']}", path=rel)
                     prev = cur["segments"]
                     have |= set(prev)
-                except (ValueError, FileNotFoundError) as e:
+                except (CorruptMetadataError, FileNotFoundError) as e:
                     # later versions hold all it held; a copy of its predecessor keeps the chain
                     plan["versions"][v] = {"shard": shard, "v": v, "segments": prev}
                     self._problem("shard", rel, f"sealed-segment shard version {self.store.uri(rel)} is "
                                   f"unreadable ({e}); `tstream repair` rewrites it", True, shard=shard, version=v)
             try:
-                head = json.loads(self.store.read(f"{folder}/head.json"))
-                if not isinstance(head, dict) or not isinstance(head.get("v"), int) or \
-                        not isinstance(head.get("segments"), dict):
-                    raise ValueError("not a shard head")
+                decode_shard(self.store.read(f"{folder}/head.json"), f"{folder}/head.json")
             except FileNotFoundError:
                 pass
-            except ValueError:
+            except CorruptMetadataError:
                 plan["head"] = True
                 self._problem("shard", f"{folder}/head.json", f"sealed-shard head hint {self.store.uri(folder)}"
                               "/head.json is unreadable; `tstream repair` rewrites it", True, shard=shard)
@@ -430,6 +427,42 @@ class _Checker:
             if plan["versions"] or plan["records"] or plan["head"]:
                 plans[shard] = plan
         return plans
+
+
+    def groups(self) -> dict[str, bytes]:
+        """Each consumer group's head hint and newest version decode; returns versions that
+        repair restores from the head's copy."""
+        restore: dict[str, bytes] = {}
+        for name in self.store.list(GROUPS):
+            self._count("consumer groups")
+            log = GroupLog(self.store, name)
+            head_raw: bytes | None = None
+            try:
+                head_raw = self.store.read(log.head_path)
+                head = GroupState.decode(head_raw, path=self.store.uri(log.head_path))
+            except FileNotFoundError:
+                head = None
+            except CorruptMetadataError:
+                head = None
+                self._problem("group", log.head_path, f"consumer-group head hint {self.store.uri(log.head_path)} "
+                              "is unreadable; `tstream repair` rewrites it (readers search the versions "
+                              "without it)", True, group=name)
+            try:
+                newest = log.head()
+            except (CorruptMetadataError, GroupNotFoundError) as e:
+                rel = e.path.removeprefix(self.store.display_url + "/") if isinstance(e, CorruptMetadataError) \
+                    else log.head_path
+                copy = head is not None and rel == log.version_path(head.pos)
+                if copy and head_raw is not None:
+                    restore[rel] = head_raw
+                self._problem("group", rel, f"consumer-group record {self.store.uri(rel)} is unreadable; "
+                              + ("`tstream repair` restores it from the group's head copy" if copy else
+                                 f"no copy exists: start a new group where this one was (`tstream group "
+                                 f"{self.store.display_url} create NAME --start ID`)"), copy, group=name)
+                continue
+            if head is None or head.pos != newest.pos:
+                restore[log.head_path] = newest.encode()
+        return restore
 
 
 def _rebuild_sealed(ids: list[int], entries: dict[int, Entry]) -> list[dict[str, Any]] | None:
@@ -499,9 +532,11 @@ def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict
     ck.chunks(state, entries)
     epochs, records = ck.epochs(state, entries)
     shards = ck.shards(state, records, entries)
+    groups = ck.groups()
     report = Report(url=store.display_url, position=state.pos, checked=ck.checked, problems=ck.problems)
     fixes = {"head": head_raw if head_raw is not None else None, "newest": newest, "nodes": nodes,
-             "epochs": epochs, "shards": shards}
+             "epochs": epochs, "shards": shards,
+             "groups": groups}
     return report, fixes
 
 
@@ -543,6 +578,9 @@ def repair(store: Store, progress: Progress | None = None) -> Report:
         if latest["v"] >= 0:
             store.write(f"{folder}/head.json", json.dumps(latest, separators=(",", ":")).encode())
         done.append(f"sealed shard {shard} head hint rewritten")
+    for rel, data in sorted(fixes["groups"].items()):
+        store.write(rel, data)
+        done.append(f"consumer-group object {rel} rewritten")
     after, _ = verify(store)
     after.repaired = done
     return after

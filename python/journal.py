@@ -121,6 +121,22 @@ class Entry:
             raise corrupt("journal entry", path, e) from e
 
 
+def newest_present(present: Callable[[int], bool], lo: int) -> int:
+    """The largest ``p >= lo`` with ``present(p)``, given ``present(lo)`` and that presence is
+    contiguous from ``lo``: exponential then binary search, O(log n) calls."""
+    step, hi = 1, lo + 1
+    while present(hi):
+        lo, step = hi, step * 2
+        hi = lo + step
+    while hi - lo > 1:  # lo is present, hi is not
+        mid = (lo + hi) // 2
+        if present(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def corrupt(kind: str, path: str, e: BaseException) -> CorruptMetadataError:
     """The one error for an unreadable metadata object: what, where, why, and the remedy."""
     url = path.split("/_tstream/")[0] if "/_tstream/" in path else path
@@ -288,17 +304,7 @@ class Journal:
             raise StreamNotFoundError(
                 f"no stream at {self.store.display_url}; create it with Stream.create, "
                 "`tstream create` or a first write")
-        step, hi = 1, lo + 1
-        while self._present(hi):
-            lo, step = hi, step * 2
-            hi = lo + step
-        while hi - lo > 1:  # lo is present, hi is not
-            mid = (lo + hi) // 2
-            if self._present(mid):
-                lo = mid
-            else:
-                hi = mid
-        return self.read_entry(lo)
+        return self.read_entry(newest_present(self._present, lo))
 
     def _lowest_live(self) -> int | None:
         """Where the live journal starts: the anchor, else entry 0 (never collected) when entry

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
-from .journal import META, Entry
+from .journal import META, Entry, corrupt
 from .routing import KEY_SPACE
 from .state import Segment, StreamState, segment_id
 from .storage import Store
@@ -51,7 +51,30 @@ def read_epoch(store: Store, state: StreamState, epoch: int) -> dict[str, Any]:
         return state.pending_epoch
     if epoch == 0 and not store.exists(epoch_path(0)):
         return {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None}
-    return json.loads(store.read(epoch_path(epoch)))
+    try:
+        return decode_epoch(store.read(epoch_path(epoch)), store.uri(epoch_path(epoch)), epoch)
+    except FileNotFoundError as e:
+        raise corrupt("epoch record", store.uri(epoch_path(epoch)), e) from e
+
+
+def decode_epoch(data: bytes, path: str, epoch: int) -> dict[str, Any]:
+    """An epoch record; CorruptMetadataError naming ``path`` and the remedy if it is not one."""
+    def ints(v: Any) -> bool:
+        return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+
+    try:
+        rec = json.loads(data)
+        ok = (isinstance(rec, dict) and rec.get("epoch") == epoch and isinstance(rec.get("pos"), int)
+              and ints(rec.get("sealed")) and ints(rec.get("created"))
+              and isinstance(rec.get("predecessors", {}), dict)
+              and all(ints(v) for v in rec.get("predecessors", {}).values())
+              and (rec.get("segments") is None or (isinstance(rec["segments"], list) and all(
+                  ints(g) and len(g) == 3 for g in rec["segments"]))))
+        if not ok:
+            raise TypeError("not an epoch record")
+        return rec
+    except (ValueError, TypeError) as e:
+        raise corrupt("epoch record", path, e) from e
 
 
 @dataclass
