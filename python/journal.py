@@ -487,8 +487,8 @@ class Journal:
     def _create_slot(self, pos: int, data: bytes) -> bool:
         """The conditional create of entry ``pos``; True if it created it, False if it exists.
 
-        A store failure that outlives the store's retries leaves the outcome unknown (the PUT may
-        have been applied). Repeating the same conditional create settles it: it either creates
+        A transient store failure that outlives the store's retries leaves the outcome unknown (the
+        PUT may have been applied; a refusal such as 403 is not ambiguous and is raised as is). Repeating the same conditional create settles it: it either creates
         the entry now or reports "exists", and the caller then compares nonces. If the store
         keeps failing, the error says the outcome is unknown: the caller must keep the batch's
         files (the sink's abort proves from the journal whether it may delete them).
@@ -497,6 +497,8 @@ class Journal:
         try:
             return self.store.put_if_absent(rel, data)
         except StorageError as first:
+            if not first.retriable:
+                raise  # refused (e.g. 403): the store did not apply it, nothing is ambiguous
             failure = first
         for attempt in range(RESOLVE_ATTEMPTS):
             time.sleep(self.store.retry.delay(attempt))
