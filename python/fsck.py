@@ -23,10 +23,20 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from .errors import CorruptMetadataError
-from .errors import GroupNotFoundError
+from .errors import CorruptMetadataError, GroupNotFoundError
 from .grouplog import GROUPS, GroupLog, GroupState
-from .journal import ANCHOR, FANOUT, HEAD, META, Chunk, Entry, Journal, entry_path, node_path, summary
+from .journal import (
+    ANCHOR,
+    FANOUT,
+    HEAD,
+    META,
+    Chunk,
+    Entry,
+    Journal,
+    entry_path,
+    node_path,
+    summary,
+)
 from .scaling import decode_epoch, epoch_path
 from .sealed import ROOT as SEALED_ROOT
 from .sealed import SealedMap, decode_shard, shard_of

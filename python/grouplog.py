@@ -30,8 +30,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import (ConfigError, CorruptMetadataError, EntryIdError, GroupNotFoundError,
-                     InvalidPathError)
+from .errors import (
+    ConfigError,
+    CorruptMetadataError,
+    EntryIdError,
+    GroupNotFoundError,
+    InvalidPathError,
+)
 from .journal import newest_present
 from .storage import Store
 from .timestamps import parse_id, tso_id
@@ -256,8 +261,9 @@ class GroupLog:
         # The version is already durable; a failed hint write only costs a later probe.
         try:
             self.store.write(self.head_path, data)
-        except Exception:  # noqa: BLE001 - whatever failed, the change itself stands
-            pass
+        except Exception as e:  # noqa: BLE001 - whatever failed, the change itself stands
+            logger.info("group head hint %s not written (%s); readers probe past it",
+                        self.store.uri(self.head_path), e)
 
 
 def materialize_ids(ids: Iterable[IdLike] | pa.Table | pa.RecordBatch) -> list[IdLike]:

@@ -27,8 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import (CommitConflictError, CorruptMetadataError, StorageError, StreamExistsError,
-                     StreamNotFoundError)
+from .errors import (
+    CommitConflictError,
+    CorruptMetadataError,
+    StorageError,
+    StreamExistsError,
+    StreamNotFoundError,
+)
 from .state import StreamState
 from .storage import Store
 

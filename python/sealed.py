@@ -100,7 +100,7 @@ class SealedMap:
                 if self.store.put_if_absent(_version_path(shard, nxt["v"]), data):
                     try:  # a hint only: a stale head costs one more probe
                         self.store.write(_head_path(shard), data)
-                    except Exception:  # noqa: BLE001 - the version itself is durable
+                    except Exception:  # noqa: BLE001, S110 - the version itself is durable
                         pass
                     break
                 cur = self.latest(shard)

@@ -18,17 +18,29 @@ import pyarrow.parquet as pq
 
 from .commit import Ack, CommitRequest, check_schema_for_write
 from .config import StreamConfig
-from .errors import CommitConflictError, SegmentSealedError, StreamNotFoundError, TimestampError
+from .errors import (
+    CommitConflictError,
+    SegmentSealedError,
+    StreamNotFoundError,
+    TimestampError,
+)
 from .journal import COL_MAX_TSO, Entry, Journal
-from .reroute import reroute
-from .scaling import ScalingPolicy, write_epoch_record
-from .sealed import SealedMap
-from .stream_admin import StreamAdmin, TimeLike, initial_segments
 from .reading import plan_chunks, read_table
+from .reroute import reroute
 from .routing import fraction
-from .schema import RAW_TSO, check_names, decode_schema, encode_schema, normalize, user_schema
+from .scaling import ScalingPolicy, write_epoch_record
+from .schema import (
+    RAW_TSO,
+    check_names,
+    decode_schema,
+    encode_schema,
+    normalize,
+    user_schema,
+)
+from .sealed import SealedMap
 from .state import StreamState
 from .storage import Store
+from .stream_admin import StreamAdmin, TimeLike, initial_segments
 from .timestamps import apply_floor, iso, now_ms, pack, physical, to_ms, tso_id
 from .writing import ChunkInfo, WriteSpec, write_batches
 
@@ -216,7 +228,7 @@ class Stream(StreamAdmin):
         try:
             work()
             return True
-        except Exception as e:  # noqa: BLE001 - the commit stands whatever went wrong here
+        except Exception as e:
             logger.warning("stream %s: %s after the commit at journal position %d failed (%s: %s); "
                            "the commit stands and %s runs again at a later commit",
                            self.url, what, entry.pos, type(e).__name__, e, what, exc_info=True)
@@ -444,5 +456,5 @@ class Producer:
     def __enter__(self) -> Producer:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

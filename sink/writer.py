@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
-
 from pyspark_tstream.conf.options import SinkOptions
 from pyspark_tstream.writing import ChunkInfo, WriteSpec, write_batches
 

@@ -12,11 +12,17 @@ from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
-from s3servers import ACCESS_KEY, BUCKET, REGION, SECRET_KEY, running_seaweedfs, s3_storage_options
-from sparkcluster import kill_group, standalone_cluster
-
 from pyspark_tstream.errors import StreamNotFoundError
 from pyspark_tstream.stream import Stream
+from s3servers import (
+    ACCESS_KEY,
+    BUCKET,
+    REGION,
+    SECRET_KEY,
+    running_seaweedfs,
+    s3_storage_options,
+)
+from sparkcluster import kill_group, standalone_cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.s3, pytest.mark.seaweedfs]
 
@@ -26,8 +32,8 @@ from pyspark.sql import SparkSession
 import pyspark_tstream
 
 master, src, dst, ckpt, endpoint, per = sys.argv[1:7]
-opts = {"storage.endpoint_url": endpoint, "storage.key": %(key)r, "storage.secret": %(secret)r,
-        "storage.client_kwargs": json.dumps({"region_name": %(region)r})}
+opts = {"storage.endpoint_url": endpoint, "storage.key": KEY, "storage.secret": SECRET,
+        "storage.client_kwargs": json.dumps({"region_name": REGION})}
 spark = (SparkSession.builder.master(master).appName("tstream-cluster")
          .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
          .config("spark.driver.bindAddress", "127.0.0.1").config("spark.executor.cores", "1")
@@ -42,7 +48,7 @@ q = (spark.readStream.format("tstream").options(**opts).option("maxRecordsPerTri
 q.awaitTermination()
 print("DRIVER DONE", flush=True)
 spark.stop()
-""" % {"key": ACCESS_KEY, "secret": SECRET_KEY, "region": REGION}
+""".replace("KEY", repr(ACCESS_KEY)).replace("SECRET", repr(SECRET_KEY)).replace("REGION", repr(REGION))
 
 T0 = 1_767_225_600_000
 
@@ -61,8 +67,8 @@ def _wait(what: str, cond: Callable[[], bool], proc: object, timeout: float = 30
     while time.monotonic() < deadline:
         if cond():
             return
-        if getattr(proc, "poll")() is not None:
-            raise AssertionError(f"driver exited ({getattr(proc, 'returncode')}) before {what}")
+        if proc.poll() is not None:
+            raise AssertionError(f"driver exited ({proc.returncode}) before {what}")
         time.sleep(0.3)
     raise AssertionError(f"timed out waiting for {what}")
 

@@ -14,14 +14,17 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
+import pyspark_tstream.stream as stream_mod
 import pytest
 from conftest import CallLog
-
-import pyspark_tstream.stream as stream_mod
 from pyspark_tstream.conf.options import SinkOptions
 from pyspark_tstream.errors import StorageError
 from pyspark_tstream.journal import Journal
-from pyspark_tstream.sink.writer import SegmentCommitMessage, TStreamBatchWriter, TStreamStreamWriter
+from pyspark_tstream.sink.writer import (
+    SegmentCommitMessage,
+    TStreamBatchWriter,
+    TStreamStreamWriter,
+)
 from pyspark_tstream.storage import RetryPolicy
 from pyspark_tstream.stream import RETENTION_EVERY, Stream
 from pyspark_tstream.writing import write_batches
@@ -57,7 +60,7 @@ def _spark_commit(writer: Any, messages: list[Any], batch: int) -> bool:
     try:
         writer.commit(messages, batch)
         return True
-    except Exception:
+    except Exception:  # noqa: BLE001 - Spark aborts whatever commit raised
         writer.abort(messages, batch)
         return False
 

@@ -11,7 +11,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from pyspark_tstream.groups import Group
 from pyspark_tstream.stream import RETENTION_EVERY, Stream
 

@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
-
 from pyspark_tstream.cli import main
 from pyspark_tstream.journal import ANCHOR, FANOUT, HEAD, Entry, entry_path, node_path
 from pyspark_tstream.scaling import epoch_path

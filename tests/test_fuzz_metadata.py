@@ -18,7 +18,6 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 import pytest
-
 from pyspark_tstream.errors import TStreamError
 from pyspark_tstream.groups import Group
 from pyspark_tstream.journal import ANCHOR, HEAD, entry_path, node_path

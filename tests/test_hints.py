@@ -6,13 +6,11 @@ over positions (O(log n) store calls), and the next commit rewrites the head.
 
 from __future__ import annotations
 
-import json
 import math
 
 import pyarrow as pa
 import pytest
 from conftest import CallLog
-
 from pyspark_tstream.journal import ANCHOR, HEAD, Entry, Journal
 from pyspark_tstream.stream import Stream
 

@@ -29,6 +29,7 @@ in this branch: the row says so until it lands.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -44,7 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))  # tests/: the S3 server helpers
 
-import s3servers  # noqa: E402
+import s3servers
 
 SKEWS_MS = (0, -3_000, 2_000)
 ROWS = 200
@@ -57,7 +58,6 @@ def _opts(endpoint: str) -> dict[str, Any]:
 def producer(url: str, endpoint: str, writer: str, skew: int) -> None:
     """Child process: append forever (until killed or SIGTERM) as session ``writer``."""
     import pyarrow as pa
-
     from pyspark_tstream.stream import Stream
 
     stop = {"now": False}
@@ -108,9 +108,8 @@ def _spawn(url: str, endpoint: str, i: int, log: Path) -> subprocess.Popen[bytes
 
 
 def soak(minutes: float, kill_every: float) -> int:
-    from pyspark.sql import SparkSession
-
     import pyspark_tstream
+    from pyspark.sql import SparkSession
     from pyspark_tstream.groups import Group
     from pyspark_tstream.stream import Stream
     from pyspark_tstream.timestamps import physical
@@ -141,7 +140,7 @@ def soak(minutes: float, kill_every: float) -> int:
 
         sopts = {"storage.endpoint_url": endpoint, "storage.key": s3servers.ACCESS_KEY,
                  "storage.secret": s3servers.SECRET_KEY,
-                 "storage.client_kwargs": '{"region_name": "%s"}' % s3servers.REGION}
+                 "storage.client_kwargs": json.dumps({"region_name": s3servers.REGION})}
         q = (spark.readStream.format("tstream").options(**sopts).option("consumerGroup", "soak").load(url)
              .withWatermark("_timestamp", "0 seconds")
              .writeStream.foreachBatch(collect).option("checkpointLocation", str(work / "ckpt"))
