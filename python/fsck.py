@@ -272,12 +272,12 @@ class _Checker:
                     continue
                 if raw is None and level == 1 and n < state.gc_pos // FANOUT:
                     continue  # collected one run late, like its entries
-                if expected is None and actual is not None:
-                    # some of its entries were collected: check the part that can be checked
-                    if level > 1 or all(actual["items"][i] == summary(entries[c])
-                                        and actual["entries"][i] == entries[c].delta_json()
-                                        for i, c in enumerate(children) if c in entries):
-                        continue
+                # some of its entries were collected: check the part that can be checked
+                if expected is None and actual is not None and (
+                        level > 1 or all(actual["items"][i] == summary(entries[c])
+                                         and actual["entries"][i] == entries[c].delta_json()
+                                         for i, c in enumerate(children) if c in entries)):
+                    continue
                 what = "missing" if raw is None else ("unreadable" if actual is None else
                                                       "different from the journal")
                 if expected is not None:
