@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -43,6 +43,9 @@ from .storage import Store
 from .stream_admin import StreamAdmin, TimeLike, initial_segments
 from .timestamps import apply_floor, iso, now_ms, pack, physical, to_ms, tso_id
 from .writing import ChunkInfo, WriteSpec, write_batches
+
+if TYPE_CHECKING:
+    from .fsck import Report
 
 logger = logging.getLogger(__name__)
 
@@ -358,7 +361,7 @@ class Stream(StreamAdmin):
                     return bound
             want *= 2
 
-    def verify(self, progress: Callable[[int, int], None] | None = None) -> Any:
+    def verify(self, progress: Callable[[int, int], None] | None = None) -> Report:
         """Check the stream (``tstream fsck``): journal entries, hints, index nodes, sealed shards,
         epoch records, and every live chunk's size and rows. Returns a
         :class:`~pyspark_tstream.fsck.Report` (``ok``, ``problems``, ``summary()``)."""
@@ -366,7 +369,7 @@ class Stream(StreamAdmin):
 
         return verify(self.store, progress)[0]
 
-    def repair(self, progress: Callable[[int, int], None] | None = None) -> Any:
+    def repair(self, progress: Callable[[int, int], None] | None = None) -> Report:
         """Rebuild what the journal can (``tstream repair``); the report lists what remains."""
         from .fsck import repair
 
