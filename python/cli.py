@@ -29,6 +29,7 @@ from .cli_append import register as register_append
 from .cli_common import (Parser, add_command, count_int, duration_ms, key_value, millis, open_stream,
                          positive_int, secret_values, storage_options, time_ms)
 from .cli_format import json_default, print_info, print_records
+from .cli_fsck import register as register_fsck
 from .cli_group import register as register_group
 from .conf import keys as K
 from .config import TIMESTAMPING_MODES
@@ -53,6 +54,8 @@ examples:
   tstream group file:///tmp/telemetry read billing worker-1 --count 10 --block 5000
   tstream group file:///tmp/telemetry ack billing 1767225600000-0@0
   tstream info s3://bucket/telemetry --storage-option endpoint_url=http://127.0.0.1:9000
+  tstream fsck file:///tmp/telemetry         # exit code 1 if anything is damaged
+  tstream repair file:///tmp/telemetry
 
 URLs: file:///abs/path (or a bare path), memory://name, s3://bucket/prefix.
 Storage options (endpoint, region, credentials) come from --storage-option KEY=VALUE
@@ -190,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_group(sub, common)
     register_admin(sub, common)
+    register_fsck(sub, common)
     return parser
 
 

@@ -150,8 +150,10 @@ class Progress:
     Redraws at most 10 times a second; disabled, it does nothing.
     """
 
-    def __init__(self, total: int | None, *, enabled: bool, out: TextIO | None = None) -> None:
+    def __init__(self, total: int | None, *, enabled: bool, out: TextIO | None = None,
+                 unit: str = "records") -> None:
         self.total = total if total and total > 0 else None
+        self.unit = unit
         self.enabled = enabled
         self.out = out if out is not None else sys.stderr
         self.rows = 0
@@ -169,7 +171,7 @@ class Progress:
     def _draw(self) -> None:
         self._drawn = time.monotonic()
         rate = self.rows / max(self._drawn - self._start, 1e-6)
-        text = f"{self.rows:,} records  {rate:,.0f} rec/s"
+        text = f"{self.rows:,} {self.unit}  {rate:,.0f} {self.unit[:3]}/s"
         if self.total:
             frac = min(self.done / self.total, 1.0)
             filled = int(frac * 30)

@@ -23,6 +23,7 @@ oldest live version first (a handle refreshing from a deleted slot would re-crea
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 from collections.abc import Iterable, Mapping
@@ -33,8 +34,11 @@ import pyarrow as pa
 
 from .errors import (ConfigError, CorruptMetadataError, EntryIdError, GroupNotFoundError,
                      InvalidPathError, TStreamError, UnsupportedFormatError)
+from .journal import newest_present
 from .storage import Store
 from .timestamps import parse_id, tso_id
+
+logger = logging.getLogger(__name__)
 
 GROUPS = "_tstream/groups"
 _DIR_SPAN = 100_000
@@ -168,6 +172,12 @@ class GroupState:
     def decode(cls, data: bytes, *, path: str) -> GroupState:
         try:
             d = json.loads(data)
+            ints = ("pos", "wall", "created", "delivered", "acked")
+            if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not isinstance(d.get("op"), str) \
+                    or any(not isinstance(d.get(k, 0), int) or isinstance(d.get(k, 0), bool) for k in ints) \
+                    or not isinstance(d.get("committed") or 0, int) or not isinstance(d.get("pending", []), list) \
+                    or not isinstance(d.get("consumers", {}), dict):
+                raise TypeError("not a consumer-group record")
             if isinstance(d.get("v"), int) and d["v"] > GROUP_FORMAT_VERSION:
                 raise UnsupportedFormatError(
                     f"consumer-group record {path} has format version {d['v']}, newer than this "
@@ -182,10 +192,12 @@ class GroupState:
                        acked=d.get("acked", 0),
                        consumers={k: (int(v[0]), int(v[1])) for k, v in d.get("consumers", {}).items()},
                        pending=tuple(Pending.from_json(p) for p in d.get("pending", [])))
-        except (ValueError, KeyError, TypeError, IndexError) as e:
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+            url = path.split("/_tstream/")[0]
             raise CorruptMetadataError(
-                f"consumer-group record {path} is unreadable ({type(e).__name__}: {e}); delete the "
-                "group's folder to reset it", path=path) from e
+                f"consumer-group record {path} is unreadable ({type(e).__name__}: {e}); `tstream repair "
+                f"{url}` restores it if the group's head holds a copy, otherwise start a new group where "
+                f"this one was (`tstream group {url} create NAME --start ID`)", path=path) from e
 
 
 class GroupLog:
@@ -215,14 +227,21 @@ class GroupLog:
             state = GroupState.decode(self.store.read(self.head_path), path=self.store.uri(self.head_path))
             if known is not None and known.pos > state.pos:
                 state = known
-        except FileNotFoundError:
-            # a crash between creating version 0 and writing the hint leaves no head
+        except (FileNotFoundError, CorruptMetadataError) as e:
+            # a crash between creating version 0 and writing the hint leaves no head; an
+            # unreadable hint is only a hint: versions are never deleted, so search them
+            if isinstance(e, CorruptMetadataError):
+                logger.warning("%s; searching the group's versions instead", e)
             first = known or self.try_version(0)
             if first is None:
                 raise GroupNotFoundError(
                     f"no consumer group {self.name!r} on {self.store.display_url}; create it with "
                     f"Group.create or `tstream group URL create {self.name}`") from None
-            state = first
+            if known is None:
+                newest = newest_present(lambda p: self.store.exists(self.version_path(p)), 0)
+                state = self.try_version(newest) or first
+            else:
+                state = first
         while True:
             nxt = self.try_version(state.pos + 1)
             if nxt is None:
@@ -252,8 +271,9 @@ class GroupLog:
         # The version is already durable; a failed hint write only costs a later probe.
         try:
             self.store.write(self.head_path, data)
-        except OSError:
-            pass
+        except Exception as e:  # noqa: BLE001 - whatever failed, the change itself stands
+            logger.info("group head hint %s not written (%s); readers probe past it",
+                        self.store.uri(self.head_path), e)
 
 
 def group_names(store: Store) -> list[str]:

@@ -35,14 +35,16 @@ def _decode(store: Store, chunk: Chunk, data: bytes) -> pa.Table:
         table = pq.read_table(io.BytesIO(data))
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptChunkError(
-            f"chunk {store.uri(chunk.path)} is corrupt ({e}); restore it or truncate the stream "
-            "past it", path=store.uri(chunk.path)) from e
+            f"chunk {store.uri(chunk.path)} is corrupt ({e}); put the file back if you have a copy, "
+            f"else truncate the stream past it (`tstream fsck {store.display_url}` prints the command)",
+            path=store.uri(chunk.path)) from e
     if chunk.offset or table.num_rows > chunk.rows:  # a view of part of a larger file
         table = table.slice(chunk.offset, chunk.rows)
     if table.num_rows != chunk.rows or RAW_TSO not in table.column_names:
         raise CorruptChunkError(
             f"chunk {store.uri(chunk.path)} has {table.num_rows} rows, the journal says {chunk.rows}; "
-            "it was overwritten or truncated", path=store.uri(chunk.path))
+            f"it was overwritten or truncated (`tstream fsck {store.display_url}` lists the records "
+            "it held and the command that truncates past them)", path=store.uri(chunk.path))
     return table
 
 
@@ -58,8 +60,9 @@ def _fetch(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, bytes
             # read_many names the missing object's URI (no probe per chunk needed)
             missing = e.filename if isinstance(e.filename, str) else store.uri(group[0].path)
             raise CorruptChunkError(
-                f"chunk {missing} named by the journal is missing; restore it or truncate the "
-                "stream past it", path=missing) from e
+                f"chunk {missing} named by the journal is missing; put the file back if you have a "
+                f"copy, else truncate the stream past it (`tstream fsck {store.display_url}` prints "
+                "the command)", path=missing) from e
         yield from zip(group, blobs)
 
     for c in chunks:

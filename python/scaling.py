@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
-from .journal import FORMAT_VERSION, META, Entry, check_version
+from .journal import FORMAT_VERSION, META, Entry, check_version, corrupt
 from .routing import KEY_SPACE
 from .state import Segment, StreamState, segment_id
 from .storage import Store
@@ -72,7 +72,8 @@ def _read_singles(store: Store, epochs: Sequence[int]) -> list[dict[str, Any]]:
         out.append(json.loads(store.read(epoch_path(0))) if store.exists(epoch_path(0)) else dict(_EPOCH0))
         epochs = epochs[1:]
     rels = [epoch_path(e) for e in epochs]
-    return out + [json.loads(d) for d in store.read_many(rels)] if rels else out
+    return out + [decode_epoch(d, store.uri(r), e) for r, d, e in zip(rels, store.read_many(rels), epochs)] \
+        if rels else out
 
 
 def read_epochs(store: Store, state: StreamState, first: int, last: int) -> list[dict[str, Any]]:
@@ -87,8 +88,12 @@ def read_epochs(store: Store, state: StreamState, first: int, last: int) -> list
             rel = epoch_chunk_path(k)
             try:
                 chunk = json.loads(store.read(rel))
+                if not (isinstance(chunk, dict) and isinstance(chunk.get("records"), list)):
+                    raise TypeError("not an epoch history chunk")
             except FileNotFoundError:
                 chunk = None  # a stream from before history chunks: read the records themselves
+            except (ValueError, TypeError) as err:
+                raise corrupt("epoch history chunk", store.uri(rel), err) from err
             if chunk is not None:
                 check_version(chunk.get("v"), store.uri(rel))
                 out.extend(chunk["records"][e - k * EPOCH_CHUNK: end - k * EPOCH_CHUNK + 1])
@@ -110,7 +115,30 @@ def read_epoch(store: Store, state: StreamState, epoch: int) -> dict[str, Any]:
         return state.pending_epoch
     if epoch == 0 and not store.exists(epoch_path(0)):
         return dict(_EPOCH0)
-    return json.loads(store.read(epoch_path(epoch)))
+    try:
+        return decode_epoch(store.read(epoch_path(epoch)), store.uri(epoch_path(epoch)), epoch)
+    except FileNotFoundError as e:
+        raise corrupt("epoch record", store.uri(epoch_path(epoch)), e) from e
+
+
+def decode_epoch(data: bytes, path: str, epoch: int) -> dict[str, Any]:
+    """An epoch record; CorruptMetadataError naming ``path`` and the remedy if it is not one."""
+    def ints(v: Any) -> bool:
+        return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+
+    try:
+        rec = json.loads(data)
+        ok = (isinstance(rec, dict) and rec.get("epoch") == epoch and isinstance(rec.get("pos"), int)
+              and ints(rec.get("sealed")) and ints(rec.get("created"))
+              and isinstance(rec.get("predecessors", {}), dict)
+              and all(ints(v) for v in rec.get("predecessors", {}).values())
+              and (rec.get("segments") is None or (isinstance(rec["segments"], list) and all(
+                  ints(g) and len(g) == 3 for g in rec["segments"]))))
+        if not ok:
+            raise TypeError("not an epoch record")
+        return rec
+    except (ValueError, TypeError) as e:
+        raise corrupt("epoch record", path, e) from e
 
 
 @dataclass

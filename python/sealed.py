@@ -18,12 +18,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from .errors import CorruptMetadataError
+from .journal import corrupt
 from .races import LOST, Lost, until_won
 from .state import StreamState, segment_number
 from .storage import Store
 
 SHARD_WIDTH = 256
 ROOT = "_tstream/sealed"
+_RECORD_INTS = ("id", "lo", "hi", "rows", "bytes", "chunks", "first_seq", "next_seq", "last_tso", "sealed_epoch",
+                "sealed_pos")
 
 
 def shard_of(segment_id: int) -> int:
@@ -38,6 +41,19 @@ def _head_path(shard: int) -> str:
     return f"{ROOT}/{shard:06d}/head.json"
 
 
+def decode_shard(data: bytes, path: str) -> dict[str, Any]:
+    """A shard version (or its head copy); CorruptMetadataError with the remedy if it is not."""
+    try:
+        d = json.loads(data)
+        if not (isinstance(d, dict) and isinstance(d.get("v"), int) and isinstance(d.get("segments"), dict)
+                and all(isinstance(r, dict) and all(isinstance(r.get(k), int) for k in _RECORD_INTS)
+                        and isinstance(r.get("successors"), list) for r in d["segments"].values())):
+            raise TypeError("not a sealed-segment shard")
+        return d
+    except (ValueError, TypeError) as e:
+        raise corrupt("sealed-segment shard", path, e) from e
+
+
 class SealedMap:
     """Reads and merges sealed-segment shards of one stream."""
 
@@ -45,17 +61,13 @@ class SealedMap:
         self.store = store
 
     def _decode(self, data: bytes, rel: str) -> dict[str, Any]:
-        try:
-            return json.loads(data)
-        except ValueError as e:
-            raise CorruptMetadataError(f"sealed-segment shard {self.store.uri(rel)} is unreadable: {e}",
-                                       path=self.store.uri(rel)) from e
+        return decode_shard(data, self.store.uri(rel))
 
     def latest(self, shard: int) -> dict[str, Any]:
         """Newest version of a shard (``{"v": -1, "segments": {}}`` if it has none)."""
         try:
             cur = self._decode(self.store.read(_head_path(shard)), _head_path(shard))
-        except FileNotFoundError:
+        except (FileNotFoundError, CorruptMetadataError):  # a hint: probe the versions instead
             cur = {"shard": shard, "v": -1, "segments": {}}
         while True:
             rel = _version_path(shard, cur["v"] + 1)

@@ -8,8 +8,9 @@ Spark-free. The Spark sink and source are thin adapters over the same calls: ``w
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
-from typing import Any
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,17 +21,29 @@ from .config import StreamConfig
 from .errors import CommitConflictError, SegmentSealedError, StreamNotFoundError, TimestampError
 from .journal import Entry, Journal
 from .reroute import reroute
-from .scaling import ScalingPolicy, write_epoch_record
-from .sealed import SealedMap
-from .stream_admin import StreamAdmin, TimeLike, initial_segments
-from . import planner
+from .planner import Plan, Window, plan, plan_chunks, tail_bound
 from .reading import chunks_tsos, read_table
 from .routing import fraction
-from .schema import RAW_TSO, check_names, decode_schema, encode_schema, normalize, user_schema
+from .scaling import ScalingPolicy, write_epoch_record
+from .schema import (
+    RAW_TSO,
+    check_names,
+    decode_schema,
+    encode_schema,
+    normalize,
+    user_schema,
+)
+from .sealed import SealedMap
 from .state import StreamState
 from .storage import Store
+from .stream_admin import StreamAdmin, TimeLike, initial_segments
 from .timestamps import apply_floor, iso, now_ms, pack, physical, to_ms, tso_id
 from .writing import ChunkInfo, WriteSpec, write_batches
+
+if TYPE_CHECKING:
+    from .fsck import Report
+
+logger = logging.getLogger(__name__)
 
 #: Retention is evaluated on every this-many-th journal position (amortized O(1) per commit).
 RETENTION_EVERY = 16
@@ -60,6 +73,7 @@ class Stream(StreamAdmin):
         self.sealed_map = SealedMap(store)
         self.journal.flushers += [self.sealed_map.flush, lambda st: write_epoch_record(store, st)]
         self._entry = entry
+        self._retention_due = False  # a failed retention pass: retry at the next data commit
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -185,18 +199,39 @@ class Stream(StreamAdmin):
         return Ack.from_entry(entry)
 
     def _after_data_commit(self, entry: Entry) -> None:
-        """Policies evaluated at commit: auto-scaling, and retention every few commits."""
+        """Policies evaluated at commit: auto-scaling, and retention every few commits.
+
+        Best-effort: the data commit is durable before this runs, so a failure here must not
+        turn it into an error (Spark would call the sink's ``abort`` on a committed batch). A
+        failure is logged and the policy is simply evaluated again: scaling at every data commit,
+        retention at the next one through this handle (or the next multiple of
+        ``RETENTION_EVERY``).
+        """
         cfg = entry.state.config
         if cfg.get("scaling"):
-            policy = ScalingPolicy.parse(cfg["scaling"])
-            if policy is not None and policy.decide(entry.state, now_ms()) is not None:
-                def scale(st: StreamState, pos: int) -> Entry | None:
-                    # decided again on the newest state: another committer may have scaled already
-                    request = policy.decide(st, now_ms())
-                    return request(st, pos) if request is not None else None
-                self._commit_op(scale)
-        if cfg.get("retention") and entry.pos % RETENTION_EVERY == 0:
-            self.trim()
+            self._best_effort("auto-scaling", entry, lambda: self._auto_scale(cfg["scaling"], entry))
+        if cfg.get("retention") and (entry.pos % RETENTION_EVERY == 0 or self._retention_due):
+            self._retention_due = not self._best_effort("retention", entry, self.trim)
+
+    def _auto_scale(self, text: str, entry: Entry) -> None:
+        policy = ScalingPolicy.parse(text)
+        if policy is not None and policy.decide(entry.state, now_ms()) is not None:
+            def scale(st: StreamState, pos: int) -> Entry | None:
+                # decided again on the newest state: another committer may have scaled already
+                request = policy.decide(st, now_ms())
+                return request(st, pos) if request is not None else None
+            self._commit_op(scale)
+
+    def _best_effort(self, what: str, entry: Entry, work: Callable[[], Any]) -> bool:
+        """Run post-commit ``work``; log (never raise) a failure. True if it completed."""
+        try:
+            work()
+            return True
+        except Exception as e:
+            logger.warning("stream %s: %s after the commit at journal position %d failed (%s: %s); "
+                           "the commit stands and %s runs again at a later commit",
+                           self.url, what, entry.pos, type(e).__name__, e, what, exc_info=True)
+            return False
 
     def _commit_op(self, build: Any) -> Entry | None:
         entry, state = self.journal.commit(build, self.state)
@@ -287,7 +322,7 @@ class Stream(StreamAdmin):
 
             return full_schema(schema or pa.schema([])).empty_table()
         # lazily: with a limit, the walk stops once the chunks surely hold ``limit`` records
-        p = planner.plan(planner.Window(self.journal), state, lo, hi, at_least=limit)
+        p = plan(Window(self.journal), state, lo, hi, at_least=limit)
         table = read_table(self.store, schema, p.chunks, lo, p.hi)
         if columns is not None:
             table = table.select(list(columns))
@@ -295,11 +330,11 @@ class Stream(StreamAdmin):
 
     def plan(self, lo: int, hi: int, *, first_pos: int | None = None, last_pos: int | None = None) -> list:
         """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`planner`)."""
-        return planner.plan_chunks(self.journal, self.state, lo, hi, first_pos, last_pos)
+        return plan_chunks(self.journal, self.state, lo, hi, first_pos, last_pos)
 
-    def plan_read(self, lo: int, hi: int, **kw: Any) -> planner.Plan:
+    def plan_read(self, lo: int, hi: int, **kw: Any) -> Plan:
         """The lazy :func:`~pyspark_tstream.planner.plan` of ``(lo, hi]`` on the newest state."""
-        return planner.plan(planner.Window(self.journal), self.state, lo, hi, **kw)
+        return plan(Window(self.journal), self.state, lo, hi, **kw)
 
     def seek(self, when: TimeLike) -> int:
         """The position (exclusive ``_tso`` bound) before the first record at or after ``when``."""
@@ -307,7 +342,23 @@ class Stream(StreamAdmin):
 
     def seek_tail(self, n: int) -> int:
         """Exclusive ``_tso`` bound such that the last ``n`` records at or below the tick follow it."""
-        return planner.tail_bound(self.journal, self.refresh(), n, lambda chunks, tick: _chunk_tsos(self.store, chunks, tick))
+        return tail_bound(self.journal, self.refresh(), n, lambda chunks, tick: _chunk_tsos(self.store, chunks, tick))
+
+    def verify(self, progress: Callable[[int, int], None] | None = None) -> Report:
+        """Check the stream (``tstream fsck``): journal entries, hints, index nodes, sealed shards,
+        epoch records, and every live chunk's size and rows. Returns a
+        :class:`~pyspark_tstream.fsck.Report` (``ok``, ``problems``, ``summary()``)."""
+        from .fsck import verify
+
+        return verify(self.store, progress)[0]
+
+    def repair(self, progress: Callable[[int, int], None] | None = None) -> Report:
+        """Rebuild what the journal can (``tstream repair``); the report lists what remains."""
+        from .fsck import repair
+
+        report = repair(self.store, progress)
+        self.refresh()
+        return report
 
     def info(self) -> dict[str, Any]:
         """Tick, epochs, segments, writers, first/last ids, size: a snapshot for humans and tools."""
@@ -368,5 +419,5 @@ class Producer:
     def __enter__(self) -> Producer:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

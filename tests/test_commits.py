@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pyarrow as pa
@@ -169,12 +168,27 @@ def test_tick_is_min_of_live_writers_and_ignores_one_shot(url: str) -> None:
     assert s.refresh().tick >> 18 == 9_000  # no live writer: the latest committed _tso
 
 
-def test_expired_lease_drops_writer_through_journal(url: str) -> None:
+class FakeClock:
+    """``now_ms`` that moves only when told: lease and idle rules tested without sleeping (a
+    loaded machine made "two commits within 100 ms" false at random)."""
+
+    def __init__(self, start: int = 1_700_000_000_000) -> None:
+        self.now = start
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def test_expired_lease_drops_writer_through_journal(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyspark_tstream.stream as stream_mod
+
+    clock = FakeClock()
+    monkeypatch.setattr(stream_mod, "now_ms", clock)
     s = Stream.create(url, segments=1, timestamping_uncapped=True, writer_lease_ms=100)
     s.writer("idle").append([{"t": 1_000}], timestamp="t")
     s.writer("busy").append([{"t": 2_000}], timestamp="t")
     assert s.refresh().tick >> 18 == 1_000
-    time.sleep(0.15)
+    clock.now += 150
     assert s.refresh().tick >> 18 == 1_000  # a reader's clock changes nothing
     ack = s.writer("busy").append([{"t": 3_000}], timestamp="t")
     entry = Journal(s.store).read_entry(ack.pos)

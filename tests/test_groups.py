@@ -128,12 +128,16 @@ def test_ack_removes_from_pending(url: str) -> None:
     assert info["lag"] == 10
 
 
-def test_claim_redelivers_idle_entries(url: str) -> None:
+def test_claim_redelivers_idle_entries(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyspark_tstream.groups as groups_mod
+
+    now = [1_700_000_000_000]  # idle times from a clock that moves only when told
+    monkeypatch.setattr(groups_mod, "now_ms", lambda: now[0])
     s = _stream(url, 12)
     g = Group.create(s, "g", start="0")
     lost = g.read("crashed", count=5)
     assert g.claim("rescuer", min_idle_ms=60_000).num_rows == 0  # not idle long enough
-    time.sleep(0.06)
+    now[0] += 60
     claimed = g.claim("rescuer", min_idle_ms=50)
     assert claimed["v"].to_pylist() == lost["v"].to_pylist()
     assert claimed.column_names == lost.column_names
@@ -262,7 +266,7 @@ def test_block_waits_for_new_records(url: str) -> None:
     finally:
         timer.join()
     assert got["v"].to_pylist() == [1]
-    assert time.monotonic() - began < 5
+    assert time.monotonic() - began < 9  # woke on the record, not at the end of block_ms (10 s)
 
 
 def test_commit_position_and_low_water_marks(url: str) -> None:
