@@ -25,6 +25,7 @@ PUBLIC_NAMES = {
     "retention": "retention",
     "scaling": "scaling",
     "compression": "compression",
+    "compaction": "compaction",
 }
 
 
@@ -50,6 +51,9 @@ class StreamConfig:
         Retention and auto-scaling policies (see README).
     compression : str
         Parquet codec of data chunks.
+    compaction : str
+        Compaction of small chunks into macro-chunks: ``target=128MB,min=16`` (the default)
+        or ``off`` (see python/compaction.py and README).
     """
 
     segments: int = 4
@@ -60,6 +64,7 @@ class StreamConfig:
     retention: str | None = None
     scaling: str | None = None
     compression: str = "snappy"
+    compaction: str = "target=128MB,min=16"
     extra: tuple[tuple[str, Any], ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -85,6 +90,12 @@ class StreamConfig:
 
         ScalingPolicy.parse(self.scaling)
         RetentionPolicy.parse(self.retention)
+        from .compaction import CompactionPolicy
+
+        if not isinstance(self.compaction, str):
+            raise ConfigError(f"compaction={self.compaction!r} must be text like target=128MB,min=16 or off",
+                              option="compaction", value=self.compaction)
+        CompactionPolicy.parse(self.compaction)
         writers = tuple(self.writers)
         bad = [w for w in writers if not isinstance(w, str) or not w.strip()]
         if bad:

@@ -33,6 +33,8 @@ META = "_tstream"
 HEAD = f"{META}/head.json"
 ANCHOR = f"{META}/anchor.json"
 FANOUT = 32
+#: On-store format written by this version; entries of older versions still read, newer fail.
+FORMAT_VERSION = 2
 _DIR_SPAN = 100_000
 MAX_ATTEMPTS = 1000
 
@@ -61,13 +63,27 @@ class Chunk:
     floor: int  # tso_i = max(raw_i, floor + i)
     lo: int  # first _tso
     hi: int  # last _tso
+    # optional trailing fields (format v2; serialized only when not the default):
+    offset: int = 0  # row of the file where this chunk's records start (a view of a macro-chunk)
+    sorted: bool = True  # final _tso strictly increasing along the rows (False: filter by mask)
+    marks: tuple[int, ...] = ()  # sample of final _tso at fixed row steps (issue 10)
 
     def to_json(self) -> list[Any]:
-        return [self.seg, self.path, self.rows, self.bytes, self.seq, self.floor, self.lo, self.hi]
+        v: list[Any] = [self.seg, self.path, self.rows, self.bytes, self.seq, self.floor, self.lo, self.hi]
+        if self.marks:
+            v += [self.offset, self.sorted, list(self.marks)]
+        elif not self.sorted:
+            v += [self.offset, self.sorted]
+        elif self.offset:
+            v.append(self.offset)
+        return v
 
     @classmethod
     def from_json(cls, v: list[Any]) -> Chunk:
-        return cls(*v)
+        if len(v) <= 8:
+            return cls(*v)
+        return cls(*v[:8], int(v[8]), bool(v[9]) if len(v) > 9 else True,
+                   tuple(v[10]) if len(v) > 10 else ())
 
 
 @dataclass
@@ -96,7 +112,7 @@ class Entry:
 
     def encode(self) -> bytes:
         d = self.delta_json()
-        d["v"] = 1
+        d["v"] = FORMAT_VERSION
         d["state"] = self.state.to_json()
         return json.dumps(d, separators=(",", ":")).encode()
 
@@ -104,6 +120,10 @@ class Entry:
     def decode(cls, data: bytes, *, path: str) -> Entry:
         try:
             d = json.loads(data)
+            if int(d.get("v", 1)) > FORMAT_VERSION:
+                raise CorruptMetadataError(
+                    f"journal record {path} has format version {d['v']}, newer than this "
+                    f"pyspark-tstream reads ({FORMAT_VERSION}); upgrade pyspark-tstream", path=path)
             return cls(pos=d["pos"], op=d["op"], wall=d["wall"], nonce=d["nonce"],
                        writer=d.get("writer"), batch=d.get("batch"),
                        chunks=[Chunk.from_json(c) for c in d["chunks"]], info=d.get("info", {}),

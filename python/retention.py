@@ -16,21 +16,20 @@ Retention config (``retention``): comma-separated ``age=7d``, ``size=10GB``, ``c
 from __future__ import annotations
 
 import functools
-import io
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
+from .compaction import live_macros, macros_created, substitute
 from .errors import ConfigError
 from .journal import ANCHOR, COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT, Entry, Journal, entry_path, node_path
-from .schema import RAW_TSO
+from .reading import read_tsos
 from .state import StreamState
 from .storage import Store
-from .timestamps import apply_floor, parse_duration_ms
+from .timestamps import parse_duration_ms
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -96,15 +95,19 @@ def first_seq_after(store: Store, journal: Journal, state: StreamState, bound: i
     if base is not None:  # the segments active at the bound, sealed since or not
         for seg in base.state.segments:
             out[seg.id] = max(out.get(seg.id, 0), seg.next_seq)
+    straddling = []
     for d in journal.deltas(state, max(q + 1, state.head_pos), r):
         for c in d.chunks:
             out.setdefault(c.seg, 0)
             if c.hi <= bound:
                 out[c.seg] = max(out[c.seg], c.seq + c.rows)
             elif c.lo <= bound:
-                raw = pq.read_table(io.BytesIO(store.read(c.path)), columns=[RAW_TSO]).column(0).to_numpy()
-                k = int(np.searchsorted(apply_floor(raw, c.floor), bound, side="right"))
-                out[c.seg] = max(out[c.seg], c.seq + k)
+                straddling.append(c)
+    # (views of macro-chunks where compacted; a view's rows may not be sorted by _tso)
+    for c, tso in read_tsos(store, substitute(store, state, straddling)):
+        below = np.flatnonzero(tso <= bound)
+        if len(below):
+            out[c.seg] = max(out[c.seg], c.seq + int(below[-1]) + 1)
     return out
 
 
@@ -178,6 +181,8 @@ def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: in
     if upto > state.gc_pos:
         old = journal.deltas(state, state.gc_pos, upto - 1, truncated=True)
         paths = [c.path for d in old for c in d.chunks if c.hi <= state.head_tso]
+        # compactions below the head merged only records below it: their macro-chunks go too
+        paths += macros_created(old)
         store.delete(paths)
     # readers that lost the head hint probe forward from the anchor, which must still exist
     store.write(ANCHOR, json.dumps({"pos": state.gc_pos}).encode())
@@ -196,6 +201,8 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
     referenced = {c.path for d in journal.deltas(state, state.head_pos, state.pos) for c in d.chunks}
     out = []
     for segdir in store.list("data"):
+        if segdir.isdigit():  # macro-chunks are named by the macro map, not by journal entries
+            referenced |= live_macros(store, int(segdir))
         for name in store.list(f"data/{segdir}"):
             rel = f"data/{segdir}/{name}"
             if rel not in referenced and now - store.modified_ms(rel) >= grace_ms:

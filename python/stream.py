@@ -8,6 +8,7 @@ Spark-free. The Spark sink and source are thin adapters over the same calls: ``w
 from __future__ import annotations
 
 import io
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .commit import Ack, CommitRequest, check_schema_for_write
+from .compaction import COMPACT_EVERY, CompactionPolicy, compact, due, substitute
 from .config import StreamConfig
 from .errors import CommitConflictError, SegmentSealedError, StreamNotFoundError, TimestampError
 from .journal import COL_MAX_TSO, Entry, Journal
@@ -23,13 +25,15 @@ from .reroute import reroute
 from .scaling import ScalingPolicy, write_epoch_record
 from .sealed import SealedMap
 from .stream_admin import StreamAdmin, TimeLike, initial_segments
-from .reading import plan_chunks, read_table
+from .reading import plan_chunks, read_table, read_tsos
 from .routing import fraction
 from .schema import RAW_TSO, check_names, decode_schema, encode_schema, normalize, user_schema
 from .state import StreamState
 from .storage import Store
 from .timestamps import apply_floor, iso, now_ms, pack, physical, to_ms, tso_id
 from .writing import ChunkInfo, WriteSpec, write_batches
+
+log = logging.getLogger("pyspark_tstream")
 
 #: Retention is evaluated on every this-many-th journal position (amortized O(1) per commit).
 RETENTION_EVERY = 16
@@ -54,6 +58,8 @@ class Stream(StreamAdmin):
     """A stream at a URL. Use :meth:`create` or :meth:`open`; both are cheap (2 store calls)."""
 
     def __init__(self, store: Store, entry: Entry) -> None:
+        self._compact_retry_pos = 0  # automatic compaction backs off after a failure
+        self._compact_backoff = COMPACT_EVERY
         self.store = store
         self.journal = Journal(store)
         self.sealed_map = SealedMap(store)
@@ -196,6 +202,40 @@ class Stream(StreamAdmin):
                 self._commit_op(scale)
         if cfg.get("retention") and entry.pos % RETENTION_EVERY == 0:
             self.trim()
+        if entry.pos % COMPACT_EVERY == 0:
+            self._auto_compact(entry)
+
+    def _auto_compact(self, entry: Entry) -> None:
+        """Best-effort compaction after a data commit: decided from the state (zero reads);
+        a failure is logged and retried after a back-off, never raised into the commit."""
+        policy = CompactionPolicy.parse(entry.state.config.get("compaction"))
+        if policy is None or entry.pos < self._compact_retry_pos or not due(entry.state, policy):
+            return
+        try:
+            compact(self, policy=policy)
+            self._compact_backoff = COMPACT_EVERY
+        except Exception as e:  # noqa: BLE001 - the data commit landed; compaction retries later
+            self._compact_retry_pos = entry.pos + self._compact_backoff
+            self._compact_backoff = min(self._compact_backoff * 2, 64 * COMPACT_EVERY)
+            log.warning("tstream: automatic compaction of %s failed (%s: %s); it runs again after "
+                        "position %d", self.url, type(e).__name__, e, self._compact_retry_pos)
+
+    def compact(self, *, full: bool = True, target: int | str | None = None, min_pieces: int | None = None,
+                progress: Any = None, total: Any = None) -> dict[str, int]:
+        """Merge small chunks of each segment into macro-chunks (one journal commit).
+
+        ``full`` (default) packs every run of small pieces into macro-chunks of at most
+        ``target`` bytes (the stream's ``compaction`` config, else 128MB); ``full=False`` does
+        what automatic compaction does (size-tiered merges of ``min`` pieces). Records never
+        change; replaced files go at a later :meth:`vacuum` after its grace period. Returns
+        counts: macros written, chunks and rows merged, bytes written, macros adopted/lost.
+        See :mod:`~pyspark_tstream.compaction`.
+        """
+        base = CompactionPolicy.parse(self.refresh().config.get("compaction")) or CompactionPolicy()
+        if target is not None or min_pieces is not None:
+            spec = f"target={target or base.target},min={min_pieces or base.min}"
+            base = CompactionPolicy.parse(spec)
+        return compact(self, full=full, policy=base, progress=progress, total=total)
 
     def _commit_op(self, build: Any) -> Entry | None:
         entry, state = self.journal.commit(build, self.state)
@@ -311,7 +351,7 @@ class Stream(StreamAdmin):
             first = self.journal.search(state, 4, max(state.rows - want - 1, -1))
             chunks = [c for d in self.journal.deltas(state, max(first - 1, 0), state.pos) for c in d.chunks
                       if c.lo <= state.tick]
-            tsos = _chunk_tsos(self.store, chunks, state.tick)
+            tsos = _chunk_tsos(self.store, substitute(self.store, state, chunks), state.tick)
             if len(tsos) >= n or first <= state.head_pos:
                 if len(tsos) < n:
                     return state.head_tso
@@ -370,11 +410,7 @@ def _chunk_tsos(store: Store, chunks: Sequence, tick: int) -> np.ndarray:
     """Final ``_tso`` values (at or below ``tick``) of ``chunks``, reading only the raw column."""
     if not chunks:
         return np.zeros(0, dtype=np.int64)
-    parts = []
-    for c, data in zip(chunks, store.read_many([c.path for c in chunks])):
-        raw = pq.read_table(io.BytesIO(data), columns=[RAW_TSO]).column(0).to_numpy()
-        tso = apply_floor(raw, c.floor)
-        parts.append(tso[tso <= tick])
+    parts = [tso[tso <= tick] for _, tso in read_tsos(store, chunks)]
     return np.concatenate(parts)
 
 
