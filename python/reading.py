@@ -239,5 +239,5 @@ def read_table(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int
     table = pa.concat_tables(parts)
     if len(parts) == 1 and ordered:
         return table
-    return table.sort_by([("_tso", "ascending"), ("_segment", "ascending"), ("_seq", "ascending")])
+    return table.sort_by("_tso")  # stable: rows of one segment keep their _seq order
 
