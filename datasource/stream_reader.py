@@ -14,6 +14,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from pyspark_tstream.conf.options import SourceOptions
+from pyspark_tstream.compaction import substitute
 from pyspark_tstream.journal import COL_MAX_TSO, Delta
 from pyspark_tstream.planning import Limits, check_data_loss, choose_end, start_bound
 
@@ -129,7 +130,7 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self.stream.refresh()
         lo = check_data_loss(self.stream.state, begin.tso, fail=self.options.fail_on_data_loss,
                              context="this streaming query", journal=self.stream.journal)
-        chunks = self._chunks(lo, stop.tso, stop.pos)
+        chunks = substitute(self.stream.store, self.stream.state, self._chunks(lo, stop.tso, stop.pos))
         return plan_partitions(chunks, lo, stop.tso, start_cut=begin.cut or None)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
