@@ -30,7 +30,7 @@ One compaction, in store calls (O(chunks merged), never a listing):
 
 Safety. The map is published before the journal: a crash in between leaves a macro-chunk that
 holds exactly the records of still-present small chunks (nothing is deleted without a journal
-commit); the next compaction *adopts* it (commits it) when it starts at or after the segment's
+commit); the next compaction *adopts* it (commits it) when it ends after the segment's
 compacted-up-to ``_seq``. Replaced files are deleted only by garbage collection
 (:func:`collect_replaced`, run by ``vacuum``/retention) from manifests of compactions committed
 longer ago than the grace period, so readers that planned before keep reading the old files.
@@ -425,8 +425,10 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
         for b in buckets:
             cur = mm.latest(seg, b)
             live = [m for m in cur.macros if m.hi > state.head_tso]  # truncated ones are garbage
-            adopted = [m for m in live if m.first >= plan.upto]
-            for m in adopted:  # published by a compaction that never reached the journal
+            # beyond the compacted _seq: published by a compaction that has not reached the
+            # journal (crashed, or still running); its records must not be merged twice
+            adopted = [m for m in live if m.end > plan.upto]
+            for m in adopted:
                 parts.append({"seg": seg, "from": m.first, "to": m.end, "macro": m.path,
                               "manifest": _manifest_path(m.path), "rows": m.rows, "bytes": m.bytes,
                               "adopted": True})
