@@ -146,7 +146,8 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk]) -> lis
 
     Consecutive chunks of one macro-chunk become one view; order is kept otherwise (a view
     takes the place of its first chunk). Zero store calls when no chunk is below its segment's
-    compacted-up-to ``_seq``; otherwise 2 reads per macro map bucket touched.
+    compacted-up-to ``_seq``; otherwise one batched read of the map versions the state names
+    (the bucket each segment's last compaction wrote), plus 2 reads per other bucket touched.
     """
     segs = _segs(state)
     if not segs:
@@ -160,8 +161,11 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk]) -> lis
         return list(chunks)
     mm = MacroMap(store)
     home: dict[tuple[int, int], Macro] = {}
+    known = {seg: (int(segs[str(seg)][3]), int(segs[str(seg)][4])) for seg in need
+             if len(segs[str(seg)]) >= 5 and segs[str(seg)][4] >= 0}
+    found = mm.covering_many({seg: [(c.seq, c.seq + c.rows) for c in cs] for seg, cs in need.items()}, known)
     for seg, cs in need.items():
-        macros = mm.covering(seg, [(c.seq, c.seq + c.rows) for c in cs])
+        macros = found[seg]
         firsts = [m.first for m in macros]
         for c in cs:
             i = int(np.searchsorted(firsts, c.seq, side="right")) - 1
@@ -336,7 +340,8 @@ class CompactRequest:
     """The journal commit of a compaction: parts won, per-segment summaries, scan position."""
 
     parts: list[dict[str, Any]]
-    segs: dict[int, list[int]]  # seg -> [compacted up to _seq, last position, chunks up to it]
+    # seg -> [compacted up to _seq, last position, chunks up to it, map bucket, its version]
+    segs: dict[int, list[int]]
     scan_pos: int
     now: int = 0
 
@@ -346,10 +351,12 @@ class CompactRequest:
         kept = [p for p in self.parts
                 if not (p.get("adopted") and p["to"] <= int(segs.get(str(p["seg"]), [0])[0]))]
         changed = False
-        for seg, (upto, last_pos, n) in self.segs.items():
+        for seg, (upto, last_pos, n, bucket, v) in self.segs.items():
             cur = segs.get(str(seg), [0, -1, 0])
-            if upto > cur[0]:
-                segs[str(seg)] = [upto, max(last_pos, cur[1]), max(n, cur[2])]
+            known = tuple(cur[3:5]) if len(cur) >= 5 else (-1, -1)
+            nxt = [max(upto, cur[0]), max(last_pos, cur[1]), max(n, cur[2]), *max(known, (bucket, v))]
+            if nxt != cur:
+                segs[str(seg)] = nxt
                 changed = True
         moved = self.scan_pos > comp.get("pos", 0)
         if not kept and not changed and not moved:
@@ -417,6 +424,7 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
         seg = plan.seg
         final = seg not in active
         settled_to = plan.upto  # every _seq below this is merged, adopted or left as it is
+        seen = (-1, -1)  # newest (bucket, version) of the map this run published or adopted
         last_pos = -1
         buckets = sorted({bucket_of(x.first) for x in plan.smalls}
                          | ({bucket_of(plan.upto - 1)} if plan.upto > 0 else set()))
@@ -424,6 +432,7 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
             buckets = sorted(set(buckets) | {bucket_of(plan.upto - 1)})
         for b in buckets:
             cur = mm.latest(seg, b)
+            version = (b, cur.v)
             live = [m for m in cur.macros if m.hi > state.head_tso]  # truncated ones are garbage
             # beyond the compacted _seq: published by a compaction that has not reached the
             # journal (crashed, or still running); its records must not be merged twice
@@ -475,6 +484,8 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
                     # outcome unknown (the version may be published): leave the files, which
                     # the next compaction adopts or orphan cleanup removes
                     raise
+                if won is not None:
+                    version = (b, won.v)
                 if won is None:
                     _discard(store, [m.path for _, m, _ in new])
                     counts["lost"] += len(new)
@@ -490,13 +501,15 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
             if adopted:
                 end = max(end, max(m.end for m in adopted))
             settled_to = max(settled_to, end)
+            if version[1] >= 0:
+                seen = max(seen, version)
         done = [x for x in plan.smalls if x.end <= settled_to]
         left = [x for x in plan.smalls if x.end > settled_to]
         if done:
             last_pos = max(x.pos for x in done)
-        if settled_to > plan.upto:
+        if settled_to > plan.upto or seen[1] >= 0:
             g = active.get(seg)
-            summaries[seg] = [settled_to, last_pos, (g.chunks - len(left)) if g is not None else 0]
+            summaries[seg] = [settled_to, last_pos, (g.chunks - len(left)) if g is not None else 0, *seen]
         if left and not final:
             next_scan = min(next_scan, min(x.pos for x in left))
     if not parts and not summaries and next_scan <= scan:

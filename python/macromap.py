@@ -144,12 +144,45 @@ class MacroMap:
                 scan(bucket - 1, left)
         return sorted(found.values(), key=lambda m: m.first)
 
+    def covering_many(self, ranges: dict[int, list[tuple[int, int]]],
+                      known: dict[int, tuple[int, int]]) -> dict[int, list[Macro]]:
+        """:meth:`covering` for several segments; ``known`` names a committed (bucket, version)
+        per segment, read exactly (immutable, all in one batched call) instead of head + probe.
+
+        A committed version may be older than the newest, which is fine: the files it names stay
+        until garbage collection's grace period has passed after the commit that replaced them.
+        """
+        out: dict[int, list[Macro]] = {seg: [] for seg in ranges}
+        exact = {seg: bv for seg, bv in known.items()
+                 if seg in ranges and any(bucket_of(a) == bv[0] for a, _ in ranges[seg])}
+        rels = [f"{_dir(seg, b)}/{v:08d}.json" for seg, (b, v) in exact.items()]
+        try:
+            blobs = self.store.read_many(rels)
+        except FileNotFoundError:
+            blobs, exact = [], {}
+        rest: dict[int, list[tuple[int, int]]] = {}
+        for (seg, (b, _)), rel, data in zip(exact.items(), rels, blobs):
+            version = self._decode(data, rel)
+            for a, e in ranges[seg]:
+                m = next((m for m in version.macros if m.first <= a and e <= m.end), None)
+                if m is not None:
+                    if m not in out[seg]:
+                        out[seg].append(m)
+                else:
+                    rest.setdefault(seg, []).append((a, e))
+        for seg, rs in ranges.items():
+            todo = rest.get(seg, []) if seg in exact else rs
+            if todo:
+                out[seg] += [m for m in self.covering(seg, todo) if m not in out[seg]]
+            out[seg].sort(key=lambda m: m.first)
+        return out
+
     def update(self, seg: int, bucket: int, change: Callable[[Bucket], tuple[Macro, ...] | None]) -> Bucket | None:
         """Publish ``change(newest)`` as the next version; None if ``change`` declines (returns None).
 
         ``change`` is called again on the winner's version after a lost race, so it must check
-        its preconditions against the version it is given. The head hint is written before this
-        returns, and the caller commits to the journal only after that.
+        its preconditions against the version it is given. The head hint is written after the
+        version (best effort: readers and compactors probe past a stale one).
         """
         cur = self.latest(seg, bucket)
         for _ in range(_MAX_RACES):
