@@ -278,18 +278,19 @@ def _write_macro(store: Store, schema: pa.Schema, seg: int, members: Sequence[Pi
     rel = f"data/{seg & 0xFFFFFFFF}/m-{uuid.uuid4().hex}.parquet"
     out_schema = pa.schema(list(schema) + [pa.field(RAW_TSO, pa.int64(), nullable=False)])
     writer = None
-    f = store.open_output(rel)
+    f: Any = None  # opened at the first row group: a failed read leaves no partial file
     lo, hi, last, ordered, rows = None, None, None, True, 0
     pending: list[pa.Table] = []
     buffered = 0
 
     def drain(final: bool) -> None:
-        nonlocal writer, pending, buffered
+        nonlocal writer, pending, buffered, f
         if not pending:
             return
         table = pa.concat_tables(pending)
         whole = table.num_rows if final else table.num_rows - table.num_rows % MACRO_ROW_GROUP
         if writer is None:
+            f = store.open_output(rel)
             dict_cols = dictionary_columns(table)
             writer = pq.ParquetWriter(f, out_schema, compression=column_codecs(table, compression, dict_cols),
                                       use_dictionary=dict_cols or False, write_statistics=[RAW_TSO])
@@ -320,9 +321,17 @@ def _write_macro(store: Store, schema: pa.Schema, seg: int, members: Sequence[Pi
         drain(True)
         if writer is not None:
             writer.close()
-        size = f.tell()
-    finally:
-        f.close()
+        size = f.tell() if f is not None else 0
+        if f is not None:
+            f.close()
+            f = None
+    except BaseException:
+        if f is not None:
+            try:
+                f.close()
+            finally:
+                _discard(store, [rel])
+        raise
     assert rows == sum(p.chunk.rows for p in members)
     level = max((p.level for p in members if p.level != _BIG), default=0) + 1
     macro = Macro(first=members[0].first, rows=rows, path=rel, bytes=size, lo=lo or 0, hi=hi or 0,
