@@ -166,28 +166,29 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk]) -> lis
     found = mm.covering_many({seg: [(c.seq, c.seq + c.rows) for c in cs] for seg, cs in need.items()}, known)
     for seg, cs in need.items():
         macros = found[seg]
-        firsts = [m.first for m in macros]
-        for c in cs:
-            i = int(np.searchsorted(firsts, c.seq, side="right")) - 1
+        firsts = np.array([m.first for m in macros], dtype=np.int64)
+        at = np.searchsorted(firsts, np.array([c.seq for c in cs], dtype=np.int64), side="right") - 1
+        for c, i in zip(cs, at.tolist()):
             if i >= 0 and c.seq + c.rows <= macros[i].end:
                 home[(c.seg, c.seq)] = macros[i]
-    out: list[Chunk] = []
-    open_view: dict[str, int] = {}  # macro path -> index in out of its newest view
+    out: list[Chunk | list] = []
+    open_view: dict[str, list] = {}  # macro path -> its newest view, being extended
     for c in chunks:
         m = home.get((c.seg, c.seq)) if c.floor != 0 else None
         if m is None:
             out.append(c)
             continue
-        k = open_view.get(m.path)
-        if k is not None and out[k].seq + out[k].rows == c.seq:
-            v = out[k]
-            out[k] = replace(v, rows=v.rows + c.rows, bytes=_share(m, v.rows + c.rows), lo=min(v.lo, c.lo),
-                             hi=max(v.hi, c.hi), sorted=v.sorted and c.sorted and v.hi < c.lo)
+        v = open_view.get(m.path)
+        if v is not None and v[2] + v[3] == c.seq:  # [macro, seg, seq, rows, lo, hi, sorted]
+            v[3] += c.rows
+            v[6] = v[6] and c.sorted and v[5] < c.lo
+            v[4], v[5] = min(v[4], c.lo), max(v[5], c.hi)
             continue
-        open_view[m.path] = len(out)
-        out.append(Chunk(seg=c.seg, path=m.path, rows=c.rows, bytes=_share(m, c.rows), seq=c.seq, floor=0,
-                         lo=c.lo, hi=c.hi, offset=c.seq - m.first, sorted=c.sorted))
-    return out
+        v = open_view[m.path] = [m, c.seg, c.seq, c.rows, c.lo, c.hi, c.sorted]
+        out.append(v)
+    return [x if isinstance(x, Chunk) else
+            Chunk(seg=x[1], path=x[0].path, rows=x[3], bytes=_share(x[0], x[3]), seq=x[2], floor=0, lo=x[4],
+                  hi=x[5], offset=x[2] - x[0].first, sorted=x[6]) for x in out]
 
 
 def _share(m: Macro, rows: int) -> int:
