@@ -22,6 +22,12 @@ def _has_rows(url: str) -> bool:
         return False
 
 
+def _started(query: Any) -> None:
+    while not query.recentProgress:
+        assert query.exception() is None, query.exception()
+        time.sleep(0.2)
+
+
 def test_live_pipeline_with_compaction(spark: Any, tmp_path: Path) -> None:
     """A sink with a short trigger feeds a stream whose chunks are compacted (automatically by
     the sink's commits and by a background compactor + vacuum) while a consumer reads every
@@ -30,7 +36,7 @@ def test_live_pipeline_with_compaction(spark: Any, tmp_path: Path) -> None:
     from pyspark.sql import functions as F
 
     url = f"file://{tmp_path}/stream"
-    source = (spark.readStream.format("rate").option("rowsPerSecond", 150).load()
+    source = (spark.readStream.format("rate").option("rowsPerSecond", 150).option("numPartitions", 1).load()
               .select(F.col("value").alias("v"), F.concat(F.lit("k"), (F.col("value") % 8).cast("string")).alias("k"),
                       F.col("timestamp").alias("t")))
     sink = (source.writeStream.format("tstream").option("checkpointLocation", str(tmp_path / "ck-sink"))
@@ -47,12 +53,14 @@ def test_live_pipeline_with_compaction(spark: Any, tmp_path: Path) -> None:
                                                       df.select("v", "_segment", "_seq").collect()))
            .option("checkpointLocation", str(tmp_path / "ck-raw")).trigger(processingTime="500 milliseconds")
            .start())
+    _started(raw)  # one query at a time: Python workers start slowly on a busy machine
     win = (spark.readStream.format("tstream").load(url).withWatermark("_timestamp", "0 seconds")
            .groupBy(F.window("_timestamp", "1 second")).count()
            .writeStream.foreachBatch(lambda df, _: windows.extend(df.collect())).outputMode("append")
            .option("checkpointLocation", str(tmp_path / "ck-win")).trigger(processingTime="500 milliseconds")
            .start())
 
+    _started(win)
     stop = threading.Event()
     errors: list[BaseException] = []
     runs = []
@@ -62,14 +70,14 @@ def test_live_pipeline_with_compaction(spark: Any, tmp_path: Path) -> None:
         try:
             while not stop.wait(1.0):
                 runs.append(s.compact(full=False))
-                s.vacuum(grace_ms=5_000)  # replaced files go while the consumers keep reading
+                s.vacuum(grace_ms=12_000)  # replaced files go while the consumers keep reading
         except BaseException as e:  # surfaced below
             errors.append(e)
 
     t = threading.Thread(target=compactor)
     t.start()
     try:
-        time.sleep(18)
+        time.sleep(24)
     finally:
         sink.stop()
         stop.set()
