@@ -14,7 +14,9 @@ journal positions calls :func:`substitute`, which replaces the small chunks comp
 consecutive chunks. It looks them up in the macro map (python/macromap.py: per segment and
 ``_seq`` bucket, CAS-versioned shards): O(1) reads per segment touched, and zero reads when the
 state's per-segment summary (``state.compaction["segs"][seg][0]``, "compacted up to ``_seq``")
-says no planned chunk is below it — the common case of a tailing reader.
+says no planned chunk is below it — the common case of a tailing reader. The summary also
+names the map bucket and version each segment's newest compaction published, so a lookup reads
+those immutable versions for all segments in one batched call (older buckets: head + probe).
 
 One compaction, in store calls (O(chunks merged), never a listing):
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .commit import Ack, CommitRequest, check_schema_for_write
-from .compaction import COMPACT_EVERY, CompactionPolicy, compact, due, substitute
+from .compaction import COMPACT_EVERY, CompactionPolicy, compact, compacted_upto, due, substitute
 from .config import StreamConfig
 from .errors import CommitConflictError, SegmentSealedError, StreamNotFoundError, TimestampError
 from .journal import COL_MAX_TSO, Entry, Journal
@@ -376,7 +376,8 @@ class Stream(StreamAdmin):
             "segments": [
                 {"id": g.id, "epoch": g.epoch, "number": g.number, "key_range": [fraction(g.lo), fraction(g.hi)],
                  "rows": g.rows, "bytes": g.bytes, "chunks": g.chunks, "first_seq": g.first_seq,
-                 "next_seq": g.next_seq, "last_id": tso_id(g.last_tso) if g.last_tso else None}
+                 "next_seq": g.next_seq, "last_id": tso_id(g.last_tso) if g.last_tso else None,
+                 "compacted_seq": compacted_upto(s, g.id)}
                 for g in s.segments],
             "writers": {
                 wid: {"live": w.live, "last_id": tso_id(w.tso) if w.tso else None,
