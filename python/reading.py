@@ -39,13 +39,19 @@ BATCH_ROWS = 65_536
 
 
 def plan_chunks(journal: Journal, state: StreamState, lo: int, hi: int,
-                first_pos: int | None = None, last_pos: int | None = None) -> list[Chunk]:
-    """Chunks that may hold records with ``lo < _tso <= hi``, in commit order."""
+                first_pos: int | None = None, last_pos: int | None = None, *, views: bool = True) -> list[Chunk]:
+    """Chunks that may hold records with ``lo < _tso <= hi``, in commit order.
+
+    With ``views`` (the default), chunks compacted since are replaced by views of their
+    macro-chunks (:func:`~pyspark_tstream.compaction.substitute`); without, the caller must
+    substitute before reading."""
     if hi <= lo:
         return []
     first = journal.search(state, COL_MAX_TSO, lo) if first_pos is None else first_pos
     last = state.pos if last_pos is None else last_pos
     chunks = [c for d in journal.deltas(state, first, last) for c in d.chunks if c.hi > lo and c.lo <= hi]
+    if not views:
+        return chunks
     from .compaction import substitute  # lazy: compaction imports this module
 
     return substitute(journal.store, state, chunks)

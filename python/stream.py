@@ -325,9 +325,10 @@ class Stream(StreamAdmin):
             from .schema import full_schema
 
             return full_schema(schema or pa.schema([])).empty_table()
-        chunks = plan_chunks(self.journal, state, lo, hi)
-        if limit is not None:
+        chunks = plan_chunks(self.journal, state, lo, hi, views=False)
+        if limit is not None:  # before substitution: views of macro-chunks cover whole runs
             chunks = _enough_for(chunks, limit)
+        chunks = substitute(self.store, state, chunks)
         table = read_table(self.store, schema, chunks, lo, hi)
         if columns is not None:
             table = table.select(list(columns))
