@@ -440,8 +440,6 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
         last_pos = -1
         buckets = sorted({bucket_of(x.first) for x in plan.smalls}
                          | ({bucket_of(plan.upto - 1)} if plan.upto > 0 else set()))
-        if full and plan.upto > 0:
-            buckets = sorted(set(buckets) | {bucket_of(plan.upto - 1)})
         for b in buckets:
             cur = mm.latest(seg, b)
             version = (b, cur.v)
