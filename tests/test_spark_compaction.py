@@ -77,7 +77,7 @@ def test_live_pipeline_with_compaction(spark: Any, tmp_path: Path) -> None:
     t = threading.Thread(target=compactor)
     t.start()
     try:
-        time.sleep(24)
+        time.sleep(20)
     finally:
         sink.stop()
         stop.set()
