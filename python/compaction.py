@@ -13,8 +13,8 @@ journal positions calls :func:`substitute`, which replaces the small chunks comp
 *views* of macro-chunks (``Chunk.offset`` = row offset in the file), one view per run of
 consecutive chunks. It looks them up in the macro map (python/macromap.py: per segment and
 ``_seq`` bucket, CAS-versioned shards): O(1) reads per segment touched, and zero reads when the
-state's per-segment summary (``state.compaction["segs"][seg][0]``, "compacted up to ``_seq``")
-says no planned chunk is below it — the common case of a tailing reader. The summary also
+state's per-segment summary (``state.compaction["segs"][seg]``: compacted up to ``_seq``, and
+the end of the last macro-chunk) says no planned chunk is below that end — the common case of a tailing reader. The summary also
 names the map bucket and version each segment's newest compaction published, so a lookup reads
 those immutable versions for all segments in one batched call (older buckets: head + probe).
 
@@ -157,7 +157,7 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk]) -> lis
     need: dict[int, list[Chunk]] = {}
     for c in chunks:
         e = segs.get(str(c.seg))
-        if e is not None and c.floor != 0 and c.seq < e[0]:
+        if e is not None and c.floor != 0 and c.seq < (e[5] if len(e) >= 6 else e[0]):
             need.setdefault(c.seg, []).append(c)
     if not need:
         return list(chunks)
@@ -352,7 +352,8 @@ class CompactRequest:
     """The journal commit of a compaction: parts won, per-segment summaries, scan position."""
 
     parts: list[dict[str, Any]]
-    # seg -> [compacted up to _seq, last position, chunks up to it, map bucket, its version]
+    # seg -> [compacted up to _seq, last position, chunks up to it, map bucket, its version,
+    #         end of the last macro-chunk]
     segs: dict[int, list[int]]
     scan_pos: int
     now: int = 0
@@ -363,10 +364,12 @@ class CompactRequest:
         kept = [p for p in self.parts
                 if not (p.get("adopted") and p["to"] <= int(segs.get(str(p["seg"]), [0])[0]))]
         changed = False
-        for seg, (upto, last_pos, n, bucket, v) in self.segs.items():
+        for seg, (upto, last_pos, n, bucket, v, macro_end) in self.segs.items():
             cur = segs.get(str(seg), [0, -1, 0])
             known = tuple(cur[3:5]) if len(cur) >= 5 else (-1, -1)
-            nxt = [max(upto, cur[0]), max(last_pos, cur[1]), max(n, cur[2]), *max(known, (bucket, v))]
+            ends = cur[5] if len(cur) >= 6 else cur[0]
+            nxt = [max(upto, cur[0]), max(last_pos, cur[1]), max(n, cur[2]), *max(known, (bucket, v)),
+                   max(macro_end, ends)]
             if nxt != cur:
                 segs[str(seg)] = nxt
                 changed = True
@@ -437,12 +440,14 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
         final = seg not in active
         settled_to = plan.upto  # every _seq below this is merged, adopted or left as it is
         seen = (-1, -1)  # newest (bucket, version) of the map this run published or adopted
+        macro_end = 0  # end of the last macro-chunk in the map: no chunk above it is in one
         last_pos = -1
         buckets = sorted({bucket_of(x.first) for x in plan.smalls}
                          | ({bucket_of(plan.upto - 1)} if plan.upto > 0 else set()))
         for b in buckets:
             cur = mm.latest(seg, b)
             version = (b, cur.v)
+            macro_end = max([macro_end] + [m.end for m in cur.macros])
             live = [m for m in cur.macros if m.hi > state.head_tso]  # truncated ones are garbage
             # beyond the compacted _seq: published by a compaction that has not reached the
             # journal (crashed, or still running); its records must not be merged twice
@@ -496,6 +501,7 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
                     raise
                 if won is not None:
                     version = (b, won.v)
+                    macro_end = max([macro_end] + [m.end for m in won.macros])
                 if won is None:
                     _discard(store, [m.path for _, m, _ in new])
                     counts["lost"] += len(new)
@@ -519,7 +525,8 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
             last_pos = max(x.pos for x in done)
         if settled_to > plan.upto or seen[1] >= 0:
             g = active.get(seg)
-            summaries[seg] = [settled_to, last_pos, (g.chunks - len(left)) if g is not None else 0, *seen]
+            summaries[seg] = [settled_to, last_pos, (g.chunks - len(left)) if g is not None else 0, *seen,
+                              min(macro_end, settled_to)]
         if left and not final:
             next_scan = min(next_scan, min(x.pos for x in left))
     if not parts and not summaries and next_scan <= scan:

@@ -111,14 +111,15 @@ class MacroMap:
             except FileNotFoundError:
                 return cur
 
-    def covering(self, seg: int, ranges: Iterable[tuple[int, int]]) -> list[Macro]:
+    def covering(self, seg: int, ranges: Iterable[tuple[int, int]],
+                 read: dict[int, Bucket] | None = None) -> list[Macro]:
         """The macro-chunks of ``seg`` that hold any of the ``_seq`` ranges ``[a, b)`` asked.
 
         Reads the bucket of each range's start, and the one before it only when a range is not
         found there (a macro-chunk starting in the previous bucket): 2 reads per bucket.
         """
         ranges = list(ranges)
-        seen: dict[int, Bucket] = {}
+        seen: dict[int, Bucket] = dict(read or {})  # versions the caller already has
         found: dict[str, Macro] = {}
 
         def scan(bucket: int, todo: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -161,8 +162,9 @@ class MacroMap:
         except FileNotFoundError:
             blobs, exact = [], {}
         rest: dict[int, list[tuple[int, int]]] = {}
+        have: dict[int, Bucket] = {}
         for (seg, (b, _)), rel, data in zip(exact.items(), rels, blobs):
-            version = self._decode(data, rel)
+            version = have[seg] = self._decode(data, rel)
             for a, e in ranges[seg]:
                 m = next((m for m in version.macros if m.first <= a and e <= m.end), None)
                 if m is not None:
@@ -172,8 +174,9 @@ class MacroMap:
                     rest.setdefault(seg, []).append((a, e))
         for seg, rs in ranges.items():
             todo = rest.get(seg, []) if seg in exact else rs
-            if todo:
-                out[seg] += [m for m in self.covering(seg, todo) if m not in out[seg]]
+            if todo:  # the committed version stands for its bucket: only older buckets are read
+                read = {exact[seg][0]: have[seg]} if seg in have else None
+                out[seg] += [m for m in self.covering(seg, todo, read) if m not in out[seg]]
             out[seg].sort(key=lambda m: m.first)
         return out
 

@@ -128,7 +128,8 @@ class StreamState:
     truncations: list[list[int]] = field(default_factory=list)  # recent [wall ms, head_pos]
     #: compaction progress (python/compaction.py): {"pos": scan start, "gc": replaced files
     #: deleted below this position, "segs": {segment id: [compacted up to _seq, last position,
-    #: chunks up to it]}}; empty until the first compaction
+    #: chunks up to it, map bucket, its version, end of the last macro-chunk]}}; empty until
+    #: the first compaction
     compaction: dict[str, Any] = field(default_factory=dict)
 
     def segment(self, seg_id: int) -> Segment | None:

@@ -162,6 +162,24 @@ def test_substitution_is_free_above_the_compacted_seq(url: str) -> None:
     assert len({c.path for c in out}) == 3 + len(recent)
 
 
+def test_chunks_left_as_they_are_cost_no_lookups(url: str) -> None:
+    """Chunks too big to merge are passed over: plans over them read nothing extra."""
+    s = Stream.create(url, segments=2, compaction="off")
+    for b in range(6):
+        s.append(pa.table({"k": [f"k{i % 7}" for i in range(300)], "v": list(range(300))}), key="k")
+    before = s.read()
+    counts = s.compact(target="2KB")  # every chunk is above target / 2: none is merged
+    assert counts["macros"] == 0
+    st = s.refresh()
+    assert all(e[0] > 0 and e[5] == 0 for e in st.compaction["segs"].values())
+    everything = [c for d in s.journal.deltas(st, 1, st.pos) for c in d.chunks]
+    log = CallLog()
+    s.store.observer = log
+    assert substitute(s.store, st, everything) == everything and log.count() == 0
+    s.store.observer = None
+    _same(before, Stream.open(url).read())
+
+
 def test_replayed_batch_after_compaction_is_a_noop(url: str) -> None:
     s = _fill(url, appends=30, writer="w")
     before = s.read()
