@@ -70,6 +70,7 @@ import pyarrow.parquet as pq
 
 from .errors import ConfigError
 from .journal import COL_WALL, Chunk, Entry, Journal
+from .macromap import ROOT as MACRO_ROOT
 from .macromap import SPAN, Macro, MacroMap, bucket_of
 from .reading import _decode, _fetch, view_tsos
 from .schema import RAW_TSO, conform
@@ -177,7 +178,7 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk]) -> lis
     open_view: dict[str, list] = {}  # macro path -> its newest view, being extended
     for c in chunks:
         m = home.get((c.seg, c.seq)) if c.floor != 0 else None
-        if m is None:
+        if m is None or m.floor:  # not compacted, or listed as it is
             out.append(c)
             continue
         v = open_view.get(m.path)
@@ -191,6 +192,35 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk]) -> lis
     return [x if isinstance(x, Chunk) else
             Chunk(seg=x[1], path=x[0].path, rows=x[3], bytes=_share(x[0], x[3]), seq=x[2], floor=0, lo=x[4],
                   hi=x[5], offset=x[2] - x[0].first, sorted=x[6]) for x in out]
+
+
+def plan_from_map(store: Store, state: StreamState, first: int, lo: int, hi: int) -> tuple[list[Chunk], int] | None:
+    """The chunks of journal positions ``[first, P)`` that may hold ``lo < _tso <= hi``, read from
+    the macro map instead of the journal: ``(chunks, P)``, or None when it cannot stand in.
+
+    ``P`` is the compaction's scan position: every chunk committed below it is listed in the
+    map version the state names for its segment (merged, or as it is). One batched read,
+    however many commits that covers; used while each segment's map fits one bucket.
+    """
+    comp = state.compaction or {}
+    pos = int(comp.get("pos", 0))
+    segs = comp.get("segs", {})
+    if pos <= first or not segs or any(len(e) < 6 or e[3] != 0 or e[4] < 0 for e in segs.values()):
+        return None
+    items = sorted((int(k), int(e[4])) for k, e in segs.items())
+    rels = [f"{MACRO_ROOT}/{seg & 0xFFFFFFFF}/{0:06d}/{v:08d}.json" for seg, v in items]
+    try:
+        blobs = store.read_many(rels)
+    except FileNotFoundError:
+        return None
+    mm = MacroMap(store)
+    out = []
+    for (seg, _), rel, data in zip(items, rels, blobs):
+        for m in mm._decode(data, rel).macros:
+            if m.hi > lo and m.lo <= hi:
+                out.append(Chunk(seg=seg, path=m.path, rows=m.rows, bytes=m.bytes, seq=m.first, floor=m.floor,
+                                 lo=m.lo, hi=m.hi, sorted=m.sorted))
+    return out, pos
 
 
 def _share(m: Macro, rows: int) -> int:
@@ -217,9 +247,9 @@ class Piece:
 
     @classmethod
     def of_macro(cls, seg: int, m: Macro, policy: CompactionPolicy) -> Piece:
-        c = Chunk(seg=seg, path=m.path, rows=m.rows, bytes=m.bytes, seq=m.first, floor=0, lo=m.lo, hi=m.hi,
+        c = Chunk(seg=seg, path=m.path, rows=m.rows, bytes=m.bytes, seq=m.first, floor=m.floor, lo=m.lo, hi=m.hi,
                   sorted=m.sorted)
-        return cls(c, _BIG if m.bytes >= policy.target // 2 else m.level)
+        return cls(c, _BIG if m.floor or m.bytes >= policy.target // 2 else m.level)
 
 
 def plan_groups(pieces: Sequence[Piece], policy: CompactionPolicy, *, full: bool, final: bool) -> list[list[Piece]]:
@@ -466,7 +496,14 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
             # everything up to the last group that is settled (merged, a macro, or too big to merge)
             settled = [g for g in groups if len(g) > 1 or g[0].level != 0]
             end = max([g[-1].end for g in settled] + [settled_to])
-            if merges:
+            if final and b == buckets[-1]:  # a sealed segment gets no more chunks: settle them all
+                end = max([end] + [x.end for x in smalls])
+            # chunks left as they are below the settled end are listed too: the map then covers
+            # every compacted _seq, so a planner can read it instead of the journal
+            passed = [Macro(x.first, x.chunk.rows, x.chunk.path, x.chunk.bytes, x.chunk.lo, x.chunk.hi,
+                            x.chunk.sorted, 0, x.chunk.floor)
+                      for g in groups if len(g) == 1 for x in g if x.pos >= 0 and x.end <= end]
+            if merges or passed:
                 new: list[tuple[list[Piece], Macro, list[str]]] = []
                 try:
                     for g in merges:
@@ -480,10 +517,10 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
                     raise
                 gone = {x.chunk.path for g, _, _ in new for x in g if x.level != 0}
                 dead = {m.path for m in cur.macros if m.hi <= state.head_tso}
-                ranges = [(m.first, m.end) for _, m, _ in new]
+                ranges = [(m.first, m.end) for _, m, _ in new] + [(m.first, m.end) for m in passed]
 
                 def change(version: Any, gone: set[str] = gone, dead: set[str] = dead,
-                           ranges: list[tuple[int, int]] = ranges,
+                           ranges: list[tuple[int, int]] = ranges, passed: list[Macro] = passed,
                            new: list[tuple[list[Piece], Macro, list[str]]] = new) -> tuple[Macro, ...] | None:
                     have = {m.path for m in version.macros}
                     if not gone <= have:
@@ -491,7 +528,7 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
                     keep = [m for m in version.macros if m.path not in gone and m.path not in dead]
                     if any(m.first < e and a < m.end for m in keep for a, e in ranges):
                         return None  # another compactor covered these records first
-                    return tuple(keep) + tuple(m for _, m, _ in new)
+                    return tuple(keep) + tuple(m for _, m, _ in new) + tuple(passed)
 
                 try:
                     won = mm.update(seg, b, change)
@@ -527,7 +564,7 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
             g = active.get(seg)
             summaries[seg] = [settled_to, last_pos, (g.chunks - len(left)) if g is not None else 0, *seen,
                               min(macro_end, settled_to)]
-        if left and not final:
+        if left:  # (a sealed segment's are left only when another compactor won its map)
             next_scan = min(next_scan, min(x.pos for x in left))
     if not parts and not summaries and next_scan <= scan:
         return counts

@@ -54,17 +54,22 @@ class Macro:
     hi: int  # max _tso
     sorted: bool  # _tso strictly increasing along the rows
     level: int  # merge generation: 1 for a macro of small chunks, +1 per merge of macros
+    #: not 0: a chunk left as it is (too big to merge, or passed over), listed so that the map
+    #: covers every compacted ``_seq``; its records keep their floor
+    floor: int = 0
 
     @property
     def end(self) -> int:
         return self.first + self.rows
 
     def to_json(self) -> list[Any]:
-        return [self.first, self.rows, self.path, self.bytes, self.lo, self.hi, int(self.sorted), self.level]
+        v = [self.first, self.rows, self.path, self.bytes, self.lo, self.hi, int(self.sorted), self.level]
+        return v + [self.floor] if self.floor else v
 
     @classmethod
     def from_json(cls, v: list[Any]) -> Macro:
-        return cls(int(v[0]), int(v[1]), v[2], int(v[3]), int(v[4]), int(v[5]), bool(v[6]), int(v[7]))
+        return cls(int(v[0]), int(v[1]), v[2], int(v[3]), int(v[4]), int(v[5]), bool(v[6]), int(v[7]),
+                   int(v[8]) if len(v) > 8 else 0)
 
 
 @dataclass(frozen=True)

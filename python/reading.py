@@ -49,11 +49,17 @@ def plan_chunks(journal: Journal, state: StreamState, lo: int, hi: int,
         return []
     first = journal.search(state, COL_MAX_TSO, lo) if first_pos is None else first_pos
     last = state.pos if last_pos is None else last_pos
+    from .compaction import compacted_upto, plan_from_map, substitute  # lazy: compaction imports this module
+
+    mapped = plan_from_map(journal.store, state, first, lo, hi) if views and last_pos is None else None
+    if mapped is not None:  # compacted commits: the macro map names their records in one read
+        chunks, first = mapped
+        rest = [c for d in journal.deltas(state, first, last) for c in d.chunks
+                if c.hi > lo and c.lo <= hi and c.seq >= compacted_upto(state, c.seg)]
+        return chunks + substitute(journal.store, state, rest)
     chunks = [c for d in journal.deltas(state, first, last) for c in d.chunks if c.hi > lo and c.lo <= hi]
     if not views:
         return chunks
-    from .compaction import substitute  # lazy: compaction imports this module
-
     return substitute(journal.store, state, chunks)
 
 

@@ -325,10 +325,11 @@ class Stream(StreamAdmin):
             from .schema import full_schema
 
             return full_schema(schema or pa.schema([])).empty_table()
-        chunks = plan_chunks(self.journal, state, lo, hi, views=False)
-        if limit is not None:  # before substitution: views of macro-chunks cover whole runs
-            chunks = _enough_for(chunks, limit)
-        chunks = substitute(self.store, state, chunks)
+        if limit is None:
+            chunks = plan_chunks(self.journal, state, lo, hi)
+        else:  # choose before substitution: views of macro-chunks cover whole runs
+            chunks = substitute(self.store, state, _enough_for(plan_chunks(self.journal, state, lo, hi, views=False),
+                                                               limit))
         table = read_table(self.store, schema, chunks, lo, hi)
         if columns is not None:
             table = table.select(list(columns))

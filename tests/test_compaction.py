@@ -162,8 +162,9 @@ def test_substitution_is_free_above_the_compacted_seq(url: str) -> None:
     assert len({c.path for c in out}) == 3 + len(recent)
 
 
-def test_chunks_left_as_they_are_cost_no_lookups(url: str) -> None:
-    """Chunks too big to merge are passed over: plans over them read nothing extra."""
+def test_chunks_left_as_they_are_are_listed_and_read_in_place(url: str) -> None:
+    """Chunks too big to merge are passed over and listed in the map as they are: plans keep
+    reading them in place, from the map instead of the journal."""
     s = Stream.create(url, segments=2, compaction="off")
     for b in range(6):
         s.append(pa.table({"k": [f"k{i % 7}" for i in range(300)], "v": list(range(300))}), key="k")
@@ -171,13 +172,36 @@ def test_chunks_left_as_they_are_cost_no_lookups(url: str) -> None:
     counts = s.compact(target="2KB")  # every chunk is above target / 2: none is merged
     assert counts["macros"] == 0
     st = s.refresh()
-    assert all(e[0] > 0 and e[5] == 0 for e in st.compaction["segs"].values())
     everything = [c for d in s.journal.deltas(st, 1, st.pos) for c in d.chunks]
     log = CallLog()
     s.store.observer = log
-    assert substitute(s.store, st, everything) == everything and log.count() == 0
+    assert substitute(s.store, st, everything) == everything and log.count() == 1
+    log.reset()
+    plan = s.plan(st.head_tso, st.tick)
+    assert sorted(plan, key=lambda c: c.path) == sorted(everything, key=lambda c: c.path)
+    # the map stood in for the journal: its one version, and the newest entry (the compaction)
+    assert log.count() <= 2 and not any("/index/" in rel for _, rel in log.calls), log.calls
     s.store.observer = None
     _same(before, Stream.open(url).read())
+
+
+def test_plans_over_compacted_commits_read_the_map_not_the_journal(url: str) -> None:
+    s = _fill(url, appends=100)
+    before = s.read()
+    s.compact()
+    _fill(url, appends=3, start=100)
+    st = s.refresh()
+    log = CallLog()
+    s.store.observer = log
+    plan = s.plan(st.head_tso, st.tick)
+    s.store.observer = None
+    assert len({c.path for c in plan}) <= 3 + 9
+    # the seek (index descent), the map version, the entries after the compaction: no deltas of
+    # the compacted commits (a batched read of index nodes)
+    assert log.count() <= 5 and not any(op == "read_many" and "/index/" in rel for op, rel in log.calls), log.calls
+    got = Stream.open(url).read()
+    assert got.num_rows == 515
+    _same(before, got.filter(pa.compute.less(got["b"], 100)))
 
 
 def test_replayed_batch_after_compaction_is_a_noop(url: str) -> None:
