@@ -18,6 +18,13 @@ the end of the last macro-chunk) says no planned chunk is below that end — the
 names the map bucket and version each segment's newest compaction published, so a lookup reads
 those immutable versions for all segments in one batched call (older buckets: head + probe).
 
+Chunks a compaction passes over (too big to merge, or a few small ones at a bucket boundary)
+are listed in the map as they are (with their floor), so the map covers every compacted
+``_seq``: every chunk committed below the compaction's scan position
+(``state.compaction["pos"]``) is in the map version the state names for its segment. A plan
+whose range starts below it reads those versions (:func:`plan_from_map`, one batched read)
+instead of the journal deltas of the compacted commits, and the journal only after.
+
 One compaction, in store calls (O(chunks merged), never a listing):
 
 1. read the state, and the journal deltas since the last compaction's scan position (one
