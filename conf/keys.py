@@ -104,6 +104,10 @@ WRITER_LEASE_MS_DEFAULT = 60_000
 COMPRESSION = "compression"
 COMPRESSION_DEFAULT = "snappy"
 
+#: Compaction of small chunks into macro-chunks: ``target=128MB,min=16`` or ``off``.
+COMPACTION = "compaction"
+COMPACTION_DEFAULT = "target=128MB,min=16"
+
 # --- keys Spark itself passes -------------------------------------------------------------
 
 #: Spark passes it to a streaming sink; the default writer id derives from it.
@@ -126,6 +130,7 @@ STREAM_CONFIG_FIELDS = {
     WRITERS: "writers",
     WRITER_LEASE_MS: "writer_lease_ms",
     COMPRESSION: "compression",
+    COMPACTION: "compaction",
 }
 
 SOURCE_KEYS: tuple[str, ...] = (

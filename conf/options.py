@@ -314,7 +314,7 @@ class StreamConfigOptions:
     Parameters
     ----------
     segments, timestamping, timestamping_uncapped, writers, writer_lease_ms, retention, scaling,
-    compression
+    compression, compaction
         As the core's ``StreamConfig`` (defaults where the option was not given).
     given : frozenset of str
         Core field names the user set explicitly; only these are checked against an existing
@@ -329,6 +329,7 @@ class StreamConfigOptions:
     retention: str | None = None
     scaling: str | None = None
     compression: str = K.COMPRESSION_DEFAULT
+    compaction: str = K.COMPACTION_DEFAULT
     given: frozenset[str] = frozenset()
 
     __repr__ = _safe_repr
@@ -339,7 +340,7 @@ class StreamConfigOptions:
                 "timestamping_uncapped": self.timestamping_uncapped,
                 "writers": list(self.writers), "writer_lease_ms": self.writer_lease_ms,
                 "retention": self.retention, "scaling": self.scaling,
-                "compression": self.compression}
+                "compression": self.compression, "compaction": self.compaction}
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> StreamConfigOptions:
@@ -357,6 +358,7 @@ class StreamConfigOptions:
             retention=option_as_str(opts, K.RETENTION),
             scaling=option_as_str(opts, K.SCALING),
             compression=option_as_choice(opts, K.COMPRESSION, K.COMPRESSION_DEFAULT, COMPRESSIONS),
+            compaction=option_as_str(opts, K.COMPACTION) or K.COMPACTION_DEFAULT,
             given=frozenset(f for k, f in K.STREAM_CONFIG_FIELDS.items()
                             if opts.get(k.lower()) is not None),
         )

@@ -1,4 +1,4 @@
-"""``tstream scale | cut | truncate | trim | vacuum``: epochs, stream cuts and retention.
+"""``tstream scale | cut | truncate | trim | compact | vacuum``: epochs, stream cuts and retention.
 
 Thin: each command opens the stream and calls one :class:`~pyspark_tstream.stream.Stream`
 method; long work (truncation of a big history, garbage collection) reports progress on stderr.
@@ -93,6 +93,31 @@ def run_vacuum(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_compact(args: argparse.Namespace) -> int:
+    from .cli_format import Progress
+
+    s = _stream(args)
+    before = s.refresh().compaction
+    bar: list[Progress] = []
+
+    def total(rows: int, size: int) -> None:
+        bar.append(Progress(rows, enabled=args.progress or sys.stderr.isatty()))
+
+    counts = s.compact(full=not args.tiered, target=args.target, min_pieces=args.min,
+                       progress=lambda rows, size: bar and bar[0].update(rows), total=total)
+    if bar:
+        bar[0].close()
+    plan = s.plan(s.state.head_tso, s.state.tick)
+    sys.stdout.write(f"compacted {counts['chunks']:,} chunks ({counts['rows']:,} records) into "
+                     f"{counts['macros']:,} macro-chunks ({counts['bytes']:,} bytes)"
+                     + (f", adopted {counts['adopted']}" if counts["adopted"] else "")
+                     + (f", {counts['lost']} lost to another compactor" if counts["lost"] else "")
+                     + f"; a full read now opens {len({c.path for c in plan}):,} files"
+                     + ("" if before == s.state.compaction else "; replaced files go at `tstream vacuum`")
+                     + "\n")
+    return 0
+
+
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add the admin subcommands to the ``tstream`` parser."""
     p = add_command(sub, common, "scale", run_scale,
@@ -135,6 +160,17 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
                                 "otherwise holds it until writerLeaseMs passes). `tstream info` lists writers.",
                     epilog="example:\n  tstream release file:///tmp/s query-3f2a9c0d1e4b5a6f")
     p.add_argument("writer", help="writer id")
+
+    p = add_command(sub, common, "compact", run_compact, help="merge small chunks",
+                    description="Merge each segment's small chunks into macro-chunks (records are unchanged; "
+                                "replaced files go at the next vacuum after its grace period).",
+                    epilog="examples:\n  tstream compact file:///tmp/s\n"
+                           "  tstream compact file:///tmp/s --target 64MB")
+    p.add_argument("--target", metavar="SIZE", help="macro-chunk size (default: the stream's config, 128MB)")
+    p.add_argument("--min", type=positive_int, help="pieces per tiered merge (default: the stream's config)")
+    p.add_argument("--tiered", action="store_true",
+                   help="do what automatic compaction does (size-tiered merges) instead of packing everything")
+    p.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
 
     p = add_command(sub, common, "vacuum", run_vacuum,
                     help="delete garbage files",

@@ -43,6 +43,9 @@ class StreamConfig:
         Retention and auto-scaling policies (see README).
     compression : str
         Parquet codec of data chunks.
+    compaction : str
+        Compaction of small chunks into macro-chunks: ``target=128MB,min=16`` (the default)
+        or ``off`` (see python/compaction.py and README).
     """
 
     segments: int = K.SEGMENTS_DEFAULT
@@ -53,6 +56,7 @@ class StreamConfig:
     retention: str | None = None
     scaling: str | None = None
     compression: str = K.COMPRESSION_DEFAULT
+    compaction: str = K.COMPACTION_DEFAULT
 
     def __post_init__(self) -> None:
         if not isinstance(self.segments, int) or isinstance(self.segments, bool) or not 1 <= self.segments <= 4096:
@@ -77,6 +81,12 @@ class StreamConfig:
 
         ScalingPolicy.parse(self.scaling)
         RetentionPolicy.parse(self.retention)
+        from .compaction import CompactionPolicy
+
+        if not isinstance(self.compaction, str):
+            raise ConfigError(f"compaction={self.compaction!r} must be text like target=128MB,min=16 or off",
+                              option="compaction", value=self.compaction)
+        CompactionPolicy.parse(self.compaction)
         writers = tuple(self.writers)
         bad = [w for w in writers if not isinstance(w, str) or not w.strip()]
         if bad:

@@ -36,6 +36,8 @@ META = "_tstream"
 HEAD = f"{META}/head.json"
 ANCHOR = f"{META}/anchor.json"
 FANOUT = 32
+#: On-store format written by this version; entries of older versions still read, newer fail.
+FORMAT_VERSION = 2
 _DIR_SPAN = 100_000
 #: On-store format written by this version; older versions are read, newer ones refused.
 #: 1: first release (one floor chain per segment). 2: writer lanes (per-writer ``lanes`` in the

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .compaction import plan_from_map, substitute
 from .journal import COL_MAX_TSO, COL_ROWS, FANOUT, Chunk, Delta, Journal
 from .state import StreamState
 from .timestamps import LOGICAL_MASK, mark_step
@@ -310,10 +311,10 @@ def end_with_at_least(chunks: Sequence[Chunk], lo: int, hi: int, n: int) -> int:
 # -- the plan ---------------------------------------------------------------------------------
 
 def substitute_views(store: Any, state: StreamState, chunks: list[Chunk]) -> list[Chunk]:
-    """Hook for compaction (issue 11): replace planned small chunks by views of the macro-chunks
-    that hold their records (``Chunk`` with ``offset``/``sorted``). Identity until compaction
-    lands; :func:`plan` calls it at exactly one place, after collecting chunks."""
-    return chunks
+    """Replace planned small chunks by views of the macro-chunks that now hold their records
+    (``Chunk`` with ``offset``/``sorted``; :func:`~pyspark_tstream.compaction.substitute`).
+    :func:`plan` calls it at exactly one place, after collecting chunks."""
+    return substitute(store, state, chunks)
 
 
 def plan(window: Window, state: StreamState, lo: int, hi: int, limits: Limits = Limits(), *,
@@ -326,6 +327,15 @@ def plan(window: Window, state: StreamState, lo: int, hi: int, limits: Limits = 
     last = state.pos if last_pos is None else min(last_pos, state.pos)
     if hi <= lo or last < first:
         return Plan(lo, max(lo, hi), (), first, first - 1)
+    if limits.unlimited and at_least is None and first_pos is None and last_pos is None:
+        # compacted commits: the macro map names their records in one read, so a full read of
+        # a long, compacted history does not walk its journal (see compaction.plan_from_map)
+        mapped = plan_from_map(journal.store, state, first, lo, hi)
+        if mapped is not None:
+            chunks, upto = mapped
+            rest = [c for c in plan(window, state, lo, hi, first_pos=max(first, upto)).chunks
+                    if c.path not in {m.path for m in chunks}]
+            return Plan(lo, hi, tuple(chunks) + tuple(rest), first, last)
     found: list[Chunk] = []
     end, walked = hi, first - 1
     for n in range(first // FANOUT, last // FANOUT + 1):

@@ -1,16 +1,21 @@
-"""Reading records by ``_tso`` range from planned chunks (:mod:`~pyspark_tstream.planner` plans).
+"""Reading records of planned chunks by ``_tso`` range (planning lives in :mod:`.planner`).
 
 Reading a chunk applies its floor (``tso_i = max(raw_i, floor + i)``), numbers it
 (``seq_i = seq + i``) and slices the range by binary search on the tsos (strictly increasing
-within a chunk): no per-row Python, zero-copy slices of the decoded columns. A chunk that is a
-view (``offset``) reads its rows ``[offset, offset + rows)``; an unsorted one (``sorted=False``)
-is filtered by mask instead of sliced.
+within a chunk): no per-row Python, zero-copy slices of the decoded columns.
+
+A chunk may be a *view* of rows ``[offset, offset + rows)`` of a macro-chunk (python/
+compaction.py): a plan names small chunks, and :func:`~pyspark_tstream.compaction.substitute`
+replaces those compacted since by views. Views of one file are fetched and decoded once, only
+the row groups they cover; a view whose ``_tso`` is not strictly increasing (``sorted=False``:
+several writer lanes merged) is filtered by a mask instead of a binary search.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -18,10 +23,12 @@ import pyarrow.parquet as pq
 
 from .errors import CorruptChunkError
 from .journal import Chunk
-from .planner import ReadTask
 from .schema import RAW_TSO, conform, full_schema
 from .storage import Store
 from .timestamps import LOGICAL_BITS, apply_floor
+
+if TYPE_CHECKING:  # the planner makes tasks; reading only reads them
+    from .planner import ReadTask
 
 #: Chunks up to this size are fetched together in one batched call.
 BATCH_FETCH_BYTES = 64 << 20
@@ -30,49 +37,91 @@ BATCH_ROWS = 65_536
 READ_ORDER = [("_tso", "ascending"), ("_segment", "ascending"), ("_seq", "ascending")]
 
 
-def _decode(store: Store, chunk: Chunk, data: bytes) -> pa.Table:
+def _decode(store: Store, chunk: Chunk, data: bytes, views: Sequence[Chunk] = ()) -> tuple[pa.Table, int]:
+    """Decode a chunk's file: ``(table, first row)``, only the row groups ``views`` cover."""
+    views = views or (chunk,)
     try:
-        table = pq.read_table(io.BytesIO(data))
+        if len(views) == 1 and chunk.offset == 0 and chunk.floor != 0:
+            table, base = pq.read_table(io.BytesIO(data)), 0  # a plain small chunk: all of it
+        else:
+            f = pq.ParquetFile(io.BytesIO(data))
+            starts = np.cumsum([0] + [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)])
+            first = min(v.offset for v in views)
+            stop = max(v.offset + v.rows for v in views)
+            groups = [i for i in range(f.num_row_groups) if starts[i] < stop and starts[i + 1] > first]
+            if len(groups) == f.num_row_groups:
+                table, base = f.read(), 0
+            else:
+                table, base = f.read_row_groups(groups), int(starts[groups[0]]) if groups else 0
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptChunkError(
             f"chunk {store.uri(chunk.path)} is corrupt ({e}); put the file back if you have a copy, "
             f"else truncate the stream past it (`tstream fsck {store.display_url}` prints the command)",
             path=store.uri(chunk.path)) from e
-    if chunk.offset or table.num_rows > chunk.rows:  # a view of part of a larger file
-        table = table.slice(chunk.offset, chunk.rows)
-    if table.num_rows != chunk.rows or RAW_TSO not in table.column_names:
+    short = [v for v in views if v.offset + v.rows > base + table.num_rows]
+    if (len(views) == 1 and chunk.offset == 0 and chunk.floor != 0 and table.num_rows != chunk.rows) \
+            or short or RAW_TSO not in table.column_names:
         raise CorruptChunkError(
-            f"chunk {store.uri(chunk.path)} has {table.num_rows} rows, the journal says {chunk.rows}; "
-            f"it was overwritten or truncated (`tstream fsck {store.display_url}` lists the records "
-            "it held and the command that truncates past them)", path=store.uri(chunk.path))
-    return table
+            f"chunk {store.uri(chunk.path)} has {table.num_rows} rows, the journal says "
+            f"{max(v.offset + v.rows for v in views)}; it was overwritten or truncated (`tstream fsck "
+            f"{store.display_url}` lists the records it held and the command that truncates past them)",
+            path=store.uri(chunk.path))
+    return table, base
 
 
-def _fetch(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, bytes]]:
-    """Whole-object GETs, batched for small chunks (one call for many is ~10x faster on S3)."""
-    group: list[Chunk] = []
+def _fetch(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Chunk], bytes]]:
+    """Whole-object GETs, batched for small chunks (one call for many is ~10x faster on S3).
+
+    Views of the same file come together, fetched once: ``(views, bytes)`` per file.
+    """
+    by_path: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        by_path.setdefault(c.path, []).append(c)
+    group: list[list[Chunk]] = []
     size = 0
 
-    def flush() -> Iterator[tuple[Chunk, bytes]]:
+    def flush() -> Iterator[tuple[list[Chunk], bytes]]:
         try:
-            blobs = store.read_many([c.path for c in group])
+            blobs = store.read_many([views[0].path for views in group])
         except FileNotFoundError as e:
             # read_many names the missing object's URI (no probe per chunk needed)
-            missing = e.filename if isinstance(e.filename, str) else store.uri(group[0].path)
+            missing = e.filename if isinstance(e.filename, str) else store.uri(group[0][0].path)
             raise CorruptChunkError(
                 f"chunk {missing} named by the journal is missing; put the file back if you have a "
                 f"copy, else truncate the stream past it (`tstream fsck {store.display_url}` prints "
                 "the command)", path=missing) from e
         yield from zip(group, blobs)
 
-    for c in chunks:
-        if group and size + c.bytes > BATCH_FETCH_BYTES:
+    for views in by_path.values():
+        bytes_ = sum(c.bytes for c in views)
+        if group and size + bytes_ > BATCH_FETCH_BYTES:
             yield from flush()
             group, size = [], 0
-        group.append(c)
-        size += c.bytes
+        group.append(views)
+        size += bytes_
     if group:
         yield from flush()
+
+
+def view_tsos(table: pa.Table, chunk: Chunk, base: int = 0) -> np.ndarray:
+    """Final ``_tso`` of a chunk's rows, from its decoded file (``base``: the table's first row)."""
+    raw = table.column(RAW_TSO).to_numpy()[chunk.offset - base: chunk.offset - base + chunk.rows]
+    # tso_j = max(raw_j, floor + j) over the rows j of the file
+    return apply_floor(raw.astype(np.int64, copy=False), chunk.floor + chunk.offset)
+
+
+def read_tsos(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, np.ndarray]]:
+    """Final ``_tso`` of each chunk (or view), reading only the raw timestamp column."""
+    for views, data in _fetch(store, chunks):
+        try:
+            raw = pq.read_table(io.BytesIO(data), columns=[RAW_TSO])
+        except (pa.ArrowException, OSError, ValueError, KeyError) as e:
+            raise CorruptChunkError(
+                f"chunk {store.uri(views[0].path)} is corrupt ({e}); put the file back if you have a "
+                f"copy, else truncate the stream past it (`tstream fsck {store.display_url}` prints "
+                "the command)", path=store.uri(views[0].path)) from e
+        for c in views:
+            yield c, view_tsos(raw, c)
 
 
 def chunk_tsos(store: Store, chunk: Chunk) -> np.ndarray:
@@ -82,76 +131,78 @@ def chunk_tsos(store: Store, chunk: Chunk) -> np.ndarray:
 
 
 def chunks_tsos(store: Store, chunks: Sequence[Chunk]) -> list[np.ndarray]:
-    """Final ``_tso`` values of each chunk (one batched fetch, raw column only)."""
-    out = []
-    for chunk, data in _fetch(store, chunks):
-        try:
-            raw = pq.read_table(io.BytesIO(data), columns=[RAW_TSO]).column(0).to_numpy()
-        except (pa.ArrowException, OSError, ValueError, KeyError) as e:
-            raise CorruptChunkError(f"chunk {store.uri(chunk.path)} is corrupt ({e}); restore it or "
-                                    "truncate the stream past it", path=store.uri(chunk.path)) from e
-        raw = raw[chunk.offset: chunk.offset + chunk.rows].astype(np.int64, copy=False)
-        out.append(apply_floor(raw, chunk.floor))
-    return out
+    """Final ``_tso`` values of each chunk, in the order given (one batched fetch)."""
+    got = {id(c): tso for c, tso in read_tsos(store, chunks)}
+    return [got[id(c)] for c in chunks]
 
 
 def chunk_records(table: pa.Table, chunk: Chunk, lo: int, hi: int, schema: pa.Schema,
-                  first_seq: int | None = None, end_seq: int | None = None) -> pa.Table | None:
+                  first_seq: int | None = None, end_seq: int | None = None, base: int = 0) -> pa.Table | None:
     """The records of a decoded chunk with ``lo < _tso <= hi`` (and ``first_seq <= _seq <
-    end_seq`` when given), with system columns."""
-    raw = table.column(RAW_TSO).to_numpy()
-    tso = apply_floor(raw.astype(np.int64, copy=False), chunk.floor)
-    if not chunk.sorted:
-        keep = (tso > lo) & (tso <= hi)
-        seq = np.arange(chunk.seq, chunk.seq + chunk.rows, dtype=np.int64)
+    end_seq`` when given), with system columns. ``table`` holds the chunk's file from row
+    ``base`` on; the chunk's rows are ``[offset, offset + rows)`` of that file."""
+    tso = view_tsos(table, chunk, base)
+    at = chunk.offset - base
+    if chunk.sorted:
+        start = int(np.searchsorted(tso, lo, side="right"))
+        stop = int(np.searchsorted(tso, hi, side="right"))
         if first_seq is not None:
-            keep &= seq >= first_seq
+            start = max(start, first_seq - chunk.seq)
         if end_seq is not None:
-            keep &= seq < end_seq
-        if not keep.any():
+            stop = min(stop, end_seq - chunk.seq)
+        if stop <= start:
             return None
-        idx = np.flatnonzero(keep)
-        body = conform(table.drop_columns([RAW_TSO]).take(pa.array(idx)), schema)
-        return _with_system(body, tso[idx], seq[idx], chunk.seg, schema)
-    start = int(np.searchsorted(tso, lo, side="right"))
-    stop = int(np.searchsorted(tso, hi, side="right"))
-    if first_seq is not None:
-        start = max(start, first_seq - chunk.seq)
-    if end_seq is not None:
-        stop = min(stop, end_seq - chunk.seq)
-    if stop <= start:
-        return None
-    body = conform(table.drop_columns([RAW_TSO]).slice(start, stop - start), schema)
-    return _with_system(body, tso[start:stop], np.arange(chunk.seq + start, chunk.seq + stop, dtype=np.int64),
-                        chunk.seg, schema)
-
-
-def _with_system(body: pa.Table, tso: np.ndarray, seq: np.ndarray, seg: int, schema: pa.Schema) -> pa.Table:
-    ts = pa.array(tso >> LOGICAL_BITS, pa.int64()).view(pa.timestamp("ms", tz="UTC"))
-    system = [ts, pa.array(tso, pa.int64()), pa.array(np.full(len(tso), seg, dtype=np.int64)), pa.array(seq)]
+        body = table.drop_columns([RAW_TSO]).slice(at + start, stop - start)
+        part = tso[start:stop]
+        seq = np.arange(chunk.seq + start, chunk.seq + stop, dtype=np.int64)
+    else:  # lanes merged: times overlap along the rows, so keep by mask
+        mask = (tso > lo) & (tso <= hi)
+        if first_seq is not None and first_seq > chunk.seq:
+            mask[:first_seq - chunk.seq] = False
+        if end_seq is not None and end_seq < chunk.seq + chunk.rows:
+            mask[max(end_seq - chunk.seq, 0):] = False
+        idx = np.flatnonzero(mask)
+        if not len(idx):
+            return None
+        a, b = int(idx[0]), int(idx[-1]) + 1
+        body = table.drop_columns([RAW_TSO])
+        body = body.slice(at + a, b - a) if b - a == len(idx) else body.take(pa.array(idx + at))
+        part = tso[idx]
+        seq = idx.astype(np.int64) + chunk.seq
+    body = conform(body, schema)
+    n = len(part)
+    ts = pa.array(part >> LOGICAL_BITS, pa.int64()).view(pa.timestamp("ms", tz="UTC"))
+    system = [ts, pa.array(part, pa.int64()), pa.array(np.full(n, chunk.seg, dtype=np.int64)), pa.array(seq)]
     return pa.Table.from_arrays(list(body.columns) + system, schema=full_schema(schema))
+
+
+def _records(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi: int,
+             starts: dict[int, int], ends: dict[int, int]) -> Iterator[tuple[Chunk, pa.Table]]:
+    for views, data in _fetch(store, chunks):
+        table, base = _decode(store, views[0], data, views)
+        for chunk in views:
+            part = chunk_records(table, chunk, lo, hi, schema, starts.get(chunk.seg), ends.get(chunk.seg), base)
+            if part is not None:
+                yield chunk, part
 
 
 def read_task(store: Store, schema: pa.Schema, task: ReadTask) -> Iterator[pa.RecordBatch]:
     """Record batches of one task (what a Spark partition yields)."""
-    starts, ends = dict(task.start_cut), dict(task.end_cut)
-    for chunk, data in _fetch(store, task.chunks):
-        part = chunk_records(_decode(store, chunk, data), chunk, task.lo, task.hi, schema,
-                             starts.get(chunk.seg), ends.get(chunk.seg))
-        if part is not None:
-            yield from part.to_batches(max_chunksize=BATCH_ROWS)
+    for _, part in _records(store, schema, task.chunks, task.lo, task.hi, dict(task.start_cut), dict(task.end_cut)):
+        yield from part.to_batches(max_chunksize=BATCH_ROWS)
 
 
 def read_table(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi: int) -> pa.Table:
     """All records of ``chunks`` in ``(lo, hi]`` as one table, in :data:`READ_ORDER`."""
-    parts = []
-    for chunk, data in _fetch(store, chunks):
-        part = chunk_records(_decode(store, chunk, data), chunk, lo, hi, schema)
-        if part is not None:
-            parts.append(part)
+    parts, ordered = [], True
+    for chunk, part in _records(store, schema, chunks, lo, hi, {}, {}):
+        parts.append(part)
+        ordered = ordered and chunk.sorted
     if not parts:
         return full_schema(schema).empty_table()
     table = pa.concat_tables(parts)
-    # chunks of one segment may overlap in time (writer lanes): ties on _tso go by identity
-    return table.sort_by(READ_ORDER) if len(parts) > 1 else table
+    if len(parts) == 1 and ordered:
+        return table
+    # chunks of one segment overlap in time (writer lanes): ties on _tso go by identity
+    return table.sort_by(READ_ORDER)
 

@@ -16,21 +16,20 @@ Retention config (``retention``): comma-separated ``age=7d``, ``size=10GB``, ``c
 from __future__ import annotations
 
 import functools
-import io
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
+from .compaction import live_macros, macros_created, substitute
 from .errors import ConfigError
 from .journal import ANCHOR, COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT, Entry, Journal, entry_path, node_path
-from .schema import RAW_TSO
+from .reading import read_tsos
 from .state import StreamState
 from .storage import Store
-from .timestamps import apply_floor, parse_duration_ms
+from .timestamps import parse_duration_ms
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -101,17 +100,24 @@ def first_seq_after(store: Store, journal: Journal, state: StreamState, bound: i
         for seg in base.state.segments:
             out[seg.id] = max(out.get(seg.id, 0), seg.next_seq)
     after: dict[int, int] = {}  # per segment, the first _seq seen above the bound
+    straddling = []
     for d in journal.deltas(state, max(q + 1, state.head_pos), r):
         for c in d.chunks:
             out.setdefault(c.seg, 0)
             out[c.seg] = max(out[c.seg], c.seq + c.rows)
             if c.hi <= bound:
                 continue
-            k = 0
-            if c.lo <= bound:  # a chunk's own times increase: its records at or below come first
-                raw = pq.read_table(io.BytesIO(store.read(c.path)), columns=[RAW_TSO]).column(0).to_numpy()
-                k = int(np.searchsorted(apply_floor(raw, c.floor), bound, side="right"))
-            after[c.seg] = min(after.get(c.seg, c.seq + k), c.seq + k)
+            if c.lo > bound:
+                after[c.seg] = min(after.get(c.seg, c.seq), c.seq)
+            else:
+                straddling.append(c)
+    # a chunk's own times increase (views of merged lanes excepted: the first record above the
+    # bound is found by mask), so its records at or below the bound usually come first
+    for c, tso in read_tsos(store, substitute(store, state, straddling)):
+        above = np.flatnonzero(tso > bound)
+        if len(above):
+            k = c.seq + int(above[0])
+            after[c.seg] = min(after.get(c.seg, k), k)
     for seg, first in after.items():
         out[seg] = max(min(out[seg], first), state.segment(seg).first_seq if state.segment(seg) else 0)
     return out
@@ -187,6 +193,8 @@ def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: in
     if upto > state.gc_pos:
         old = journal.deltas(state, state.gc_pos, upto - 1, truncated=True)
         paths = [c.path for d in old for c in d.chunks if c.hi <= state.head_tso]
+        # compactions below the head merged only records below it: their macro-chunks go too
+        paths += macros_created(old)
         store.delete(paths)
     # readers that lost the head hint probe forward from the anchor, which must still exist
     store.write(ANCHOR, json.dumps({"pos": state.gc_pos}).encode())
@@ -205,6 +213,8 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
     referenced = {c.path for d in journal.deltas(state, state.head_pos, state.pos) for c in d.chunks}
     out = []
     for segdir in store.list("data"):
+        if segdir.isdigit():  # macro-chunks are named by the macro map, not by journal entries
+            referenced |= live_macros(store, int(segdir))
         for name in store.list(f"data/{segdir}"):
             rel = f"data/{segdir}/{name}"
             if rel not in referenced and now - store.modified_ms(rel) >= grace_ms:

@@ -150,6 +150,11 @@ class StreamState:
     pending_sealed: list[dict[str, Any]] = field(default_factory=list)  # not yet in the shards
     pending_epoch: dict[str, Any] | None = None  # epoch record not yet written
     truncations: list[list[int]] = field(default_factory=list)  # recent [wall ms, head_pos]
+    #: compaction progress (python/compaction.py): {"pos": scan start, "gc": replaced files
+    #: deleted below this position, "segs": {segment id: [compacted up to _seq, last position,
+    #: chunks up to it, map bucket, its version, end of the last macro-chunk]}}; empty until
+    #: the first compaction
+    compaction: dict[str, Any] = field(default_factory=dict)
 
     def segment(self, seg_id: int) -> Segment | None:
         for s in self.segments:
@@ -168,6 +173,7 @@ class StreamState:
             "sealed": self.sealed, "first_tso": self.first_tso, "gc_pos": self.gc_pos, "meta_gc_pos": self.meta_gc_pos,
             "pending_sealed": self.pending_sealed, "pending_epoch": self.pending_epoch,
             "truncations": self.truncations,
+            **({"compaction": self.compaction} if self.compaction else {}),
         }
 
     @classmethod
@@ -182,5 +188,5 @@ class StreamState:
             head_pos=d.get("head_pos", 0), head_tso=d.get("head_tso", 0), sealed=d.get("sealed", 0),
             first_tso=d.get("first_tso", 0), gc_pos=d.get("gc_pos", 0), meta_gc_pos=d.get("meta_gc_pos", 0),
             pending_sealed=d.get("pending_sealed", []), pending_epoch=d.get("pending_epoch"),
-            truncations=d.get("truncations", []),
+            truncations=d.get("truncations", []), compaction=d.get("compaction", {}),
         )

@@ -17,12 +17,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .commit import Ack, CommitRequest, check_schema_for_write
+from .compaction import COMPACT_EVERY, CompactionPolicy, compact, compacted_upto, due, substitute
 from .config import StreamConfig
 from .errors import CommitConflictError, SegmentSealedError, StreamNotFoundError, TimestampError
 from .journal import Entry, Journal
 from .reroute import reroute
 from .planner import Plan, Window, plan, plan_chunks, tail_bound
-from .reading import chunks_tsos, read_table
+from .reading import read_table, read_tsos
 from .routing import fraction
 from .scaling import ScalingPolicy, write_epoch_record
 from .schema import (
@@ -68,6 +69,8 @@ class Stream(StreamAdmin):
     """A stream at a URL. Use :meth:`create` or :meth:`open`; both are cheap (2 store calls)."""
 
     def __init__(self, store: Store, entry: Entry) -> None:
+        self._compact_retry_pos = 0  # automatic compaction backs off after a failure
+        self._compact_backoff = COMPACT_EVERY
         self.store = store
         self.journal = Journal(store)
         self.sealed_map = SealedMap(store)
@@ -212,6 +215,8 @@ class Stream(StreamAdmin):
             self._best_effort("auto-scaling", entry, lambda: self._auto_scale(cfg["scaling"], entry))
         if cfg.get("retention") and (entry.pos % RETENTION_EVERY == 0 or self._retention_due):
             self._retention_due = not self._best_effort("retention", entry, self.trim)
+        if entry.pos % COMPACT_EVERY == 0:
+            self._auto_compact(entry)
 
     def _auto_scale(self, text: str, entry: Entry) -> None:
         policy = ScalingPolicy.parse(text)
@@ -232,6 +237,38 @@ class Stream(StreamAdmin):
                            "the commit stands and %s runs again at a later commit",
                            self.url, what, entry.pos, type(e).__name__, e, what, exc_info=True)
             return False
+
+    def _auto_compact(self, entry: Entry) -> None:
+        """Best-effort compaction after a data commit: decided from the state (zero reads);
+        a failure is logged and retried after a back-off, never raised into the commit."""
+        policy = CompactionPolicy.parse(entry.state.config.get("compaction"))
+        if policy is None or entry.pos < self._compact_retry_pos or not due(entry.state, policy):
+            return
+        try:
+            compact(self, policy=policy)
+            self._compact_backoff = COMPACT_EVERY
+        except Exception as e:  # noqa: BLE001 - the data commit landed; compaction retries later
+            self._compact_retry_pos = entry.pos + self._compact_backoff
+            self._compact_backoff = min(self._compact_backoff * 2, 64 * COMPACT_EVERY)
+            logger.warning("tstream: automatic compaction of %s failed (%s: %s); it runs again after "
+                           "position %d", self.url, type(e).__name__, e, self._compact_retry_pos)
+
+    def compact(self, *, full: bool = True, target: int | str | None = None, min_pieces: int | None = None,
+                progress: Any = None, total: Any = None) -> dict[str, int]:
+        """Merge small chunks of each segment into macro-chunks (one journal commit).
+
+        ``full`` (default) packs every run of small pieces into macro-chunks of at most
+        ``target`` bytes (the stream's ``compaction`` config, else 128MB); ``full=False`` does
+        what automatic compaction does (size-tiered merges of ``min`` pieces). Records never
+        change; replaced files go at a later :meth:`vacuum` after its grace period. Returns
+        counts: macros written, chunks and rows merged, bytes written, macros adopted/lost.
+        See :mod:`~pyspark_tstream.compaction`.
+        """
+        base = CompactionPolicy.parse(self.refresh().config.get("compaction")) or CompactionPolicy()
+        if target is not None or min_pieces is not None:
+            spec = f"target={target or base.target},min={min_pieces or base.min}"
+            base = CompactionPolicy.parse(spec)
+        return compact(self, full=full, policy=base, progress=progress, total=total)
 
     def _commit_op(self, build: Any) -> Entry | None:
         entry, state = self.journal.commit(build, self.state)
@@ -342,7 +379,10 @@ class Stream(StreamAdmin):
 
     def seek_tail(self, n: int) -> int:
         """Exclusive ``_tso`` bound such that the last ``n`` records at or below the tick follow it."""
-        return tail_bound(self.journal, self.refresh(), n, lambda chunks, tick: _chunk_tsos(self.store, chunks, tick))
+        state = self.refresh()
+        # the span's chunks may have been compacted (and their files collected): read views
+        return tail_bound(self.journal, state, n,
+                          lambda chunks, tick: _chunk_tsos(self.store, substitute(self.store, state, list(chunks)), tick))
 
     def verify(self, progress: Callable[[int, int], None] | None = None) -> Report:
         """Check the stream (``tstream fsck``): journal entries, hints, index nodes, sealed shards,
@@ -375,7 +415,8 @@ class Stream(StreamAdmin):
             "segments": [
                 {"id": g.id, "epoch": g.epoch, "number": g.number, "key_range": [fraction(g.lo), fraction(g.hi)],
                  "rows": g.rows, "bytes": g.bytes, "chunks": g.chunks, "first_seq": g.first_seq,
-                 "next_seq": g.next_seq, "last_id": tso_id(g.last_tso) if g.last_tso else None}
+                 "next_seq": g.next_seq, "last_id": tso_id(g.last_tso) if g.last_tso else None,
+                 "compacted_seq": compacted_upto(s, g.id)}
                 for g in s.segments],
             "writers": {
                 wid: {"live": w.live, "last_id": tso_id(w.tso) if w.tso else None,
@@ -390,7 +431,7 @@ class Stream(StreamAdmin):
 
 def _chunk_tsos(store: Store, chunks: Sequence, tick: int) -> np.ndarray:
     """Final ``_tso`` values (at or below ``tick``) of ``chunks``, reading only the raw column."""
-    parts = [t[t <= tick] for t in chunks_tsos(store, chunks)]
+    parts = [tso[tso <= tick] for _, tso in read_tsos(store, chunks)]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 

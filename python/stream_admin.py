@@ -7,23 +7,22 @@ concern). Every operation is one journal commit plus O(segments touched) store c
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
 
 from .errors import ConfigError
 from .grouplog import group_positions
 from .journal import COL_MAX_TSO, COL_WALL, Entry
+from .compaction import collect_replaced, gc_position
+from .reading import read_tsos
 from .retention import (RetentionPolicy, TruncateRequest, collect_garbage, first_seq_after, gc_target,
                         orphan_files, retention_bound)
 from .routing import KEY_SPACE, fraction
 from .scaling import ScaleRequest, fraction_ranges, read_epoch, read_epochs, split_ranges
-from .schema import RAW_TSO
 from .state import Segment, StreamState, segment_epoch, segment_id
-from .timestamps import apply_floor, now_ms, pack, to_ms
+from .timestamps import now_ms, pack, to_ms
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -187,14 +186,17 @@ class StreamAdmin:
         chunk reaching past the cut counts: its first record past the cut is its oldest there.
         """
         bound = state.tick
+        cutting = []
         for c in self.plan(state.head_tso, state.tick):
             if c.seg not in cut or c.seq + c.rows <= cut[c.seg]:
                 continue
             if c.seq >= cut[c.seg]:
-                bound = min(bound, c.lo - 1)
-                continue
-            raw = pq.read_table(io.BytesIO(self.store.read(c.path)), columns=[RAW_TSO]).column(0).to_numpy()
-            bound = min(bound, int(apply_floor(raw, c.floor)[cut[c.seg] - c.seq]) - 1)
+                bound = min(bound, c.lo - 1)  # every record of it lies past the cut
+            else:
+                cutting.append(c)
+        for c, tso in read_tsos(self.store, cutting):
+            # the cut's record and (in a view of merged lanes) any later one may be the smallest
+            bound = min(bound, int(tso[cut[c.seg] - c.seq:].min()) - 1)
         return bound
 
     def trim(self, *, maxlen: int | None = None, max_age: str | None = None, max_bytes: int | None = None,
@@ -234,18 +236,25 @@ class StreamAdmin:
         state = self.refresh()
         upto = gc_target(state, now_ms(), grace_ms)
         counts = collect_garbage(self.store, self.journal, state, upto)
+        replaced, compact_gc = collect_replaced(self.store, self.journal, state,
+                                                gc_position(self.journal, state, now_ms(), grace_ms))
+        counts["replaced"] = replaced
         if orphans:
             found = orphan_files(self.store, self.journal, self.refresh(), now_ms(), orphan_grace_ms)
             self.store.delete(found)
             counts = {**counts, "orphans": len(found)}
-        if upto > state.gc_pos or state.meta_gc_pos < state.gc_pos:
+        old_compact_gc = int((state.compaction or {}).get("gc", 0))
+        if upto > state.gc_pos or state.meta_gc_pos < state.gc_pos or compact_gc > old_compact_gc:
             old_gc = state.gc_pos
 
             def mark(st: StreamState, pos: int) -> Entry | None:
-                if st.gc_pos >= upto and st.meta_gc_pos >= old_gc:
+                done = int((st.compaction or {}).get("gc", 0))
+                if st.gc_pos >= upto and st.meta_gc_pos >= old_gc and done >= compact_gc:
                     return None
                 st.gc_pos = max(st.gc_pos, upto)
                 st.meta_gc_pos = max(st.meta_gc_pos, old_gc)
+                if compact_gc > done:
+                    st.compaction = {**st.compaction, "gc": compact_gc}
                 return Entry(pos=pos, op="gc", wall=now_ms(), state=st, info=counts)
             self._commit_op(mark)
         return counts

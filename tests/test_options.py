@@ -437,7 +437,7 @@ def test_sink_defaults() -> None:
     assert opts.stream_config.to_config_dict() == {
         "segments": 4, "timestamping": "client-prefer", "timestamping_uncapped": False,
         "writers": [], "writer_lease_ms": 60_000, "retention": None, "scaling": None,
-        "compression": "snappy"}
+        "compression": "snappy", "compaction": "target=128MB,min=16"}
 
 
 def test_sink_options_as_a_streaming_query_passes_them() -> None:
@@ -452,12 +452,13 @@ def test_sink_options_as_a_streaming_query_passes_them() -> None:
 def test_stream_config_records_what_was_given() -> None:
     config = sink(segments="8", timestamping="ARRIVAL", timestampingUncapped="true",
                   writers="a, b", writerLeaseMs="5000", retention="7d", scaling="records=100/s",
-                  compression="zstd").stream_config
+                  compression="zstd", compaction="target=64MB,min=8").stream_config
     assert config.given == frozenset(K.STREAM_CONFIG_FIELDS.values())
     as_dict = config.to_config_dict()
     assert as_dict == {"segments": 8, "timestamping": "arrival", "timestamping_uncapped": True,
                        "writers": ["a", "b"], "writer_lease_ms": 5000, "retention": "7d",
-                       "scaling": "records=100/s", "compression": "zstd"}
+                       "scaling": "records=100/s", "compression": "zstd",
+                       "compaction": "target=64MB,min=8"}
     assert StreamConfig.from_kwargs(as_dict).to_dict() == as_dict  # the core takes it as is
     assert sink(segments="2").stream_config.given == frozenset({"segments"})
 

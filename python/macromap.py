@@ -1,0 +1,217 @@
+"""The macro map: which macro-chunk holds which ``_seq`` range of a segment, sharded by bucket.
+
+A macro-chunk (python/compaction.py) holds a run of a segment's records, contiguous in
+``_seq``. The map records every live macro-chunk under its segment and **bucket** — the
+``_seq`` range ``[k * SPAN, (k + 1) * SPAN)`` its first record falls in. A macro-chunk never has
+more than ``SPAN`` rows, so the records of ``_seq`` ``q`` are in a macro-chunk of bucket
+``q // SPAN`` or ``q // SPAN - 1``: a lookup reads at most two buckets per segment.
+
+Each bucket is a chain of immutable versions ``_tstream/macros/<segment>/<k>/<v>.json`` taken
+with create-if-absent, plus an overwritable head hint (the pattern of python/sealed.py): a
+version is built from its predecessor, so concurrent compactors can never lose an update, and
+the loser of a race re-reads and re-checks. Finding the newest costs the head read plus one
+probe. A version names only whole macro-chunks whose files were fully written before it.
+
+Invariant: a ``_seq`` range listed in the newest version is readable from the listed file;
+files a newer version dropped stay until garbage collection's grace period has passed after the
+compaction's journal commit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import CommitConflictError, CorruptMetadataError
+from .journal import META
+from .storage import Store
+
+#: Rows of ``_seq`` per bucket, and the most rows a macro-chunk may hold.
+SPAN = 1 << 22
+ROOT = f"{META}/macros"
+_MAX_RACES = 1000
+
+
+def bucket_of(seq: int) -> int:
+    return seq // SPAN
+
+
+def _dir(seg: int, bucket: int) -> str:
+    return f"{ROOT}/{seg & 0xFFFFFFFF}/{bucket:06d}"
+
+
+@dataclass(frozen=True)
+class Macro:
+    """One macro-chunk: records ``[first, first + rows)`` of its segment, in ``_seq`` order."""
+
+    first: int
+    rows: int
+    path: str
+    bytes: int
+    lo: int  # min _tso
+    hi: int  # max _tso
+    sorted: bool  # _tso strictly increasing along the rows
+    level: int  # merge generation: 1 for a macro of small chunks, +1 per merge of macros
+    #: not 0: a chunk left as it is (too big to merge, or passed over), listed so that the map
+    #: covers every compacted ``_seq``; its records keep their floor
+    floor: int = 0
+
+    @property
+    def end(self) -> int:
+        return self.first + self.rows
+
+    def to_json(self) -> list[Any]:
+        v = [self.first, self.rows, self.path, self.bytes, self.lo, self.hi, int(self.sorted), self.level]
+        return v + [self.floor] if self.floor else v
+
+    @classmethod
+    def from_json(cls, v: list[Any]) -> Macro:
+        return cls(int(v[0]), int(v[1]), v[2], int(v[3]), int(v[4]), int(v[5]), bool(v[6]), int(v[7]),
+                   int(v[8]) if len(v) > 8 else 0)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One version of a bucket: its live macro-chunks, by first ``_seq``."""
+
+    seg: int
+    bucket: int
+    v: int
+    macros: tuple[Macro, ...]
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"seg": self.seg, "bucket": self.bucket, "v": self.v,
+                           "macros": [m.to_json() for m in self.macros]}, separators=(",", ":")).encode()
+
+
+class MacroMap:
+    """Reads and updates the macro map of one stream."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _decode(self, data: bytes, rel: str) -> Bucket:
+        try:
+            d = json.loads(data)
+            return Bucket(int(d["seg"]), int(d["bucket"]), int(d["v"]),
+                          tuple(Macro.from_json(m) for m in d["macros"]))
+        except (ValueError, KeyError, TypeError, IndexError) as e:
+            raise CorruptMetadataError(
+                f"macro map shard {self.store.uri(rel)} is unreadable ({e}); restore it from a backup",
+                path=self.store.uri(rel)) from e
+
+    def latest(self, seg: int, bucket: int) -> Bucket:
+        """Newest version of a bucket (``v = -1`` and no macros if it has none): 2 reads."""
+        head = f"{_dir(seg, bucket)}/head.json"
+        try:
+            cur = self._decode(self.store.read(head), head)
+        except FileNotFoundError:
+            cur = Bucket(seg, bucket, -1, ())
+        while True:  # the head may lag: another compactor's version, or a lost hint write
+            rel = f"{_dir(seg, bucket)}/{cur.v + 1:08d}.json"
+            try:
+                cur = self._decode(self.store.read(rel), rel)
+            except FileNotFoundError:
+                return cur
+
+    def covering(self, seg: int, ranges: Iterable[tuple[int, int]],
+                 read: dict[int, Bucket] | None = None) -> list[Macro]:
+        """The macro-chunks of ``seg`` that hold any of the ``_seq`` ranges ``[a, b)`` asked.
+
+        Reads the bucket of each range's start, and the one before it only when a range is not
+        found there (a macro-chunk starting in the previous bucket): 2 reads per bucket.
+        """
+        ranges = list(ranges)
+        seen: dict[int, Bucket] = dict(read or {})  # versions the caller already has
+        found: dict[str, Macro] = {}
+
+        def scan(bucket: int, todo: list[tuple[int, int]]) -> list[tuple[int, int]]:
+            if bucket < 0:
+                return []
+            if bucket not in seen:
+                seen[bucket] = self.latest(seg, bucket)
+            left = []
+            for a, b in todo:
+                m = next((m for m in seen[bucket].macros if m.first <= a and b <= m.end), None)
+                if m is None:
+                    left.append((a, b))
+                else:
+                    found[m.path] = m
+            return left
+
+        missing: dict[int, list[tuple[int, int]]] = {}
+        for a, b in ranges:
+            missing.setdefault(bucket_of(a), []).append((a, b))
+        for bucket, todo in sorted(missing.items()):
+            left = scan(bucket, todo)
+            if left:
+                scan(bucket - 1, left)
+        return sorted(found.values(), key=lambda m: m.first)
+
+    def covering_many(self, ranges: dict[int, list[tuple[int, int]]],
+                      known: dict[int, tuple[int, int]]) -> dict[int, list[Macro]]:
+        """:meth:`covering` for several segments; ``known`` names a committed (bucket, version)
+        per segment, read exactly (immutable, all in one batched call) instead of head + probe.
+
+        A committed version may be older than the newest, which is fine: the files it names stay
+        until garbage collection's grace period has passed after the commit that replaced them.
+        """
+        out: dict[int, list[Macro]] = {seg: [] for seg in ranges}
+        exact = {seg: bv for seg, bv in known.items()
+                 if seg in ranges and any(bucket_of(a) == bv[0] for a, _ in ranges[seg])}
+        rels = [f"{_dir(seg, b)}/{v:08d}.json" for seg, (b, v) in exact.items()]
+        try:
+            blobs = self.store.read_many(rels)
+        except FileNotFoundError:
+            blobs, exact = [], {}
+        rest: dict[int, list[tuple[int, int]]] = {}
+        have: dict[int, Bucket] = {}
+        for (seg, (b, _)), rel, data in zip(exact.items(), rels, blobs):
+            version = have[seg] = self._decode(data, rel)
+            for a, e in ranges[seg]:
+                m = next((m for m in version.macros if m.first <= a and e <= m.end), None)
+                if m is not None:
+                    if m not in out[seg]:
+                        out[seg].append(m)
+                else:
+                    rest.setdefault(seg, []).append((a, e))
+        for seg, rs in ranges.items():
+            todo = rest.get(seg, []) if seg in exact else rs
+            if todo:  # the committed version stands for its bucket: only older buckets are read
+                read = {exact[seg][0]: have[seg]} if seg in have else None
+                out[seg] += [m for m in self.covering(seg, todo, read) if m not in out[seg]]
+            out[seg].sort(key=lambda m: m.first)
+        return out
+
+    def update(self, seg: int, bucket: int, change: Callable[[Bucket], tuple[Macro, ...] | None]) -> Bucket | None:
+        """Publish ``change(newest)`` as the next version; None if ``change`` declines (returns None).
+
+        ``change`` is called again on the winner's version after a lost race, so it must check
+        its preconditions against the version it is given. The head hint is written after the
+        version (best effort: readers and compactors probe past a stale one).
+        """
+        cur = self.latest(seg, bucket)
+        for _ in range(_MAX_RACES):
+            macros = change(cur)
+            if macros is None:
+                return None
+            nxt = Bucket(seg, bucket, cur.v + 1, tuple(sorted(macros, key=lambda m: m.first)))
+            data = nxt.to_bytes()
+            rel = f"{_dir(seg, bucket)}/{nxt.v:08d}.json"
+            if self.store.put_if_absent(rel, data):
+                try:  # a hint: readers and compactors probe past a stale one
+                    self.store.write(f"{_dir(seg, bucket)}/head.json", data)
+                except OSError:
+                    pass
+                return nxt
+            try:  # "exists" may hide our own create whose answer was lost (object stores)
+                if self.store.read(rel) == data:
+                    return nxt
+            except FileNotFoundError:
+                pass
+            won = self.latest(seg, bucket)
+            cur = won
+        raise CommitConflictError(f"gave up after {_MAX_RACES} lost races on the macro map of segment {seg}",
+                                  expected=cur.v + 1)
