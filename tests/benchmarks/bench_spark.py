@@ -74,7 +74,7 @@ SINK_OPTIONS = {"keyColumn": "key", "timestampColumn": "ts"}
 DURATIONS = ("triggerExecution", "latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 
 
-def build_session() -> Any:
+def build_session(extra: dict[str, str] | None = None) -> Any:
     """``local[2]`` with ``tstream`` (and the ``benchfloor`` floor source) registered explicitly."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -82,7 +82,7 @@ def build_session() -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master("local[2]").appName("tstream-bench")
-    for key, value in SESSION_CONF.items():
+    for key, value in {**SESSION_CONF, **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
