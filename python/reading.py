@@ -12,7 +12,6 @@ no per-row Python, zero-copy slices of the decoded columns.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -88,7 +87,9 @@ def pack_tasks(chunks: Sequence[Chunk], lo: int, hi: int, *, max_tasks: int,
 
 def _decode(store: Store, chunk: Chunk, data: bytes) -> pa.Table:
     try:
-        table = pq.read_table(io.BytesIO(data))
+        # a zero-copy Arrow buffer: through a Python file object (io.BytesIO) the same decode
+        # costs ~20 % more CPU (every read goes through Python)
+        table = pq.read_table(pa.BufferReader(data))
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptChunkError(
             f"chunk {store.uri(chunk.path)} is corrupt ({e}); restore it or truncate the stream "
