@@ -68,9 +68,8 @@ def read(spark: Any, url: str, **options: Any) -> Any:
     from pyspark.sql import functions as F
 
     from pyspark_tstream.errors import SchemaMismatchError
-    from pyspark_tstream.stream import Stream
-
     from pyspark_tstream.storage import Store
+    from pyspark_tstream.stream import Stream
 
     opts = SourceOptions.from_options({**{k: _option_text(v) for k, v in options.items()}, "path": url})
     root, reader_options = _spark_location(spark, Store(opts.path, opts.storage_options))
@@ -201,8 +200,10 @@ def _has_s3a(spark: Any) -> bool:
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:  # Spark Connect: the server decides; let the scan report it
         return True
+    from py4j.protocol import Py4JJavaError
+
     try:
         jvm.java.lang.Class.forName(_S3A_CLASS)
         return True
-    except Exception:  # py4j wraps ClassNotFoundException
+    except Py4JJavaError:  # ClassNotFoundException
         return False

@@ -173,8 +173,11 @@ def main(argv: list[str] | None = None) -> None:
         rows = []
         for n in sizes:
             url = "file://" + os.path.join(root, f"stream-{n}")
-            src = lambda: spark.readStream.schema(schema).parquet(folders[n])  # noqa: E731
-            sink = stream_query(src(), lambda w: w.format("tstream").options(**SINK_OPTIONS).start(url), f"sink-{n}")
+            def src(n: int = n) -> Any:
+                return spark.readStream.schema(schema).parquet(folders[n])
+
+            sink = stream_query(src(), lambda w, url=url: w.format("tstream").options(**SINK_OPTIONS).start(url),
+                                f"sink-{n}")
             floor_sink = stream_query(src(), lambda w: w.format("benchfloor").start(), f"fsink-{n}")
             source = stream_query(spark.readStream.format("tstream").load(url), lambda w: w.format("noop").start(),
                                   f"src-{n}")
