@@ -66,6 +66,7 @@ def read(spark: Any, url: str, **options: Any) -> Any:
     >>> df.groupBy("device").count()
     """
     from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StructField, StructType
 
     from pyspark_tstream.errors import SchemaMismatchError
     from pyspark_tstream.storage import Store
@@ -85,10 +86,8 @@ def read(spark: Any, url: str, **options: Any) -> Any:
     if not described:
         return spark.createDataFrame([], out_schema)
     user_fields = [f for f in out_schema.fields if f.name not in ("_timestamp", "_tso", "_segment", "_seq")]
-    from pyspark.sql.types import LongType, StructField, StructType
-
     scan_schema = StructType(user_fields + [StructField(RAW_TSO, LongType(), True)])
-    files = sorted({c.path for c in chunks})
+    files = sorted({c.path for c, *_ in described})  # chunks the cuts emptied are not scanned
     depth = _key_depth(files)
     scan = (spark.read.options(**reader_options).schema(scan_schema)
             .parquet(*[posixpath.join(root, p) for p in files])
