@@ -97,7 +97,7 @@ def read(spark: Any, url: str, **options: Any) -> Any:
             .select(*[F.col(f"`{f.name}`") for f in user_fields], F.col(RAW_TSO),
                     F.col("_metadata.row_index").alias("__ts_row"),
                     _file_key(depth).alias("__ts_key")))
-    desc = spark.createDataFrame([(_uri_key(c.path, depth), *rest) for c, *rest in described], _desc_schema())
+    desc = _desc_frame(spark, [(_uri_key(c.path, depth), *rest) for c, *rest in described])
     joined = scan.join(F.broadcast(desc), F.col("__ts_key") == F.col("__ts_file"))
     row, i = F.col("__ts_row"), F.col("__ts_row") - F.col("__ts_offset")
     tso = F.greatest(F.col(RAW_TSO), F.col("__ts_floor") + i)
@@ -140,11 +140,14 @@ def _descriptions(chunks: Sequence[Chunk], start_cut: Mapping[int, int],
     return out
 
 
-def _desc_schema() -> Any:
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
+def _desc_frame(spark: Any, rows: Sequence[tuple[Any, ...]]) -> Any:
+    """The chunk descriptions as an inline table (a local relation: broadcasting it runs no job)."""
+    def text(v: str) -> str:
+        return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
-    return StructType([StructField(_DESC[0], StringType(), False)]
-                      + [StructField(n, LongType(), False) for n in _DESC[1:]])
+    values = ", ".join(f"({text(r[0])}, {', '.join(str(int(x)) for x in r[1:])})" for r in rows)
+    casts = ", ".join([_DESC[0]] + [f"CAST({n} AS BIGINT) AS {n}" for n in _DESC[1:]])
+    return spark.sql(f"SELECT {casts} FROM VALUES {values} AS t({', '.join(_DESC)})")
 
 
 def _key_depth(paths: Sequence[str]) -> int:
