@@ -1,6 +1,6 @@
 """Option keys of ``format("tstream")``, each with its ``_DEFAULT`` twin.
 
-Names are the public contract (DESIGN §4) and are camelCase like Kafka's and Delta's options.
+Names are the public contract (docs/design.md §4) and are camelCase like Kafka's and Delta's options.
 Spark lower-cases every key before the data source sees it, so code compares keys with
 :func:`normalize`, never with ``==`` on the raw spelling. A key without a ``_DEFAULT`` twin has
 no default: leaving it out means "not set".
@@ -43,6 +43,12 @@ ENDING_OFFSETS = "endingOffsets"
 MAX_RECORDS_PER_TRIGGER = "maxRecordsPerTrigger"
 MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger"
 MAX_FILES_PER_TRIGGER = "maxFilesPerTrigger"
+
+#: Bounds on the number of Spark tasks (partitions) a read or micro-batch is split into. Default:
+#: one per ~128 MB of data, at least Spark's default parallelism when the planner can know it
+#: (else 8) while each task still gets 4 MB; never more than the chunks read.
+MIN_PARTITIONS = "minPartitions"
+MAX_PARTITIONS = "maxPartitions"
 
 #: Fail (``true``) or skip and report (``false``) when retention removed records still needed.
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
@@ -109,7 +115,8 @@ QUERY_NAME = "queryName"
 #: Spark passes it instead of ``path`` for ``load(["a", "b"])`` (JSON list).
 PATHS = "paths"
 
-#: Stream-config option → core ``StreamConfig`` field name.
+#: Stream-config option → core ``StreamConfig`` field name (the one mapping: the core's
+#: ``config.PUBLIC_NAMES`` is its inverse, and ``StreamConfig`` takes its defaults from here).
 STREAM_CONFIG_FIELDS = {
     TIMESTAMPING: "timestamping",
     TIMESTAMPING_UNCAPPED: "timestamping_uncapped",
@@ -124,7 +131,7 @@ STREAM_CONFIG_FIELDS = {
 SOURCE_KEYS: tuple[str, ...] = (
     PATH, STARTING_OFFSETS, STARTING_TIMESTAMP, STARTING_AGO, STARTING_TAIL, ENDING_TIMESTAMP,
     ENDING_OFFSETS, MAX_RECORDS_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, MAX_FILES_PER_TRIGGER,
-    FAIL_ON_DATA_LOSS, CONSUMER_GROUP,
+    MIN_PARTITIONS, MAX_PARTITIONS, FAIL_ON_DATA_LOSS, CONSUMER_GROUP,
 )
 
 SINK_KEYS: tuple[str, ...] = (

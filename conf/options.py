@@ -219,6 +219,8 @@ class SourceOptions:
         Batch reads: ``"latest"`` or a stream cut to stop at.
     max_records_per_trigger, max_bytes_per_trigger, max_files_per_trigger : int or None
         Read limits per micro-batch; ``None`` means no limit.
+    min_partitions, max_partitions : int or None
+        Bounds on the Spark tasks of a read (see ``keys.MIN_PARTITIONS``).
     fail_on_data_loss : bool
         Fail (default) or skip and report when retention removed records still needed.
     consumer_group : str or None
@@ -237,6 +239,8 @@ class SourceOptions:
     max_records_per_trigger: int | None = None
     max_bytes_per_trigger: int | None = None
     max_files_per_trigger: int | None = None
+    min_partitions: int | None = None
+    max_partitions: int | None = None
     fail_on_data_loss: bool = K.FAIL_ON_DATA_LOSS_DEFAULT
     consumer_group: str | None = None
     storage_options: dict[str, Any] = field(default_factory=dict)
@@ -279,6 +283,11 @@ class SourceOptions:
         if ending_ts is not None and start_ts is not None and ending_ts < start_ts:
             raise config_error(K.ENDING_TIMESTAMP, opts[K.ENDING_TIMESTAMP.lower()],
                                f"is before {K.STARTING_TIMESTAMP}={opts[K.STARTING_TIMESTAMP.lower()]!r}")
+        min_parts = option_as_int(opts, K.MIN_PARTITIONS, min_value=1)
+        max_parts = option_as_int(opts, K.MAX_PARTITIONS, min_value=1)
+        if min_parts is not None and max_parts is not None and max_parts < min_parts:
+            raise config_error(K.MAX_PARTITIONS, max_parts, f"is below {K.MIN_PARTITIONS}={min_parts}; "
+                               f"raise {K.MAX_PARTITIONS} or lower {K.MIN_PARTITIONS}")
         return cls(
             path=_required_path(opts, "read"),
             starting_offsets=starting if starting is not None else K.STARTING_OFFSETS_DEFAULT,
@@ -290,6 +299,8 @@ class SourceOptions:
             max_records_per_trigger=option_as_int(opts, K.MAX_RECORDS_PER_TRIGGER, min_value=1),
             max_bytes_per_trigger=option_as_bytes(opts, K.MAX_BYTES_PER_TRIGGER, min_value=1),
             max_files_per_trigger=option_as_int(opts, K.MAX_FILES_PER_TRIGGER, min_value=1),
+            min_partitions=min_parts,
+            max_partitions=max_parts,
             fail_on_data_loss=option_as_bool(opts, K.FAIL_ON_DATA_LOSS, K.FAIL_ON_DATA_LOSS_DEFAULT),
             consumer_group=_group_name(opts),
             storage_options=storage_options_from(options),

@@ -1,34 +1,37 @@
 """Spark ⇄ Arrow schemas for the adapters.
 
 Spark checks that every Arrow batch a Python source yields equals
-``to_arrow_schema(schema, timezone="UTC")`` exactly: field nullability, ``timestamp[us, UTC]``
+``to_arrow_schema`` of its schema with UTC timestamps exactly: field nullability, ``timestamp[us, UTC]``
 and ``string`` (not ``large_string``). :func:`to_spark_batch` makes a batch fit that target with
 vectorized casts only.
 """
 
 from __future__ import annotations
 
+from datetime import timezone
 from typing import Any
 
 import pyarrow as pa
 
 
 def spark_schema(user: pa.Schema) -> Any:
-    """The Spark StructType of a stream: user columns, then the non-null system columns."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-    from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+    """The Spark StructType of a stream: user columns, then the non-null system columns.
 
-    fields = list(from_arrow_schema(user).fields) if len(user) else []
-    fields += [StructField("_timestamp", TimestampType(), False), StructField("_tso", LongType(), False),
-               StructField("_segment", LongType(), False), StructField("_seq", LongType(), False)]
-    return StructType(fields)
+    Translated from :func:`~pyspark_tstream.schema.full_schema`, the one definition of the system
+    columns (``timestamp[ms, UTC]`` becomes TIMESTAMP, ``int64`` BIGINT, nullability kept).
+    """
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from pyspark_tstream.schema import full_schema
+
+    return from_arrow_schema(full_schema(user))
 
 
 def arrow_target(schema: Any) -> pa.Schema:
     """The exact Arrow schema Spark expects for ``schema`` (a StructType)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from .compat import arrow_schema
 
-    return to_arrow_schema(schema, timezone="UTC")
+    return arrow_schema(schema)
 
 
 def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
@@ -45,6 +48,39 @@ def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
 
 def user_arrow_schema(spark_struct: Any) -> pa.Schema:
     """Arrow schema of the data a Spark query writes (what the sink stores)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from .compat import arrow_schema
 
-    return to_arrow_schema(spark_struct, timezone="UTC")
+    return arrow_schema(spark_struct)
+
+
+def rows_to_batch(rows: list[Any], schema: pa.Schema) -> pa.RecordBatch:
+    """Spark Rows (what a PySpark 4.0 stream writer gets) as an Arrow batch of ``schema``.
+
+    Columns are taken by position (a Row's fields follow the query's schema). PySpark hands a
+    TIMESTAMP as a naive datetime in the worker's local time zone, so those are made aware
+    before Arrow reads them (Arrow would take a naive datetime as UTC).
+    """
+    columns = []
+    for i, f in enumerate(schema):
+        convert = _converter(f.type)
+        values = [r[i] for r in rows]
+        columns.append(pa.array(values if convert is None else [convert(v) for v in values], type=f.type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _converter(t: pa.DataType) -> Any:
+    """A function making one Python value of Arrow type ``t`` acceptable to ``pa.array``, or None."""
+    if pa.types.is_timestamp(t) and t.tz is not None:
+        return lambda v: v.astimezone(timezone.utc) if v is not None and v.tzinfo is None else v
+    if pa.types.is_struct(t):
+        subs = [(t.field(k).name, _converter(t.field(k).type)) for k in range(t.num_fields)]
+        return lambda v: None if v is None else {
+            n: (c(v[k]) if c is not None else v[k]) for k, (n, c) in enumerate(subs)}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        c = _converter(t.value_type)
+        return None if c is None else (lambda v: None if v is None else [c(x) for x in v])
+    if pa.types.is_map(t):
+        kc, vc = _converter(t.key_type), _converter(t.item_type)
+        return lambda v: None if v is None else [
+            (kc(k) if kc else k, vc(x) if vc else x) for k, x in (v.items() if isinstance(v, dict) else v)]
+    return None

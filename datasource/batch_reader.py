@@ -15,7 +15,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from pyspark_tstream.conf.options import SourceOptions
 from pyspark_tstream.planning import check_data_loss, start_bound
-from pyspark_tstream.timestamps import LOGICAL_BITS, pack
+from pyspark_tstream.timestamps import LOGICAL_MASK, pack
 
 from .arrow import arrow_target
 from .partitions import TStreamPartition, plan_partitions, read_partition
@@ -27,7 +27,7 @@ def _tso_bound(value: Any, column: str) -> int | None:
         return value
     if column == "_timestamp" and isinstance(value, datetime):
         dt = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        return int(dt.timestamp() * 1000) << LOGICAL_BITS
+        return pack(int(dt.timestamp() * 1000))
     return None
 
 
@@ -86,7 +86,8 @@ class TStreamBatchReader(DataSourceReader):
         chunks = stream.plan(self.lo, self.hi)
         if self.segments is not None:
             chunks = [c for c in chunks if c.seg in self.segments]
-        return plan_partitions(chunks, self.lo, self.hi, start_cut=self.start_cut or None,
+        return plan_partitions(chunks, self.lo, self.hi, min_partitions=self.options.min_partitions,
+                               max_partitions=self.options.max_partitions, start_cut=self.start_cut or None,
                                end_cut=self.end_cut or None)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -112,16 +113,16 @@ class TStreamFilteringReader(TStreamBatchReader):
                 if bound is None:
                     pass
                 elif isinstance(f, GreaterThan):
-                    self.lo = max(self.lo, bound if col == "_tso" else bound + (1 << LOGICAL_BITS) - 1)
+                    self.lo = max(self.lo, bound if col == "_tso" else bound + LOGICAL_MASK)
                 elif isinstance(f, GreaterThanOrEqual):
                     self.lo = max(self.lo, bound - 1)
                 elif isinstance(f, LessThan):
                     self.hi = min(self.hi, bound - 1)
                 elif isinstance(f, LessThanOrEqual):
-                    self.hi = min(self.hi, bound if col == "_tso" else bound + (1 << LOGICAL_BITS) - 1)
+                    self.hi = min(self.hi, bound if col == "_tso" else bound + LOGICAL_MASK)
                 elif isinstance(f, EqualTo):
                     self.lo = max(self.lo, bound - 1)
-                    self.hi = min(self.hi, bound if col == "_tso" else bound + (1 << LOGICAL_BITS) - 1)
+                    self.hi = min(self.hi, bound if col == "_tso" else bound + LOGICAL_MASK)
             elif col == "_segment" and isinstance(f, (EqualTo, In)):
                 values = {f.value} if isinstance(f, EqualTo) else set(f.value)
                 ints = {v for v in values if isinstance(v, int)}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,15 +9,8 @@ from typing import Any
 from pyspark.sql.datasource import InputPartition
 
 from pyspark_tstream.journal import Chunk
-from pyspark_tstream.reading import ReadTask, pack_tasks
+from pyspark_tstream.planner import ReadTask, plan_tasks
 from pyspark_tstream.storage import Store
-
-#: Like spark.sql.files.maxPartitionBytes, but 4x: a Python task costs ~40 ms more than a JVM
-#: one and streams its chunks one at a time, so larger partitions cost no memory (on 2 cores, 2
-#: partitions of a 414 MB batch read ~15 % faster than 4).
-TARGET_PARTITION_BYTES = 512 << 20
-#: Like the native source's openCostInBytes floor: smaller partitions cost more than they save.
-MIN_PARTITION_BYTES = 4 << 20
 
 
 @dataclass
@@ -32,33 +24,34 @@ class TStreamPartition(InputPartition):
         self.task = task
 
 
-def partition_count(total_bytes: int, chunks: int, cores: int) -> int:
-    """How many partitions a read of ``total_bytes`` in ``chunks`` chunks gets on ``cores`` slots.
+def spark_parallelism() -> int | None:
+    """``spark.default.parallelism`` of the active session, when this process has one.
 
-    Whole waves of ``cores`` partitions of at most :data:`TARGET_PARTITION_BYTES`: a last wave
-    with fewer tasks than slots leaves cores idle (3 partitions on 2 cores take as long as 4),
-    and each extra task costs ~40 ms, so there are never more than needed. A batch too small to
-    give every slot :data:`MIN_PARTITION_BYTES` gets fewer partitions (one when tiny).
+    The Python data source planner usually runs in a worker process without a session: then
+    None, and the planner assumes ``DEFAULT_PARALLELISM`` (never this machine's cores, which
+    say nothing about the executors).
     """
-    cores = max(cores, 1)
-    waves = -(-total_bytes // (cores * TARGET_PARTITION_BYTES))
-    n = min(max(waves, 1) * cores, total_bytes // MIN_PARTITION_BYTES)
-    return max(1, min(n, chunks))
+    try:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            return None
+        conf = spark.conf.get("spark.default.parallelism", None)
+        if conf:
+            return int(conf)
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect or no JVM: fall back to the constant
+        return None
 
 
 def plan_partitions(chunks: Sequence[Chunk], lo: int, hi: int, *, min_partitions: int | None = None,
-                    start_cut: dict[int, int] | None = None,
+                    max_partitions: int | None = None, start_cut: dict[int, int] | None = None,
                     end_cut: dict[int, int] | None = None) -> list[TStreamPartition]:
-    """Pack chunks into few partitions of similar size, in whole waves of the cores.
-
-    ``min_partitions`` (default: this machine's cores) is the number of task slots; see
-    :func:`partition_count` for how many partitions a batch gets.
-    """
-    cores = min_partitions or os.cpu_count() or 2
-    total = sum(max(c.bytes, 1) for c in chunks)
-    n = partition_count(total, len(chunks), cores)
-    tasks = pack_tasks(chunks, lo, hi, max_tasks=n, min_task_bytes=max(1, total // n),
-                       start_cut=start_cut, end_cut=end_cut)
+    """The Spark partitions of a plan: :func:`~pyspark_tstream.planner.plan_tasks` with the
+    ``minPartitions``/``maxPartitions`` options and Spark's default parallelism."""
+    tasks = plan_tasks(chunks, lo, hi, parallelism=spark_parallelism(), min_partitions=min_partitions,
+                       max_partitions=max_partitions, start_cut=start_cut, end_cut=end_cut)
     return [TStreamPartition(t) for t in tasks]
 
 

@@ -49,16 +49,14 @@ class TStreamDataSource(DataSource):
         return spark_schema(user)
 
     def reader(self, schema: Any) -> Any:
-        import sys
-
         from .batch_reader import TStreamBatchReader, TStreamFilteringReader
+        from .compat import called_for_filter_pushdown
 
-        options, stream = self._source()
         # PySpark asks for a reader from its pushdown worker only when filter pushdown is on;
         # elsewhere a reader with pushFilters is an error, so pick the class by the caller.
-        caller = sys._getframe(1).f_globals.get("__name__", "")
-        cls = TStreamFilteringReader if caller.endswith("data_source_pushdown_filters") else TStreamBatchReader
-        return cls(options, schema, stream)
+        pushdown = called_for_filter_pushdown()
+        options, stream = self._source()
+        return (TStreamFilteringReader if pushdown else TStreamBatchReader)(options, schema, stream)
 
     def streamReader(self, schema: Any) -> Any:
         from .stream_reader import TStreamStreamReader

@@ -1,9 +1,11 @@
 """``spark.readStream.format("tstream")``: tick-aligned micro-batches.
 
 Each batch is ``(start.tso, end.tso]`` with ``end.tso`` at or below the tick published at
-``end.pos``; read limits end it earlier, at a chunk boundary, never above the tick. The reader
-object lives in Spark's driver-side runner for the whole query, so it caches journal deltas;
-``read`` runs on executors from a pickled copy and touches only the partition it is given.
+``end.pos``; read limits end it earlier, at the end of a millisecond, never above the tick
+(:mod:`~pyspark_tstream.planner` chooses it). The reader object lives in Spark's driver-side
+runner for the whole query; it keeps a bounded :class:`~pyspark_tstream.planner.Window` of index
+nodes ahead of its position (never the history). ``read`` runs on executors from a pickled copy
+and touches only the partition it is given.
 """
 
 from __future__ import annotations
@@ -14,18 +16,22 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from pyspark_tstream.conf.options import SourceOptions
-from pyspark_tstream.journal import COL_MAX_TSO, Delta
-from pyspark_tstream.planning import Limits, check_data_loss, choose_end, start_bound
+from pyspark_tstream.planner import Limits, Plan, Window, plan
+from pyspark_tstream.planning import check_data_loss, start_bound
+from pyspark_tstream.reading import chunk_tsos
 
 from .arrow import arrow_target
+from .compat import has
 from .offsets import TStreamOffset
 from .partitions import TStreamPartition, plan_partitions, read_partition
 
-try:  # Spark >= 4.2
-    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxFiles,
-                                                  ReadMaxRows, SupportsTriggerAvailableNow)
-except ImportError:  # pragma: no cover - PySpark 4.0/4.1: no admission control from Spark
-    ReadLimit = ReadAllAvailable = ReadMaxRows = ReadMaxBytes = ReadMaxFiles = None  # type: ignore
+if has("read_limits"):
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles, ReadMaxRows
+else:  # PySpark 4.0/4.1: Spark passes no start (see _resume_point) and no limit (see _limits)
+    ReadAllAvailable = ReadMaxRows = ReadMaxBytes = ReadMaxFiles = None  # type: ignore
+if has("available_now"):
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+else:  # PySpark 4.0/4.1: Spark runs Trigger.AvailableNow as one batch
     SupportsTriggerAvailableNow = object  # type: ignore
 
 
@@ -38,9 +44,22 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self.stream = stream
         self._target = arrow_target(schema)
         self._schema_b64 = stream.state.schema
-        self._deltas: dict[int, Delta] = {}
+        self._window = self._new_window()
         self._available_now: TStreamOffset | None = None
         self._last_end: TStreamOffset | None = None
+        self._initial: dict | None = None
+        if not has("read_limits") and not Limits(options.max_records_per_trigger, options.max_bytes_per_trigger,
+                                                  options.max_files_per_trigger).unlimited:
+            import logging
+
+            logging.getLogger("pyspark_tstream").warning(
+                "this PySpark has no latestOffset(start, limit) (it arrived in 4.2): "
+                "maxRecordsPerTrigger/maxBytesPerTrigger/maxFilesPerTrigger do not apply, each "
+                "micro-batch reads up to the tick; upgrade PySpark to bound micro-batches")
+
+    def _new_window(self) -> Window:
+        store = self.stream.store
+        return Window(self.stream.journal, load=lambda c: chunk_tsos(store, c))
 
     def __getstate__(self) -> dict[str, Any]:
         # executors need only what read() uses; drop the driver-side caches
@@ -52,6 +71,11 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
 
     # -- offsets ------------------------------------------------------------------------------
     def initialOffset(self) -> dict:
+        if self._initial is None:  # cached: _resume_point may have computed it already
+            self._initial = self._initial_offset()
+        return self._initial
+
+    def _initial_offset(self) -> dict:
         o = self.options
         cut = o.starting_offsets if isinstance(o.starting_offsets, dict) else {}
         lo = start_bound(self.stream, o.starting_kind, timestamp_ms=o.starting_timestamp_ms,
@@ -69,6 +93,10 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return ReadAllAvailable()
 
     def _limits(self, limit: Any) -> Limits:
+        if not has("read_limits"):
+            # PySpark < 4.2 runs Trigger.AvailableNow/Once as one batch it cannot tell us about:
+            # a limit there would leave data unread, so limits do not apply (README, compat.py)
+            return Limits()
         if ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable):
             return Limits()  # Spark asks for everything (e.g. Trigger.Once): options do not apply
         o = self.options
@@ -80,57 +108,65 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         state = self.stream.refresh()
-        begin = TStreamOffset.from_dict(start) if start is not None else self._last_end
+        begin = TStreamOffset.from_dict(start) if start is not None else self._resume_point()
         tick, pos = state.tick, state.pos
         if self._available_now is not None:
             tick, pos = min(tick, self._available_now.tso), self._available_now.pos
-        if begin is None:  # PySpark < 4.2 calls latestOffset() without a start
-            return TStreamOffset(tick, pos).to_dict()
         if tick <= begin.tso:
             return begin.to_dict()
         limits = self._limits(limit)
         end_tso = tick
         if not limits.unlimited:
-            end_tso = choose_end(self._chunks(begin.tso, tick, pos), begin.tso, tick, limits)
+            end_tso = self._plan(begin.tso, tick, pos, limits).hi
         cut = self._remaining_cut(begin, end_tso, pos)
         end = TStreamOffset(end_tso, pos, cut)
         self._last_end = end
         return end.to_dict()
+
+    def _resume_point(self) -> TStreamOffset:
+        """Where the next batch starts when Spark does not say (PySpark < 4.2: ``latestOffset()``).
+
+        Spark < 4.2 plans every batch, including the replay of an uncommitted one and (on a
+        restart from a checkpoint) an empty one at the last logged offset, through
+        ``partitions(start, end)`` before asking for the next end, so the last planned end is
+        the next start; on a fresh query it asks ``latestOffset()`` before ``initialOffset()``,
+        so nothing planned yet means the initial offset. Knowing the start keeps a starting
+        cut exact across batches and restarts.
+        """
+        if self._last_end is None:
+            self._last_end = TStreamOffset.from_dict(self.initialOffset())
+        return self._last_end
 
     def reportLatestOffset(self) -> dict:
         state = self.stream.state
         return TStreamOffset(state.tick, state.pos).to_dict()
 
     # -- planning -----------------------------------------------------------------------------
-    def _chunks(self, lo: int, hi: int, last_pos: int) -> list:
-        state = self.stream.state
-        first = self.stream.journal.search(state, COL_MAX_TSO, lo)
-        missing = [p for p in range(max(first, state.head_pos), last_pos + 1) if p not in self._deltas]
-        if missing:
-            for d in self.stream.journal.deltas(state, missing[0], last_pos):
-                self._deltas[d.pos] = d
-        for p in [p for p in self._deltas if p < first]:
-            del self._deltas[p]  # behind every future batch: tsos only move forward
-        return [c for p in range(first, last_pos + 1) if p in self._deltas
-                for c in self._deltas[p].chunks if c.hi > lo and c.lo <= hi]
+    def _plan(self, lo: int, hi: int, last_pos: int, limits: Limits = Limits()) -> Plan:
+        p = plan(self._window, self.stream.state, lo, hi, limits, last_pos=last_pos)
+        self._window.forget_before(p.first_pos)  # behind every future batch: tsos only move forward
+        return p
 
     def _remaining_cut(self, begin: TStreamOffset, end_tso: int, pos: int) -> dict[int, int]:
         """Keep a starting cut only for segments whose cut the batch has not passed yet."""
         if not begin.cut:
             return {}
-        passed = {c.seg for c in self._chunks(begin.tso, end_tso, pos)
+        passed = {c.seg for c in self._plan(begin.tso, end_tso, pos).chunks
                   if c.seg in begin.cut and c.seq >= begin.cut[c.seg] and c.lo <= end_tso}
         return {s: q for s, q in begin.cut.items() if s not in passed}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         begin, stop = TStreamOffset.from_dict(start), TStreamOffset.from_dict(end)
+        if not has("read_limits"):
+            self._last_end = stop  # the next batch starts here (see _resume_point)
         if stop.tso <= begin.tso:
             return []
         self.stream.refresh()
         lo = check_data_loss(self.stream.state, begin.tso, fail=self.options.fail_on_data_loss,
                              context="this streaming query", journal=self.stream.journal)
-        chunks = self._chunks(lo, stop.tso, stop.pos)
-        return plan_partitions(chunks, lo, stop.tso, start_cut=begin.cut or None)
+        chunks = self._plan(lo, stop.tso, stop.pos).chunks
+        return plan_partitions(chunks, lo, stop.tso, min_partitions=self.options.min_partitions,
+                               max_partitions=self.options.max_partitions, start_cut=begin.cut or None)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, TStreamPartition):
@@ -146,4 +182,4 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
             Group.commit_position(self.stream, group, TStreamOffset.from_dict(end).tso)
 
     def stop(self) -> None:
-        self._deltas.clear()
+        self._window = self._new_window()

@@ -13,8 +13,21 @@
 # MAGIC 4. look at `info()`, and
 # MAGIC 5. see what a **tick** is: the point up to which the stream is complete.
 # MAGIC
-# MAGIC Requirements: Spark 4 and the `pyspark-tstream` package on the cluster (`%pip install` the wheel that
-# MAGIC `pip wheel .` builds from the repository), or locally `pip install -e . --config-settings editable_mode=strict`.
+# MAGIC Requirements: Databricks Runtime 17.0 or later (Spark 4.0+) and the `pyspark-tstream` wheel (the next cells
+# MAGIC install it), or locally `pip install -e . --config-settings editable_mode=strict`.
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Install
+# MAGIC Needs **Databricks Runtime 17.0 or later** (Spark 4.0+; PySpark 4.0 to 4.3 are supported). With
+# MAGIC `pyspark-tstream` installed as a cluster library, the next cell only reports that it is there. Otherwise it
+# MAGIC installs the wheel (built with `python -m build`, see the README) from the volume folder it names, for the
+# MAGIC driver and the executors: change the folder to where you put the wheel.
+
+# COMMAND ----------
+
+# MAGIC %pip install --no-index --find-links /Volumes/main/default/libs pyspark-tstream
 
 # COMMAND ----------
 
@@ -31,7 +44,7 @@ import shutil
 
 import pandas as pd
 from pyspark.sql import functions as F
-from pyspark_tstream import DefaultSource, Stream
+from pyspark_tstream import Stream, register
 from pyspark_tstream.timestamps import iso, now_ms, physical
 
 ROOT = os.environ.get("TSTREAM_NOTEBOOK_ROOT", "/tmp/tstream-notebooks") + "/01_quickstart"
@@ -49,9 +62,9 @@ except NameError:  # plain `python notebooks/01_quickstart.py`
     def display(obj):  # a stand-in for Databricks' display
         obj.show(truncate=False) if hasattr(obj, "show") else print(obj)
 
-# Spark finds `tstream` by itself when the package is installed; registering is harmless and also
-# covers installs Spark's discovery cannot see.
-spark.dataSource.register(DefaultSource)
+# Spark finds `tstream` by itself when the package was installed before the session started;
+# register() also covers a notebook-scoped install and is a no-op otherwise (on every PySpark 4.x).
+register(spark)
 
 # COMMAND ----------
 

@@ -15,6 +15,19 @@
 # COMMAND ----------
 
 # MAGIC %md
+# MAGIC ## Install
+# MAGIC Needs **Databricks Runtime 17.0 or later** (Spark 4.0+; PySpark 4.0 to 4.3 are supported). With
+# MAGIC `pyspark-tstream` installed as a cluster library, the next cell only reports that it is there. Otherwise it
+# MAGIC installs the wheel (built with `python -m build`, see the README) from the volume folder it names, for the
+# MAGIC driver and the executors: change the folder to where you put the wheel.
+
+# COMMAND ----------
+
+# MAGIC %pip install --no-index --find-links /Volumes/main/default/libs pyspark-tstream
+
+# COMMAND ----------
+
+# MAGIC %md
 # MAGIC ## Setup
 # MAGIC `ROOT` holds the streams and checkpoints (fresh on every run). On a multi-node cluster use a folder every
 # MAGIC node sees, e.g. a Unity Catalog volume (`/Volumes/main/default/scratch/tstream-notebooks`).
@@ -29,7 +42,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from pyspark.sql import Window
 from pyspark.sql import functions as F
-from pyspark_tstream import DefaultSource, Stream
+from pyspark_tstream import Stream, register
 from pyspark_tstream.timestamps import iso, now_ms
 
 ROOT = os.environ.get("TSTREAM_NOTEBOOK_ROOT", "/tmp/tstream-notebooks") + "/03_scaling_and_retention"
@@ -52,7 +65,9 @@ except NameError:  # plain `python notebooks/03_scaling_and_retention.py`
         else:
             obj.show(truncate=False) if hasattr(obj, "show") else print(obj)
 
-spark.dataSource.register(DefaultSource)
+# Spark finds `tstream` by itself when the package was installed before the session started;
+# register() also covers a notebook-scoped install and is a no-op otherwise (on every PySpark 4.x).
+register(spark)
 
 
 def label(segment_id):

@@ -3,7 +3,8 @@
 Each subcommand is a ``run_*(args) -> int`` function registered in :func:`build_parser`
 (``append`` lives in :mod:`~pyspark_tstream.cli_append`, consumer groups in
 :mod:`~pyspark_tstream.cli_group`, ``scale``/``cut``/``truncate``/``trim``/``vacuum`` in
-:mod:`~pyspark_tstream.cli_admin`).
+:mod:`~pyspark_tstream.cli_admin`; the parser class, argument types and storage options they
+share in :mod:`~pyspark_tstream.cli_common`, so no two CLI modules import each other).
 
 Errors the user can act on never show a traceback: they print one ``tstream: error: ...`` line
 on stderr. Exit codes: 0 success, 1 runtime error (store, data, missing stream), 2 usage error
@@ -19,22 +20,27 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import Any
 
+from . import __version__
+from .cli_admin import register as register_admin
+from .cli_append import register as register_append
+from .cli_common import (Parser, add_command, count_int, duration_ms, key_value, millis, open_stream,
+                         positive_int, secret_values, storage_options, time_ms)
 from .cli_format import json_default, print_info, print_records
+from .cli_fsck import register as register_fsck
+from .cli_group import register as register_group
+from .conf import keys as K
 from .config import TIMESTAMPING_MODES
-from .errors import ConfigError, InvalidPathError, TStreamError
-from .errors import EntryIdError
+from .errors import ConfigError, EntryIdError, InvalidPathError, TStreamError
 from .grouplog import ALL_SEGMENTS
 from .scan import read_after
 from .stream import Stream
-from .timestamps import now_ms, pack, parse_duration_ms, to_ms
+from .timestamps import now_ms, pack
 
 #: Records per read while printing, so a long range never sits in memory at once.
 PAGE_ROWS = 10_000
-STORAGE_ENV = "TSTREAM_STORAGE_OPTIONS"
-URL_HELP = "stream URL: file:///path, memory://name or s3://bucket/prefix"
 
 EPILOG = """\
 examples:
@@ -48,6 +54,8 @@ examples:
   tstream group file:///tmp/telemetry read billing worker-1 --count 10 --block 5000
   tstream group file:///tmp/telemetry ack billing 1767225600000-0@0
   tstream info s3://bucket/telemetry --storage-option endpoint_url=http://127.0.0.1:9000
+  tstream fsck file:///tmp/telemetry         # exit code 1 if anything is damaged
+  tstream repair file:///tmp/telemetry
 
 URLs: file:///abs/path (or a bare path), memory://name, s3://bucket/prefix.
 Storage options (endpoint, region, credentials) come from --storage-option KEY=VALUE
@@ -55,101 +63,6 @@ Storage options (endpoint, region, credentials) come from --storage-option KEY=V
 variable (a JSON object), which keeps secrets out of shell history; s3fs also reads the usual
 AWS_* variables. Credentials are never printed.
 """
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line usage errors (exit 2) instead of the usage block."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"tstream: error: {message} (see '{self.prog} --help')\n")
-
-
-# -- argument types: they reject bad values while parsing, so those are usage errors (exit 2) --
-def _arg(convert: Callable[[str], Any]) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        try:
-            return convert(text)
-        except (TStreamError, ValueError) as e:
-            raise argparse.ArgumentTypeError(str(e)) from e
-
-    parse.__name__ = convert.__name__
-    return parse
-
-
-def _positive(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        raise ValueError(f"{text!r} is not a positive integer")
-    return int(text)
-
-
-def _count(text: str) -> int:
-    if not text.strip().isdigit():
-        raise ValueError(f"{text!r} is not a non-negative integer")
-    return int(text)
-
-
-def _millis(text: str) -> int:
-    """Milliseconds: a bare integer (as Redis takes BLOCK/min-idle) or a duration like ``5s``."""
-    return int(text) if text.strip().isdigit() else parse_duration_ms(text, option="duration")
-
-
-def _time(text: str) -> int:
-    return to_ms(text, option="time")
-
-
-def _duration(text: str) -> int:
-    return parse_duration_ms(text)
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        # never echo the text: it may be a credential typed without its key
-        raise ValueError("expected KEY=VALUE, e.g. endpoint_url=http://127.0.0.1:9000")
-    return key.strip(), value
-
-
-positive_int, count_int, millis, time_ms, duration_ms, key_value = (
-    _arg(f) for f in (_positive, _count, _millis, _time, _duration, _key_value))
-
-
-# -- shared plumbing ----------------------------------------------------------------------------
-def _raw_storage(args: argparse.Namespace) -> dict[str, Any]:
-    raw: dict[str, Any] = {}
-    env = os.environ.get(STORAGE_ENV)
-    if env:
-        try:
-            given = json.loads(env)
-        except ValueError:
-            given = None
-        if not isinstance(given, dict):
-            raise ConfigError(f"{STORAGE_ENV} must hold a JSON object like "
-                              '{"endpoint_url": "http://127.0.0.1:9000"}', option=STORAGE_ENV)
-        raw.update((f"storage.{k}", v) for k, v in given.items())
-    raw.update((f"storage.{k}", v) for k, v in getattr(args, "storage_option", None) or [])
-    return raw
-
-
-def storage_options(args: argparse.Namespace) -> dict[str, Any]:
-    """fsspec options from ``TSTREAM_STORAGE_OPTIONS`` and ``--storage-option`` (which wins)."""
-    from pyspark_tstream.conf.options import storage_options_from
-
-    return storage_options_from(_raw_storage(args))
-
-
-def _secrets(args: argparse.Namespace) -> list[str]:
-    from pyspark_tstream.conf.parsing import is_secret_key
-
-    try:
-        raw = _raw_storage(args)
-    except ConfigError:
-        return []
-    found = {str(v) for k, v in raw.items() if is_secret_key(k) and v is not None and len(str(v)) >= 3}
-    return sorted(found, key=len, reverse=True)
-
-
-def open_stream(args: argparse.Namespace) -> Stream:
-    return Stream.open(args.url, storage_options=storage_options(args))
 
 
 def _message(exc: BaseException) -> str:
@@ -183,14 +96,14 @@ def run_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_cursor(stream: Stream, args: argparse.Namespace) -> tuple[int, int]:
+def _start_cursor(stream: Stream, args: argparse.Namespace) -> tuple[int, int, int]:
     if args.timestamp is not None:
-        return max(pack(args.timestamp) - 1, 0), ALL_SEGMENTS
+        return max(pack(args.timestamp) - 1, 0), ALL_SEGMENTS, ALL_SEGMENTS
     if args.ago is not None:
-        return max(pack(max(now_ms() - args.ago, 0)) - 1, 0), ALL_SEGMENTS
+        return max(pack(max(now_ms() - args.ago, 0)) - 1, 0), ALL_SEGMENTS, ALL_SEGMENTS
     if args.tail is not None:
-        return stream.seek_tail(args.tail), ALL_SEGMENTS
-    return 0, -1
+        return stream.seek_tail(args.tail), ALL_SEGMENTS, ALL_SEGMENTS
+    return 0, -1, -1
 
 
 def run_read(args: argparse.Namespace) -> int:
@@ -234,45 +147,38 @@ def _wait_for_tick(stream: Stream, after: int, idle_since: float, args: argparse
 # -- the parser -----------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     """The ``tstream`` argument parser (subcommands set ``run``)."""
-    from . import __version__
-    from .cli_append import register as register_append
-    from .cli_admin import register as register_admin
-    from .cli_group import register as register_group
-
-    common = _Parser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument("--storage-option", metavar="KEY=VALUE", type=key_value, action="append",
                         help="fsspec option for the store, e.g. endpoint_url=http://127.0.0.1:9000 (repeatable)")
-    fmt = argparse.RawDescriptionHelpFormatter
-    parser = _Parser(prog="tstream", description="Timestamped streams on a filesystem or object store.",
-                     epilog=EPILOG, formatter_class=fmt)
+    parser = Parser(prog="tstream", description="Timestamped streams on a filesystem or object store.",
+                    epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"tstream {__version__}")
-    sub = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(metavar="COMMAND", parser_class=Parser)
 
-    p = sub.add_parser("create", parents=[common], formatter_class=fmt, help="create a stream",
-                       description="Create a stream (fails if one exists).",
-                       epilog="example:\n  tstream create file:///tmp/s --segments 8 --writers east,west")
-    p.add_argument("url", help=URL_HELP)
-    p.add_argument("--segments", type=positive_int, default=4, help="initial segments (default 4)")
-    p.add_argument("--timestamping", choices=TIMESTAMPING_MODES, default="client-prefer")
+    p = add_command(sub, common, "create", run_create,
+                    help="create a stream",
+                    description="Create a stream (fails if one exists).",
+                    epilog="example:\n  tstream create file:///tmp/s --segments 8 --writers east,west")
+    p.add_argument("--segments", type=positive_int, default=K.SEGMENTS_DEFAULT,
+                   help=f"initial segments (default {K.SEGMENTS_DEFAULT})")
+    p.add_argument("--timestamping", choices=TIMESTAMPING_MODES, default=K.TIMESTAMPING_DEFAULT)
     p.add_argument("--uncapped", action="store_true", help="keep client times later than arrival")
     p.add_argument("--writers", metavar="A,B", help="declared writers the tick waits for")
     p.add_argument("--lease-ms", type=positive_int, help="drop a silent writer from the tick after this")
-    p.set_defaults(run=run_create)
 
-    p = sub.add_parser("info", parents=[common], formatter_class=fmt, help="show tick, segments, writers",
-                       description="Tick, epochs, segments, writers, first/last ids and size.",
-                       epilog="example:\n  tstream info file:///tmp/s --json | jq .tick_time")
-    p.add_argument("url", help=URL_HELP)
+    p = add_command(sub, common, "info", run_info,
+                    help="show tick, segments, writers",
+                    description="Tick, epochs, segments, writers, first/last ids and size.",
+                    epilog="example:\n  tstream info file:///tmp/s --json | jq .tick_time")
     p.add_argument("--json", action="store_true", help="print the info as JSON")
-    p.set_defaults(run=run_info)
 
     register_append(sub, common)
 
-    p = sub.add_parser("read", parents=[common], formatter_class=fmt, help="read records (XRANGE / XREAD)",
-                       description="Print complete records (at or below the tick) in _tso order.",
-                       epilog="examples:\n  tstream read file:///tmp/s --ago 1h --until=-30m\n"
-                              "  tstream read file:///tmp/s --tail 5 --follow --max-wait 30s --format table")
-    p.add_argument("url", help=URL_HELP)
+    p = add_command(sub, common, "read", run_read,
+                    help="read records (XRANGE / XREAD)",
+                    description="Print complete records (at or below the tick) in _tso order.",
+                    epilog="examples:\n  tstream read file:///tmp/s --ago 1h --until=-30m\n"
+                           "  tstream read file:///tmp/s --tail 5 --follow --max-wait 30s --format table")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--timestamp", metavar="T", type=time_ms, help="from this time (epoch ms or ISO-8601)")
     start.add_argument("--ago", metavar="DURATION", type=duration_ms, help="from now minus this (90s, 15m, 1h, 7d)")
@@ -284,10 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-wait", metavar="DURATION", type=duration_ms, help="with --follow: stop after this long "
                    "without new records")
     p.add_argument("--poll", metavar="MS", type=millis, default=200, help=argparse.SUPPRESS)
-    p.set_defaults(run=run_read)
 
     register_group(sub, common)
-    register_admin(sub, common, URL_HELP, time_ms, positive_int, duration_ms)
+    register_admin(sub, common)
+    register_fsck(sub, common)
     return parser
 
 
@@ -326,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("TSTREAM_DEBUG"):
             raise
         text = _message(e)
-        for secret in _secrets(args):
+        for secret in secret_values(args):
             text = text.replace(secret, "***")
         sys.stderr.write(f"tstream: error: {text}\n")
         return 2 if isinstance(e, (ConfigError, InvalidPathError, EntryIdError)) else 1

@@ -11,8 +11,11 @@ import json
 import sys
 from typing import Any
 
+from .cli_common import add_command, open_stream, positive_int, time_ms
 from .routing import fraction
-from .timestamps import iso
+from .stream import Stream
+from .stream_admin import GC_GRACE_MS, ORPHAN_GRACE_MS
+from .timestamps import iso, physical
 
 EPILOG_SCALE = """\
 examples:
@@ -21,9 +24,7 @@ examples:
 """
 
 
-def _stream(args: argparse.Namespace) -> Any:
-    from .cli import open_stream
-
+def _stream(args: argparse.Namespace) -> Stream:
     return open_stream(args)
 
 
@@ -47,8 +48,8 @@ def run_cut(args: argparse.Namespace) -> int:
 
 
 def _report(before: Any, after: Any, counts: dict[str, int] | None) -> None:
-    lines = [f"head: {iso(before.head_tso >> 18) if before.head_tso else '-'} -> "
-             f"{iso(after.head_tso >> 18) if after.head_tso else '-'}"]
+    lines = [f"head: {iso(physical(before.head_tso)) if before.head_tso else '-'} -> "
+             f"{iso(physical(after.head_tso)) if after.head_tso else '-'}"]
     if counts:
         lines.append("deleted: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
     sys.stdout.write("\n".join(lines) + "\n")
@@ -81,7 +82,7 @@ def run_release(args: argparse.Namespace) -> int:
     if args.writer not in s.state.writers:
         raise ValueError(f"no writer {args.writer!r} on {s.url}; writers: {sorted(s.state.writers)}")
     s.writer(args.writer).close()
-    sys.stdout.write(f"released {args.writer}: tick {iso(s.state.tick >> 18) if s.state.tick else '-'}\n")
+    sys.stdout.write(f"released {args.writer}: tick {iso(physical(s.state.tick)) if s.state.tick else '-'}\n")
     return 0
 
 
@@ -92,62 +93,53 @@ def run_vacuum(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: Any, common: argparse.ArgumentParser, url_help: str, time_ms: Any, positive_int: Any,
-             duration_ms: Any) -> None:
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add the admin subcommands to the ``tstream`` parser."""
-    fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser("scale", parents=[common], formatter_class=fmt, help="split or merge segments",
-                       description="Seal segments and create successors in a new epoch.", epilog=EPILOG_SCALE)
-    p.add_argument("url", help=url_help)
+    p = add_command(sub, common, "scale", run_scale,
+                    help="split or merge segments",
+                    description="Seal segments and create successors in a new epoch.", epilog=EPILOG_SCALE)
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--split", type=int, metavar="SEGMENT", help="segment id to split")
     how.add_argument("--merge", type=int, nargs="+", metavar="SEGMENT", help="adjacent segment ids to merge")
     p.add_argument("--parts", type=positive_int, default=2, help="with --split: how many parts (default 2)")
-    p.set_defaults(run=run_scale)
 
-    p = sub.add_parser("cut", parents=[common], formatter_class=fmt, help="stream cut at a time",
-                       description="Per segment, the first _seq at or after TIME (JSON).",
-                       epilog="example:\n  tstream cut file:///tmp/s 2026-11-01T00:00:00Z")
-    p.add_argument("url", help=url_help)
+    p = add_command(sub, common, "cut", run_cut,
+                    help="stream cut at a time",
+                    description="Per segment, the first _seq at or after TIME (JSON).",
+                    epilog="example:\n  tstream cut file:///tmp/s 2026-11-01T00:00:00Z")
     p.add_argument("time", type=time_ms, help="epoch ms or ISO-8601")
-    p.set_defaults(run=run_cut)
 
-    p = sub.add_parser("truncate", parents=[common], formatter_class=fmt, help="drop records before a time or cut",
-                       description="Move the head: records before BEFORE (or the --cut) become unreadable.",
-                       epilog="examples:\n  tstream truncate file:///tmp/s --before 2026-11-01T00:00:00Z --vacuum\n"
-                              "  tstream truncate file:///tmp/s --cut '{\"0\": 1200, \"1\": 900}'")
-    p.add_argument("url", help=url_help)
+    p = add_command(sub, common, "truncate", run_truncate,
+                    help="drop records before a time or cut",
+                    description="Move the head: records before BEFORE (or the --cut) become unreadable.",
+                    epilog="examples:\n  tstream truncate file:///tmp/s --before 2026-11-01T00:00:00Z --vacuum\n"
+                           "  tstream truncate file:///tmp/s --cut '{\"0\": 1200, \"1\": 900}'")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--before", type=time_ms, metavar="T", help="epoch ms or ISO-8601")
     what.add_argument("--cut", metavar="JSON", help="stream cut {segment: seq}")
     p.add_argument("--vacuum", action="store_true", help="delete the files now (no grace period)")
-    p.set_defaults(run=run_truncate)
 
-    p = sub.add_parser("trim", parents=[common], formatter_class=fmt, help="apply retention (XTRIM)",
-                       description="Apply the stream's retention policy, or the limits given.",
-                       epilog="examples:\n  tstream trim file:///tmp/s --maxlen 1000000\n"
-                              "  tstream trim file:///tmp/s --max-age 7d")
-    p.add_argument("url", help=url_help)
+    p = add_command(sub, common, "trim", run_trim,
+                    help="apply retention (XTRIM)",
+                    description="Apply the stream's retention policy, or the limits given.",
+                    epilog="examples:\n  tstream trim file:///tmp/s --maxlen 1000000\n"
+                           "  tstream trim file:///tmp/s --max-age 7d")
     p.add_argument("--maxlen", type=positive_int, help="keep the newest N records")
     p.add_argument("--max-age", metavar="DURATION", help="keep this much time (7d, 12h)")
     p.add_argument("--max-bytes", type=positive_int, help="keep about this many bytes")
-    p.add_argument("--grace-ms", type=int, default=10 * 60_000, help="delete files truncated this long ago")
-    p.set_defaults(run=run_trim)
+    p.add_argument("--grace-ms", type=int, default=GC_GRACE_MS, help="delete files truncated this long ago")
 
-    p = sub.add_parser("release", parents=[common], formatter_class=fmt, help="end a writer session",
-                       description="Stop a writer from holding the tick back (a stopped streaming query "
-                                   "otherwise holds it until writerLeaseMs passes). `tstream info` lists writers.",
-                       epilog="example:\n  tstream release file:///tmp/s query-3f2a9c0d1e4b5a6f")
-    p.add_argument("url", help=url_help)
+    p = add_command(sub, common, "release", run_release,
+                    help="end a writer session",
+                    description="Stop a writer from holding the tick back (a stopped streaming query "
+                                "otherwise holds it until writerLeaseMs passes). `tstream info` lists writers.",
+                    epilog="example:\n  tstream release file:///tmp/s query-3f2a9c0d1e4b5a6f")
     p.add_argument("writer", help="writer id")
-    p.set_defaults(run=run_release)
 
-    p = sub.add_parser("vacuum", parents=[common], formatter_class=fmt, help="delete garbage files",
-                       description="Delete files of truncated records, and with --orphans unreferenced files "
-                                   "of failed task attempts (this lists the data folders).")
-    p.add_argument("url", help=url_help)
-    p.add_argument("--grace-ms", type=int, default=10 * 60_000)
+    p = add_command(sub, common, "vacuum", run_vacuum,
+                    help="delete garbage files",
+                    description="Delete files of truncated records, and with --orphans unreferenced files "
+                                "of failed task attempts (this lists the data folders).")
+    p.add_argument("--grace-ms", type=int, default=GC_GRACE_MS)
     p.add_argument("--orphans", action="store_true")
-    p.add_argument("--orphan-grace-ms", type=int, default=6 * 3_600_000)
-    p.set_defaults(run=run_vacuum)
-    del duration_ms
+    p.add_argument("--orphan-grace-ms", type=int, default=ORPHAN_GRACE_MS)

@@ -22,6 +22,7 @@ from typing import Any, BinaryIO, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .cli_common import add_command, count_int, open_stream, positive_int
 from .cli_format import Progress
 from .errors import ConfigError, SchemaMismatchError, TimestampError
 from .stream import Stream
@@ -184,8 +185,6 @@ def append(stream: Stream, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_append(args: argparse.Namespace) -> int:
-    from .cli import open_stream
-
     if args.batch is not None and args.writer is None:
         raise ConfigError("--batch N needs --writer ID: a batch id is only unique per writer", option="batch")
     summary = append(open_stream(args), args)
@@ -208,16 +207,14 @@ def run_append(args: argparse.Namespace) -> int:
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add ``append`` to the top-level subparsers ``sub``."""
-    from .cli import URL_HELP, count_int, positive_int
-
-    p = sub.add_parser("append", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter, help="append JSON lines or Parquet",
-                       description="Append records from JSON lines (stdin or a file) or a Parquet file, "
-                                   f"one commit per --batch-rows records (default {BATCH_ROWS:,}).",
-                       epilog="examples:\n  cat events.jsonl | tstream append file:///tmp/s --key device\n"
-                              "  tstream append file:///tmp/s events.parquet --timestamp t "
-                              "--writer loader --batch 0\n"
-                              "  (re-running the last one commits nothing twice: batch ids 0, 1, ...)")
-    p.add_argument("url", help=URL_HELP)
+    p = add_command(sub, common, "append", run_append,
+                    help="append JSON lines or Parquet",
+                    description="Append records from JSON lines (stdin or a file) or a Parquet file, "
+                                f"one commit per --batch-rows records (default {BATCH_ROWS:,}).",
+                    epilog="examples:\n  cat events.jsonl | tstream append file:///tmp/s --key device\n"
+                           "  tstream append file:///tmp/s events.parquet --timestamp t "
+                           "--writer loader --batch 0\n"
+                           "  (re-running the last one commits nothing twice: batch ids 0, 1, ...)")
     p.add_argument("file", nargs="?", help="input file; '-' or none reads stdin")
     p.add_argument("--format", choices=("jsonl", "parquet"), help="input format (default: by extension)")
     p.add_argument("--key", metavar="COL", help="routing key column")
@@ -228,5 +225,4 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--merge-schema", action="store_true", help="add new columns to the stream schema")
     p.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(run=run_append)
 

@@ -10,14 +10,15 @@ import base64
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, TextIO
 
 import pyarrow as pa
 
-from .timestamps import iso, physical, tso_id
+from .grouplog import entry_id
+from .timestamps import iso, physical
 
 #: Cells wider than this are cut in table output (JSON output is never cut).
 MAX_CELL = 40
@@ -37,14 +38,14 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
-def records(table: pa.Table, ids: Callable[[int, int], str] | None = None) -> Iterable[dict[str, Any]]:
-    """Rows as dicts: ``_id`` first, user columns, then ISO ``_timestamp`` and the other system
-    columns. ``ids(tso, segment)`` makes the id (default ``<ms>-<logical>``)."""
+def records(table: pa.Table) -> Iterable[dict[str, Any]]:
+    """Rows as dicts: ``_id`` first (``<ms>-<logical>@<segment>:<seq>``, unique in the stream),
+    user columns, then ISO ``_timestamp`` and the other system columns."""
     user = [n for n in table.column_names if not n.startswith("_")]
     for batch in table.to_batches(max_chunksize=4096):
         for row in batch.to_pylist():
             tso, seg = row["_tso"], row["_segment"]
-            out = {"_id": ids(tso, seg) if ids else tso_id(tso)}
+            out = {"_id": entry_id(tso, seg, row["_seq"])}
             out.update((n, row[n]) for n in user)
             out.update(_timestamp=iso(physical(tso)), _tso=tso, _segment=seg, _seq=row["_seq"])
             yield out
@@ -86,10 +87,9 @@ def print_table(rows: Sequence[dict[str, Any]], out: TextIO, *, columns: Sequenc
     out.flush()
 
 
-def print_records(table: pa.Table, fmt: str, out: TextIO, *, header: bool = True,
-                  ids: Callable[[int, int], str] | None = None) -> int:
+def print_records(table: pa.Table, fmt: str, out: TextIO, *, header: bool = True) -> int:
     """Records as JSON lines or a table (``_timestamp`` and user columns, keyed by ``_id``)."""
-    rows = records(table, ids)
+    rows = records(table)
     if fmt == "json":
         return print_json_lines(rows, out)
     listed = [{k: v for k, v in r.items() if k not in ("_tso", "_segment", "_seq")} for r in rows]
@@ -150,8 +150,10 @@ class Progress:
     Redraws at most 10 times a second; disabled, it does nothing.
     """
 
-    def __init__(self, total: int | None, *, enabled: bool, out: TextIO | None = None) -> None:
+    def __init__(self, total: int | None, *, enabled: bool, out: TextIO | None = None,
+                 unit: str = "records") -> None:
         self.total = total if total and total > 0 else None
+        self.unit = unit
         self.enabled = enabled
         self.out = out if out is not None else sys.stderr
         self.rows = 0
@@ -169,7 +171,7 @@ class Progress:
     def _draw(self) -> None:
         self._drawn = time.monotonic()
         rate = self.rows / max(self._drawn - self._start, 1e-6)
-        text = f"{self.rows:,} records  {rate:,.0f} rec/s"
+        text = f"{self.rows:,} {self.unit}  {rate:,.0f} {self.unit[:3]}/s"
         if self.total:
             frac = min(self.done / self.total, 1.0)
             filled = int(frac * 30)

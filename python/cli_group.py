@@ -12,8 +12,8 @@ import json
 import sys
 from typing import Any
 
+from .cli_common import URL_HELP, millis, open_stream, positive_int
 from .cli_format import json_default, print_records, print_table
-from .grouplog import entry_id
 from .groups import DELETED_KEY, Group
 
 EPILOG = """\
@@ -28,14 +28,10 @@ examples:
 
 
 def _open(args: argparse.Namespace) -> Group:
-    from .cli import open_stream
-
     return Group.open(open_stream(args), args.name)
 
 
 def run_create(args: argparse.Namespace) -> int:
-    from .cli import open_stream
-
     group = Group.create(open_stream(args), args.name, start=args.start, exist_ok=args.exist_ok)
     info = group.info()
     sys.stdout.write(f"group {group.name}: delivers records after {info['last_delivered_id']}\n")
@@ -43,7 +39,7 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def _print_delivery(table: Any, args: argparse.Namespace) -> None:
-    print_records(table, args.format, sys.stdout, ids=entry_id)
+    print_records(table, args.format, sys.stdout)
     deleted = (table.schema.metadata or {}).get(DELETED_KEY)
     if deleted:
         ids = json.loads(deleted)
@@ -89,8 +85,6 @@ def run_setid(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    from .cli import open_stream
-
     stream = open_stream(args)
     names = [args.name] if args.name else Group.names(stream)
     infos = [Group.open(stream, n).info() for n in names]
@@ -108,8 +102,6 @@ def run_info(args: argparse.Namespace) -> int:
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add ``group`` and its actions to the top-level subparsers ``sub``."""
-    from .cli import URL_HELP, millis, positive_int
-
     fmt = argparse.RawDescriptionHelpFormatter
     g = sub.add_parser("group", formatter_class=fmt, help="consumer groups (create, read, ack, pending, claim)",
                        description="Redis-style consumer groups stored in the stream.", epilog=EPILOG)

@@ -3,8 +3,13 @@
 Pure functions of (state, request) so that a retry after a lost race recomputes everything from
 the winner's state. Invariants kept:
 
-* per segment, ``_tso`` strictly increases and ``_seq`` is dense: chunk ``k`` of a segment gets
-  ``floor = max(segment.last_tso, tick) + 1`` and ``seq = segment.next_seq``;
+* writer lanes: every chunk a writer commits to a segment gets
+  ``floor = max(lane, tick) + 1``, where ``lane`` is the largest ``_tso`` that writer committed
+  to that segment before this commit (0 for a one-shot writer). All chunks of one commit are
+  floored against the lane's previous commit, never against each other: a micro-batch is an
+  unordered set, and another writer's clock never moves a record. ``_seq`` stays dense per
+  segment in commit order (chunk ``k`` gets ``seq = segment.next_seq``), so ``_tso`` increases
+  within a chunk and within a lane, not along a segment;
 * nothing committed after tick ``G`` is published has ``_tso <= G`` (floors exceed the tick);
   ticks end on a millisecond, so later records are in a later millisecond too;
 * ``G`` never decreases; it is the min over live writers of their latest committed ``_tso`` (the
@@ -25,11 +30,14 @@ from .errors import SegmentSealedError
 from .journal import Chunk, Entry
 from .schema import decode_schema, encode_schema, reconcile
 from .state import StreamState, Writer
-from .timestamps import LOGICAL_MASK, final_bounds, tso_id
+from .timestamps import LOGICAL_MASK, final_bounds, final_marks, tso_id
 from .writing import ChunkInfo
 
 #: Reads a chunk's raw timestamps to count exactly how many records its floor raised.
 CountRaised = Callable[[ChunkInfo, int], int]
+#: The rules that may move a record's time (docs/design.md, "Timestamps"), as counted in acks
+#: and journal entries.
+MOVE_RULES = ("lane", "tick", "cap")
 
 
 @dataclass
@@ -37,8 +45,10 @@ class Ack:
     """What an append did (S2-style): positions and adjusted timestamps per segment.
 
     ``segments`` maps segment id to ``{"first_seq", "last_seq", "first_tso", "last_tso",
-    "rows"}``. ``raised`` counts records whose timestamp was moved up (stream monotonicity or the
-    tick). ``duplicate`` is True when (writer_id, batch_id) had already been committed; the other
+    "rows"}``. ``moved`` counts the records each rule moved: ``lane`` (raised above the same
+    writer's earlier records in its segment), ``tick`` (raised above the published tick) and
+    ``cap`` (client time lowered to arrival time); ``raised`` is ``lane + tick``.
+    ``duplicate`` is True when (writer_id, batch_id) had already been committed; the other
     fields then describe that earlier commit when it is still known.
     """
 
@@ -50,6 +60,7 @@ class Ack:
     duplicate: bool = False
     writer_id: str | None = None
     batch_id: Any = None
+    moved: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MOVE_RULES, 0))
 
     @property
     def first_tso(self) -> int | None:
@@ -75,13 +86,15 @@ class Ack:
             if s is None:
                 segs[c.seg] = {"first_seq": c.seq, "last_seq": c.seq + c.rows - 1, "first_tso": c.lo,
                                "last_tso": c.hi, "rows": c.rows}
-            else:
+            else:  # chunks of one commit may overlap in time (sorted runs of an unordered batch)
                 s["last_seq"] = c.seq + c.rows - 1
-                s["last_tso"] = c.hi
+                s["first_tso"] = min(s["first_tso"], c.lo)
+                s["last_tso"] = max(s["last_tso"], c.hi)
                 s["rows"] += c.rows
+        moved = {rule: int(entry.info.get("moved", {}).get(rule, 0)) for rule in MOVE_RULES}
         return cls(pos=entry.pos, rows=sum(c.rows for c in entry.chunks), tick=entry.state.tick,
                    segments=segs, raised=int(entry.info.get("raised", 0)), duplicate=duplicate,
-                   writer_id=entry.writer, batch_id=entry.batch)
+                   writer_id=entry.writer, batch_id=entry.batch, moved=moved)
 
 
 def _expire(state: StreamState, now: int, committer: str | None) -> list[str]:
@@ -136,7 +149,8 @@ class CommitRequest:
                     return None
         self._schema(state)
         expired = _expire(state, self.now, self.writer_id)
-        chunks, raised = self._place(state)
+        lanes = state.writers[self.writer_id].lanes if writer is not None else {}
+        chunks, moved = self._place(state, lanes)
         rows = sum(c.rows for c in chunks)
         if chunks:
             state.max_tso = max(state.max_tso, max(c.hi for c in chunks))
@@ -147,6 +161,8 @@ class CommitRequest:
         state.chunks += len(chunks)
         if self.writer_id is not None:
             writer = state.writers.setdefault(self.writer_id, Writer())
+            for c in chunks:
+                writer.lanes[c.seg] = max(writer.lanes.get(c.seg, 0), c.hi)
             if self.batch_id is not None:
                 writer.remember(self.batch_id, pos)
             mine = max((c.hi for c in chunks), default=0)
@@ -170,8 +186,10 @@ class CommitRequest:
             if policy is not None:
                 restart_windows(state, self.now, policy.window)
         info: dict[str, Any] = {"rows": rows}
-        if raised:
-            info["raised"] = raised
+        if moved["lane"] + moved["tick"]:
+            info["raised"] = moved["lane"] + moved["tick"]
+        if any(moved.values()):
+            info["moved"] = {rule: n for rule, n in moved.items() if n}
         if expired:
             info["expired"] = expired
         return Entry(pos=pos, op=self.op, wall=self.now, state=state, writer=self.writer_id,
@@ -188,30 +206,36 @@ class CommitRequest:
         if merged != current:
             state.schema = encode_schema(merged)
 
-    def _place(self, state: StreamState) -> tuple[list[Chunk], int]:
+    def _place(self, state: StreamState, lanes: dict[int, int]) -> tuple[list[Chunk], dict[str, int]]:
+        """Number and floor the chunks; ``lanes`` is the writer's lane state before this commit."""
         out: list[Chunk] = []
-        raised = 0
+        moved = dict.fromkeys(MOVE_RULES, 0)
         for info in self.chunks:
             seg = state.segment(info.seg)
             if seg is None:
                 raise SegmentSealedError(
                     f"chunk {info.path} targets segment {info.seg}, which is no longer active "
                     "(a scale sealed it); the writer must re-route its records", segment=info.seg)
-            floor = max(seg.last_tso, state.tick) + 1
+            lane = lanes.get(seg.id, 0)
+            floor = max(lane, state.tick) + 1
             lo, hi = final_bounds(info.raw_lo, info.raw_hi, info.rows, floor)
             out.append(Chunk(seg=seg.id, path=info.path, rows=info.rows, bytes=info.bytes,
-                             seq=seg.next_seq, floor=floor, lo=lo, hi=hi))
+                             seq=seg.next_seq, floor=floor, lo=lo, hi=hi,
+                             marks=final_marks(info.marks, info.rows, floor)))
+            moved["lane"] += info.lane_raised
+            moved["cap"] += info.capped
             if info.raw_lo < floor:  # a prefix of the chunk was raised (a_i - i is non-decreasing)
                 if info.raw_hi - (info.rows - 1) < floor:
-                    raised += info.rows
-                elif self.count_raised is not None:
-                    raised += self.count_raised(info, floor)
+                    n = info.rows
+                else:
+                    n = self.count_raised(info, floor) if self.count_raised is not None else 0
+                moved["tick" if state.tick >= lane else "lane"] += n
             seg.next_seq += info.rows
-            seg.last_tso = hi
+            seg.last_tso = max(seg.last_tso, hi)
             seg.rows += info.rows
             seg.bytes += info.bytes
             seg.chunks += 1
-        return out, raised
+        return out, moved
 
 
 def check_schema_for_write(state: StreamState, schema: pa.Schema, merge: bool) -> pa.Schema:

@@ -7,25 +7,18 @@ error points at what the user typed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from .conf import keys as K
 from .errors import ConfigError
 
 TIMESTAMPING_MODES = ("client-prefer", "client-require", "arrival")
 COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "none")
 
-#: Python-API name → public (Spark option) name, for messages.
-PUBLIC_NAMES = {
-    "segments": "segments",
-    "timestamping": "timestamping",
-    "timestamping_uncapped": "timestampingUncapped",
-    "writers": "writers",
-    "writer_lease_ms": "writerLeaseMs",
-    "retention": "retention",
-    "scaling": "scaling",
-    "compression": "compression",
-}
+#: Python-API name → public (Spark option) name, for messages. The option names and their
+#: defaults are defined once, in :mod:`pyspark_tstream.conf.keys`.
+PUBLIC_NAMES = {name: key for key, name in K.STREAM_CONFIG_FIELDS.items()}
 
 
 @dataclass(frozen=True)
@@ -52,15 +45,14 @@ class StreamConfig:
         Parquet codec of data chunks.
     """
 
-    segments: int = 4
-    timestamping: str = "client-prefer"
-    timestamping_uncapped: bool = False
-    writers: tuple[str, ...] = ()
-    writer_lease_ms: int = 60_000
+    segments: int = K.SEGMENTS_DEFAULT
+    timestamping: str = K.TIMESTAMPING_DEFAULT
+    timestamping_uncapped: bool = K.TIMESTAMPING_UNCAPPED_DEFAULT
+    writers: tuple[str, ...] = K.WRITERS_DEFAULT
+    writer_lease_ms: int = K.WRITER_LEASE_MS_DEFAULT
     retention: str | None = None
     scaling: str | None = None
-    compression: str = "snappy"
-    extra: tuple[tuple[str, Any], ...] = field(default=())
+    compression: str = K.COMPRESSION_DEFAULT
 
     def __post_init__(self) -> None:
         if not isinstance(self.segments, int) or isinstance(self.segments, bool) or not 1 <= self.segments <= 4096:
@@ -95,7 +87,7 @@ class StreamConfig:
     @classmethod
     def from_kwargs(cls, values: Mapping[str, Any]) -> StreamConfig:
         """Build from Python-API keyword names; unknown names are an error listing valid ones."""
-        known = {f.name for f in fields(cls)} - {"extra"}
+        known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
             raise ConfigError(
@@ -111,12 +103,11 @@ class StreamConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["writers"] = list(self.writers)
-        d.pop("extra")
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StreamConfig:
-        known = {f.name for f in fields(cls)} - {"extra"}
+        known = {f.name for f in fields(cls)}
         vals = {k: v for k, v in d.items() if k in known}
         vals["writers"] = tuple(vals.get("writers", ()))
         return cls(**vals)

@@ -8,8 +8,10 @@ Invariants:
   (delivery, ack, claim) is applied to exactly one predecessor and none is lost.
 * Every version holds the whole :class:`GroupState`; ``head.json`` copies the newest one. The
   head is only a hint (as for the journal): a stale head costs one probe per version it lags.
-* A record is identified by (``_segment``, ``_seq``), which is unique; its ``_tso`` is unique
-  only within a segment, so the text id is ``<ms>-<logical>@<segment>`` (see :func:`entry_id`).
+* A record is identified by (``_segment``, ``_seq``), which is unique; its ``_tso`` is not
+  (two writers' lanes, or two tasks of one Spark batch, may stamp the same time in a segment),
+  so the text id is ``<ms>-<logical>@<segment>:<seq>`` (see :func:`entry_id`): time first, as
+  in Redis, then the identity. Cursors are ``(tso, segment, seq)`` in read order.
 
 Costs (store calls): open 2 (head + probe), refresh with nothing new 1, a change 1 conditional
 create + 1 head write (+ 1 read per lost race). No call lists a folder. A version's size is
@@ -21,6 +23,7 @@ oldest live version first (a handle refreshing from a deleted slot would re-crea
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 from collections.abc import Iterable, Mapping
@@ -30,16 +33,22 @@ from typing import Any
 import pyarrow as pa
 
 from .errors import (ConfigError, CorruptMetadataError, EntryIdError, GroupNotFoundError,
-                     InvalidPathError)
+                     InvalidPathError, TStreamError, UnsupportedFormatError)
+from .journal import newest_present
 from .storage import Store
 from .timestamps import parse_id, tso_id
 
+logger = logging.getLogger(__name__)
+
 GROUPS = "_tstream/groups"
 _DIR_SPAN = 100_000
-#: Segment part of a cursor meaning "every record with this ``_tso`` was delivered".
+#: Segment (or seq) part of a cursor meaning "every record with this ``_tso`` (in this
+#: segment) was delivered".
 ALL_SEGMENTS = (1 << 63) - 1
+#: Group log format: 1 had ``(tso, segment)`` cursors; 2 adds the ``_seq`` part (writer lanes).
+GROUP_FORMAT_VERSION = 2
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_ID = re.compile(r"^(\d+)(?:-(\d+))?(?:@(\d+))?$")
+_ID = re.compile(r"^(\d+)(?:-(\d+))?(?:@(\d+)(?::(\d+))?)?$")
 
 #: What ``ack`` and ``claim`` take: an id string or a ``(segment, seq)`` pair.
 IdLike = str | tuple[int, int]
@@ -62,28 +71,30 @@ def check_consumer_name(name: Any) -> str:
     return name
 
 
-def entry_id(tso: int, segment: int) -> str:
-    """The unambiguous text id of a record: ``<ms>-<logical>@<segment>``.
+def entry_id(tso: int, segment: int, seq: int) -> str:
+    """The unique text id of a record: ``<ms>-<logical>@<segment>:<seq>``.
 
-    ``<ms>-<logical>`` alone (the Redis form) can name one record in each of several segments.
+    ``<ms>-<logical>`` alone (the Redis form) can name several records: one in each of several
+    segments, and several in one segment when writers' lanes stamp the same time.
     """
-    return f"{tso_id(tso)}@{segment}"
+    return f"{tso_id(tso)}@{segment}:{seq}"
 
 
 def is_entry_id(text: str) -> bool:
-    """Whether ``text`` is an id (``<ms>-<logical>[@<segment>]``) rather than a time."""
+    """Whether ``text`` is an id (``<ms>-<logical>[@<segment>[:<seq>]]``) rather than a time."""
     match = _ID.match(str(text).strip())
     return bool(match and (match.group(2) is not None or match.group(3) is not None))
 
 
-def parse_entry_id(text: str) -> tuple[int, int | None]:
-    """``(tso, segment)`` of ``<ms>-<logical>[@<segment>]``; segment None when not given."""
+def parse_entry_id(text: str) -> tuple[int, int | None, int | None]:
+    """``(tso, segment, seq)`` of ``<ms>-<logical>[@<segment>[:<seq>]]``; None where not given."""
     match = _ID.match(str(text).strip())
     if not match:
-        raise EntryIdError(f"entry id {text!r} is not of the form <ms>-<logical>@<segment> "
-                           "(e.g. 1767225600000-0@1)")
+        raise EntryIdError(f"entry id {text!r} is not of the form <ms>-<logical>@<segment>:<seq> "
+                           "(e.g. 1767225600000-0@1:42)")
     tso = parse_id(f"{match.group(1)}-{match.group(2) or 0}")
-    return tso, (int(match.group(3)) if match.group(3) is not None else None)
+    seg = int(match.group(3)) if match.group(3) is not None else None
+    return tso, seg, (int(match.group(4)) if match.group(4) is not None else None)
 
 
 @dataclass(frozen=True)
@@ -103,7 +114,7 @@ class Pending:
 
     @property
     def id(self) -> str:
-        return entry_id(self.tso, self.segment)
+        return entry_id(self.tso, self.segment, self.seq)
 
     def to_json(self) -> list[Any]:
         return [self.segment, self.seq, self.tso, self.consumer, self.delivered, self.count]
@@ -117,8 +128,8 @@ class Pending:
 class GroupState:
     """A group after version ``pos``.
 
-    ``last`` is the cursor ``(tso, segment)``: records ordered by (``_tso``, ``_segment``) at or
-    before it were delivered. ``pending`` is ordered by (``_tso``, ``_segment``), oldest first.
+    ``last`` is the cursor ``(tso, segment, seq)``: records in read order (``_tso``,
+    ``_segment``, ``_seq``) at or before it were delivered. ``pending`` is in read order too.
     ``consumers`` maps a name to ``[last seen ms, last delivery ms]``.
     """
 
@@ -127,7 +138,7 @@ class GroupState:
     op: str
     wall: int
     created: int
-    last: tuple[int, int]
+    last: tuple[int, int, int]
     pending: tuple[Pending, ...] = ()
     consumers: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     committed: int | None = None
@@ -142,7 +153,7 @@ class GroupState:
     @property
     def low_water(self) -> int:
         """The largest ``_tso`` at or below which every record was delivered and acked."""
-        tso, seg = self.last
+        tso, seg, _ = self.last
         mark = tso if seg == ALL_SEGMENTS else tso - 1
         if self.pending:
             mark = min(mark, min(p.tso for p in self.pending) - 1)
@@ -150,7 +161,7 @@ class GroupState:
 
     def encode(self) -> bytes:
         return json.dumps({
-            "v": 1, "name": self.name, "pos": self.pos, "op": self.op, "wall": self.wall,
+            "v": GROUP_FORMAT_VERSION, "name": self.name, "pos": self.pos, "op": self.op, "wall": self.wall,
             "created": self.created, "nonce": self.nonce, "last": list(self.last),
             "committed": self.committed, "delivered": self.delivered, "acked": self.acked,
             "consumers": {k: list(v) for k, v in self.consumers.items()},
@@ -161,16 +172,32 @@ class GroupState:
     def decode(cls, data: bytes, *, path: str) -> GroupState:
         try:
             d = json.loads(data)
+            ints = ("pos", "wall", "created", "delivered", "acked")
+            if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not isinstance(d.get("op"), str) \
+                    or any(not isinstance(d.get(k, 0), int) or isinstance(d.get(k, 0), bool) for k in ints) \
+                    or not isinstance(d.get("committed") or 0, int) or not isinstance(d.get("pending", []), list) \
+                    or not isinstance(d.get("consumers", {}), dict):
+                raise TypeError("not a consumer-group record")
+            if isinstance(d.get("v"), int) and d["v"] > GROUP_FORMAT_VERSION:
+                raise UnsupportedFormatError(
+                    f"consumer-group record {path} has format version {d['v']}, newer than this "
+                    f"pyspark-tstream reads ({GROUP_FORMAT_VERSION}); upgrade pyspark-tstream",
+                    path=path, version=d["v"])
+            last = d["last"]
+            # version 1 cursors (tso, segment) named every record of that segment at that tso
+            seq = int(last[2]) if len(last) > 2 else ALL_SEGMENTS
             return cls(name=d["name"], pos=d["pos"], op=d["op"], wall=d["wall"], created=d["created"],
-                       nonce=d["nonce"], last=(int(d["last"][0]), int(d["last"][1])),
+                       nonce=d["nonce"], last=(int(last[0]), int(last[1]), seq),
                        committed=d.get("committed"), delivered=d.get("delivered", 0),
                        acked=d.get("acked", 0),
                        consumers={k: (int(v[0]), int(v[1])) for k, v in d.get("consumers", {}).items()},
                        pending=tuple(Pending.from_json(p) for p in d.get("pending", [])))
-        except (ValueError, KeyError, TypeError, IndexError) as e:
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+            url = path.split("/_tstream/")[0]
             raise CorruptMetadataError(
-                f"consumer-group record {path} is unreadable ({type(e).__name__}: {e}); delete the "
-                "group's folder to reset it", path=path) from e
+                f"consumer-group record {path} is unreadable ({type(e).__name__}: {e}); `tstream repair "
+                f"{url}` restores it if the group's head holds a copy, otherwise start a new group where "
+                f"this one was (`tstream group {url} create NAME --start ID`)", path=path) from e
 
 
 class GroupLog:
@@ -200,14 +227,21 @@ class GroupLog:
             state = GroupState.decode(self.store.read(self.head_path), path=self.store.uri(self.head_path))
             if known is not None and known.pos > state.pos:
                 state = known
-        except FileNotFoundError:
-            # a crash between creating version 0 and writing the hint leaves no head
+        except (FileNotFoundError, CorruptMetadataError) as e:
+            # a crash between creating version 0 and writing the hint leaves no head; an
+            # unreadable hint is only a hint: versions are never deleted, so search them
+            if isinstance(e, CorruptMetadataError):
+                logger.warning("%s; searching the group's versions instead", e)
             first = known or self.try_version(0)
             if first is None:
                 raise GroupNotFoundError(
                     f"no consumer group {self.name!r} on {self.store.display_url}; create it with "
                     f"Group.create or `tstream group URL create {self.name}`") from None
-            state = first
+            if known is None:
+                newest = newest_present(lambda p: self.store.exists(self.version_path(p)), 0)
+                state = self.try_version(newest) or first
+            else:
+                state = first
         while True:
             nxt = self.try_version(state.pos + 1)
             if nxt is None:
@@ -237,8 +271,43 @@ class GroupLog:
         # The version is already durable; a failed hint write only costs a later probe.
         try:
             self.store.write(self.head_path, data)
-        except OSError:
-            pass
+        except Exception as e:  # noqa: BLE001 - whatever failed, the change itself stands
+            logger.info("group head hint %s not written (%s); readers probe past it",
+                        self.store.uri(self.head_path), e)
+
+
+def group_names(store: Store) -> list[str]:
+    """Names of the stream's groups.
+
+    Lists ``_tstream/groups/``: a stream has few groups and this folder does not grow with
+    history (each group's versions live in its own subfolder, which is never listed).
+    """
+    return [n for n in store.list(GROUPS) if _valid_name(n)]
+
+
+def group_positions(store: Store) -> dict[str, int]:
+    """Each group's low-water mark: the largest ``_tso`` at or below which it consumed all.
+
+    That is the minimum of its last delivered position and (just below) its oldest pending
+    record; consumption-based retention may remove records at or below the minimum over all
+    groups. Costs 1 listing + 2 reads per group. Lives here, not in :mod:`groups`, because
+    retention needs it and :mod:`groups` is built on :class:`~pyspark_tstream.stream.Stream`.
+    """
+    out = {}
+    for name in group_names(store):
+        try:
+            out[name] = GroupLog(store, name).head().low_water
+        except GroupNotFoundError:
+            continue  # a folder left by a create that crashed before writing version 0
+    return out
+
+
+def _valid_name(name: str) -> bool:
+    try:
+        check_group_name(name)
+    except TStreamError:
+        return False
+    return True
 
 
 def materialize_ids(ids: Iterable[IdLike] | pa.Table | pa.RecordBatch) -> list[IdLike]:
@@ -260,9 +329,10 @@ def resolve_ids(ids: list[IdLike], pending: tuple[Pending, ...]) -> set[tuple[in
         if isinstance(item, tuple) and len(item) == 2:
             keys.add((int(item[0]), int(item[1])))
             continue
-        tso, seg = parse_entry_id(str(item))
-        matches = [p for p in by_tso.get(tso, []) if seg is None or p.segment == seg]
-        if seg is None and len(matches) > 1:
+        tso, seg, seq = parse_entry_id(str(item))
+        matches = [p for p in by_tso.get(tso, []) if (seg is None or p.segment == seg)
+                   and (seq is None or p.seq == seq)]
+        if (seg is None or seq is None) and len(matches) > 1:
             raise EntryIdError(f"id {item!r} names pending records in several segments: "
                                f"{', '.join(p.id for p in matches)}; use one of these")
         keys.update(p.key for p in matches)

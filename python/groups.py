@@ -13,7 +13,7 @@ Invariants:
   preceded by a later commit of another writer), and never skips one: the cursor moves in
   (``_tso``, ``_segment``) order exactly past what was delivered (:mod:`~pyspark_tstream.scan`);
 * a record is pending for at most one consumer; ``ack`` removes it, ``claim`` moves it;
-* ids are ``<ms>-<logical>@<segment>`` (:func:`~pyspark_tstream.grouplog.entry_id`); a bare
+* ids are ``<ms>-<logical>@<segment>:<seq>`` (:func:`~pyspark_tstream.grouplog.entry_id`); a bare
   ``<ms>-<logical>`` is accepted where it names one pending record.
 
 Costs (store calls), besides the records' chunks: a read/ack/claim with a current handle 1 group
@@ -31,24 +31,24 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import (CommitConflictError, ConfigError, EntryIdError, GroupExistsError, GroupNotFoundError,
-                     TStreamError)
-from .grouplog import (ALL_SEGMENTS, GROUPS, GroupLog, GroupState, IdLike, Pending, check_consumer_name, check_group_name, entry_id,
-                       is_entry_id, materialize_ids, parse_entry_id, resolve_ids)
+from .errors import ConfigError, EntryIdError, GroupExistsError, GroupNotFoundError
+from .grouplog import (ALL_SEGMENTS, GroupLog, GroupState, IdLike, Pending, check_consumer_name, entry_id,
+                       group_names, group_positions, is_entry_id, materialize_ids, parse_entry_id, resolve_ids)
+from .races import LOST, Lost, until_won
 from .scan import ORDER, Cursor, count_after, empty_records, fetch, read_after
 from .stream import Stream
 from .timestamps import iso, now_ms, pack, physical, to_ms, tso_id
 
 __all__ = ["EntryIdError", "Group", "GroupExistsError", "GroupNotFoundError", "record_ids"]
 
-MAX_ATTEMPTS = 1000
 #: How often a blocking read looks for new data (each look costs 2 store calls).
 POLL_SECONDS = 0.05
 DELETED_KEY = b"tstream.deleted_ids"
 
 def record_ids(table: pa.Table) -> list[str]:
-    """The ``<ms>-<logical>@<segment>`` ids of the records in ``table`` (as ``ack`` takes them)."""
-    return [entry_id(t, s) for t, s in zip(table["_tso"].to_pylist(), table["_segment"].to_pylist())]
+    """The ``<ms>-<logical>@<segment>:<seq>`` ids of the records in ``table`` (as ``ack`` takes them)."""
+    return [entry_id(t, s, q) for t, s, q in zip(table["_tso"].to_pylist(), table["_segment"].to_pylist(),
+                                                  table["_seq"].to_pylist())]
 
 
 def _positive(value: Any, name: str, *, zero: bool = False) -> None:
@@ -63,23 +63,27 @@ def start_cursor(stream: Stream, start: int | str | datetime) -> Cursor:
     """The cursor a group starting at ``start`` begins after.
 
     ``"$"``: after the current tick (only records that become complete later); ``"0"``: the
-    beginning; ``"<ms>-<logical>[@<segment>]"``: after that id (Redis semantics); anything
+    beginning; ``"<ms>-<logical>[@<segment>[:<seq>]]"``: after that id (Redis semantics); anything
     :func:`~pyspark_tstream.timestamps.to_ms` takes (epoch ms, ISO-8601, ``"-15m"``, datetime):
     records with ``_timestamp`` at or after that time.
     """
     if start == "$":
-        return stream.refresh().tick, ALL_SEGMENTS
+        return stream.refresh().tick, ALL_SEGMENTS, ALL_SEGMENTS
     if start in ("0", "0-0"):
-        return 0, -1
+        return 0, -1, -1
     if isinstance(start, str) and is_entry_id(start):
-        tso, seg = parse_entry_id(start)
-        return tso, ALL_SEGMENTS if seg is None else seg
-    return max(pack(to_ms(start, option="start")) - 1, 0), ALL_SEGMENTS
+        tso, seg, seq = parse_entry_id(start)
+        if seg is None:
+            return tso, ALL_SEGMENTS, ALL_SEGMENTS
+        return tso, seg, ALL_SEGMENTS if seq is None else seq
+    return max(pack(to_ms(start, option="start")) - 1, 0), ALL_SEGMENTS, ALL_SEGMENTS
 
 
 def _cursor_id(cursor: Cursor) -> str:
-    tso, seg = cursor
-    return tso_id(max(tso, 0)) if seg in (ALL_SEGMENTS, -1) else entry_id(tso, seg)
+    tso, seg, seq = cursor
+    if seg in (ALL_SEGMENTS, -1):
+        return tso_id(max(tso, 0))
+    return f"{tso_id(tso)}@{seg}" if seq == ALL_SEGMENTS else entry_id(tso, seg, seq)
 
 
 class Group:
@@ -129,28 +133,13 @@ class Group:
 
     @classmethod
     def names(cls, stream: Stream) -> list[str]:
-        """Names of the stream's groups.
-
-        Lists ``_tstream/groups/``: a stream has few groups and this folder does not grow with
-        history (each group's versions live in its own subfolder, which is never listed).
-        """
-        return [n for n in stream.store.list(GROUPS) if _valid_name(n)]
+        """Names of the stream's groups (see :func:`~pyspark_tstream.grouplog.group_names`)."""
+        return group_names(stream.store)
 
     @classmethod
     def positions(cls, stream: Stream) -> dict[str, int]:
-        """Each group's low-water mark: the largest ``_tso`` at or below which it consumed all.
-
-        That is the minimum of its last delivered position and (just below) its oldest pending
-        record; consumption-based retention may remove records at or below the minimum over all
-        groups. Costs 1 listing + 2 reads per group.
-        """
-        out = {}
-        for name in cls.names(stream):
-            try:
-                out[name] = GroupLog(stream.store, name).head().low_water
-            except GroupNotFoundError:
-                continue  # a folder left by a create that crashed before writing version 0
-        return out
+        """Each group's low-water mark (see :func:`~pyspark_tstream.grouplog.group_positions`)."""
+        return group_positions(stream.store)
 
     @classmethod
     def commit_position(cls, stream: Stream, name: str, tso: int) -> Group:
@@ -167,12 +156,12 @@ class Group:
         try:
             group = cls(stream, log, log.head())
         except GroupNotFoundError:
-            group = cls._create(stream, log, (tso, ALL_SEGMENTS), exist_ok=True, committed=tso)
+            group = cls._create(stream, log, (tso, ALL_SEGMENTS, ALL_SEGMENTS), exist_ok=True, committed=tso)
 
         def build(s: GroupState) -> GroupState | None:
-            if s.committed == tso and s.last == (tso, ALL_SEGMENTS):
+            if s.committed == tso and s.last == (tso, ALL_SEGMENTS, ALL_SEGMENTS):
                 return None
-            return s.next("commit", now_ms(), committed=tso, last=(tso, ALL_SEGMENTS))
+            return s.next("commit", now_ms(), committed=tso, last=(tso, ALL_SEGMENTS, ALL_SEGMENTS))
 
         group._change(build)
         return group
@@ -195,18 +184,19 @@ class Group:
 
     def _change(self, build: Callable[[GroupState], GroupState | None]) -> GroupState:
         """Apply ``build`` to the newest version and write the result, retrying lost races."""
+
+        def attempt() -> GroupState | Lost:
+            current = self.refresh()
+            nxt = build(current)
+            if nxt is None:
+                return current
+            if self._log.put(nxt) is None:
+                return LOST
+            self._state = nxt
+            return nxt
+
         with self._lock:
-            for _ in range(MAX_ATTEMPTS):
-                current = self.refresh()
-                nxt = build(current)
-                if nxt is None:
-                    return current
-                if self._log.put(nxt) is not None:
-                    self._state = nxt
-                    return nxt
-            raise CommitConflictError(
-                f"gave up after {MAX_ATTEMPTS} lost races on consumer group {self.name!r}",
-                expected=self._state.pos + 1)
+            return until_won(attempt, what=f"consumer group {self.name!r}", expected=lambda: self._state.pos + 1)
 
     # -- XREADGROUP ---------------------------------------------------------------------------
     def read(self, consumer: str, count: int | None = None, block_ms: int | None = None) -> pa.Table:
@@ -365,14 +355,6 @@ class Group:
                           for c, (seen, active) in sorted(s.consumers.items())],
             "version": s.pos, "created": iso(s.created),
         }
-
-
-def _valid_name(name: str) -> bool:
-    try:
-        check_group_name(name)
-    except TStreamError:
-        return False
-    return True
 
 
 def _select(table: pa.Table, keys: set[tuple[int, int]]) -> pa.Table:

@@ -1,44 +1,20 @@
-"""Source planning, Spark-free: where a read starts, where a limited micro-batch ends, data loss.
+"""Where a read starts, and what retention removed before it (Spark-free; both readers call it).
 
-Every position is an exclusive ``_tso`` bound ``lo`` ("records after this"). A limited batch may
-end at any ``b <= tick``: nothing at or below ``b`` can be committed later, so cutting there is
-always safe (DESIGN.md §3.4). Limits are counted conservatively from chunk metadata (whole
-chunks that overlap the range), so a batch never exceeds them — except that a batch always makes
-progress, by at least the first chunk it can end after.
+Every position is an exclusive ``_tso`` bound ``lo`` ("records after this"). Where a read ends
+and which chunks it reads is :mod:`~pyspark_tstream.planner`'s job.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .errors import DataLossError
-from .journal import Chunk
 from .state import StreamState
-from .timestamps import LOGICAL_MASK, iso, pack, physical
+from .timestamps import iso, pack, physical
 from .timestamps import now_ms as wall_ms
 
 log = logging.getLogger("pyspark_tstream")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-batch read limits; None means unlimited."""
-
-    max_records: int | None = None
-    max_bytes: int | None = None
-    max_files: int | None = None
-
-    @property
-    def unlimited(self) -> bool:
-        return self.max_records is None and self.max_bytes is None and self.max_files is None
-
-    def allows(self, rows: int, size: int, files: int) -> bool:
-        return ((self.max_records is None or rows <= self.max_records)
-                and (self.max_bytes is None or size <= self.max_bytes)
-                and (self.max_files is None or files <= self.max_files))
 
 
 def start_bound(stream: Any, kind: str, *, timestamp_ms: int | None = None, ago_ms: int | None = None,
@@ -58,35 +34,6 @@ def start_bound(stream: Any, kind: str, *, timestamp_ms: int | None = None, ago_
         # segment; listed segments are further filtered by _seq (the reader applies the cut)
         return max(state.head_tso, min(int(stream.cut_bound(cut)), state.tick))
     return state.head_tso  # earliest
-
-
-def choose_end(chunks: Sequence[Chunk], lo: int, tick: int, limits: Limits) -> int:
-    """The largest end ``b <= tick`` whose batch ``(lo, b]`` fits ``limits`` (at least one step)."""
-    if tick <= lo:
-        return lo
-    if limits.unlimited or not chunks:
-        return tick
-    # ends snap up to the end of their millisecond (<= tick, which ends on one): a later batch
-    # must not share a millisecond with this one, or a zero-delay watermark would drop it
-    candidates = sorted({min(c.hi, tick) | LOGICAL_MASK for c in chunks}
-                        | {(c.lo - 1) | LOGICAL_MASK for c in chunks if lo < c.lo - 1 < tick} | {tick})
-    by_lo = sorted(chunks, key=lambda c: c.lo)
-    best, i, rows, size, files = None, 0, 0, 0, 0
-    for b in candidates:
-        if b <= lo:
-            continue
-        while i < len(by_lo) and by_lo[i].lo <= b:
-            rows += by_lo[i].rows
-            size += by_lo[i].bytes
-            files += 1
-            i += 1
-        if limits.allows(rows, size, files):
-            best = b
-        elif best is None:
-            return b  # progress: the smallest step, even if one chunk alone exceeds a limit
-        else:
-            break
-    return best if best is not None else tick
 
 
 def check_data_loss(state: StreamState, lo: int, *, fail: bool, context: str = "",

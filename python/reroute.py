@@ -22,6 +22,7 @@ from .routing import key_hash, route
 from .schema import RAW_TSO
 from .state import Segment
 from .storage import Store
+from .timestamps import raw_marks
 from .writing import ChunkInfo
 
 
@@ -47,5 +48,6 @@ def reroute(store: Store, info: ChunkInfo, segments: Sequence[Segment]) -> list[
         store.write(rel, buf.getvalue())
         raw = part.column(RAW_TSO).to_numpy()
         out.append(replace(info, seg=seg.id, path=rel, rows=part.num_rows, bytes=len(buf.getvalue()),
-                           raw_lo=int(raw[0]), raw_hi=int(raw[-1]), key_lo=seg.lo, key_hi=seg.hi))
+                           raw_lo=int(raw[0]), raw_hi=int(raw[-1]), key_lo=seg.lo, key_hi=seg.hi,
+                           marks=raw_marks(raw)))
     return out

@@ -82,12 +82,16 @@ class RetentionPolicy:
 def first_seq_after(store: Store, journal: Journal, state: StreamState, bound: int) -> dict[int, int]:
     """Per segment, the first ``_seq`` whose ``_tso`` exceeds ``bound`` (``bound <= tick``).
 
-    Covers the segments active at the bound (a Pravega stream cut) and those active now.
+    Covers the segments active at the bound (a Pravega stream cut) and those active now. Under
+    writer lanes a segment's times are not monotone along ``_seq``: the cut is the longest
+    prefix of the segment whose records are all at or below the bound (a slower lane's record
+    at or below the bound committed after it lies after the cut).
 
     Entries up to ``q`` (the last whose max ``_tso`` is at or below the bound) hold only records
     below it: their counts come from entry ``q``'s state. Entries after the first tick at or
-    above the bound hold none. Only the few in between are scanned, and of those only chunks
-    that straddle the bound are opened (raw timestamp column only). O(segments) reads.
+    above the bound hold none, so their chunks start after everything scanned. Only the few in
+    between are scanned, and of those only chunks that straddle the bound are opened (raw
+    timestamp column only). O(segments) reads.
     """
     out = {s.id: s.first_seq for s in state.segments}
     q = journal.search(state, COL_MAX_TSO, bound) - 1
@@ -96,15 +100,20 @@ def first_seq_after(store: Store, journal: Journal, state: StreamState, bound: i
     if base is not None:  # the segments active at the bound, sealed since or not
         for seg in base.state.segments:
             out[seg.id] = max(out.get(seg.id, 0), seg.next_seq)
+    after: dict[int, int] = {}  # per segment, the first _seq seen above the bound
     for d in journal.deltas(state, max(q + 1, state.head_pos), r):
         for c in d.chunks:
             out.setdefault(c.seg, 0)
+            out[c.seg] = max(out[c.seg], c.seq + c.rows)
             if c.hi <= bound:
-                out[c.seg] = max(out[c.seg], c.seq + c.rows)
-            elif c.lo <= bound:
+                continue
+            k = 0
+            if c.lo <= bound:  # a chunk's own times increase: its records at or below come first
                 raw = pq.read_table(io.BytesIO(store.read(c.path)), columns=[RAW_TSO]).column(0).to_numpy()
                 k = int(np.searchsorted(apply_floor(raw, c.floor), bound, side="right"))
-                out[c.seg] = max(out[c.seg], c.seq + k)
+            after[c.seg] = min(after.get(c.seg, c.seq + k), c.seq + k)
+    for seg, first in after.items():
+        out[seg] = max(min(out[seg], first), state.segment(seg).first_seq if state.segment(seg) else 0)
     return out
 
 

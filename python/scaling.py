@@ -4,10 +4,17 @@ Invariants:
 
 * a scale replaces a set of active segments whose key ranges are contiguous by new segments
   covering exactly the same range; the epoch grows by one and new ids carry it (Pravega);
-* a successor starts with ``last_tso`` = the max over its predecessors, so its floors put every
-  record above theirs: records of one key stay in ``_tso`` order across scales;
+* each writer's lane continues in a successor from the max of that writer's lanes in the
+  predecessors it replaces, so one writer's records of one key stay in ``_tso`` order across
+  scales (other writers' times are not inherited: a scale never moves a record by another
+  writer's clock);
 * the scale costs O(segments sealed + created): one journal entry, one epoch record and one
-  shard version per shard touched.
+  shard version per shard touched;
+* epoch records are also grouped in fixed-size history chunks (PDP-32): every
+  ``EPOCH_CHUNK``-th record's writer also writes the chunk of the ``EPOCH_CHUNK`` records
+  ending with it (one batched read of the others, amortized O(1) per scale), so reading E
+  consecutive epochs costs ⌈E / EPOCH_CHUNK⌉ + 1 reads. Streams written before chunks existed
+  have none: their records are read one by one (batched).
 
 The auto-scaling policy (stream config ``scaling``) is evaluated after data commits from each
 segment's rate over a window of at least ``window`` seconds: a segment above
@@ -25,24 +32,81 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
-from .journal import META, Entry
+from .journal import FORMAT_VERSION, META, Entry, check_version, corrupt
 from .routing import KEY_SPACE
 from .state import Segment, StreamState, segment_id
 from .storage import Store
 
 EPOCHS = f"{META}/epochs"
+#: Epoch records per history chunk.
+EPOCH_CHUNK = 32
+_EPOCH0 = {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None}
 
 
 def epoch_path(epoch: int) -> str:
     return f"{EPOCHS}/{epoch // 100_000:06d}/{epoch:012d}.json"
 
 
+def epoch_chunk_path(chunk: int) -> str:
+    return f"{EPOCHS}/chunks/{chunk:012d}.json"
+
+
 def write_epoch_record(store: Store, state: StreamState) -> None:
-    """Journal flusher: write the pending epoch record (deterministic, so rewrites are harmless)."""
+    """Journal flusher: write the pending epoch record, and the history chunk it completes
+    (deterministic, so rewrites are harmless)."""
     rec = state.pending_epoch
     if rec is not None:
         store.write(epoch_path(rec["epoch"]), json.dumps(rec, separators=(",", ":")).encode())
+        if rec["epoch"] % EPOCH_CHUNK == EPOCH_CHUNK - 1:
+            k = rec["epoch"] // EPOCH_CHUNK
+            records = _read_singles(store, range(k * EPOCH_CHUNK, rec["epoch"])) + [rec]
+            store.write(epoch_chunk_path(k), json.dumps({"v": FORMAT_VERSION, "chunk": k, "records": records},
+                                                        separators=(",", ":")).encode())
         state.pending_epoch = None
+
+
+def _read_singles(store: Store, epochs: Sequence[int]) -> list[dict[str, Any]]:
+    """Epoch records one object each (one batched read); epoch 0 has none if never scaled."""
+    out = []
+    if len(epochs) and epochs[0] == 0:
+        out.append(json.loads(store.read(epoch_path(0))) if store.exists(epoch_path(0)) else dict(_EPOCH0))
+        epochs = epochs[1:]
+    rels = [epoch_path(e) for e in epochs]
+    return out + [decode_epoch(d, store.uri(r), e) for r, d, e in zip(rels, store.read_many(rels), epochs)] \
+        if rels else out
+
+
+def read_epochs(store: Store, state: StreamState, first: int, last: int) -> list[dict[str, Any]]:
+    """Records of epochs ``first..last`` in order: one read per full history chunk, one batched
+    read for the rest."""
+    out: list[dict[str, Any]] = []
+    e = first
+    while e <= last:
+        k, end = e // EPOCH_CHUNK, min(last, (e // EPOCH_CHUNK + 1) * EPOCH_CHUNK - 1)
+        pending = state.pending_epoch["epoch"] if state.pending_epoch is not None else None
+        if (k + 1) * EPOCH_CHUNK - 1 <= state.epoch and pending != (k + 1) * EPOCH_CHUNK - 1:
+            rel = epoch_chunk_path(k)
+            try:
+                chunk = json.loads(store.read(rel))
+                if not (isinstance(chunk, dict) and isinstance(chunk.get("records"), list)):
+                    raise TypeError("not an epoch history chunk")
+            except FileNotFoundError:
+                chunk = None  # a stream from before history chunks: read the records themselves
+            except (ValueError, TypeError) as err:
+                raise corrupt("epoch history chunk", store.uri(rel), err) from err
+            if chunk is not None:
+                check_version(chunk.get("v"), store.uri(rel))
+                out.extend(chunk["records"][e - k * EPOCH_CHUNK: end - k * EPOCH_CHUNK + 1])
+                e = end + 1
+                continue
+        # the rest: singles up to ``last`` in one batched read (the newest may still be pending)
+        todo = [x for x in range(e, last + 1) if x != pending]
+        got = {r["epoch"]: r for r in _read_singles(store, todo)}
+        if pending is not None and e <= pending <= last:
+            got[pending] = state.pending_epoch
+        out.extend(got[x] for x in range(e, last + 1))
+        break
+    return out
 
 
 def read_epoch(store: Store, state: StreamState, epoch: int) -> dict[str, Any]:
@@ -50,8 +114,31 @@ def read_epoch(store: Store, state: StreamState, epoch: int) -> dict[str, Any]:
     if state.pending_epoch is not None and state.pending_epoch["epoch"] == epoch:
         return state.pending_epoch
     if epoch == 0 and not store.exists(epoch_path(0)):
-        return {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None}
-    return json.loads(store.read(epoch_path(epoch)))
+        return dict(_EPOCH0)
+    try:
+        return decode_epoch(store.read(epoch_path(epoch)), store.uri(epoch_path(epoch)), epoch)
+    except FileNotFoundError as e:
+        raise corrupt("epoch record", store.uri(epoch_path(epoch)), e) from e
+
+
+def decode_epoch(data: bytes, path: str, epoch: int) -> dict[str, Any]:
+    """An epoch record; CorruptMetadataError naming ``path`` and the remedy if it is not one."""
+    def ints(v: Any) -> bool:
+        return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+
+    try:
+        rec = json.loads(data)
+        ok = (isinstance(rec, dict) and rec.get("epoch") == epoch and isinstance(rec.get("pos"), int)
+              and ints(rec.get("sealed")) and ints(rec.get("created"))
+              and isinstance(rec.get("predecessors", {}), dict)
+              and all(ints(v) for v in rec.get("predecessors", {}).values())
+              and (rec.get("segments") is None or (isinstance(rec["segments"], list) and all(
+                  ints(g) and len(g) == 3 for g in rec["segments"]))))
+        if not ok:
+            raise TypeError("not an epoch record")
+        return rec
+    except (ValueError, TypeError) as e:
+        raise corrupt("epoch record", path, e) from e
 
 
 @dataclass
@@ -95,6 +182,15 @@ class ScaleRequest:
                 "first_seq": s.first_seq, "next_seq": s.next_seq, "last_tso": s.last_tso,
                 "sealed_epoch": epoch, "sealed_pos": pos,
                 "successors": [c.id for c in created if c.lo < s.hi and s.lo < c.hi]})
+        for w in state.writers.values():
+            # a writer's lane continues in each successor: its later records of a key stay after
+            # its earlier ones, and no other writer's times are inherited
+            for c in created:
+                inherited = max((w.lanes.get(s.id, 0) for s in sealed if s.lo < c.hi and c.lo < s.hi), default=0)
+                if inherited:
+                    w.lanes[c.id] = max(w.lanes.get(c.id, 0), inherited)
+            for s in sealed:
+                w.lanes.pop(s.id, None)
         keep = [s for s in state.segments if s.id not in self.seal]
         state.segments = sorted(keep + created, key=lambda s: s.lo)
         state.epoch = epoch

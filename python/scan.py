@@ -1,8 +1,9 @@
 """Exact cursor reads and reads by record id, on top of ``Stream.read`` and ``Stream.plan``.
 
 ``Stream.read`` takes millisecond bounds and orders by ``_tso``; consumers need exact positions.
-A cursor here is ``(tso, segment)`` in the total order (``_tso``, ``_segment``) — ``_tso`` alone
-is not enough because two segments may hold the same ``_tso``. Invariants:
+A cursor here is ``(tso, segment, seq)`` in the total read order (``_tso``, ``_segment``,
+``_seq``) — ``_tso`` alone is not enough: two segments may hold the same ``_tso``, and so may
+two writer lanes of one segment. Invariants:
 
 * :func:`read_after` returns records strictly after the cursor and at or below the stream's
   tick (records above the tick are not complete yet), in cursor order, and never skips one:
@@ -22,12 +23,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .grouplog import ALL_SEGMENTS
-from .reading import read_table
+from .reading import READ_ORDER, read_table
 from .schema import full_schema
 from .stream import Stream
 from .timestamps import physical
 
-Cursor = tuple[int, int]
+Cursor = tuple[int, int, int]
 #: Extra rows asked of ``Stream.read`` so that records at the cursor's own ``_tso`` (filtered
 #: out afterwards) rarely force a second read.
 _SLACK = 64
@@ -35,7 +36,7 @@ _SLACK = 64
 #: entries never walks the journal between them.
 _CLUSTER_GAP_MS = 60_000
 
-ORDER = [("_tso", "ascending"), ("_segment", "ascending")]
+ORDER = READ_ORDER
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,11 @@ class Page:
     def end(self) -> Cursor:
         """The cursor after this page."""
         if self.complete:
-            return max((self.bound, ALL_SEGMENTS), self.start)
+            return max((self.bound, ALL_SEGMENTS, ALL_SEGMENTS), self.start)
         if not self.records.num_rows:
             return self.start
-        return int(self.records["_tso"][-1].as_py()), int(self.records["_segment"][-1].as_py())
+        return (int(self.records["_tso"][-1].as_py()), int(self.records["_segment"][-1].as_py()),
+                int(self.records["_seq"][-1].as_py()))
 
 
 def empty_records(stream: Stream) -> pa.Table:
@@ -67,11 +69,13 @@ def empty_records(stream: Stream) -> pa.Table:
 
 
 def after_mask(table: pa.Table, cursor: Cursor) -> pa.ChunkedArray:
-    """Rows strictly after ``cursor`` in (``_tso``, ``_segment``) order."""
-    tso, seg = table["_tso"], table["_segment"]
+    """Rows strictly after ``cursor`` in (``_tso``, ``_segment``, ``_seq``) order."""
+    tso, seg, seq = table["_tso"], table["_segment"], table["_seq"]
     later = pc.greater(tso, cursor[0])
-    same = pc.and_(pc.equal(tso, cursor[0]), pc.greater(seg, cursor[1]))
-    return pc.or_(later, same)
+    same_tso = pc.equal(tso, cursor[0])
+    later_seg = pc.and_(same_tso, pc.greater(seg, cursor[1]))
+    later_seq = pc.and_(pc.and_(same_tso, pc.equal(seg, cursor[1])), pc.greater(seq, cursor[2]))
+    return pc.or_(pc.or_(later, later_seg), later_seq)
 
 
 def read_after(stream: Stream, cursor: Cursor, *, count: int | None = None,

@@ -18,16 +18,19 @@ from collections.abc import Iterable
 from typing import Any
 
 from .errors import CorruptMetadataError
-from .state import StreamState
+from .journal import corrupt
+from .races import LOST, Lost, until_won
+from .state import StreamState, segment_number
 from .storage import Store
 
 SHARD_WIDTH = 256
 ROOT = "_tstream/sealed"
-_MAX_RACES = 1000
+_RECORD_INTS = ("id", "lo", "hi", "rows", "bytes", "chunks", "first_seq", "next_seq", "last_tso", "sealed_epoch",
+                "sealed_pos")
 
 
 def shard_of(segment_id: int) -> int:
-    return (segment_id & 0xFFFFFFFF) // SHARD_WIDTH
+    return segment_number(segment_id) // SHARD_WIDTH
 
 
 def _version_path(shard: int, v: int) -> str:
@@ -38,6 +41,19 @@ def _head_path(shard: int) -> str:
     return f"{ROOT}/{shard:06d}/head.json"
 
 
+def decode_shard(data: bytes, path: str) -> dict[str, Any]:
+    """A shard version (or its head copy); CorruptMetadataError with the remedy if it is not."""
+    try:
+        d = json.loads(data)
+        if not (isinstance(d, dict) and isinstance(d.get("v"), int) and isinstance(d.get("segments"), dict)
+                and all(isinstance(r, dict) and all(isinstance(r.get(k), int) for k in _RECORD_INTS)
+                        and isinstance(r.get("successors"), list) for r in d["segments"].values())):
+            raise TypeError("not a sealed-segment shard")
+        return d
+    except (ValueError, TypeError) as e:
+        raise corrupt("sealed-segment shard", path, e) from e
+
+
 class SealedMap:
     """Reads and merges sealed-segment shards of one stream."""
 
@@ -45,17 +61,13 @@ class SealedMap:
         self.store = store
 
     def _decode(self, data: bytes, rel: str) -> dict[str, Any]:
-        try:
-            return json.loads(data)
-        except ValueError as e:
-            raise CorruptMetadataError(f"sealed-segment shard {self.store.uri(rel)} is unreadable: {e}",
-                                       path=self.store.uri(rel)) from e
+        return decode_shard(data, self.store.uri(rel))
 
     def latest(self, shard: int) -> dict[str, Any]:
         """Newest version of a shard (``{"v": -1, "segments": {}}`` if it has none)."""
         try:
             cur = self._decode(self.store.read(_head_path(shard)), _head_path(shard))
-        except FileNotFoundError:
+        except (FileNotFoundError, CorruptMetadataError):  # a hint: probe the versions instead
             cur = {"shard": shard, "v": -1, "segments": {}}
         while True:
             rel = _version_path(shard, cur["v"] + 1)
@@ -69,7 +81,7 @@ class SealedMap:
         for rec in state.pending_sealed:
             if rec["id"] == segment_id:
                 return rec
-        return self.latest(shard_of(segment_id))["segments"].get(str(segment_id & 0xFFFFFFFF))
+        return self.latest(shard_of(segment_id))["segments"].get(str(segment_number(segment_id)))
 
     def merge(self, records: Iterable[dict[str, Any]]) -> None:
         """Make sure every record is in its shard (a no-op for records already there)."""
@@ -77,21 +89,30 @@ class SealedMap:
         for rec in records:
             by_shard.setdefault(shard_of(rec["id"]), []).append(rec)
         for shard, recs in sorted(by_shard.items()):
+            self._merge_shard(shard, recs)
+
+    def _merge_shard(self, shard: int, recs: list[dict[str, Any]]) -> None:
+        tried = [-1]
+
+        def attempt() -> None | Lost:
             cur = self.latest(shard)
-            for _ in range(_MAX_RACES):
-                missing = [r for r in recs if str(r["id"] & 0xFFFFFFFF) not in cur["segments"]]
-                if not missing:
-                    break
-                nxt = {"shard": shard, "v": cur["v"] + 1,
-                       "segments": {**cur["segments"], **{str(r["id"] & 0xFFFFFFFF): r for r in missing}}}
-                data = json.dumps(nxt, separators=(",", ":")).encode()
-                if self.store.put_if_absent(_version_path(shard, nxt["v"]), data):
-                    try:  # a hint only: a stale head costs one more probe
-                        self.store.write(_head_path(shard), data)
-                    except OSError:
-                        pass
-                    break
-                cur = self.latest(shard)
+            missing = [r for r in recs if str(segment_number(r["id"])) not in cur["segments"]]
+            if not missing:
+                return None
+            nxt = {"shard": shard, "v": cur["v"] + 1,
+                   "segments": {**cur["segments"], **{str(segment_number(r["id"])): r for r in missing}}}
+            tried[0] = nxt["v"]
+            data = json.dumps(nxt, separators=(",", ":")).encode()
+            if not self.store.put_if_absent(_version_path(shard, nxt["v"]), data):
+                return LOST
+            try:  # a hint only: a stale head costs one more probe
+                self.store.write(_head_path(shard), data)
+            except OSError:
+                pass
+            return None
+
+        until_won(attempt, what=f"sealed-segment shard {self.store.uri(_head_path(shard))}",
+                  expected=lambda: tried[0])
 
     def flush(self, state: StreamState) -> None:
         """Journal flusher: move pending records into shards, then out of the state."""

@@ -35,11 +35,11 @@ class Segment:
 
     @property
     def epoch(self) -> int:
-        return self.id >> 32
+        return segment_epoch(self.id)
 
     @property
     def number(self) -> int:
-        return self.id & 0xFFFFFFFF
+        return segment_number(self.id)
 
     def to_json(self) -> list[Any]:
         return [self.id, self.lo, self.hi, self.next_seq, self.last_tso, self.rows, self.bytes,
@@ -50,14 +50,34 @@ class Segment:
         return cls(*v)
 
 
+#: Low bits of a segment id that hold its number; the creation epoch sits above them.
+SEGMENT_NUMBER_BITS = 32
+_NUMBER_MASK = (1 << SEGMENT_NUMBER_BITS) - 1
+
+
 def segment_id(epoch: int, number: int) -> int:
     """Pravega-style id: creation epoch in the high 32 bits, segment number in the low 32."""
-    return (epoch << 32) | number
+    return (epoch << SEGMENT_NUMBER_BITS) | number
+
+
+def segment_epoch(seg_id: int) -> int:
+    """The epoch that created segment ``seg_id``."""
+    return seg_id >> SEGMENT_NUMBER_BITS
+
+
+def segment_number(seg_id: int) -> int:
+    """The stream-wide unique number of segment ``seg_id`` (its data folder and sealed-map slot)."""
+    return seg_id & _NUMBER_MASK
 
 
 @dataclass
 class Writer:
-    """A producer's committed progress, its liveness for the tick, and its dedupe window."""
+    """A producer's committed progress, its liveness for the tick, and its dedupe window.
+
+    ``lanes`` maps an active segment id to the largest ``_tso`` this writer committed there: the
+    writer lane. A later record of this writer in that segment is raised above it (S2's running
+    max, per producer as in Milvus); other writers' records never are.
+    """
 
     tso: int = 0
     wall: int = 0
@@ -67,6 +87,7 @@ class Writer:
     floor: int | None = None  # largest integer batch id evicted from the window
     commits: int = 0
     rows: int = 0
+    lanes: dict[int, int] = field(default_factory=dict)
 
     def find(self, batch: Any) -> int | None:
         """Journal position of ``batch`` if already committed; -1 if older than the window."""
@@ -89,13 +110,16 @@ class Writer:
                              "batches": self.batches, "commits": self.commits, "rows": self.rows}
         if self.floor is not None:
             d["floor"] = self.floor
+        if self.lanes:
+            d["lanes"] = {str(k): v for k, v in self.lanes.items()}
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Writer:
         return cls(tso=d["tso"], wall=d["wall"], live=d["live"], seen=d.get("seen", True),
                    batches=[list(x) for x in d.get("batches", [])], floor=d.get("floor"),
-                   commits=d.get("commits", 0), rows=d.get("rows", 0))
+                   commits=d.get("commits", 0), rows=d.get("rows", 0),
+                   lanes={int(k): int(v) for k, v in d.get("lanes", {}).items()})
 
 
 @dataclass

@@ -8,8 +8,9 @@ Spark-free. The Spark sink and source are thin adapters over the same calls: ``w
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
-from typing import Any
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -18,18 +19,31 @@ import pyarrow.parquet as pq
 from .commit import Ack, CommitRequest, check_schema_for_write
 from .config import StreamConfig
 from .errors import CommitConflictError, SegmentSealedError, StreamNotFoundError, TimestampError
-from .journal import COL_MAX_TSO, Entry, Journal
+from .journal import Entry, Journal
 from .reroute import reroute
-from .scaling import ScalingPolicy, write_epoch_record
-from .sealed import SealedMap
-from .stream_admin import StreamAdmin, TimeLike, initial_segments
-from .reading import plan_chunks, read_table
+from .planner import Plan, Window, plan, plan_chunks, tail_bound
+from .reading import chunks_tsos, read_table
 from .routing import fraction
-from .schema import RAW_TSO, check_names, decode_schema, encode_schema, normalize, user_schema
+from .scaling import ScalingPolicy, write_epoch_record
+from .schema import (
+    RAW_TSO,
+    check_names,
+    decode_schema,
+    encode_schema,
+    normalize,
+    user_schema,
+)
+from .sealed import SealedMap
 from .state import StreamState
 from .storage import Store
+from .stream_admin import StreamAdmin, TimeLike, initial_segments
 from .timestamps import apply_floor, iso, now_ms, pack, physical, to_ms, tso_id
 from .writing import ChunkInfo, WriteSpec, write_batches
+
+if TYPE_CHECKING:
+    from .fsck import Report
+
+logger = logging.getLogger(__name__)
 
 #: Retention is evaluated on every this-many-th journal position (amortized O(1) per commit).
 RETENTION_EVERY = 16
@@ -59,6 +73,7 @@ class Stream(StreamAdmin):
         self.sealed_map = SealedMap(store)
         self.journal.flushers += [self.sealed_map.flush, lambda st: write_epoch_record(store, st)]
         self._entry = entry
+        self._retention_due = False  # a failed retention pass: retry at the next data commit
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -184,18 +199,39 @@ class Stream(StreamAdmin):
         return Ack.from_entry(entry)
 
     def _after_data_commit(self, entry: Entry) -> None:
-        """Policies evaluated at commit: auto-scaling, and retention every few commits."""
+        """Policies evaluated at commit: auto-scaling, and retention every few commits.
+
+        Best-effort: the data commit is durable before this runs, so a failure here must not
+        turn it into an error (Spark would call the sink's ``abort`` on a committed batch). A
+        failure is logged and the policy is simply evaluated again: scaling at every data commit,
+        retention at the next one through this handle (or the next multiple of
+        ``RETENTION_EVERY``).
+        """
         cfg = entry.state.config
         if cfg.get("scaling"):
-            policy = ScalingPolicy.parse(cfg["scaling"])
-            if policy is not None and policy.decide(entry.state, now_ms()) is not None:
-                def scale(st: StreamState, pos: int) -> Entry | None:
-                    # decided again on the newest state: another committer may have scaled already
-                    request = policy.decide(st, now_ms())
-                    return request(st, pos) if request is not None else None
-                self._commit_op(scale)
-        if cfg.get("retention") and entry.pos % RETENTION_EVERY == 0:
-            self.trim()
+            self._best_effort("auto-scaling", entry, lambda: self._auto_scale(cfg["scaling"], entry))
+        if cfg.get("retention") and (entry.pos % RETENTION_EVERY == 0 or self._retention_due):
+            self._retention_due = not self._best_effort("retention", entry, self.trim)
+
+    def _auto_scale(self, text: str, entry: Entry) -> None:
+        policy = ScalingPolicy.parse(text)
+        if policy is not None and policy.decide(entry.state, now_ms()) is not None:
+            def scale(st: StreamState, pos: int) -> Entry | None:
+                # decided again on the newest state: another committer may have scaled already
+                request = policy.decide(st, now_ms())
+                return request(st, pos) if request is not None else None
+            self._commit_op(scale)
+
+    def _best_effort(self, what: str, entry: Entry, work: Callable[[], Any]) -> bool:
+        """Run post-commit ``work``; log (never raise) a failure. True if it completed."""
+        try:
+            work()
+            return True
+        except Exception as e:
+            logger.warning("stream %s: %s after the commit at journal position %d failed (%s: %s); "
+                           "the commit stands and %s runs again at a later commit",
+                           self.url, what, entry.pos, type(e).__name__, e, what, exc_info=True)
+            return False
 
     def _commit_op(self, build: Any) -> Entry | None:
         entry, state = self.journal.commit(build, self.state)
@@ -237,7 +273,7 @@ class Stream(StreamAdmin):
                 req.duplicate_pos = w.find(batch_id)
                 return self._duplicate_ack(req)
         spec = self.write_spec(table.schema, key=key, timestamp=timestamp, merge_schema=merge_schema)
-        chunks = write_batches(spec, [table]) if table.num_rows else []
+        chunks = write_batches(spec, [table], ordered=True) if table.num_rows else []
         if not chunks and writer_id is None:
             return Ack(pos=state.pos, rows=0, tick=state.tick)
         return self.commit(chunks, writer_id=writer_id, batch_id=batch_id, session=session,
@@ -285,17 +321,20 @@ class Stream(StreamAdmin):
             from .schema import full_schema
 
             return full_schema(schema or pa.schema([])).empty_table()
-        chunks = plan_chunks(self.journal, state, lo, hi)
-        if limit is not None:
-            chunks = _enough_for(chunks, limit)
-        table = read_table(self.store, schema, chunks, lo, hi)
+        # lazily: with a limit, the walk stops once the chunks surely hold ``limit`` records
+        p = plan(Window(self.journal), state, lo, hi, at_least=limit)
+        table = read_table(self.store, schema, p.chunks, lo, p.hi)
         if columns is not None:
             table = table.select(list(columns))
         return table.slice(0, limit) if limit is not None else table
 
     def plan(self, lo: int, hi: int, *, first_pos: int | None = None, last_pos: int | None = None) -> list:
-        """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`reading`)."""
+        """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`planner`)."""
         return plan_chunks(self.journal, self.state, lo, hi, first_pos, last_pos)
+
+    def plan_read(self, lo: int, hi: int, **kw: Any) -> Plan:
+        """The lazy :func:`~pyspark_tstream.planner.plan` of ``(lo, hi]`` on the newest state."""
+        return plan(Window(self.journal), self.state, lo, hi, **kw)
 
     def seek(self, when: TimeLike) -> int:
         """The position (exclusive ``_tso`` bound) before the first record at or after ``when``."""
@@ -303,23 +342,23 @@ class Stream(StreamAdmin):
 
     def seek_tail(self, n: int) -> int:
         """Exclusive ``_tso`` bound such that the last ``n`` records at or below the tick follow it."""
-        state = self.refresh()
-        if n <= 0:
-            return state.tick
-        want = n
-        while True:
-            first = self.journal.search(state, 4, max(state.rows - want - 1, -1))
-            chunks = [c for d in self.journal.deltas(state, max(first - 1, 0), state.pos) for c in d.chunks
-                      if c.lo <= state.tick]
-            tsos = _chunk_tsos(self.store, chunks, state.tick)
-            if len(tsos) >= n or first <= state.head_pos:
-                if len(tsos) < n:
-                    return state.head_tso
-                bound = int(np.partition(tsos, len(tsos) - n)[len(tsos) - n]) - 1
-                earliest = self.journal.search(state, COL_MAX_TSO, bound)
-                if earliest >= max(first - 1, 0):
-                    return bound
-            want *= 2
+        return tail_bound(self.journal, self.refresh(), n, lambda chunks, tick: _chunk_tsos(self.store, chunks, tick))
+
+    def verify(self, progress: Callable[[int, int], None] | None = None) -> Report:
+        """Check the stream (``tstream fsck``): journal entries, hints, index nodes, sealed shards,
+        epoch records, and every live chunk's size and rows. Returns a
+        :class:`~pyspark_tstream.fsck.Report` (``ok``, ``problems``, ``summary()``)."""
+        from .fsck import verify
+
+        return verify(self.store, progress)[0]
+
+    def repair(self, progress: Callable[[int, int], None] | None = None) -> Report:
+        """Rebuild what the journal can (``tstream repair``); the report lists what remains."""
+        from .fsck import repair
+
+        report = repair(self.store, progress)
+        self.refresh()
+        return report
 
     def info(self) -> dict[str, Any]:
         """Tick, epochs, segments, writers, first/last ids, size: a snapshot for humans and tools."""
@@ -349,33 +388,10 @@ class Stream(StreamAdmin):
         }
 
 
-def _enough_for(chunks: list, limit: int) -> list:
-    """The chunks that can hold the first ``limit`` records by ``_tso``.
-
-    Sorted by first ``_tso``: once ``limit`` rows are covered by chunks whose last ``_tso`` is
-    below the next chunk's first, later chunks cannot contribute.
-    """
-    ordered = sorted(chunks, key=lambda c: c.lo)
-    out, rows, bound = [], 0, None
-    for c in ordered:
-        if bound is not None and rows >= limit and c.lo > bound:
-            break
-        out.append(c)
-        rows += c.rows
-        bound = c.hi if bound is None else max(bound, c.hi)
-    return out
-
-
 def _chunk_tsos(store: Store, chunks: Sequence, tick: int) -> np.ndarray:
     """Final ``_tso`` values (at or below ``tick``) of ``chunks``, reading only the raw column."""
-    if not chunks:
-        return np.zeros(0, dtype=np.int64)
-    parts = []
-    for c, data in zip(chunks, store.read_many([c.path for c in chunks])):
-        raw = pq.read_table(io.BytesIO(data), columns=[RAW_TSO]).column(0).to_numpy()
-        tso = apply_floor(raw, c.floor)
-        parts.append(tso[tso <= tick])
-    return np.concatenate(parts)
+    parts = [t[t <= tick] for t in chunks_tsos(store, chunks)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 class Producer:
@@ -403,5 +419,5 @@ class Producer:
     def __enter__(self) -> Producer:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

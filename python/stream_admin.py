@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from .errors import ConfigError
+from .grouplog import group_positions
 from .journal import COL_MAX_TSO, COL_WALL, Entry
 from .retention import (RetentionPolicy, TruncateRequest, collect_garbage, first_seq_after, gc_target,
                         orphan_files, retention_bound)
 from .routing import KEY_SPACE, fraction
-from .scaling import ScaleRequest, fraction_ranges, read_epoch, split_ranges
+from .scaling import ScaleRequest, fraction_ranges, read_epoch, read_epochs, split_ranges
 from .schema import RAW_TSO
-from .state import Segment, StreamState, segment_id
+from .state import Segment, StreamState, segment_epoch, segment_id
 from .timestamps import apply_floor, now_ms, pack, to_ms
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class StreamAdmin:
 
     def predecessors(self, segment: int) -> list[int]:
         """Segments ``segment`` replaced (from its creation epoch's record)."""
-        epoch = segment >> 32
+        epoch = segment_epoch(segment)
         if epoch == 0:
             return []
         return list(read_epoch(self.store, self.state, epoch)["predecessors"].get(str(segment), []))
@@ -131,15 +132,13 @@ class StreamAdmin:
 
     def segments_between(self, start: TimeLike, end: TimeLike) -> list[int]:
         """Every segment that was active at some time in ``[start, end]`` (epoch records only:
-        one read per epoch in between, no data)."""
+        one read per ``EPOCH_CHUNK`` epochs in between, no data)."""
         state = self.refresh()
         first, last = self.epoch_at(start), self.epoch_at(end)
         out: set[int] = set()
-        for epoch in range(first, last + 1):
-            if epoch == state.epoch:
-                out.update(g.id for g in state.segments)
-                continue
-            rec = read_epoch(self.store, state, epoch)
+        if last == state.epoch:
+            out.update(g.id for g in state.segments)
+        for rec in read_epochs(self.store, state, first, min(last, state.epoch - 1)):
             if rec.get("segments") is None:  # epoch 0 of a stream never scaled
                 out.update(g.id for g in initial_segments(int(state.config["segments"])))
             else:
@@ -182,12 +181,20 @@ class StreamAdmin:
         return self._cut_bound(self.refresh(), cut)
 
     def _cut_bound(self, state: StreamState, cut: dict[int, int]) -> int:
-        """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment."""
+        """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment.
+
+        Under writer lanes a record after the cut may be older than the one at it, so every
+        chunk reaching past the cut counts: its first record past the cut is its oldest there.
+        """
         bound = state.tick
         for c in self.plan(state.head_tso, state.tick):
-            if c.seg in cut and c.seq <= cut[c.seg] < c.seq + c.rows:
-                raw = pq.read_table(io.BytesIO(self.store.read(c.path)), columns=[RAW_TSO]).column(0).to_numpy()
-                bound = min(bound, int(apply_floor(raw, c.floor)[cut[c.seg] - c.seq]) - 1)
+            if c.seg not in cut or c.seq + c.rows <= cut[c.seg]:
+                continue
+            if c.seq >= cut[c.seg]:
+                bound = min(bound, c.lo - 1)
+                continue
+            raw = pq.read_table(io.BytesIO(self.store.read(c.path)), columns=[RAW_TSO]).column(0).to_numpy()
+            bound = min(bound, int(apply_floor(raw, c.floor)[cut[c.seg] - c.seq]) - 1)
         return bound
 
     def trim(self, *, maxlen: int | None = None, max_age: str | None = None, max_bytes: int | None = None,
@@ -214,9 +221,7 @@ class StreamAdmin:
         return self.state
 
     def _group_floor(self) -> int | None:
-        from .groups import Group
-
-        positions = Group.positions(self)
+        positions = group_positions(self.store)
         return min(positions.values()) if positions else None
 
     def vacuum(self, grace_ms: int = GC_GRACE_MS, *, orphans: bool = False,

@@ -143,6 +143,54 @@ def final_bounds(raw_first: int, raw_last: int, rows: int, floor: int) -> tuple[
     return max(raw_first, floor), max(raw_last, floor + rows - 1)
 
 
+#: Chunk marks (``Chunk.marks``): the final ``_tso`` of rows ``0, step, 2*step, …`` of a chunk,
+#: ``step = mark_step(rows)``. The one place that defines where marks fall.
+MARKS_MAX = 32
+
+
+def mark_step(rows: int) -> int:
+    """Rows between two marks of a ``rows``-row chunk: the smallest power of two keeping at most
+    ``MARKS_MAX`` marks (entries stay small; a chunk of up to ``MARKS_MAX`` rows is exact)."""
+    step = 1
+    while -(-rows // step) > MARKS_MAX:
+        step *= 2
+    return step
+
+
+def raw_marks(raw: np.ndarray, rows: int | None = None) -> tuple[int, ...]:
+    """The writer's sample for ``ChunkInfo.marks``: the raw timestamps of the mark rows of a
+    chunk whose raw column is ``raw`` (all ``rows`` of it)."""
+    return tuple(int(x) for x in raw[:: mark_step(len(raw) if rows is None else rows)])
+
+
+class MarkSampler:
+    """``raw_marks`` for a chunk written in pieces, in bounded memory: keeps every ``step``-th
+    raw timestamp, doubling ``step`` (and dropping every other kept value) as rows arrive."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.step = 1
+        self.kept: list[int] = []
+
+    def add(self, raw: np.ndarray) -> None:
+        first = (-self.rows) % self.step
+        self.kept.extend(int(x) for x in raw[first:: self.step])
+        self.rows += len(raw)
+        while len(self.kept) > 2 * MARKS_MAX:
+            self.step *= 2
+            self.kept = self.kept[::2]
+
+    def marks(self) -> tuple[int, ...]:
+        step = mark_step(self.rows)  # a multiple of self.step: both are powers of two, and
+        return tuple(self.kept[:: max(step // self.step, 1)])  # kept never exceeds 2 * MARKS_MAX
+
+
+def final_marks(raw: tuple[int, ...], rows: int, floor: int) -> tuple[int, ...]:
+    """Final ``_tso`` at the mark rows, from their raw values and the committed floor."""
+    step = mark_step(rows)
+    return tuple(max(int(a), floor + k * step) for k, a in enumerate(raw))
+
+
 def count_raised(raw: np.ndarray, floor: int) -> int:
     """How many records the floor raised (``a_i - i`` is non-decreasing, so they form a prefix)."""
     d = raw - np.arange(len(raw), dtype=np.int64)

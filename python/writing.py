@@ -3,13 +3,25 @@
 Runs wherever the data is (a Spark task or the Python API caller). Nothing here is visible to
 readers: a chunk only counts once a journal entry names it, so a failed or duplicate task attempt
 leaves at most an orphan file. All per-record work is vectorized (numpy / Arrow compute).
+
+Every chunk is time-sorted: its raw hybrid timestamps strictly increase along its rows, so a
+reader slices a time range by binary search. Two input kinds get two rules (docs/design.md,
+"Writer lanes"):
+
+* **unordered** input (a Spark task: a shuffle, a join or a file scan decided its row order) is
+  a set. Each segment's rows are ordered by client time (stable) before stamping, so no record
+  moves because of where it happened to sit in the task. A task buffers a bounded run of rows
+  per segment and writes each run as its own chunk (memory stays bounded; chunks of one commit
+  may overlap in time, which readers and the committer allow);
+* **ordered** input (``Stream.append``, the CLI) is a sequence: input order is stream order and
+  S2's running-max rule applies in that order (42, 44, 42, 50 → 42, 44, 44, 50).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -21,7 +33,7 @@ from .errors import SchemaMismatchError, TimestampError
 from .routing import key_hash, route
 from .schema import RAW_TSO, conform
 from .storage import Store
-from .timestamps import MAX_MS, now_ms, raw_hybrid
+from .timestamps import LOGICAL_BITS, MAX_MS, MarkSampler, now_ms, raw_hybrid, raw_marks
 
 ROW_GROUP_ROWS = 131_072
 #: A string column is dictionary-encoded when its values repeat this many times on average.
@@ -34,6 +46,11 @@ CODEC_SAMPLE_BYTES = 256 << 10
 CODEC_MIN_SAVING = 0.10
 #: Without a key column, batches smaller than this go to one segment (fewer, larger files).
 SPREAD_MIN_ROWS = 65_536
+#: Unordered input: a segment's buffered rows are sorted and written as one chunk at this many.
+RUN_ROWS = 1 << 20
+#: Unordered input: when a task's buffered rows take more memory than this, its largest
+#: segment buffer is written out (bounds a task's memory whatever its input size).
+RUN_BUFFER_BYTES = 128 << 20
 
 
 @dataclass(frozen=True)
@@ -46,20 +63,23 @@ class ChunkInfo:
     bytes: int
     raw_lo: int  # first raw hybrid timestamp
     raw_hi: int  # last raw hybrid timestamp
-    order: int = 0  # position among the task's chunks of one segment, for deterministic floors
     task: str = ""
     key: str | None = None  # routing column, so a committer can re-route after a scale
     key_lo: int = 0  # the key range the chunk was routed to
     key_hi: int = 1 << 64
+    lane_raised: int = 0  # records the running max of ordered input raised inside the chunk
+    capped: int = 0  # records whose client time the arrival cap lowered
+    marks: tuple[int, ...] = ()  # raw timestamps of the mark rows (timestamps.raw_marks)
 
     def to_json(self) -> dict[str, Any]:
-        return {"seg": self.seg, "path": self.path, "rows": self.rows, "bytes": self.bytes,
-                "raw_lo": self.raw_lo, "raw_hi": self.raw_hi, "order": self.order, "task": self.task,
-                "key": self.key, "key_lo": self.key_lo, "key_hi": self.key_hi}
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["marks"] = list(self.marks)
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ChunkInfo:
-        return cls(**d)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: (tuple(v) if k == "marks" else v) for k, v in d.items() if k in known})
 
 
 @dataclass(frozen=True)
@@ -79,7 +99,6 @@ class WriteSpec:
     uncapped: bool = False
     compression: str = "snappy"
     writer_tag: str = "w"
-    options: dict[str, Any] = field(default_factory=dict)
 
     def check_input(self, schema: pa.Schema) -> None:
         """Fail before any write if the key or timestamp column is unusable."""
@@ -102,11 +121,14 @@ class WriteSpec:
                 "(nothing was written)")
 
 
-def client_ms(spec: WriteSpec, table: pa.Table, arrival: int) -> np.ndarray:
-    """Millisecond time of each record under the stream's timestamping mode."""
+def client_ms(spec: WriteSpec, table: pa.Table, arrival: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Millisecond time of each record under the stream's timestamping mode.
+
+    Also returns which records the arrival cap lowered (None when it lowered none).
+    """
     n = table.num_rows
     if spec.timestamping == "arrival" or spec.timestamp is None:
-        return np.full(n, arrival, dtype=np.int64)
+        return np.full(n, arrival, dtype=np.int64), None
     col = table.column(spec.timestamp)
     if pa.types.is_timestamp(col.type):
         col = col.cast(pa.timestamp("ms", tz=col.type.tz)).cast(pa.int64())
@@ -129,9 +151,11 @@ def client_ms(spec: WriteSpec, table: pa.Table, arrival: int) -> np.ndarray:
             raise TimestampError(
                 f"timestampColumn {spec.timestamp!r} holds {bad}, outside epoch ms 0..{MAX_MS} "
                 "(1970..4199); fix or drop such records (nothing was written)")
-    if not spec.uncapped:
+    capped = None
+    if not spec.uncapped and n and int(ms.max()) > arrival:
+        capped = ms > arrival
         ms = np.minimum(ms, arrival)
-    return ms
+    return ms, capped
 
 
 def dictionary_columns(table: pa.Table) -> list[str]:
@@ -204,24 +228,46 @@ def _value_bytes(col: pa.ChunkedArray, limit: int = CODEC_SAMPLE_BYTES) -> bytes
     return b"".join(parts)
 
 
-class ChunkWriter:
-    """Streams record batches of one task into one Parquet chunk per segment.
+class _Run:
+    """One segment's rows waiting to be stamped and written (unordered input)."""
 
-    ``add`` routes each batch and appends it to that segment's open file in row groups;
-    ``finish`` closes the files and returns their :class:`ChunkInfo`. Raw timestamps keep the
-    running-max rule across batches of the same segment.
+    __slots__ = ("bodies", "ms", "capped", "rows", "nbytes")
+
+    def __init__(self) -> None:
+        self.bodies: list[pa.Table] = []
+        self.ms: list[np.ndarray] = []
+        self.capped = 0
+        self.rows = 0
+        self.nbytes = 0
+
+
+class ChunkWriter:
+    """Routes record batches of one task to segments and writes time-sorted Parquet chunks.
+
+    ``ordered=False`` (a Spark task): a segment's rows are buffered in bounded runs, each run is
+    ordered by client time and written as one chunk. ``ordered=True`` (``Stream.append``): one
+    chunk per segment, streamed in row groups, stamped with the running max in input order.
+    ``finish`` closes everything and returns the chunks' :class:`ChunkInfo`.
     """
 
-    def __init__(self, spec: WriteSpec, task: str = "") -> None:
+    def __init__(self, spec: WriteSpec, task: str = "", *, ordered: bool = False) -> None:
         self.spec = spec
         self.task = task or uuid.uuid4().hex[:8]
+        self.ordered = ordered
         self.arrival = now_ms()
+        self._done: list[ChunkInfo] = []
+        self._runs: dict[int, _Run] = {}
+        self._run_bytes = 0
+        # ordered input: one open file per segment, stamped as rows arrive
         self._prev: dict[int, int] = {}
         self._buffers: dict[int, list[pa.Table]] = {}
         self._buffered: dict[int, int] = {}
         self._writers: dict[int, tuple[Any, Any, str]] = {}
         self._rows: dict[int, int] = {}
         self._first: dict[int, int] = {}
+        self._lane_raised: dict[int, int] = {}
+        self._capped: dict[int, int] = {}
+        self._marks: dict[int, MarkSampler] = {}
         self._rotate = 0
         self._checked = False
         self._hash_distinct = True  # until a batch shows mostly distinct keys
@@ -233,12 +279,12 @@ class ChunkWriter:
         if not self._checked:
             self.spec.check_input(table.schema)
             self._checked = True
-        ms = client_ms(self.spec, table, self.arrival)
+        ms, capped = client_ms(self.spec, table, self.arrival)
         body = conform(table.select([c for c in table.column_names if c in self.spec.schema.names]),
                        self.spec.schema)
         segs = self._route(table)
         if len(self.spec.segment_ids) == 1 or (segs == segs[0]).all():
-            self._append(int(segs[0]), body, ms)
+            self._take(int(segs[0]), body, ms, capped)
             return
         # segment indices are small: a stable sort of int16 is a radix sort (~8x an int64 sort)
         order = np.argsort(segs.astype(np.int16) if len(self.spec.segment_ids) < 1 << 15 else segs,
@@ -249,8 +295,29 @@ class ChunkWriter:
         ends = np.concatenate((cuts, [len(order)]))
         taken = body.take(pa.array(order))
         ms_sorted = ms[order]
+        capped_sorted = capped[order] if capped is not None else None
         for s, e in zip(starts, ends):
-            self._append(int(sorted_segs[s]), taken.slice(s, e - s), ms_sorted[s:e])
+            self._take(int(sorted_segs[s]), taken.slice(s, e - s), ms_sorted[s:e],
+                       capped_sorted[s:e] if capped_sorted is not None else None)
+
+    def _take(self, idx: int, body: pa.Table, ms: np.ndarray, capped: np.ndarray | None) -> None:
+        n_capped = int(np.count_nonzero(capped)) if capped is not None else 0
+        if self.ordered:
+            self._append(idx, body, ms, n_capped)
+            return
+        run = self._runs.get(idx)
+        if run is None:
+            run = self._runs[idx] = _Run()
+        run.bodies.append(body)
+        run.ms.append(ms)
+        run.capped += n_capped
+        run.rows += body.num_rows
+        run.nbytes += body.nbytes + ms.nbytes
+        self._run_bytes += body.nbytes + ms.nbytes
+        if run.rows >= RUN_ROWS:
+            self._write_run(idx)
+        while self._run_bytes > RUN_BUFFER_BYTES and self._runs:
+            self._write_run(max(self._runs, key=lambda i: self._runs[i].nbytes))
 
     def _route(self, table: pa.Table) -> np.ndarray:
         n = table.num_rows
@@ -285,7 +352,32 @@ class ChunkWriter:
             self._hash_distinct = False
         return route(key_hash(column, name=key), bounds)
 
-    def _append(self, idx: int, body: pa.Table, ms: np.ndarray) -> None:
+    # -- unordered input: sorted runs -----------------------------------------------------------
+    def _write_run(self, idx: int) -> None:
+        """Order a segment's buffered rows by client time (stable) and write them as one chunk."""
+        run = self._runs.pop(idx)
+        self._run_bytes -= run.nbytes
+        ms = np.concatenate(run.ms) if len(run.ms) > 1 else run.ms[0]
+        body = pa.concat_tables(run.bodies) if len(run.bodies) > 1 else run.bodies[0]
+        run.bodies.clear()
+        if len(ms) > 1 and bool(np.any(ms[1:] < ms[:-1])):
+            order = np.argsort(ms, kind="stable")
+            ms = ms[order]
+            body = body.take(pa.array(order))
+        raw = raw_hybrid(ms)
+        table = _with_raw(body, raw)
+        f, w, rel = self._open_chunk(idx, table)
+        try:
+            w.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        finally:
+            w.close()
+        size = f.tell()
+        f.close()
+        self._done.append(self._info(idx, rel, len(raw), size, int(raw[0]), int(raw[-1]),
+                                     _moved(raw, ms), run.capped, raw_marks(raw)))
+
+    # -- ordered input: one streamed chunk per segment ------------------------------------------
+    def _append(self, idx: int, body: pa.Table, ms: np.ndarray, capped: int) -> None:
         prev = self._prev.get(idx)
         raw = raw_hybrid(ms)
         if prev is not None and len(raw):
@@ -294,7 +386,10 @@ class ChunkWriter:
         if len(raw):
             self._prev[idx] = int(raw[-1])
             self._first.setdefault(idx, int(raw[0]))
-        part = body.append_column(pa.field(RAW_TSO, pa.int64(), nullable=False), pa.array(raw, pa.int64()))
+        self._lane_raised[idx] = self._lane_raised.get(idx, 0) + _moved(raw, ms)
+        self._capped[idx] = self._capped.get(idx, 0) + capped
+        self._marks.setdefault(idx, MarkSampler()).add(raw)
+        part = _with_raw(body, raw)
         self._buffers.setdefault(idx, []).append(part)
         self._buffered[idx] = self._buffered.get(idx, 0) + part.num_rows
         self._rows[idx] = self._rows.get(idx, 0) + part.num_rows
@@ -316,35 +411,49 @@ class ChunkWriter:
                 self._buffered[idx] = table.num_rows - whole
                 table = table.slice(0, whole)
         if idx not in self._writers:
-            seg = self.spec.segment_ids[idx]
-            rel = f"data/{seg & 0xFFFFFFFF}/{self.spec.writer_tag}-{self.task}-{uuid.uuid4().hex}.parquet"
-            f = self.spec.store.open_output(rel)
-            dict_cols = dictionary_columns(table)
-            w = pq.ParquetWriter(f, table.schema, compression=column_codecs(table, self.spec.compression, dict_cols),
-                                 use_dictionary=dict_cols or False, write_statistics=[RAW_TSO])
+            f, w, rel = self._open_chunk(idx, table)
             self._writers[idx] = (w, f, rel)
         self._writers[idx][0].write_table(table, row_group_size=ROW_GROUP_ROWS)
 
+    # -- shared -----------------------------------------------------------------------------------
+    def _open_chunk(self, idx: int, table: pa.Table) -> tuple[Any, Any, str]:
+        seg = self.spec.segment_ids[idx]
+        rel = f"data/{seg & 0xFFFFFFFF}/{self.spec.writer_tag}-{self.task}-{uuid.uuid4().hex}.parquet"
+        f = self.spec.store.open_output(rel)
+        dict_cols = dictionary_columns(table)
+        w = pq.ParquetWriter(f, table.schema, compression=column_codecs(table, self.spec.compression, dict_cols),
+                             use_dictionary=dict_cols or False, write_statistics=[RAW_TSO])
+        return f, w, rel
+
+    def _info(self, idx: int, rel: str, rows: int, size: int, raw_lo: int, raw_hi: int,
+              lane_raised: int, capped: int, marks: tuple[int, ...]) -> ChunkInfo:
+        bounds = self.spec.bounds
+        return ChunkInfo(seg=self.spec.segment_ids[idx], path=rel, rows=rows, bytes=size, raw_lo=raw_lo,
+                         raw_hi=raw_hi, task=self.task, key=self.spec.key, key_lo=bounds[idx],
+                         key_hi=bounds[idx + 1] if idx + 1 < len(bounds) else 1 << 64,
+                         lane_raised=lane_raised, capped=capped, marks=marks)
+
     def finish(self) -> list[ChunkInfo]:
-        """Close every open chunk; returns them in segment order."""
-        out = []
+        """Write what is buffered and close every chunk; returns them in segment order."""
+        for idx in sorted(self._runs):
+            self._write_run(idx)
         for idx in sorted(self._rows):
             self._drain(idx, final=True)
             w, f, rel = self._writers.pop(idx)
             w.close()
             size = f.tell()
             f.close()
-            bounds = self.spec.bounds
-            out.append(ChunkInfo(seg=self.spec.segment_ids[idx], path=rel, rows=self._rows[idx],
-                                 bytes=size, raw_lo=self._first[idx], raw_hi=self._prev[idx],
-                                 task=self.task, key=self.spec.key, key_lo=bounds[idx],
-                                 key_hi=bounds[idx + 1] if idx + 1 < len(bounds) else 1 << 64))
+            self._done.append(self._info(idx, rel, self._rows[idx], size, self._first[idx], self._prev[idx],
+                                         self._lane_raised.get(idx, 0), self._capped.get(idx, 0),
+                                         self._marks.pop(idx).marks()))
         self._rows.clear()
-        return out
+        order = {s: i for i, s in enumerate(self.spec.segment_ids)}
+        done, self._done = sorted(self._done, key=lambda c: order[c.seg]), []
+        return done
 
     def abort(self) -> list[str]:
-        """Close and forget open files; returns their paths (orphans until cleaned)."""
-        paths = []
+        """Close and forget open files; returns the paths written so far (orphans until cleaned)."""
+        paths = [c.path for c in self._done]
         for w, f, rel in self._writers.values():
             try:
                 w.close()
@@ -352,12 +461,24 @@ class ChunkWriter:
                 f.close()
             paths.append(rel)
         self._writers.clear()
+        self._runs.clear()
+        self._done.clear()
         return paths
 
 
-def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch | pa.Table], task: str = "") -> list[ChunkInfo]:
-    """Write all ``batches`` as chunks (one per segment touched)."""
-    writer = ChunkWriter(spec, task)
+def _with_raw(body: pa.Table, raw: np.ndarray) -> pa.Table:
+    return body.append_column(pa.field(RAW_TSO, pa.int64(), nullable=False), pa.array(raw, pa.int64()))
+
+
+def _moved(raw: np.ndarray, ms: np.ndarray) -> int:
+    """Records whose stamped millisecond is later than their own (the running max moved them)."""
+    return int(np.count_nonzero((raw >> LOGICAL_BITS) != ms)) if len(raw) else 0
+
+
+def write_batches(spec: WriteSpec, batches: Iterable[pa.RecordBatch | pa.Table], task: str = "", *,
+                  ordered: bool = False) -> list[ChunkInfo]:
+    """Write all ``batches`` as time-sorted chunks (see :class:`ChunkWriter` for ``ordered``)."""
+    writer = ChunkWriter(spec, task, ordered=ordered)
     try:
         for b in batches:
             writer.add(b)

@@ -1,0 +1,1 @@
+"""Spark sink adapters of ``format("tstream")``: tasks write chunks, the driver commits them."""

@@ -10,18 +10,22 @@ everything it needs travels in the options and the messages; nothing lives in me
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
-
 from pyspark_tstream.conf.options import SinkOptions
 from pyspark_tstream.writing import ChunkInfo, WriteSpec, write_batches
 
-try:  # PySpark >= 4.1
+from pyspark_tstream.datasource.compat import has
+
+logger = logging.getLogger(__name__)
+
+if has("stream_arrow_writer"):
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamBase
-except ImportError:  # pragma: no cover - PySpark 4.0: rows only
+else:  # PySpark 4.0: the streaming sink gets Rows (converted by _to_batches)
     from pyspark.sql.datasource import DataSourceStreamWriter as _StreamBase
 
 
@@ -51,9 +55,11 @@ def _task() -> tuple[int, int]:
     return (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (0, 0)
 
 
-def _to_batches(iterator: Iterator[Any]) -> Iterator[Any]:
-    """Rows (PySpark 4.0 stream writer) to Arrow batches; Arrow batches pass through."""
+def _to_batches(iterator: Iterator[Any], schema: Any) -> Iterator[Any]:
+    """Rows (PySpark 4.0 stream writer) to Arrow batches of ``schema``; Arrow batches pass through."""
     import pyarrow as pa
+
+    from pyspark_tstream.datasource.arrow import rows_to_batch
 
     rows: list[Any] = []
     for item in iterator:
@@ -62,10 +68,10 @@ def _to_batches(iterator: Iterator[Any]) -> Iterator[Any]:
             continue
         rows.append(item)
         if len(rows) >= 10_000:
-            yield pa.RecordBatch.from_pylist([r.asDict() for r in rows])
+            yield rows_to_batch(rows, schema)
             rows = []
     if rows:
-        yield pa.RecordBatch.from_pylist([r.asDict() for r in rows])
+        yield rows_to_batch(rows, schema)
 
 
 class _Common:
@@ -86,7 +92,7 @@ class _Common:
 
     def _write(self, iterator: Iterator[Any]) -> SegmentCommitMessage:
         partition, attempt = _task()
-        chunks = write_batches(self.spec, _to_batches(iterator),
+        chunks = write_batches(self.spec, _to_batches(iterator, self.input_schema),
                                task=f"p{partition}a{attempt}")
         return SegmentCommitMessage(partition, attempt, [c.to_json() for c in chunks])
 
@@ -105,11 +111,40 @@ class _Common:
                                    session=self.session, schema=self.input_schema,
                                    merge_schema=self.options.merge_schema)
 
-    def _abort(self, messages: Sequence[Any]) -> None:
-        # nothing was made visible; removing the files only saves the orphan cleaner work
+    def _abort(self, messages: Sequence[Any], batch_id: Any) -> None:
+        """Delete the tasks' files only once the journal proves the batch is not in it.
+
+        Spark calls ``abort`` whenever ``commit`` raised, and ``commit`` can raise with its journal
+        entry durable (a store failure whose outcome stayed unknown). So: read the newest state
+        and look up (writer, batch); delete only if it is absent. A batch write has no batch id
+        to look up, and a failed lookup proves nothing: their files stay, for
+        ``vacuum(orphans=True)`` (which deletes only files no commit names).
+        """
         paths = [c["path"] for m in messages if m is not None for c in m.chunks]
-        if paths:
-            self.spec.store.delete(paths)
+        if not paths:
+            return
+        writer = writer_identity(self.options)
+        if batch_id is None or writer is None:
+            logger.info("abort of a write to %s: %d chunk file(s) left for vacuum(orphans=True)",
+                        self.options.path, len(paths))
+            return
+        try:
+            from pyspark_tstream.journal import Journal
+
+            state = Journal(self._open().store).head().state
+            w = state.writers.get(writer)
+            committed = w is not None and w.find(batch_id) is not None
+        except Exception as e:  # noqa: BLE001 - no proof: keep the files
+            logger.warning("abort of batch %r of writer %s on %s: cannot read the journal (%s: %s); "
+                           "its %d chunk file(s) are kept for vacuum(orphans=True)",
+                           batch_id, writer, self.options.path, type(e).__name__, e, len(paths))
+            return
+        if committed:
+            logger.warning("abort of batch %r of writer %s on %s: the journal has that batch, so its "
+                           "%d chunk file(s) are kept (a replay of it is a no-op)",
+                           batch_id, writer, self.options.path, len(paths))
+            return
+        self.spec.store.delete(paths)
 
 
 class TStreamStreamWriter(_Common, _StreamBase):  # type: ignore[misc, valid-type]
@@ -122,7 +157,7 @@ class TStreamStreamWriter(_Common, _StreamBase):  # type: ignore[misc, valid-typ
         self._commit(messages, batchId)
 
     def abort(self, messages: list[Any], batchId: int) -> None:
-        self._abort(messages)
+        self._abort(messages, batchId)
 
 
 class TStreamBatchWriter(_Common, DataSourceArrowWriter):
@@ -136,4 +171,4 @@ class TStreamBatchWriter(_Common, DataSourceArrowWriter):
         self._commit(messages, None)
 
     def abort(self, messages: list[Any]) -> None:
-        self._abort(messages)
+        self._abort(messages, None)

@@ -6,28 +6,52 @@ seek, commit, scale, truncate — never open data files, and 100,000 commits the
 
 from __future__ import annotations
 
+import io
 import uuid
+from collections.abc import Collection
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pyspark_tstream import planner
+from pyspark_tstream.reading import chunk_tsos, read_table
+from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.stream import Stream
-from pyspark_tstream.timestamps import pack
-from pyspark_tstream.writing import ChunkInfo
+from pyspark_tstream.timestamps import raw_hybrid, raw_marks
+from pyspark_tstream.writing import ChunkInfo, WriteSpec, write_batches
+
+#: The user schema of histories with real data files (``real=`` commits).
+SCHEMA = pa.schema([("v", pa.int64())])
 
 T0 = 1_000_000
 
 
-def commit_history(n: int, url: str | None = None, segments: int = 4) -> Stream:
-    """A stream with ``n`` data commits, each one small chunk at increasing times."""
-    s = Stream.create(url or f"memory://hist-{uuid.uuid4().hex}/s", segments=segments)
+def commit_history(n: int, url: str | None = None, segments: int = 4, real: Collection[int] = ()) -> Stream:
+    """A stream with ``n`` data commits, each one small chunk at increasing times.
+
+    Commits whose index is in ``real`` write a real data file (5 records, column ``v`` = 5 * i +
+    row); the others are metadata only, so a read that touches one fails: reads of such
+    histories prove they open only the files they need.
+    """
+    s = Stream.create(url or f"memory://hist-{uuid.uuid4().hex}/s", segments=segments,
+                      schema=SCHEMA if len(real) else None)
     for i in range(n):
-        add_commit(s, i)
+        add_commit(s, i, real=i in real)
     return s
 
 
-def add_commit(s: Stream, i: int, writer: str = "w") -> None:
+def add_commit(s: Stream, i: int, writer: str = "w", real: bool = False) -> None:
     ms = T0 + i * 10
     seg = s.state.segments[i % len(s.state.segments)]
-    s.commit([ChunkInfo(seg=seg.id, path=f"data/{seg.number}/fake-{uuid.uuid4().hex[:8]}.parquet", rows=5,
-                        bytes=500, raw_lo=pack(ms), raw_hi=pack(ms + 4), key_lo=seg.lo, key_hi=seg.hi)],
+    path = f"data/{seg.number}/fake-{uuid.uuid4().hex[:8]}.parquet"
+    raw = raw_hybrid(ms + np.arange(5, dtype=np.int64))
+    if real:
+        buf = io.BytesIO()
+        pq.write_table(pa.table({"v": np.arange(5 * i, 5 * i + 5, dtype=np.int64), RAW_TSO: raw}), buf)
+        s.store.write(path, buf.getvalue())
+    s.commit([ChunkInfo(seg=seg.id, path=path, rows=5, bytes=500, raw_lo=int(raw[0]), raw_hi=int(raw[-1]),
+                        key_lo=seg.lo, key_hi=seg.hi, marks=raw_marks(raw))],
              writer_id=f"{writer}{i % 3}", batch_id=i)
 
 
@@ -42,3 +66,33 @@ def epoch_history(n: int, url: str | None = None) -> Stream:
             s.scale(merge=[first.id, s.state.segments[1].id])
         add_commit(s, i)
     return s
+
+
+def overlapping_chunks(url: str, n: int = 1000, tasks: int = 3, same_ms: int = 1) -> Stream:
+    """What ``spark.range(n).repartition(tasks)`` with a client timestamp column writes: one
+    chunk per task (each to its own segment), each holding every ``tasks``-th id, so the chunks
+    overlap in time; each millisecond holds ``same_ms`` records. One commit."""
+    s = Stream.create(url, segments=tasks)
+    t0 = 1_700_000_000_000
+    table = pa.table({"id": list(range(n)), "t": [t0 + i // same_ms for i in range(n)]})
+    spec = s.write_spec(table.schema, timestamp="t")
+    infos = []
+    for k, seg in enumerate(s.state.segments):
+        one = WriteSpec(**{**spec.__dict__, "segment_ids": (seg.id,), "bounds": (seg.lo,)})
+        infos += write_batches(one, [table.filter(pa.array(np.arange(n) % tasks == k))])
+    s.commit(infos, schema=table.schema)
+    return s
+
+
+def micro_batches(s: Stream, limits: planner.Limits, exact: bool = True) -> list[tuple[int, int, pa.Table]]:
+    """``(lo, end, records)`` of each micro-batch up to the tick, planned as the streaming source
+    plans them (one planner Window across batches, with or without exact cuts)."""
+    state = s.refresh()
+    window = planner.Window(s.journal, load=(lambda c: chunk_tsos(s.store, c)) if exact else None)
+    lo, out = state.head_tso, []
+    while lo < state.tick:
+        p = planner.plan(window, state, lo, state.tick, limits)
+        out.append((lo, p.hi, read_table(s.store, s.schema, p.chunks, lo, p.hi)))
+        lo = p.hi
+        window.forget_before(p.first_pos)
+    return out

@@ -105,8 +105,16 @@ def boto3_client(endpoint: str) -> Any:
     )
 
 
+class _PortTaken(Exception):
+    """The server exited at start because a port chosen free was bound by someone else."""
+
+
+#: Fresh port choices tried when another process takes a chosen port before the server binds it.
+_PORT_ATTEMPTS = 3
+
+
 def _wait_until_ready(endpoint: str, proc: subprocess.Popen[bytes] | None, log: Path | None,
-                      name: str) -> None:
+                      name: str, *, port_race_ok: bool = False) -> None:
     """Poll an authenticated ``list_buckets`` until it answers.
 
     The port of SeaweedFS answers 403 about 0.6 s before its credentials are loaded, so an open
@@ -118,6 +126,8 @@ def _wait_until_ready(endpoint: str, proc: subprocess.Popen[bytes] | None, log: 
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
+            if port_race_ok and "address already in use" in tail.lower():
+                raise _PortTaken(tail)
             pytest.fail(f"{name} exited with code {proc.returncode} while starting; log tail:\n"
                         f"{tail}", pytrace=False)
         try:
@@ -140,10 +150,11 @@ def moto_server() -> Iterator[str]:
     """Endpoint URL of an in-process moto S3 server (session-scoped, data kept in RAM)."""
     from moto.server import ThreadedMotoServer
 
-    port = free_ports(1)[0]
-    server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
+    # port 0: the kernel picks a free port at bind time (a port chosen first and bound later
+    # can be taken in between by a parallel job, and moto's start() then waits forever)
+    server = ThreadedMotoServer(ip_address=HOST, port=0, verbose=False)
     server.start()
-    endpoint = f"http://{HOST}:{port}"
+    endpoint = f"http://{HOST}:{server.get_host_and_port()[1]}"
     try:
         _wait_until_ready(endpoint, None, None, "moto")
         _create_bucket(endpoint)
@@ -389,21 +400,26 @@ def running_seaweedfs(bucket: str = BUCKET) -> Iterator[str]:
     if weed is None:
         raise RuntimeError(f"SeaweedFS 'weed' binary not found; install it with: "
                            f"{WEED_INSTALL_HINT}")
-    data_dir = Path(tempfile.mkdtemp(prefix="tstream-seaweedfs-"))
-    log = data_dir / "weed.log"
-    args, endpoint = _weed_args(weed, data_dir)
     # SeaweedFS loads its one identity from these; without them auth is half-on (see s3.md)
     env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                cwd=data_dir, start_new_session=True)
-    try:
-        _wait_until_ready(endpoint, proc, log, "SeaweedFS")
-        boto3_client(endpoint).create_bucket(Bucket=bucket)
-        yield endpoint
-    finally:
-        _stop(proc)
-        shutil.rmtree(data_dir, ignore_errors=True)
+    for attempt in range(_PORT_ATTEMPTS):
+        data_dir = Path(tempfile.mkdtemp(prefix="tstream-seaweedfs-"))
+        log = data_dir / "weed.log"
+        args, endpoint = _weed_args(weed, data_dir)
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                    cwd=data_dir, start_new_session=True)
+        try:
+            try:
+                _wait_until_ready(endpoint, proc, log, "SeaweedFS", port_race_ok=attempt < _PORT_ATTEMPTS - 1)
+            except _PortTaken:
+                continue  # a parallel job bound one of the free ports first: choose new ones
+            boto3_client(endpoint).create_bucket(Bucket=bucket)
+            yield endpoint
+            return
+        finally:
+            _stop(proc)
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 class TargetedFaultProxy(FaultProxy):

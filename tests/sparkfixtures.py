@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -46,9 +45,10 @@ def _default_source() -> Any:
 
 
 def _register(session: Any) -> None:
-    source = _default_source()
-    if source is not None:
-        session.dataSource.register(source)
+    if _default_source() is not None:
+        from pyspark_tstream import register
+
+        register(session)  # PySpark 4.0 refuses to re-register what its discovery found
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Cost budgets (DESIGN.md §3.6), counted through the store observer at small and large history.
+"""Cost budgets (docs/design.md §3.6), counted through the store observer at small and large history.
 
 Histories are built with the real commit code; their chunks are metadata-only (the operations
 measured here never open data files), so 10,000 commits take seconds.

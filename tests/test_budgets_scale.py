@@ -1,4 +1,4 @@
-"""Cost budgets at PDP-32 scale: 10 vs 100,000 commits and 10 vs 10,000 epochs (DESIGN.md §3.6).
+"""Cost budgets at PDP-32 scale: 10 vs 100,000 commits and 10 vs 10,000 epochs (docs/design.md §3.6).
 
 Every figure is a count of store calls through the store observer; nothing here is timed.
 """
@@ -70,3 +70,54 @@ def test_costs_flat_at_scale(build: object) -> None:
         assert m["lists"] == 0, (name, m)
     for key in ("poll", "seek", "commit_calls", "scale", "epoch_at", "truncate"):
         assert large[key] <= small[key] + 4, (key, small, large)
+
+
+def _bounded_costs(n: int) -> dict[str, int]:
+    """Store calls of ``read(start=t, limit=10)`` mid-history, of ``startingTail=10`` (the
+    tail seek), and of the first micro-batch of a query at ``earliest`` with
+    ``maxRecordsPerTrigger=10`` (planning, then reading it)."""
+    from pyspark_tstream.conf.options import SourceOptions
+    from pyspark_tstream.datasource.arrow import spark_schema
+    from pyspark_tstream.datasource.stream_reader import TStreamStreamReader
+    from pyspark_tstream.reading import read_table
+
+    mid = n // 2
+    s = commit_history(n, real=set(range(0, 40)) | set(range(mid - 20, mid + 40)) | set(range(n - 40, n)))
+    url = f"memory://{s.store.root}"
+    log = CallLog()
+    out: dict[str, int] = {}
+    reader = _open_counted(url, log)
+    log.reset()
+    table = reader.read(start=T0 + mid * 10, limit=10)
+    out["read"] = log.count()
+    assert table.column("v").to_pylist() == list(range(5 * mid, 5 * mid + 10))
+    log.reset()
+    bound = reader.seek_tail(10)
+    out["tail"] = log.count()
+    tail = reader.plan_read(bound, reader.state.tick)
+    assert read_table(reader.store, reader.schema, tail.chunks, bound, tail.hi).num_rows == 10
+    log.reset()
+    stream = _open_counted(url, log)
+    source = TStreamStreamReader(SourceOptions.from_options({"path": url, "maxRecordsPerTrigger": "10"}),
+                                 spark_schema(stream.schema), stream)
+    start = source.initialOffset()
+    end = source.latestOffset(start, source.getDefaultReadLimit())
+    parts = source.partitions(start, end)
+    out["plan"] = log.count()
+    out["cached"] = source._window.cached_entries
+    rows = [v for p in parts for b in source.read(p) for v in b.column(0).to_pylist()]
+    out["batch"] = log.count()
+    assert sorted(rows) == list(range(10))
+    return out
+
+
+def test_bounded_reads_cost_the_same_at_100_and_100k_commits() -> None:
+    from pyspark_tstream.journal import FANOUT
+    from pyspark_tstream.planner import WINDOW_NODES
+
+    small, large = _bounded_costs(100), _bounded_costs(100_000)
+    for key in ("read", "tail", "plan", "batch"):
+        assert abs(large[key] - small[key]) <= 2, (key, small, large)
+    assert large["read"] <= 8 and large["batch"] <= 12, large
+    # the driver holds a window of nodes ahead of its position, not the history
+    assert large["cached"] <= 2 * FANOUT and large["cached"] <= WINDOW_NODES * FANOUT, large

@@ -84,9 +84,9 @@ def test_records_sharing_a_tso_in_two_segments_are_each_delivered_once(url: str)
 
 
 def test_count_cut_between_segments_sharing_a_tso_skips_nothing(url: str) -> None:
-    # Two commits give one _tso to a record of segment 1 and then one of segment 0, so a read
-    # ordered by _tso alone lists segment 1 first; a count limit falling between them must not
-    # move the cursor past the segment-0 record.
+    # Two commits give one _tso to a record of segment 1 and then one of segment 0: commit order
+    # lists segment 1 first, read order (_tso, _segment, _seq) segment 0; a count limit falling
+    # between them must not move the cursor past the segment-0 record.
     s = Stream.create(url, segments=2)
     keys = [f"k{i}" for i in range(20)]
     segs = route(key_hash(pa.array(keys)), [0, KEY_SPACE // 2]).tolist()
@@ -98,7 +98,7 @@ def test_count_cut_between_segments_sharing_a_tso_skips_nothing(url: str) -> Non
     s.append(pa.table({"key": [low], "v": [65], "t": [3_000_000]}), key="key", timestamp="t")
     holder.close()
     tail = s.read().slice(64)
-    assert tail["_tso"][0] == tail["_tso"][1] and tail["_segment"].to_pylist() == [1, 0]
+    assert tail["_tso"][0] == tail["_tso"][1] and tail["_segment"].to_pylist() == [0, 1]
     g = Group.create(s, "g", start="0")
     assert g.read("c", count=64).num_rows == 64
     assert g.read("c", count=1)["v"].to_pylist() == [65]  # (tso, segment 0) comes first
@@ -128,12 +128,16 @@ def test_ack_removes_from_pending(url: str) -> None:
     assert info["lag"] == 10
 
 
-def test_claim_redelivers_idle_entries(url: str) -> None:
+def test_claim_redelivers_idle_entries(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyspark_tstream.groups as groups_mod
+
+    now = [1_700_000_000_000]  # idle times from a clock that moves only when told
+    monkeypatch.setattr(groups_mod, "now_ms", lambda: now[0])
     s = _stream(url, 12)
     g = Group.create(s, "g", start="0")
     lost = g.read("crashed", count=5)
     assert g.claim("rescuer", min_idle_ms=60_000).num_rows == 0  # not idle long enough
-    time.sleep(0.06)
+    now[0] += 60
     claimed = g.claim("rescuer", min_idle_ms=50)
     assert claimed["v"].to_pylist() == lost["v"].to_pylist()
     assert claimed.column_names == lost.column_names
@@ -262,7 +266,7 @@ def test_block_waits_for_new_records(url: str) -> None:
     finally:
         timer.join()
     assert got["v"].to_pylist() == [1]
-    assert time.monotonic() - began < 5
+    assert time.monotonic() - began < 9  # woke on the record, not at the end of block_ms (10 s)
 
 
 def test_commit_position_and_low_water_marks(url: str) -> None:
@@ -316,9 +320,11 @@ def test_pending_survives_reopen_and_ids_parse(url: str) -> None:
     g = Group.create(s, "g", start="0")
     part = g.read("c")
     ids = record_ids(part)
-    for i, tso, seg in zip(ids, part["_tso"].to_pylist(), part["_segment"].to_pylist()):
-        ms_logical, _, segment = i.partition("@")
-        assert parse_id(ms_logical) == tso and int(segment) == seg
+    for i, tso, seg, seq in zip(ids, part["_tso"].to_pylist(), part["_segment"].to_pylist(),
+                                part["_seq"].to_pylist()):
+        ms_logical, _, where = i.partition("@")
+        segment, _, number = where.partition(":")
+        assert parse_id(ms_logical) == tso and int(segment) == seg and int(number) == seq
     assert pack(1_000_000) <= part["_tso"][0].as_py()
     with pytest.raises(EntryIdError, match="not of the form"):
         g.ack(["not-an-id"])

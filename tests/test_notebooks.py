@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from pyspark_tstream.datasource.compat import has
+
 pytestmark = pytest.mark.spark
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.py"))
@@ -77,12 +79,44 @@ def test_notebooks_are_databricks_source_format() -> None:
         assert raw[0].lstrip().startswith("# MAGIC %md"), f"{path.name}: start with a markdown cell"
         for i, cell in enumerate(raw):
             magic = [line for line in cell.strip().splitlines() if line.startswith("# MAGIC")]
-            if magic:  # a markdown cell is all MAGIC lines, starting with %md
-                assert magic[0].startswith("# MAGIC %md"), f"{path.name} cell {i}: {magic[0]!r}"
+            if magic:  # a markdown (%md) or install (%pip) cell is all MAGIC lines
+                assert magic[0].startswith(("# MAGIC %md", "# MAGIC %pip")), f"{path.name} cell {i}: {magic[0]!r}"
                 assert len(magic) == len(cell.strip().splitlines()), f"{path.name} cell {i} mixes code and MAGIC"
         assert sum(1 for c in parts if c.strip()) >= 4, f"{path.name}: too few code cells"
         for i, code in enumerate(parts):
             compile(code, f"{path.name}[cell {i}]", "exec")
+
+
+INSTALL = re.compile(r"^# MAGIC %pip install (.*)$", re.MULTILINE)
+
+
+def test_notebooks_state_the_runtime_and_install_the_package_first() -> None:
+    """Each notebook names its minimum Databricks Runtime and installs the package in a %pip cell
+    before any code cell, one that also works when the package is a cluster library."""
+    for path in NOTEBOOKS:
+        raw = SEPARATOR.split(path.read_text(encoding="utf-8")[len(HEADER) + 1:])
+        first_code = next(i for i, c in enumerate(cells(path)) if c.strip())
+        installs = [i for i, c in enumerate(raw) if INSTALL.search(c)]
+        assert installs and installs[0] < first_code, f"{path.name}: no %pip install cell before the code"
+        assert "Databricks Runtime 17" in "".join(raw[:installs[0]]), f"{path.name}: state the minimum runtime"
+        assert "register(spark)" in path.read_text(encoding="utf-8"), f"{path.name}: register with register(spark)"
+    args = {INSTALL.search(p.read_text(encoding="utf-8")).group(1) for p in NOTEBOOKS}  # type: ignore[union-attr]
+    assert len(args) == 1, f"the notebooks install differently: {args}"
+
+
+def test_install_cell_accepts_a_cluster_installed_package(tmp_path: Path) -> None:
+    """The %pip cell's arguments, run by pip where the package is installed and the volume folder
+    does not exist: pip reports it satisfied and succeeds (what a cluster library gives)."""
+    import shlex
+    import subprocess
+    import sys
+
+    arg = INSTALL.search(NOTEBOOKS[0].read_text(encoding="utf-8")).group(1)  # type: ignore[union-attr]
+    words = [str(tmp_path / "no-such-volume") if w.startswith("/Volumes/") else w for w in shlex.split(arg)]
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--disable-pip-version-check", *words],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Requirement already satisfied: pyspark-tstream" in done.stdout
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -117,5 +151,10 @@ def test_notebook_runs_top_to_bottom(spark: Any, tmp_path: Path, monkeypatch: py
         assert display.figures and all(p.stat().st_size > 1_000 for p in display.figures)
     results = namespace.get("RESULTS")
     assert isinstance(results, dict), "the notebook's last cell sets RESULTS with its key numbers"
-    assert {k: results.get(k) for k in EXPECTED[path.stem]} == EXPECTED[path.stem]
+    expected = dict(EXPECTED[path.stem])
+    if "windows_closed" in expected and not has("available_now"):
+        # PySpark < 4.2: the last run's batch closes windows that only a later run emits (README)
+        assert 1 <= results.get("windows_closed", 0) < expected.pop("windows_closed")
+        results = {k: v for k, v in results.items() if k != "windows_closed"}
+    assert {k: results.get(k) for k in expected} == expected
     print(f"{path.name}: {len(ran)} cells in {time.monotonic() - began:.1f} s; results {results}")

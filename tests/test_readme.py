@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,14 +29,14 @@ def test_readme_python_examples_run(spark: Any) -> None:
         exec(compile(code, f"README.md python block {i + 1}", "exec"), namespace)  # noqa: S102
 
 
-def test_readme_cli_example_runs() -> None:
+def test_readme_cli_example_runs(tmp_path: Path) -> None:
     blocks = _blocks("bash")
     assert "pip install" in blocks[0]
-    cli = blocks[1]
-    shutil.rmtree("/tmp/tstream-readme-cli", ignore_errors=True)
+    # the README's fixed /tmp path, made private to this run: parallel runs on one machine
+    # (CI jobs, several checkouts) must not create, read and delete each other's stream
+    cli = blocks[1].replace("/tmp/tstream-readme-cli", str(tmp_path / "tstream-readme-cli"))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     proc = subprocess.run(["bash", "-euo", "pipefail", "-c", cli], capture_output=True, text=True, env=env,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert '"device": "d2"' in proc.stdout or "d2" in proc.stdout
-    shutil.rmtree("/tmp/tstream-readme-cli", ignore_errors=True)

@@ -25,8 +25,12 @@ spark = (SparkSession.builder.remote("local[2]").config("spark.ui.enabled", "fal
          .config("spark.sql.session.timeZone", "UTC").getOrCreate())
 spark.dataSource.register(DefaultSource)
 src, dst = f"file://{root}/src", f"file://{root}/dst"
-(spark.range(300).selectExpr("id", "concat('k', cast(id % 3 as string)) as key")
-      .write.format("tstream").mode("append").option("keyColumn", "key").save(src))
+# client times one ms apart: a batch never splits a millisecond, and arrival times could put
+# all 300 records in one (then one batch is the documented overshoot, not a split)
+(spark.range(300).selectExpr("id", "concat('k', cast(id % 3 as string)) as key",
+                             "timestamp_millis(1700000000000 + id) as t")
+      .write.format("tstream").mode("append").option("keyColumn", "key").option("timestampColumn", "t")
+      .save(src))
 q = (spark.readStream.format("tstream").option("maxRecordsPerTrigger", "100").load(src)
      .select("id", "key", "_timestamp").writeStream.format("tstream")
      .option("checkpointLocation", f"{root}/ck").option("timestampColumn", "_timestamp")

@@ -1,4 +1,4 @@
-"""The Python API of DESIGN.md §4: create/open/append/read/info, routing, seeks, bad input."""
+"""The Python API of docs/design.md §4: create/open/append/read/info, routing, seeks, bad input."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .timestamps import now_ms, physical
+from pyspark_tstream.timestamps import now_ms, physical
 
 #: Clock skew of each producer (ms). The order is the order they are listed in the output.
 SKEWS_MS: dict[str, int] = {"site-east": -4_000, "site-west": 0, "site-north": 2_000}
@@ -109,9 +109,17 @@ def _progress(query: Any) -> list[dict[str, Any]]:
 
 
 def _offset_tso(offset: Any) -> int | None:
-    """The ``tso`` of a tstream source offset as progress reports show it (JSON text or dict)."""
+    """The ``tso`` of a tstream source offset as progress reports show it (JSON text or dict;
+    PySpark 4.0 shows a dict's repr, or "None" before the first batch)."""
+    if offset == "None":
+        return None
     if isinstance(offset, str):
-        offset = json.loads(offset)
+        try:
+            offset = json.loads(offset)
+        except json.JSONDecodeError:
+            import ast
+
+            offset = ast.literal_eval(offset)
     return None if offset is None else int(offset["tso"])
 
 
@@ -178,9 +186,9 @@ def _session() -> Any:
 def _register(spark: Any) -> None:
     # Spark discovers pyspark_tstream by itself under a strict editable or a regular install;
     # registering explicitly also covers a default editable install.
-    from pyspark_tstream import DefaultSource
+    from pyspark_tstream import register
 
-    spark.dataSource.register(DefaultSource)
+    register(spark)
 
 
 # --- the pipeline -------------------------------------------------------------------------------
@@ -302,7 +310,7 @@ class Demo:
 
     def shutdown(self, stream: Any) -> Round:
         """Stop the producers and close their writer sessions: the tick stops waiting for them."""
-        from .stream import Stream
+        from pyspark_tstream.stream import Stream
 
         for site in SKEWS_MS:
             self.queries.pop(site).stop()
@@ -406,8 +414,8 @@ def run(url: str | None = None, rounds: int = 6, *, spark: Any = None, seed: int
     """
     if not 1 <= rounds <= MAX_ROUNDS:
         raise ValueError(f"rounds={rounds} must be between 1 and {MAX_ROUNDS}")
-    from .errors import StreamNotFoundError
-    from .stream import Stream
+    from pyspark_tstream.errors import StreamNotFoundError
+    from pyspark_tstream.stream import Stream
 
     began = time.monotonic()
     work = Path(workdir or tempfile.mkdtemp(prefix="tstream-demo-"))
@@ -435,7 +443,7 @@ def run(url: str | None = None, rounds: int = 6, *, spark: Any = None, seed: int
 def _run(demo: Demo, began: float) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from .stream import Stream
+    from pyspark_tstream.stream import Stream
 
     echo, spark, url = demo.echo, demo.spark, demo.url
     backfill = demo.backfill()
@@ -507,6 +515,8 @@ def _run(demo: Demo, began: float) -> dict[str, Any]:
          f"{len(closed)} closed windows (Spark's numRowsDroppedByWatermark: {demo.spark_dropped}); "
          f"{consumed} records in {data_batches} tick-aligned micro-batches.")
     echo("         A window closes only once the slowest clock has passed it, because every batch ends on the tick.")
+    echo(f"moved    {raised} of {total} records have a _timestamp other than their event time t (writer "
+         "lanes: a time moves only for its own writer's earlier records or the tick).")
     echo(f"naive    {naive_late} of {total} records arrived behind its watermark and {naive_dropped} were dropped: "
          f"{len(naive_short)} of {len(naive_closed)} closed windows are short.")
     echo("         Its watermark follows the fastest clock. To drop nothing here it needs "
@@ -541,6 +551,3 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--rounds must be between 1 and {MAX_ROUNDS}")
     run(args.url, args.rounds)
 
-
-if __name__ == "__main__":
-    main()

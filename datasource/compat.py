@@ -1,0 +1,133 @@
+"""What the running PySpark offers the adapters: one named, feature-detected flag per API.
+
+Invariant: every version-dependent code path in ``datasource/`` and ``sink/`` branches on a flag
+of :data:`FEATURES`, never on a version string, and each flag is detected from the public API
+itself (an import, a keyword, a method), so a PySpark that backports or drops an API gets the
+path that matches it. Each :class:`Feature` also records the first PySpark minor that has it
+and the fallback tstream uses without it; ``tests/test_compat.py`` checks the detection against
+the running PySpark's version and the README's feature × version table against this list, so a
+silent degradation fails a test.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One PySpark API tstream uses when present."""
+
+    name: str
+    since: tuple[int, int]  # first PySpark (major, minor) that has it
+    api: str  # what is detected
+    fallback: str  # what tstream does without it (the README table says the same)
+    present: bool
+
+
+def _arrow_schema_timezone() -> bool:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return "timezone" in inspect.signature(to_arrow_schema).parameters
+
+
+def _stream_arrow_writer() -> bool:
+    import pyspark.sql.datasource as ds
+
+    return hasattr(ds, "DataSourceStreamArrowWriter")
+
+
+def _filter_pushdown() -> bool:
+    from pyspark.sql.datasource import DataSourceReader
+
+    return hasattr(DataSourceReader, "pushFilters") and importlib.util.find_spec(PUSHDOWN_WORKER) is not None
+
+
+def _read_limits() -> bool:
+    from pyspark.sql.datasource import DataSourceStreamReader
+
+    if importlib.util.find_spec("pyspark.sql.streaming.datasource") is None:
+        return False
+    import pyspark.sql.streaming.datasource as sds
+
+    return hasattr(sds, "ReadMaxRows") and len(inspect.signature(DataSourceStreamReader.latestOffset).parameters) > 1
+
+
+def _available_now() -> bool:
+    if importlib.util.find_spec("pyspark.sql.streaming.datasource") is None:
+        return False
+    import pyspark.sql.streaming.datasource as sds
+
+    return hasattr(sds, "SupportsTriggerAvailableNow")
+
+
+def _detect() -> dict[str, Feature]:
+    specs = [
+        ("arrow_schema_timezone", (4, 2), "to_arrow_schema(schema, timezone=...)", _arrow_schema_timezone,
+         "`to_arrow_schema(schema, timestamp_utc=True)`: the same Arrow schema, nothing changes"),
+        ("stream_arrow_writer", (4, 1), "DataSourceStreamArrowWriter", _stream_arrow_writer,
+         "the streaming sink gets Rows and converts them to Arrow with the query's schema: the same "
+         "chunks, more CPU per row"),
+        ("filter_pushdown", (4, 1), "DataSourceReader.pushFilters", _filter_pushdown,
+         "batch reads read every chunk of the time range and Spark filters the rows: the same result, "
+         "more I/O; bound reads with `startingTimestamp`/`endingTimestamp` instead"),
+        ("read_limits", (4, 2), "DataSourceStreamReader.latestOffset(start, limit)", _read_limits,
+         "`maxRecordsPerTrigger`, `maxBytesPerTrigger`, `maxFilesPerTrigger` do not apply (a warning is "
+         "logged): each micro-batch reads up to the tick. Spark cannot tell the source which trigger "
+         "runs, and a limit would stop `Trigger.AvailableNow` short"),
+        ("available_now", (4, 2), "SupportsTriggerAvailableNow", _available_now,
+         "Spark runs `Trigger.AvailableNow` as one batch, up to the tick, with no trailing no-data batch: "
+         "windows that batch's watermark closes are emitted by the next run that reads new data"),
+    ]
+    return {name: Feature(name, since, api, fallback, bool(probe()))
+            for name, since, api, probe, fallback in specs}
+
+
+FEATURES: dict[str, Feature] = _detect()
+
+
+def has(name: str) -> bool:
+    """Whether the running PySpark has feature ``name`` (a key of :data:`FEATURES`)."""
+    return FEATURES[name].present
+
+
+def arrow_schema(spark_struct: Any) -> Any:
+    """``to_arrow_schema`` with UTC timestamps, in whichever keyword this PySpark takes."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if has("arrow_schema_timezone"):
+        return to_arrow_schema(spark_struct, timezone="UTC")
+    return to_arrow_schema(spark_struct, timestamp_utc=True)
+
+
+def called_for_filter_pushdown(depth: int = 2, reach: int = 4) -> bool:
+    """Whether the function calling this one was called by PySpark's filter-pushdown worker.
+
+    PySpark has no API telling ``DataSource.reader`` that filter pushdown is on, yet a reader with
+    ``pushFilters`` fails while it is off; only the pushdown worker (PySpark >= 4.1) asks for a
+    reader when it is on. So look at the module of the nearest ``reach`` frames above the caller
+    (``depth`` = 2 skips this function and its caller). Without frame introspection or without
+    pushdown this is False: the plain reader is always correct, only slower.
+    """
+    if not has("filter_pushdown") or not hasattr(sys, "_getframe"):
+        return False
+    try:
+        frame: Any = sys._getframe(depth)
+    except ValueError:
+        return False
+    for _ in range(reach):
+        if frame is None:
+            break
+        g = frame.f_globals
+        spec = g.get("__spec__")
+        names = (g.get("__name__") or "", getattr(spec, "name", None) or "")
+        if any(n.rsplit(".", 1)[-1] == PUSHDOWN_WORKER.rsplit(".", 1)[-1] for n in names):
+            return True
+        frame = frame.f_back
+    return False

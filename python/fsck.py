@@ -1,0 +1,611 @@
+"""``Stream.verify()`` / ``tstream fsck`` and ``Stream.repair()`` / ``tstream repair``.
+
+Invariant kept: verify only reads, and repair only writes objects that are *derived* from the
+journal (the head and anchor hints, time-index nodes, sealed-map shard hints, epoch records),
+rebuilt byte for byte as the committer would have written them; it never rewrites a journal
+entry's facts or a data chunk. What cannot be derived is reported exactly: a missing chunk as its
+segment, ``_seq`` range and time range, with the stream cut that truncates past it.
+
+Costs: every live journal entry is read once (batched), every live chunk costs one listing per
+segment folder (existence and size) and one ranged read of its Parquet footer (concurrent),
+every written index node, shard version and epoch record one read.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from .errors import CorruptMetadataError, GroupNotFoundError
+from .grouplog import GROUPS, GroupLog, GroupState
+from .journal import (
+    ANCHOR,
+    FANOUT,
+    HEAD,
+    META,
+    Chunk,
+    Entry,
+    Journal,
+    decode_node,
+    entry_path,
+    node_path,
+    summary,
+)
+from .scaling import decode_epoch, epoch_path
+from .sealed import ROOT as SEALED_ROOT
+from .sealed import SealedMap, decode_shard, shard_of
+from .state import StreamState
+from .storage import Store
+from .timestamps import iso, physical
+
+#: Bytes read from the end of a chunk to get its Parquet footer in one request (most fit).
+FOOTER_GUESS = 64 * 1024
+_BATCH = 256
+_THREADS = 16
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class Problem:
+    """One thing wrong: what, where, and whether :func:`repair` can rebuild it."""
+
+    kind: str  # head, anchor, entry, node, chunk, shard, epoch
+    path: str
+    message: str
+    repairable: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    """What :func:`verify` checked and found; ``ok`` when nothing is wrong."""
+
+    url: str
+    position: int
+    checked: dict[str, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        counts = ", ".join(f"{v} {k}" for k, v in self.checked.items())
+        head = f"{self.url} at journal position {self.position}: checked {counts}"
+        if self.ok:
+            return head + "; no problems"
+        lines = [head + f"; {len(self.problems)} problem(s):"]
+        lines += [f"  [{p.kind}] {p.message}" for p in self.problems]
+        return "\n".join(lines)
+
+
+class _TailFile(io.RawIOBase):
+    """The last bytes of a file of known size, enough for pyarrow to read the footer."""
+
+    def __init__(self, size: int, tail: bytes) -> None:
+        self._size, self._tail, self._at = size, tail, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._at = offset if whence == 0 else (self._at + offset if whence == 1 else self._size + offset)
+        return self._at
+
+    def tell(self) -> int:
+        return self._at
+
+    def readinto(self, b: Any) -> int:
+        start = self._at - (self._size - len(self._tail))
+        if start < 0:
+            raise OSError("footer larger than the bytes read")
+        data = self._tail[start:start + len(b)]
+        b[:len(data)] = data
+        self._at += len(data)
+        return len(data)
+
+
+class _Checker:
+    def __init__(self, store: Store, progress: Progress | None) -> None:
+        self.store = store
+        self.journal = Journal(store)
+        self.progress = progress
+        self.done = 0
+        self.total = 0
+        self.problems: list[Problem] = []
+        self.checked: dict[str, int] = {}
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _tick(self, n: int = 1) -> None:
+        self.done += n
+        if self.progress is not None:
+            self.progress(self.done, max(self.total, self.done))
+
+    def _count(self, what: str, n: int = 1) -> None:
+        self.checked[what] = self.checked.get(what, 0) + n
+
+    def _problem(self, kind: str, rel: str, message: str, repairable: bool, **details: Any) -> None:
+        self.problems.append(Problem(kind, self.store.uri(rel), message, repairable, details))
+
+    def _read_all(self, rels: list[str]) -> dict[str, bytes | None]:
+        """Raw bytes of each object (None if missing), batched."""
+        out: dict[str, bytes | None] = {}
+        for i in range(0, len(rels), _BATCH):
+            part = rels[i:i + _BATCH]
+            try:
+                out.update(zip(part, self.store.read_many(part)))
+            except FileNotFoundError:
+                for rel in part:
+                    try:
+                        out[rel] = self.store.read(rel)
+                    except FileNotFoundError:
+                        out[rel] = None
+        return out
+
+    # -- the newest state -----------------------------------------------------------------------
+    def newest(self) -> Entry:
+        try:
+            hint: Entry | None = Entry.decode(self.store.read(HEAD), path=self.store.uri(HEAD))
+        except FileNotFoundError:
+            hint = None
+            self._problem("head", HEAD, f"head hint {self.store.uri(HEAD)} is missing; `tstream repair` "
+                          "rewrites it (readers find the newest entry without it)", True)
+        except CorruptMetadataError:
+            hint = None
+            self._problem("head", HEAD, f"head hint {self.store.uri(HEAD)} is unreadable; `tstream repair` "
+                          "rewrites it (readers find the newest entry without it)", True)
+        self._count("hints")
+        newest = self.journal.head(known=hint)
+        if hint is not None and hint.pos > newest.pos:  # cannot happen with a sane store
+            self._problem("head", HEAD, f"head hint names position {hint.pos} beyond the journal "
+                          f"({newest.pos}); `tstream repair` rewrites it", True)
+        return newest
+
+    def anchor(self, state: StreamState) -> None:
+        try:
+            raw = self.store.read(ANCHOR)
+        except FileNotFoundError:
+            if state.meta_gc_pos > 1:
+                self._problem("anchor", ANCHOR, f"anchor {self.store.uri(ANCHOR)} is missing although "
+                              "journal entries were collected; `tstream repair` rewrites it", True)
+            return
+        self._count("hints")
+        try:
+            pos = json.loads(raw)["pos"]
+            if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
+                raise TypeError(f"pos is {pos!r}")
+        except (ValueError, KeyError, TypeError) as e:
+            self._problem("anchor", ANCHOR, f"anchor {self.store.uri(ANCHOR)} is unreadable ({e}); "
+                          "`tstream repair` rewrites it", True)
+            return
+        if pos > state.pos or (pos and not self.store.exists(entry_path(pos))):
+            self._problem("anchor", ANCHOR, f"anchor {self.store.uri(ANCHOR)} names position {pos}, which "
+                          "is not a live journal entry; `tstream repair` rewrites it", True)
+
+    # -- journal entries ------------------------------------------------------------------------
+    def entries(self, state: StreamState, head_raw: bytes | None) -> dict[int, Entry]:
+        """Decode every live entry (0, then ``meta_gc_pos..pos``); report the bad ones. Entries
+        below ``gc_pos`` may already be gone (GC deletes metadata one run behind)."""
+        first = max(state.meta_gc_pos, 1)
+        positions = [0] + list(range(first, state.pos + 1))
+        out: dict[int, Entry] = {}
+        for i in range(0, len(positions), _BATCH):
+            part = positions[i:i + _BATCH]
+            raws = self._read_all([entry_path(p) for p in part])
+            for p in part:
+                rel = entry_path(p)
+                raw = raws[rel]
+                self._count("journal entries")
+                self._tick()
+                head_copy = head_raw is not None and p == state.pos
+                remedy = ("`tstream repair` restores it from the head hint, which holds a copy" if head_copy
+                          else "no copy of it exists: its data stays readable through the index where "
+                               "flushed; to be rid of it, truncate the stream past it (`tstream truncate`)")
+                if raw is None and 0 < p < state.gc_pos:
+                    continue  # garbage collection deletes these one run late: not a loss
+                if raw is None:
+                    self._problem("entry", rel, f"journal entry {self.store.uri(rel)} is missing; {remedy}",
+                                  head_copy, pos=p)
+                    continue
+                try:
+                    e = Entry.decode(raw, path=self.store.uri(rel))
+                    if e.pos != p:
+                        raise CorruptMetadataError(f"it says position {e.pos}", path=rel)
+                except CorruptMetadataError as err:
+                    self._problem("entry", rel, f"journal entry {self.store.uri(rel)} is unreadable "
+                                  f"({str(err).split(';')[0]}); {remedy}", head_copy, pos=p)
+                    continue
+                out[p] = e
+        return out
+
+    # -- index nodes ----------------------------------------------------------------------------
+    def index(self, state: StreamState, entries: dict[int, Entry]) -> dict[tuple[int, int], bytes]:
+        """Check every written index node against the journal; return rebuildable contents."""
+        counts = _node_counts(state)
+        rebuilt: dict[tuple[int, int], bytes] = {}
+        last_item: dict[tuple[int, int], list[int] | None] = {}
+        for p, e in entries.items():
+            last_item[(0, p)] = summary(e)
+        for level in range(1, len(counts) + 1):
+            lo = state.meta_gc_pos // FANOUT if level == 1 else 0
+            nodes = list(range(lo, counts[level - 1]))
+            raws = self._read_all([node_path(level, n) for n in nodes])
+            for n in nodes:
+                rel = node_path(level, n)
+                self._count("index nodes")
+                self._tick()
+                children = range(n * FANOUT, (n + 1) * FANOUT)
+                kids = [last_item.get((level - 1, c)) for c in children]
+                expected: dict[str, Any] | None = None
+                if all(k is not None for k in kids):
+                    items = [k if level == 1 else [c] + k[1:] for c, k in zip(children, kids)]  # type: ignore[index]
+                    expected = {"level": level, "node": n, "items": items}
+                    if level == 1:
+                        expected["entries"] = [entries[c].delta_json() for c in children]
+                raw = raws[rel]
+                actual: Any = None
+                if raw is not None:
+                    try:
+                        actual = decode_node(raw, self.store.uri(rel), level)
+                        actual.pop("deltas", None)
+                        if len(actual["items"]) != FANOUT:
+                            actual = None
+                    except CorruptMetadataError:
+                        actual = None
+                if actual is not None:
+                    last_item[(level, n)] = [n] + list(actual["items"][-1][1:])
+                elif expected is not None:
+                    last_item[(level, n)] = [n] + list(expected["items"][-1][1:])
+                if expected is not None and actual == expected:
+                    continue
+                if raw is None and level == 1 and n < state.gc_pos // FANOUT:
+                    continue  # collected one run late, like its entries
+                # some of its entries were collected: check the part that can be checked
+                if expected is None and actual is not None and (
+                        level > 1 or all(actual["items"][i] == summary(entries[c])
+                                         and actual["entries"][i] == entries[c].delta_json()
+                                         for i, c in enumerate(children) if c in entries)):
+                    continue
+                what = "missing" if raw is None else ("unreadable" if actual is None else
+                                                      "different from the journal")
+                if expected is not None:
+                    rebuilt[(level, n)] = json.dumps(expected, separators=(",", ":")).encode()
+                    self._problem("node", rel, f"index node {self.store.uri(rel)} is {what}; the journal "
+                                  "holds its content: `tstream repair` rebuilds it", True, level=level, node=n)
+                else:
+                    self._problem("node", rel, f"index node {self.store.uri(rel)} is {what} and the journal "
+                                  "entries it summarizes are not all readable, so it cannot be rebuilt; "
+                                  "reads that search this part of the history fail: truncate the stream "
+                                  "past it (`tstream truncate`)", False, level=level, node=n)
+        return rebuilt
+
+    # -- chunks ---------------------------------------------------------------------------------
+    def chunks(self, state: StreamState, entries: dict[int, Entry]) -> None:
+        """Every chunk of a readable record exists with its recorded size and rows."""
+        live: list[Chunk] = []
+        for p in range(state.head_pos, state.pos + 1):
+            if p in entries:
+                chunks: Iterable[Chunk] = entries[p].chunks
+            else:  # an unreadable entry (reported): its delta may be in a level-1 node
+                try:
+                    chunks = [c for d in self.journal.deltas(state, p, p) for c in d.chunks]
+                except CorruptMetadataError:
+                    continue
+            live.extend(c for c in chunks if c.hi > state.head_tso)
+        sizes: dict[str, int] = {}
+        for folder in sorted({c.path.rsplit("/", 1)[0] for c in live}):
+            try:
+                listing = self.store._call("list", folder, lambda f=folder: self.store.fs.ls(
+                    self.store.full(f), detail=True))
+            except FileNotFoundError:
+                listing = []
+            for item in listing:
+                name = str(item["name"]).rstrip("/").rsplit("/", 1)[-1]
+                sizes[f"{folder}/{name}"] = int(item.get("size") or 0)
+        unique = list({c.path: c for c in live}.values())
+
+        def footer(c: Chunk) -> tuple[Chunk, int | None, str | None]:
+            size = sizes.get(c.path)
+            if size is None:
+                return c, None, "missing"
+            try:
+                tail = self.store.read_range(c.path, max(0, size - FOOTER_GUESS), size)
+                if len(tail) < 8 or tail[-4:] != b"PAR1":
+                    return c, None, "not a Parquet file (no footer)"
+                need = struct.unpack("<I", tail[-8:-4])[0] + 8
+                if need > len(tail):
+                    tail = self.store.read_range(c.path, max(0, size - need), size)
+                rows = pq.ParquetFile(_TailFile(size, tail)).metadata.num_rows
+            except FileNotFoundError:
+                return c, None, "missing"
+            except Exception as e:  # noqa: BLE001 - any decode failure is a corrupt chunk
+                return c, None, f"unreadable ({type(e).__name__}: {e})"
+            return c, rows, None
+
+        with ThreadPoolExecutor(_THREADS) as pool:
+            for c, rows, bad in pool.map(footer, unique):
+                self._count("chunks")
+                self._tick()
+                offset = int(getattr(c, "offset", 0))
+                if bad is None and rows is not None and rows < offset + c.rows:
+                    bad = f"has {rows} rows, the journal says {offset + c.rows}"
+                if bad is None and offset == 0 and rows == c.rows and sizes[c.path] != c.bytes:
+                    bad = f"has {sizes[c.path]} bytes, the journal says {c.bytes}"
+                if bad is not None:
+                    self._chunk_problem(c, bad)
+
+    def _chunk_problem(self, c: Chunk, bad: str) -> None:
+        last = c.seq + c.rows - 1
+        self._problem(
+            "chunk", c.path,
+            f"chunk {self.store.uri(c.path)} {bad}: records of segment {c.seg} with _seq {c.seq}..{last} "
+            f"(_tso {c.lo}..{c.hi}, {iso(physical(c.lo))} .. {iso(physical(c.hi))}) cannot be read. "
+            f"Put the file back if you have a copy; otherwise truncate the stream past them: "
+            f"tstream truncate {self.store.display_url} --before {iso(physical(c.hi) + 1)} (this drops "
+            "every record up to that time)", False,
+            segment=c.seg, first_seq=c.seq, last_seq=last, first_tso=c.lo, last_tso=c.hi,
+            before=iso(physical(c.hi) + 1))
+
+    # -- epochs and sealed shards ---------------------------------------------------------------
+    def epochs(self, state: StreamState, entries: dict[int, Entry]) -> tuple[dict[int, bytes], list[dict[str, Any]]]:
+        """Epoch records 1..epoch decode; returns rebuildable ones and the records read."""
+        rebuilt: dict[int, bytes] = {}
+        records: list[dict[str, Any]] = []
+        pending = state.pending_epoch["epoch"] if state.pending_epoch else None
+        wanted = [e for e in range(1, state.epoch + 1) if e != pending]
+        raws = self._read_all([epoch_path(e) for e in wanted])
+        for ep in wanted:
+            rel = epoch_path(ep)
+            self._count("epoch records")
+            self._tick()
+            raw = raws[rel]
+            rec: Any = None
+            if raw is not None:
+                try:
+                    rec = decode_epoch(raw, self.store.uri(rel), ep)
+                except CorruptMetadataError:
+                    rec = None
+            if rec is not None:
+                records.append(rec)
+                continue
+            what = "missing" if raw is None else "unreadable"
+            fixed = _rebuild_epoch(ep, entries)
+            if fixed is not None:
+                rebuilt[ep] = fixed
+                records.append(json.loads(fixed))
+                self._problem("epoch", rel, f"epoch record {self.store.uri(rel)} is {what}; the journal "
+                              "holds its content: `tstream repair` rebuilds it", True, epoch=ep)
+            else:
+                self._problem("epoch", rel, f"epoch record {self.store.uri(rel)} is {what} and the journal "
+                              "entries around that scale were collected, so it cannot be rebuilt; sources "
+                              "that start before that epoch cannot follow it: start them later", False,
+                              epoch=ep)
+        return rebuilt, records
+
+    def shards(self, state: StreamState, epoch_records: Iterable[dict[str, Any]],
+               entries: dict[int, Entry]) -> dict[int, dict[str, Any]]:
+        """Sealed-map shards decode and hold every sealed segment; returns per shard what
+        repair rewrites: unreadable versions, records to merge back, the head hint."""
+        sealed_ids = {i for rec in epoch_records for i in rec.get("sealed", [])}
+        sealed_ids -= {r["id"] for r in state.pending_sealed}
+        shards = sorted({shard_of(i) for i in sealed_ids} |
+                        {int(n) for n in self.store.list(SEALED_ROOT) if n.isdigit()})
+        plans: dict[int, dict[str, Any]] = {}
+        for shard in shards:
+            self._count("sealed shards")
+            self._tick()
+            folder = f"{SEALED_ROOT}/{shard:06d}"
+            names = self.store.list(folder)
+            versions = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
+            plan: dict[str, Any] = {"versions": {}, "records": [], "head": False}
+            prev: dict[str, Any] = {}
+            have: set[str] = set()
+            for v in versions:
+                rel = f"{folder}/{v:08d}.json"
+                try:
+                    cur = decode_shard(self.store.read(rel), self.store.uri(rel))
+                    if cur["v"] != v:
+                        raise CorruptMetadataError(f"it says version {cur['v']}", path=rel)
+                    prev = cur["segments"]
+                    have |= set(prev)
+                except (CorruptMetadataError, FileNotFoundError) as e:
+                    # later versions hold all it held; a copy of its predecessor keeps the chain
+                    plan["versions"][v] = {"shard": shard, "v": v, "segments": prev}
+                    self._problem("shard", rel, f"sealed-segment shard version {self.store.uri(rel)} is "
+                                  f"unreadable ({e}); `tstream repair` rewrites it", True, shard=shard, version=v)
+            try:
+                decode_shard(self.store.read(f"{folder}/head.json"), f"{folder}/head.json")
+            except FileNotFoundError:
+                pass
+            except CorruptMetadataError:
+                plan["head"] = True
+                self._problem("shard", f"{folder}/head.json", f"sealed-shard head hint {self.store.uri(folder)}"
+                              "/head.json is unreadable; `tstream repair` rewrites it", True, shard=shard)
+            missing = sorted(i for i in sealed_ids if shard_of(i) == shard and str(i & 0xFFFFFFFF) not in have)
+            if missing:
+                records = _rebuild_sealed(missing, entries)
+                if records is not None:
+                    plan["records"] = records
+                    self._problem("shard", folder, f"sealed-segment shard {self.store.uri(folder)} lacks "
+                                  f"sealed segment(s) {missing}; the journal holds them: `tstream repair` "
+                                  "adds them", True, shard=shard, missing=missing)
+                else:
+                    self._problem("shard", folder, f"sealed-segment shard {self.store.uri(folder)} lacks "
+                                  f"sealed segment(s) {missing} and the journal entries of their sealing were "
+                                  "collected; reads of those segments' history fail: truncate the stream "
+                                  "past their sealing (`tstream truncate`)", False, shard=shard, missing=missing)
+            if plan["versions"] or plan["records"] or plan["head"]:
+                plans[shard] = plan
+        return plans
+
+
+    def groups(self) -> dict[str, bytes]:
+        """Each consumer group's head hint and newest version decode; returns versions that
+        repair restores from the head's copy."""
+        restore: dict[str, bytes] = {}
+        for name in self.store.list(GROUPS):
+            self._count("consumer groups")
+            log = GroupLog(self.store, name)
+            head_raw: bytes | None = None
+            try:
+                head_raw = self.store.read(log.head_path)
+                head = GroupState.decode(head_raw, path=self.store.uri(log.head_path))
+            except FileNotFoundError:
+                head = None
+            except CorruptMetadataError:
+                head = None
+                self._problem("group", log.head_path, f"consumer-group head hint {self.store.uri(log.head_path)} "
+                              "is unreadable; `tstream repair` rewrites it (readers search the versions "
+                              "without it)", True, group=name)
+            try:
+                newest = log.head()
+            except (CorruptMetadataError, GroupNotFoundError) as e:
+                rel = e.path.removeprefix(self.store.display_url + "/") if isinstance(e, CorruptMetadataError) \
+                    else log.head_path
+                copy = head is not None and rel == log.version_path(head.pos)
+                if copy and head_raw is not None:
+                    restore[rel] = head_raw
+                self._problem("group", rel, f"consumer-group record {self.store.uri(rel)} is unreadable; "
+                              + ("`tstream repair` restores it from the group's head copy" if copy else
+                                 f"no copy exists: start a new group where this one was (`tstream group "
+                                 f"{self.store.display_url} create NAME --start ID`)"), copy, group=name)
+                continue
+            if head is None or head.pos != newest.pos:
+                restore[log.head_path] = newest.encode()
+        return restore
+
+
+def _rebuild_sealed(ids: list[int], entries: dict[int, Entry]) -> list[dict[str, Any]] | None:
+    """Sealed records exactly as the scale made them, from its entry and the one before."""
+    out = []
+    for sid in ids:
+        scale = next((e for e in entries.values() if e.op == "scale" and sid in e.info.get("sealed", [])), None)
+        if scale is None or scale.pos - 1 not in entries:
+            return None
+        s = entries[scale.pos - 1].state.segment(sid)
+        if s is None:
+            return None
+        created = [c for c in scale.state.segments if c.id in scale.info.get("created", [])]
+        out.append({"id": s.id, "lo": s.lo, "hi": s.hi, "rows": s.rows, "bytes": s.bytes, "chunks": s.chunks,
+                    "first_seq": s.first_seq, "next_seq": s.next_seq, "last_tso": s.last_tso,
+                    "sealed_epoch": scale.state.epoch, "sealed_pos": scale.pos,
+                    "successors": [c.id for c in created if c.lo < s.hi and s.lo < c.hi]})
+    return out
+
+
+def _node_counts(state: StreamState) -> list[int]:
+    """How many nodes of each level (1..) were written: c(L) = FANOUT*c(L+1) + len(index[L])."""
+    counts: list[int] = []
+    above = 0
+    for level in range(len(state.index) - 1, 0, -1):
+        above = FANOUT * above + len(state.index[level])
+        counts.append(above)
+    counts.reverse()
+    return counts
+
+
+def _rebuild_epoch(ep: int, entries: dict[int, Entry]) -> bytes | None:
+    """The epoch record exactly as the scale wrote it, from the scale entry and the one before."""
+    scale = next((e for e in entries.values() if e.op == "scale" and e.state.epoch == ep), None)
+    if scale is None or scale.pos - 1 not in entries:
+        return None
+    before = entries[scale.pos - 1].state
+    sealed_ids = list(scale.info.get("sealed", []))
+    created = list(scale.info.get("created", []))
+    sealed = [s for s in before.segments if s.id in sealed_ids]
+    new = {s.id: s for s in scale.state.segments}
+    if len(sealed) != len(sealed_ids) or any(c not in new for c in created):
+        return None
+    rec = {"epoch": ep, "pos": scale.pos, "wall": scale.state.wall, "tick": scale.state.tick,
+           "sealed": sealed_ids, "created": created,
+           "predecessors": {str(c): [s.id for s in sealed if s.lo < new[c].hi and new[c].lo < s.hi]
+                            for c in created},
+           "segments": [[s.id, s.lo, s.hi] for s in scale.state.segments]}
+    return json.dumps(rec, separators=(",", ":")).encode()
+
+
+def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict[str, Any]]:
+    """Check the stream at ``store``; returns the report and what :func:`repair` can rewrite."""
+    ck = _Checker(store, progress)
+    newest = ck.newest()
+    state = newest.state
+    ck.total = (state.pos - max(state.meta_gc_pos, 1) + 2) + state.chunks + state.epoch
+    ck.anchor(state)
+    try:
+        head_raw: bytes | None = store.read(HEAD)
+        if Entry.decode(head_raw, path=HEAD).pos != state.pos:
+            head_raw = None
+    except (FileNotFoundError, CorruptMetadataError):
+        head_raw = None
+    entries = ck.entries(state, head_raw)
+    nodes = ck.index(state, entries)
+    ck.chunks(state, entries)
+    epochs, records = ck.epochs(state, entries)
+    shards = ck.shards(state, records, entries)
+    groups = ck.groups()
+    report = Report(url=store.display_url, position=state.pos, checked=ck.checked, problems=ck.problems)
+    fixes = {"head": head_raw if head_raw is not None else None, "newest": newest, "nodes": nodes,
+             "epochs": epochs, "shards": shards,
+             "groups": groups}
+    return report, fixes
+
+
+def repair(store: Store, progress: Progress | None = None) -> Report:
+    """Rewrite what the journal can rebuild; the report lists what is still wrong."""
+    report, fixes = verify(store, progress)
+    newest: Entry = fixes["newest"]
+    state = newest.state
+    done: list[str] = []
+    kinds = {p.kind for p in report.problems if p.repairable}
+    if "entry" in kinds and fixes["head"] is not None:
+        store.write(entry_path(state.pos), fixes["head"])
+        done.append(f"journal entry {state.pos} restored from the head hint")
+    if "head" in kinds or "entry" in kinds:
+        store.write(HEAD, newest.encode())
+        done.append(f"head hint rewritten (position {state.pos})")
+    if "anchor" in kinds:
+        lowest = Journal(store)._lowest_listed() if state.meta_gc_pos > 1 else 0
+        pos = state.meta_gc_pos if state.meta_gc_pos > 1 and store.exists(entry_path(state.meta_gc_pos)) else (lowest or 0)
+        store.write(ANCHOR, json.dumps({"pos": pos}).encode())
+        done.append(f"anchor rewritten (position {pos})")
+    for (level, n), data in sorted(fixes["nodes"].items()):
+        store.write(node_path(level, n), data)
+        done.append(f"index node level {level} #{n} rebuilt")
+    for ep, data in sorted(fixes["epochs"].items()):
+        store.write(epoch_path(ep), data)
+        done.append(f"epoch record {ep} rebuilt")
+    smap = SealedMap(store)
+    for shard, plan in sorted(fixes["shards"].items()):
+        folder = f"{SEALED_ROOT}/{shard:06d}"
+        for v, content in sorted(plan["versions"].items()):
+            store.write(f"{folder}/{v:08d}.json", json.dumps(content, separators=(",", ":")).encode())
+            done.append(f"sealed shard {shard} version {v} rewritten")
+        store.delete([f"{folder}/head.json"])  # a hint: latest() probes the versions without it
+        if plan["records"]:
+            smap.merge(plan["records"])
+            done.append(f"sealed shard {shard}: {len(plan['records'])} sealed segment record(s) restored")
+        latest = smap.latest(shard)
+        if latest["v"] >= 0:
+            store.write(f"{folder}/head.json", json.dumps(latest, separators=(",", ":")).encode())
+        done.append(f"sealed shard {shard} head hint rewritten")
+    for rel, data in sorted(fixes["groups"].items()):
+        store.write(rel, data)
+        done.append(f"consumer-group object {rel} rewritten")
+    after, _ = verify(store)
+    after.repaired = done
+    return after
+
+
+__all__ = ["FOOTER_GUESS", "META", "Problem", "Report", "repair", "verify"]

@@ -1,0 +1,231 @@
+"""Soak: producers that die and come back, a consumer that must see every record exactly once.
+
+Usage::
+
+    python tests/benchmarks/soak.py --minutes 30     # the real soak
+    python tests/benchmarks/soak.py --smoke          # ~1 minute, a kill every 15 s (CI)
+
+What runs, on its own SeaweedFS (``weed mini`` on loopback, stopped by PID at the end):
+
+* one ``s3://`` stream, 4 segments, ``retention=age=1m,groups=true`` (records older than a minute
+  go once the consumer group has them), ``writerLeaseMs=5000``;
+* three producers, each a child process with a producer session (``Stream.writer``) appending
+  200 records every 0.2 s with its own clock skew (0, -3 s, +2 s) and idempotent batch ids
+  (writer id + batch number, resumed from the journal after a restart). Every ``--kill-every``
+  seconds one producer (in turn) is SIGKILLed and started again: its lease then holds the tick
+  until it expires, and a batch it wrote but had not committed is orphaned;
+* one Spark consumer query (``local[2]``): ``consumerGroup=soak``, a zero-delay watermark on
+  ``_timestamp``, ``foreachBatch`` storing each micro-batch's ids under its batch id (a replay
+  overwrites, so the store holds what Spark delivered exactly once or not);
+* this process's Python RSS and the Spark JVM's RSS are sampled at start and end.
+
+At the end the producers are stopped (sessions closed), the consumer catches up to the tick, and
+the table prints records in (``info()["rows"]``) and out, lost (committed, never delivered) and
+duplicated (delivered twice), RSS, chunk and metadata object counts, and the tick lag (now - tick)
+seen while running. Exit code 1 if anything was lost or duplicated. Compaction (issue 11) is not
+in this branch: the row says so until it lands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))  # tests/: the S3 server helpers
+
+import s3servers
+
+SKEWS_MS = (0, -3_000, 2_000)
+ROWS = 200
+
+
+def _opts(endpoint: str) -> dict[str, Any]:
+    return s3servers.s3_storage_options(endpoint)
+
+
+def producer(url: str, endpoint: str, writer: str, skew: int) -> None:
+    """Child process: append forever (until killed or SIGTERM) as session ``writer``."""
+    import pyarrow as pa
+    from pyspark_tstream.stream import Stream
+
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    s = Stream.open(url, _opts(endpoint))
+    done = [b for b, _ in s.state.writers[writer].batches] if writer in s.state.writers else []
+    batch = max(done, default=-1) + 1  # resume after the last committed batch
+    p = s.writer(writer)
+    n = int(writer[-1])
+    while not stop["now"]:
+        now = int(time.time() * 1000) + skew
+        ids = [n * 10**12 + batch * 1000 + i for i in range(ROWS)]
+        p.append(pa.table({"id": ids, "key": [f"k{i % 97}" for i in ids], "t": [now + i // 50 for i in range(ROWS)]}),
+                 key="key", timestamp="t", batch_id=batch)
+        batch += 1
+        time.sleep(0.2)
+    p.close()
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _jvm_pid() -> int | None:
+    me = str(os.getpid())
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text().split()
+                if stat[3] == me and "java" in (d / "cmdline").read_text():
+                    return int(d.name)
+            except OSError:
+                continue
+    return None
+
+
+def _spawn(url: str, endpoint: str, i: int, log: Path) -> subprocess.Popen[bytes]:
+    out = open(log, "ab")  # noqa: SIM115 - the child owns it
+    return subprocess.Popen([sys.executable, __file__, "--producer", f"w{i}", "--url", url, "--endpoint", endpoint,
+                             "--skew", str(SKEWS_MS[i])], stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def soak(minutes: float, kill_every: float) -> int:
+    import pyspark_tstream
+    from pyspark.sql import SparkSession
+    from pyspark_tstream.groups import Group
+    from pyspark_tstream.stream import Stream
+    from pyspark_tstream.timestamps import physical
+
+    work = Path(tempfile.mkdtemp(prefix="tstream-soak-"))
+    rss_py0 = _rss_kb(os.getpid())
+    with s3servers.running_seaweedfs() as endpoint:
+        opts = _opts(endpoint)
+        url = f"s3://{s3servers.BUCKET}/soak-{uuid.uuid4().hex[:8]}/stream"
+        import pyarrow as pa
+
+        schema = pa.schema([("id", pa.int64()), ("key", pa.string()), ("t", pa.int64())])
+        stream = Stream.create(url, segments=4, schema=schema, retention="age=1m,groups=true",
+                               writer_lease_ms=5_000, storage_options=opts)
+        # registered before any record exists: retention must wait for it from the first record
+        Group.create(stream, "soak", start="0")
+        spark = (SparkSession.builder.master("local[2]").appName("tstream-soak")
+                 .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+                 .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+                 .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+        spark.dataSource.register(pyspark_tstream.DefaultSource)
+        jvm = _jvm_pid()
+        rss_jvm0 = _rss_kb(jvm) if jvm else 0
+        seen: dict[int, list[int]] = {}
+
+        def collect(df: Any, batch_id: int) -> None:
+            seen[batch_id] = [r.id for r in df.select("id").collect()]  # a replay overwrites
+
+        sopts = {"storage.endpoint_url": endpoint, "storage.key": s3servers.ACCESS_KEY,
+                 "storage.secret": s3servers.SECRET_KEY,
+                 "storage.client_kwargs": json.dumps({"region_name": s3servers.REGION})}
+        q = (spark.readStream.format("tstream").options(**sopts).option("consumerGroup", "soak").load(url)
+             .withWatermark("_timestamp", "0 seconds")
+             .writeStream.foreachBatch(collect).option("checkpointLocation", str(work / "ckpt"))
+             .trigger(processingTime="2 seconds").start())
+        procs = [_spawn(url, endpoint, i, work / f"w{i}.log") for i in range(3)]
+        kills, max_lag, victim = 0, 0, 0
+        began = time.monotonic()
+        next_kill = began + kill_every
+        try:
+            while time.monotonic() - began < minutes * 60:
+                time.sleep(1)
+                tick = Stream.open(url, opts).state.tick
+                if tick:
+                    max_lag = max(max_lag, int(time.time() * 1000) - physical(tick))
+                if time.monotonic() >= next_kill:
+                    os.killpg(procs[victim].pid, signal.SIGKILL)
+                    procs[victim].wait()
+                    procs[victim] = _spawn(url, endpoint, victim, work / f"w{victim}.log")
+                    kills += 1
+                    victim = (victim + 1) % 3
+                    next_kill += kill_every
+                if q.exception() is not None:
+                    raise RuntimeError(f"consumer failed: {q.exception()}")
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGTERM)
+            for p in procs:
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+        s = Stream.open(url, opts)
+        for w in list(s.state.writers):  # killed sessions: release them so the tick reaches the end
+            s.writer(w).close()
+        final = s.refresh()
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            delivered = {i for ids in seen.values() for i in ids}
+            if len(delivered) >= final.rows:
+                break
+            time.sleep(2)
+        q.stop()
+        rss_py1, rss_jvm1 = _rss_kb(os.getpid()), (_rss_kb(jvm) if jvm else 0)
+        spark.stop()
+        counts = Counter(i for ids in seen.values() for i in ids)
+        out_total = sum(counts.values())
+        lost = final.rows - len(counts)
+        dup = out_total - len(counts)
+        objects = s3servers.boto3_client(endpoint).get_paginator("list_objects_v2")
+        prefix = url.split(f"s3://{s3servers.BUCKET}/", 1)[1] + "/"
+        keys = [o["Key"] for page in objects.paginate(Bucket=s3servers.BUCKET, Prefix=prefix)
+                for o in page.get("Contents", [])]
+        chunks = sum(1 for k in keys if k[len(prefix):].startswith("data/"))
+        meta = sum(1 for k in keys if k[len(prefix):].startswith("_tstream/"))
+        rows = [("minutes", f"{minutes:g}"), ("producer kills", kills), ("records in (committed)", final.rows),
+                ("records out (delivered)", out_total), ("lost", lost), ("duplicated", dup),
+                ("head (truncated by retention)", final.head_pos),
+                ("Python RSS start/end MB", f"{rss_py0 // 1024} / {rss_py1 // 1024}"),
+                ("Spark JVM RSS start/end MB", f"{rss_jvm0 // 1024} / {rss_jvm1 // 1024}"),
+                ("chunk objects", chunks), ("metadata objects", meta),
+                ("max tick lag s", f"{max_lag / 1000:.1f}"), ("compaction", "not in this branch (issue 11)")]
+        width = max(len(r[0]) for r in rows)
+        print("\n".join(f"{k:<{width}}  {v}" for k, v in rows))
+        return 0 if lost == 0 and dup == 0 else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--kill-every", type=float, default=60.0, help="seconds between producer kills")
+    ap.add_argument("--smoke", action="store_true", help="about a minute, a kill every 15 s")
+    ap.add_argument("--producer", help=argparse.SUPPRESS)
+    ap.add_argument("--url", help=argparse.SUPPRESS)
+    ap.add_argument("--endpoint", help=argparse.SUPPRESS)
+    ap.add_argument("--skew", type=int, default=0, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.producer:
+        producer(args.url, args.endpoint, args.producer, args.skew)
+        return 0
+    if args.smoke:
+        return soak(1.0, 15.0)
+    return soak(args.minutes, args.kill_every)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

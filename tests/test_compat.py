@@ -1,0 +1,209 @@
+"""PySpark version compatibility without a Spark session: feature detection, its README table,
+the fallbacks' logic (Rows → Arrow, read limits without ``latestOffset(start, limit)``) and the
+filter-pushdown caller shim. The Spark-facing behaviour on each version runs in the CI matrix
+(``.ci/matrix``) through the ``spark`` tests."""
+
+from __future__ import annotations
+
+
+import re
+import time
+import types
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyspark
+import pytest
+
+from pyspark_tstream.datasource import compat
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+VERSIONS = ["4.0", "4.1", "4.2", "4.3"]
+
+
+def _running() -> tuple[int, int]:
+    major, minor = re.match(r"(\d+)\.(\d+)", pyspark.__version__).groups()  # type: ignore[union-attr]
+    return int(major), int(minor)
+
+
+@pytest.mark.parametrize("name", sorted(compat.FEATURES))
+def test_each_feature_is_detected_on_the_versions_that_have_it(name: str) -> None:
+    """A PySpark at or above a feature's first version must offer it: if detection (or the API)
+    breaks, tstream would fall back silently — this fails instead."""
+    f = compat.FEATURES[name]
+    assert f.present == (_running() >= f.since), (
+        f"PySpark {pyspark.__version__}: {name} ({f.api}) detected={f.present}, expected since "
+        f"{f.since[0]}.{f.since[1]}")
+
+
+def _readme_table() -> dict[str, dict[str, str]]:
+    text = README.read_text()
+    start = text.index("### PySpark versions")
+    rows: dict[str, dict[str, str]] = {}
+    header: list[str] = []
+    for line in text[start:].splitlines()[1:]:
+        if line.startswith("#"):
+            break
+        if not line.startswith("|") or set(line) <= set("|-: "):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not header:
+            header = cells
+            continue
+        name = re.search(r"`([a-z_]+)`", cells[0])
+        assert name, f"README feature row without a `feature_name`: {line}"
+        rows[name.group(1)] = dict(zip(header, cells))
+    return rows
+
+
+def test_readme_feature_table_agrees_with_detection() -> None:
+    table = _readme_table()
+    assert set(table) == set(compat.FEATURES), "README's PySpark table and compat.FEATURES name different features"
+    for name, f in compat.FEATURES.items():
+        row = table[name]
+        for v in VERSIONS:
+            has = tuple(int(x) for x in v.split(".")) >= f.since
+            assert row[v] == ("yes" if has else "no"), f"README says {name} on {v}: {row[v]!r}"
+        fallback = row["without it"]
+        if f.since > (4, 0):
+            assert fallback and fallback != "—", f"README gives no fallback for {name}"
+            assert fallback == f.fallback, f"README and compat.py describe {name}'s fallback differently"
+
+
+def test_arrow_schema_has_utc_timestamps_on_this_pyspark() -> None:
+    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+    s = compat.arrow_schema(StructType([StructField("t", TimestampType()), StructField("s", StringType()),
+                                        StructField("n", LongType(), False)]))
+    assert s == pa.schema([pa.field("t", pa.timestamp("us", tz="UTC")), pa.field("s", pa.string()),
+                           pa.field("n", pa.int64(), False)])
+
+
+# -- the filter-pushdown caller shim ----------------------------------------------------------------
+
+def _asks_for_reader() -> bool:
+    return compat.called_for_filter_pushdown()  # as DataSource.reader calls it
+
+
+def _call_from_module(name: str) -> bool:
+    mod = types.ModuleType(name)
+    mod.__dict__["reader"] = _asks_for_reader
+    exec("def _main():\n    return reader()\n", mod.__dict__)
+    return mod._main()
+
+
+def test_pushdown_shim_recognizes_the_pushdown_worker_only() -> None:
+    assert _call_from_module(compat.PUSHDOWN_WORKER) == compat.has("filter_pushdown")
+    assert _call_from_module("pyspark.sql.worker.plan_data_source_read") is False
+    assert _asks_for_reader() is False
+
+
+# -- PySpark 4.0's stream sink hands Rows -----------------------------------------------------------
+
+def test_rows_become_the_querys_arrow_schema_in_any_local_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark.sql import Row
+    from pyspark.sql.types import (ArrayType, LongType, MapType, StringType, StructField, StructType,
+                                   TimestampType)
+
+    from pyspark_tstream.datasource.arrow import rows_to_batch
+
+    monkeypatch.setenv("TZ", "America/New_York")  # PySpark makes naive local datetimes from TIMESTAMPs
+    time.tzset()
+    try:
+        inner = StructType([StructField("at", TimestampType()), StructField("n", LongType())])
+        struct = StructType([StructField("id", LongType(), False), StructField("name", StringType()),
+                             StructField("t", TimestampType()), StructField("tags", ArrayType(StringType())),
+                             StructField("m", MapType(StringType(), LongType())), StructField("inner", inner)])
+        micros = 1_700_000_000_123_456
+        t = TimestampType().fromInternal(micros)  # what a Row from Spark carries
+        rows = [Row(id=1, name="a", t=t, tags=["x", "y"], m={"k": 2}, inner=Row(at=t, n=3)),
+                Row(id=2, name=None, t=None, tags=None, m=None, inner=None)]
+        batch = rows_to_batch(rows, compat.arrow_schema(struct))
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    expected = datetime.fromtimestamp(micros / 1e6, tz=timezone.utc)
+    got = batch.to_pylist()
+    assert got[0]["t"] == expected and got[0]["inner"] == {"at": expected, "n": 3}
+    assert got[0]["tags"] == ["x", "y"] and got[0]["m"] == [("k", 2)] and got[0]["name"] == "a"
+    assert got[1] == {"id": 2, "name": None, "t": None, "tags": None, "m": None, "inner": None}
+    assert batch.schema == compat.arrow_schema(struct)
+
+
+# -- read limits without latestOffset(start, limit) -----------------------------------------------
+
+def _old_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make this PySpark look like 4.0/4.1 to the reader (no-op there)."""
+    f = compat.FEATURES["read_limits"]
+    monkeypatch.setitem(compat.FEATURES, "read_limits", compat.Feature(f.name, f.since, f.api, f.fallback, False))
+
+
+def _reader(url: str, **opts: str) -> Any:
+    from pyspark_tstream.conf.options import SourceOptions
+    from pyspark_tstream.datasource.arrow import spark_schema
+    from pyspark_tstream.datasource.stream_reader import TStreamStreamReader
+    from pyspark_tstream.stream import Stream
+
+    options = SourceOptions.from_options({"path": url, **opts})
+    stream = Stream.open(url)
+    return TStreamStreamReader(options, spark_schema(stream.schema), stream)
+
+
+def _rows(reader: Any, start: dict, end: dict) -> list[int]:
+    ids: list[int] = []
+    for p in reader.partitions(start, end):
+        for b in reader.read(p):
+            ids += b.column("id").to_pylist()
+    return ids
+
+
+def test_without_latest_offset_limit_batches_reach_the_tick_exactly_once(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """PySpark < 4.2 calls latestOffset() with no start and no limit: on a fresh query before
+    initialOffset(), on a restart after planning (last, last) (measured on 4.0 and 4.1). Read
+    limits then do not apply, with a warning; batches end on the tick and cover each record once."""
+    from pyspark_tstream.stream import Stream
+
+    _old_spark(monkeypatch)
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=2)
+
+    def add(b: int) -> None:
+        s.append(pa.table({"id": list(range(b * 100, b * 100 + 100)), "k": [f"k{i % 5}" for i in range(100)]}),
+                 key="k")
+
+    for b in range(3):
+        add(b)
+    got: list[list[int]] = []
+    with caplog.at_level("WARNING", logger="pyspark_tstream"):
+        r = _reader(url, maxRecordsPerTrigger="50")
+    assert "maxRecordsPerTrigger" in caplog.text and "4.2" in caplog.text
+    end = r.latestOffset()  # fresh query: Spark asks for the end first ...
+    start = r.initialOffset()  # ... then for the start of batch 0
+    got.append(_rows(r, start, end))
+    add(3)
+    start, end = end, r.latestOffset()
+    got.append(_rows(r, start, end))
+    add(4)
+    r = _reader(url, maxRecordsPerTrigger="50")  # restart: Spark plans (last, last), then asks
+    assert _rows(r, end, end) == []
+    start, end = end, r.latestOffset()
+    got.append(_rows(r, start, end))
+    assert r.latestOffset() == end  # nothing new: no batch
+    assert [sorted(g) for g in got] == [list(range(300)), list(range(300, 400)), list(range(400, 500))]
+    assert end["tso"] == Stream.open(url).state.tick
+
+
+
+@pytest.mark.spark
+def test_register_twice_on_a_session_that_discovered_tstream(spark: Any, tmp_path: Path) -> None:
+    """PySpark 4.0 refuses to re-register a discovered name; register() must not."""
+    from pyspark_tstream import register
+
+    register(spark)
+    register(spark)
+    url = f"file://{tmp_path}/s"
+    spark.range(3).write.format("tstream").mode("append").save(url)
+    assert spark.read.format("tstream").load(url).count() == 3

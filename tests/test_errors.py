@@ -1,0 +1,52 @@
+"""Errors: one module, one stable condition name per error class, wording and builtins kept."""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pytest
+from pyspark_tstream import errors
+from pyspark_tstream.errors import (CorruptChunkError, SchemaMismatchError, StorageError, StreamNotFoundError,
+                                    TStreamError, conditions)
+from pyspark_tstream.stream import Stream
+
+
+def _classes() -> list[type[TStreamError]]:
+    return [c for c in vars(errors).values()
+            if isinstance(c, type) and issubclass(c, TStreamError) and not c.__name__.startswith("_")]
+
+
+def test_every_error_class_names_its_own_stable_condition() -> None:
+    classes = _classes()
+    assert len(classes) >= 16
+    for cls in classes:
+        # declared on the class itself: a new error must not silently inherit its parent's name
+        assert "condition" in vars(cls), f"{cls.__name__} declares no condition"
+        assert re.fullmatch(r"TSTREAM_[A-Z_]+", cls.condition), cls.condition
+    assert len({c.condition for c in classes}) == len(classes), "condition names must be unique"
+    assert conditions() == {c.condition: c for c in classes}
+
+
+def test_callers_match_on_the_condition_and_the_message_is_unchanged(tmp_path: object) -> None:
+    with pytest.raises(StreamNotFoundError) as missing:
+        Stream.open("memory://test-errors-missing")
+    assert missing.value.condition == "TSTREAM_STREAM_NOT_FOUND"
+    assert isinstance(missing.value, FileNotFoundError)
+    assert str(missing.value).startswith("no stream at memory://")
+
+    s = Stream.create("memory://test-errors-schema")
+    s.append(pa.table({"a": [1]}))
+    with pytest.raises(SchemaMismatchError) as bad:
+        s.append(pa.table({"a": ["x"]}))
+    assert bad.value.condition == "TSTREAM_SCHEMA_MISMATCH" and isinstance(bad.value, ValueError)
+    assert "columns with another type: a" in str(bad.value)
+
+
+def test_errors_about_stored_objects_carry_the_path() -> None:
+    chunk = CorruptChunkError("chunk memory://s/data/0/x.parquet is corrupt", path="memory://s/data/0/x.parquet")
+    assert isinstance(chunk, OSError) and chunk.path == "memory://s/data/0/x.parquet"
+    assert str(chunk) == "chunk memory://s/data/0/x.parquet is corrupt"
+    failed = StorageError("gave up", path="s3://b/k", retriable=True)
+    assert failed.path == "s3://b/k" and failed.retriable and failed.condition == "TSTREAM_STORAGE_FAILURE"
+    assert not StorageError("gave up", path="s3://b/k").retriable

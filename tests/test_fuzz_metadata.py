@@ -1,0 +1,169 @@
+"""Fuzz: damage one stored object of each kind; every read and append either works (with the
+right answer) or raises a TStreamError that names the object and a remedy that exists.
+
+Kinds: journal entry (newest, and one still in the open index level), head hint, anchor, level-1
+index node, sealed-shard version and hint, epoch record, group log version and hint, data
+chunk. Damages: truncated, emptied, random bytes, and valid JSON of the wrong shape (other
+types, missing fields, a field of the wrong type, another kind's object).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+import pytest
+from pyspark_tstream.errors import TStreamError
+from pyspark_tstream.groups import Group
+from pyspark_tstream.journal import ANCHOR, HEAD, entry_path, node_path
+from pyspark_tstream.scaling import epoch_path
+from pyspark_tstream.stream import Stream
+
+T0 = 1_700_000_000_000
+#: Remedies an error may name: each is a real command (see tests/test_fsck.py).
+REMEDIES = ("tstream fsck", "tstream repair", "tstream truncate", "tstream group")
+
+
+def _build(url: str) -> dict[str, Any]:
+    s = Stream.create(url, segments=2)
+    for b in range(45):
+        s.append(pa.table({"k": [f"k{b % 5}"], "t": [T0 + b * 1000]}), key="k", timestamp="t")
+        if b == 20:
+            s.scale(split=s.state.segments[0].id, parts=2)
+    s.truncate(T0 + 2_500)
+    s.vacuum(grace_ms=0)
+    s.append(pa.table({"k": ["k1"], "t": [T0 + 50_000]}), key="k", timestamp="t")
+    s.vacuum(grace_ms=0)
+    g = Group.create(s, "billing", start="0")
+    g.ack(g.read("c1", count=3))
+    g.read("c1", count=2)
+    return {"pos": s.refresh().pos, "records": sorted(s.read()["t"].cast(pa.int64()).to_pylist())}
+
+
+_TEMPLATE: dict[str, Any] = {}
+
+
+def _template() -> tuple[str, dict[str, Any]]:
+    if not _TEMPLATE:
+        url = f"memory://fuzz-template-{uuid.uuid4().hex}/s"
+        _TEMPLATE.update(url=url, expect=_build(url))
+    return _TEMPLATE["url"], _TEMPLATE["expect"]
+
+
+def _copy(src: str) -> str:
+    fs = fsspec.filesystem("memory")
+    dst = f"memory://fuzz-{uuid.uuid4().hex}/s"
+    root_src, root_dst = src.removeprefix("memory:/"), dst.removeprefix("memory:/")
+    for path in fs.find(root_src):
+        fs.pipe_file(root_dst + path[len(root_src):], fs.cat_file(path))
+    return dst
+
+
+def _targets(s: Stream, pos: int) -> dict[str, str]:
+    st = s.refresh()
+    open0 = st.index[0][0][0]
+    shard = "_tstream/sealed/000000"
+    glog = "_tstream/groups/billing"
+    versions = sorted(s.store.list(f"{glog}/log/000000"))
+    chunk = next(c for p in range(open0, pos + 1) for c in s.journal.read_entry(p).chunks)
+    return {
+        "entry (newest)": entry_path(pos),
+        "entry (open level)": entry_path(open0),
+        "head": HEAD,
+        "anchor": ANCHOR,
+        "index node": node_path(1, st.meta_gc_pos // 32 if st.meta_gc_pos // 32 < open0 // 32 else 0),
+        "shard version": f"{shard}/00000000.json",
+        "shard head": f"{shard}/head.json",
+        "epoch record": epoch_path(1),
+        "group version": f"{glog}/log/000000/{versions[-1]}",
+        "group head": f"{glog}/head.json",
+        "chunk": chunk.path,
+    }
+
+
+def _damages(original: bytes) -> dict[str, bytes]:
+    rnd = random.Random(len(original))
+    out = {"truncated": original[: len(original) // 2], "emptied": b"",
+           "random bytes": bytes(rnd.randrange(256) for _ in range(64)),
+           "json list": b"[1, 2, 3]", "json null": b"null", "json string": b'"x"', "json object": b"{}",
+           "json number": b"7"}
+    try:
+        doc = json.loads(original)
+    except ValueError:
+        return out
+    if isinstance(doc, dict) and doc:
+        keys = sorted(doc)
+        for k in keys[:: max(1, len(keys) // 4)]:
+            out[f"missing {k}"] = json.dumps({x: v for x, v in doc.items() if x != k}).encode()
+            out[f"{k} as text"] = json.dumps({**doc, k: "x"}).encode()
+            out[f"{k} as list"] = json.dumps({**doc, k: [[]]}).encode()
+    return out
+
+
+def _check(action: str, run: Callable[[], Any], expect: Any, path: str) -> None:
+    try:
+        got = run()
+    except TStreamError as e:
+        text = str(e)
+        assert path.rsplit("/", 1)[-1] in text or "no stream" in text, f"{action}: error does not name the object: {e}"
+        assert any(r in text for r in REMEDIES) or "no stream" in text, f"{action}: no real remedy: {e}"
+        return
+    if expect is not None:
+        assert got == expect, f"{action}: wrong answer"
+
+
+def _cases() -> list[tuple[str, str]]:
+    url, expect = _template()
+    s = Stream.open(url)
+    targets = _targets(s, expect["pos"])
+    out = []
+    for kind, rel in targets.items():
+        for damage in _damages(s.store.read(rel)):
+            out.append((kind, damage))
+    return out
+
+
+@pytest.mark.parametrize("kind,damage", _cases())
+def test_damaged_object_fails_clearly_or_works(kind: str, damage: str) -> None:
+    url0, expect = _template()
+    url = _copy(url0)
+    s = Stream.open(url)
+    rel = _targets(s, expect["pos"])[kind]
+    s.store.write(rel, _damages(s.store.read(rel))[damage])
+
+    def read() -> list[int]:
+        return sorted(Stream.open(url).read()["t"].cast(pa.int64()).to_pylist())
+
+    def append() -> list[int]:
+        Stream.open(url).append(pa.table({"k": ["k2"], "t": [T0 + 60_000]}), key="k", timestamp="t")
+        return read()
+
+    def group() -> int:
+        g = Group.open(Stream.open(url), "billing")
+        return len(g.read("c2", count=1000)) + len(g.pending())
+
+    def verify() -> bool:
+        return Stream.open(url).verify().ok
+
+    _check("read", read, expect["records"], rel)
+    _check("group", group, None, rel)
+    _check("verify", verify, None, rel)
+    _check("append", append, None, rel)
+    after = _check_read_after_append(url, expect["records"], rel)
+    del after
+
+
+def _check_read_after_append(url: str, before: list[int], rel: str) -> None:
+    """After an append (which may have failed), a read returns the old records plus maybe the
+    new one, or fails clearly: never anything else."""
+    try:
+        got = sorted(Stream.open(url).read()["t"].cast(pa.int64()).to_pylist())
+    except TStreamError as e:
+        assert any(r in str(e) for r in REMEDIES) or "no stream" in str(e), str(e)
+        return
+    assert got in (before, sorted(before + [T0 + 60_000]))

@@ -1,0 +1,234 @@
+"""Writer lanes: a record's time moves only for its own writer's earlier records, the tick or the
+arrival cap — never for another writer's clock or for the row order of an unordered batch."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from pyspark_tstream.errors import UnsupportedFormatError
+from pyspark_tstream.journal import Journal, entry_path
+from pyspark_tstream.routing import KEY_SPACE, key_hash, route
+from pyspark_tstream.stream import Stream
+from pyspark_tstream import writing
+from pyspark_tstream.writing import write_batches
+
+DAY = 86_400_000
+T0 = 1_700_000_000_000
+
+
+def _moved(t: pa.Table, column: str = "t") -> int:
+    """Records whose ``_timestamp`` is not their client time (epoch-ms column ``column``)."""
+    ms = pc.cast(t["_timestamp"], pa.int64())
+    return int(pc.sum(pc.cast(pc.not_equal(ms, t[column]), pa.int64())).as_py() or 0)
+
+
+def _unordered_commit(s: Stream, table: pa.Table, *, tasks: int, key: str | None = None,
+                      writer_id: str | None = None, batch_id: Any = None, seed: int = 0) -> Any:
+    """What the Spark sink does: ``tasks`` tasks each write a shuffled share, one commit."""
+    rng = np.random.default_rng(seed)
+    shuffled = table.take(pa.array(rng.permutation(table.num_rows)))
+    spec = s.write_spec(table.schema, key=key, timestamp="t")
+    share = -(-table.num_rows // tasks)
+    chunks = [c for i in range(tasks)
+              for c in write_batches(spec, [shuffled.slice(i * share, share)], task=f"p{i}")]
+    return s.commit(chunks, writer_id=writer_id, batch_id=batch_id, schema=table.schema)
+
+
+def _keys_sharing_a_segment(segments: int, n: int) -> list[str]:
+    keys = [f"k{i}" for i in range(200)]
+    bounds = [i * KEY_SPACE // segments for i in range(segments)]
+    segs = route(key_hash(pa.array(keys), name="k"), bounds).tolist()
+    first = segs[0]
+    return [k for k, sg in zip(keys, segs) if sg == first][:n]
+
+
+def test_shuffled_batch_keeps_every_event_time(url: str) -> None:
+    """The issue's repartition(4) case through the sink's code path: 0 moved records."""
+    s = Stream.create(url, segments=4)
+    n = 20_000
+    table = pa.table({"id": np.arange(n), "t": T0 + np.arange(n)})
+    ack = _unordered_commit(s, table, tasks=4)
+    got = s.read()
+    assert got.num_rows == n
+    assert _moved(got) == 0
+    assert ack.raised == 0 and ack.moved == {"lane": 0, "tick": 0, "cap": 0}
+    # each chunk is time-sorted; chunks of one segment overlap in time and _seq stays dense
+    for seg in pc.unique(got["_segment"]).to_pylist():
+        part = got.filter(pc.equal(got["_segment"], seg))
+        assert sorted(part["_seq"].to_pylist()) == list(range(part.num_rows))
+
+
+def test_large_unordered_task_writes_bounded_sorted_runs(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task larger than a run writes several time-sorted chunks instead of holding it all."""
+    monkeypatch.setattr(writing, "RUN_ROWS", 1_000)
+    s = Stream.create(url, segments=1)
+    n, step = 5_000, 700
+    t = T0 + np.random.default_rng(1).permutation(n)
+    table = pa.table({"t": t})
+    spec = s.write_spec(table.schema, timestamp="t")
+    chunks = write_batches(spec, [table.slice(i, step) for i in range(0, n, step)])
+    assert len(chunks) == 4 and sum(c.rows for c in chunks) == n
+    assert all(c.rows < 1_000 + step for c in chunks)  # a run never holds much more than RUN_ROWS
+    s.commit(chunks, schema=table.schema)
+    got = s.read()
+    assert got.num_rows == n and _moved(got) == 0
+    assert got["t"].to_pylist() == sorted(t.tolist())
+
+
+def test_three_writers_one_a_month_ahead_share_a_segment(url: str) -> None:
+    """Declared writers, two keys in one segment, one loader a month ahead: nobody is moved."""
+    keys = _keys_sharing_a_segment(8, 2)
+    other = next(k for k in (f"x{i}" for i in range(100)) if k not in keys)
+    airports = {"AAA": keys[0], "BBB": keys[1], "CCC": other}
+    s = Stream.create(url, segments=8, timestamping_uncapped=True, writers=list(airports))
+    ahead = {"AAA": 30 * DAY, "BBB": 0, "CCC": 0}
+    rng = np.random.default_rng(7)
+    expected = 0
+    for day in range(40):
+        for name, key in airports.items():
+            times = np.sort(T0 + ahead[name] + day * DAY + rng.integers(0, DAY, 50))
+            batch = pa.table({"airport": [name] * 50, "k": [key] * 50, "t": times})
+            ack = _unordered_commit(s, batch, tasks=2, key="k", writer_id=name, batch_id=day, seed=day)
+            assert ack.moved == {"lane": 0, "tick": 0, "cap": 0}, (name, day, ack.moved)
+            expected += 50
+    # the tick is the slowest writer's: the fast one's month is not complete yet
+    assert s.refresh().tick >> 18 < T0 + 40 * DAY
+    for name in airports:  # the loaders finish: their sessions end
+        s.commit([], writer_id=name, op="tick", close=True)
+    got = s.read()
+    assert got.num_rows == expected
+    assert _moved(got) == 0
+    # two airports really did share a segment
+    segs = {a: set(got.filter(pc.equal(got["airport"], a))["_segment"].to_pylist()) for a in airports}
+    assert segs["AAA"] == segs["BBB"] and len(segs["AAA"]) == 1
+
+
+def test_lane_still_orders_one_writers_commits(url: str) -> None:
+    """A writer's later commit with earlier times is raised above its own lane, not others'."""
+    keys = _keys_sharing_a_segment(2, 2)
+    s = Stream.create(url, segments=2, timestamping_uncapped=True, writers=["a", "b"])
+    s.heartbeat("b", tso=1 << 18)  # b is live and holds the tick low
+    s.append([{"k": keys[0], "t": T0 + 5_000}], key="k", timestamp="t", writer_id="a", batch_id=0)
+    back = s.append([{"k": keys[0], "t": T0 + 1_000}], key="k", timestamp="t", writer_id="a", batch_id=1)
+    assert back.moved["lane"] == 1 and back.first_tso >> 18 == T0 + 5_000
+    mine = s.append([{"k": keys[1], "t": T0 + 2_000}], key="k", timestamp="t", writer_id="b", batch_id=0)
+    assert mine.moved == {"lane": 0, "tick": 0, "cap": 0} and mine.first_tso >> 18 == T0 + 2_000
+    entry = Journal(s.store).read_entry(back.pos)
+    assert entry.info["moved"] == {"lane": 1} and entry.info["raised"] == 1
+
+
+def test_tick_and_cap_moves_are_counted(url: str) -> None:
+    s = Stream.create(url, segments=1)
+    s.append([{"t": T0 + 10_000}], timestamp="t")  # one-shot: the tick becomes its time
+    late = s.append([{"t": T0}, {"t": T0 + 1}], timestamp="t")
+    assert late.moved["tick"] == 2 and late.raised == 2
+    future = s.append([{"t": 4_000_000_000_000}], timestamp="t")
+    assert future.moved["cap"] == 1
+
+
+def test_declared_backfill_keeps_last_week_while_tick_waits(url: str) -> None:
+    now = T0 + 365 * DAY
+    s = Stream.create(url, segments=2, timestamping_uncapped=True, writers=["live", "backfill"])
+    live = Stream.open(url).writer("live")
+    for i in range(5):
+        live.append(pa.table({"src": ["live"] * 10, "t": now + i * 1000 + np.arange(10)}), timestamp="t",
+                    batch_id=i)
+    assert s.refresh().tick == 0  # the declared backfill has not committed yet: the tick waits
+    week = now - 7 * DAY + np.arange(0, 7 * DAY, DAY // 4)
+    ack = s.append(pa.table({"src": ["backfill"] * len(week), "t": week}), timestamp="t",
+                   writer_id="backfill", batch_id=0)
+    assert ack.moved == {"lane": 0, "tick": 0, "cap": 0}
+    assert s.refresh().tick >> 18 == int(week.max())
+    live.close()
+    s.commit([], writer_id="backfill", op="tick", close=True)
+    got = s.read()
+    assert got.num_rows == 50 + len(week) and _moved(got) == 0
+
+
+def test_scale_continues_a_writers_lane_only(url: str) -> None:
+    """After a split, a writer's records of a key stay after its own earlier ones."""
+    s = Stream.create(url, segments=1, timestamping_uncapped=True, writers=["a", "b"])
+    s.heartbeat("b", tso=1 << 18)
+    s.append([{"k": "x", "t": T0 + 9_000}], key="k", timestamp="t", writer_id="a", batch_id=0)
+    seg = s.refresh().segments[0].id
+    s.scale(split=seg)
+    again = s.append([{"k": "x", "t": T0 + 1_000}], key="k", timestamp="t", writer_id="a", batch_id=1)
+    assert again.first_tso >> 18 == T0 + 9_000 and again.moved["lane"] == 1
+    other = s.append([{"k": "x", "t": T0 + 1_000}], key="k", timestamp="t", writer_id="b", batch_id=0)
+    assert other.first_tso >> 18 == T0 + 1_000 and other.moved["lane"] == 0
+    assert all(seg not in w.lanes for w in s.refresh().writers.values())
+
+
+def test_truncate_and_cut_under_interleaved_lanes(url: str) -> None:
+    """Two lanes interleaved in one segment: truncation by time removes exactly the old records,
+    a cut at a time starts after them, and records read in (_tso, _segment, _seq) order."""
+    s = Stream.create(url, segments=1, timestamping_uncapped=True, writers=["a", "b"])
+    for i in range(6):
+        s.append([{"w": "a", "t": T0 + 10_000 + i * 10}], timestamp="t", writer_id="a", batch_id=i)
+        s.append([{"w": "b", "t": T0 + i * 10}], timestamp="t", writer_id="b", batch_id=i)
+    for w in ("a", "b"):
+        s.commit([], writer_id=w, op="tick", close=True)
+    everything = s.read()
+    assert _moved(everything) == 0
+    assert everything["t"].to_pylist() == sorted(everything["t"].to_pylist())
+    cut = s.cut_at(T0 + 10_000)
+    from_cut = s.read(start=T0 + 10_000)
+    assert from_cut["w"].to_pylist() == ["a"] * 6
+    # the cut is a prefix of the segment whose records are all before the time
+    seg = everything["_segment"][0].as_py()
+    before = everything.filter(pc.less(everything["_seq"], cut[seg]))
+    assert all(t < T0 + 10_000 for t in before["t"].to_pylist())
+    s.truncate(T0 + 10_000)
+    assert s.read()["w"].to_pylist() == ["a"] * 6
+
+
+def test_ids_are_unique_when_lanes_share_a_time(url: str) -> None:
+    from pyspark_tstream.groups import Group, record_ids
+
+    s = Stream.create(url, segments=1, timestamping_uncapped=True, writers=["a", "b"])
+    s.append([{"w": "a", "t": T0}], timestamp="t", writer_id="a", batch_id=0)
+    s.append([{"w": "b", "t": T0}], timestamp="t", writer_id="b", batch_id=0)
+    for w in ("a", "b"):
+        s.commit([], writer_id=w, op="tick", close=True)
+    got = s.read()
+    assert got["_tso"][0] == got["_tso"][1]
+    ids = record_ids(got)
+    assert len(set(ids)) == 2
+    g = Group.create(s, "g", start="0")
+    assert g.read("c", count=1)["w"].to_pylist() == ["a"]
+    assert g.read("c", count=1)["w"].to_pylist() == ["b"]  # the shared time skipped nothing
+    assert g.ack(ids) == 2
+
+
+def test_format_v1_stream_reads_and_appends(url: str) -> None:
+    """A stream written before lanes (journal format 1) keeps working."""
+    s = Stream.create(url, segments=1)
+    s.append([{"t": T0}], timestamp="t", writer_id="w", batch_id=0)
+    store = s.store
+    for pos in range(s.refresh().pos + 1):
+        d = json.loads(store.read(entry_path(pos)))
+        d["v"] = 1
+        for w in d["state"]["writers"].values():
+            w.pop("lanes", None)
+        store.write(entry_path(pos), json.dumps(d).encode())
+    store.delete(["_tstream/head.json"])
+    old = Stream.open(url)
+    assert old.read()["t"].to_pylist() == [T0]
+    old.append([{"t": T0 + 1}], timestamp="t", writer_id="w", batch_id=1)
+    assert Stream.open(url).read()["t"].to_pylist() == [T0, T0 + 1]
+
+
+def test_newer_format_fails_clearly(url: str) -> None:
+    s = Stream.create(url, segments=1)
+    d = json.loads(s.store.read(entry_path(0)))
+    d["v"] = 99
+    s.store.write(entry_path(0), json.dumps(d).encode())
+    s.store.write("_tstream/head.json", json.dumps(d).encode())
+    with pytest.raises(UnsupportedFormatError, match="format version 99.*upgrade pyspark-tstream"):
+        Stream.open(url)
