@@ -129,7 +129,7 @@ def _descriptions(chunks: Sequence[Chunk], start_cut: Mapping[int, int],
     """
     out = []
     for c in chunks:
-        offset = getattr(c, "offset", 0)  # a view of part of a macro-chunk (format v2)
+        offset = c.offset  # > 0: a view of part of a macro-chunk (format v2)
         first, stop = offset, offset + c.rows
         if c.seg in start_cut:
             first = max(first, offset + start_cut[c.seg] - c.seq)

@@ -135,12 +135,8 @@ def test_chunk_views_of_one_file(spark: Any, tmp_path: Path, monkeypatch: pytest
     s.append(pa.table({"id": list(range(10)), "t": [T0 + i for i in range(10)]}), timestamp="t")
     (chunk,) = s.plan(s.state.head_tso, s.state.tick)
 
-    @dataclasses.dataclass(frozen=True)
-    class View(type(chunk)):  # type: ignore[misc]
-        offset: int = 0
-
-    views = [View(chunk.seg, chunk.path, 3, chunk.bytes, chunk.seq + 2, chunk.floor + 2, chunk.lo, chunk.hi, 2),
-             View(chunk.seg, chunk.path, 4, chunk.bytes, chunk.seq + 6, chunk.floor + 6, chunk.lo, chunk.hi, 6)]
+    views = [dataclasses.replace(chunk, rows=3, seq=chunk.seq + 2, floor=chunk.floor + 2, offset=2),
+             dataclasses.replace(chunk, rows=4, seq=chunk.seq + 6, floor=chunk.floor + 6, offset=6)]
     monkeypatch.setattr(Stream, "plan", lambda self, lo, hi, **kw: views)
     got = _rows(read_native(spark, url))
     assert [r[0] for r in got] == [2, 3, 4, 6, 7, 8, 9]
