@@ -31,6 +31,27 @@ def _tso_bound(value: Any, column: str) -> int | None:
     return None
 
 
+def batch_range(options: SourceOptions, stream: Any) -> tuple[int, int, dict[int, int], dict[int, int]]:
+    """``(lo, hi, start_cut, end_cut)`` of a bounded read: records with ``lo < _tso <= hi``,
+    from ``start_cut[seg]`` and before ``end_cut[seg]`` in the listed segments.
+
+    The one definition of what a batch read covers, shared by ``spark.read.format("tstream")``
+    and the native Parquet read (:mod:`.native`), so both return the same rows.
+    """
+    o = options
+    cut = dict(o.starting_offsets) if isinstance(o.starting_offsets, dict) else None
+    lo = start_bound(stream, o.starting_kind, timestamp_ms=o.starting_timestamp_ms,
+                     ago_ms=o.starting_ago_ms, tail=o.starting_tail, cut=cut)
+    state = stream.state
+    hi = state.tick
+    if o.ending_timestamp_ms is not None:
+        hi = min(hi, pack(o.ending_timestamp_ms) - 1)
+    lo = check_data_loss(state, lo, fail=o.fail_on_data_loss, context="this batch read",
+                         journal=stream.journal)
+    end_cut = dict(o.ending_offsets) if isinstance(o.ending_offsets, dict) else {}
+    return lo, hi, dict(cut or {}), end_cut
+
+
 class TStreamBatchReader(DataSourceReader):
     """Batch reader (see module docstring)."""
 
@@ -41,19 +62,7 @@ class TStreamBatchReader(DataSourceReader):
         self._stream = stream
         self._target = arrow_target(schema)
         self._schema_b64 = stream.state.schema
-        o = options
-        cut = dict(o.starting_offsets) if isinstance(o.starting_offsets, dict) else None
-        lo = start_bound(stream, o.starting_kind, timestamp_ms=o.starting_timestamp_ms,
-                         ago_ms=o.starting_ago_ms, tail=o.starting_tail, cut=cut)
-        state = stream.state
-        hi = state.tick
-        if o.ending_timestamp_ms is not None:
-            hi = min(hi, pack(o.ending_timestamp_ms) - 1)
-        self.lo = check_data_loss(state, lo, fail=o.fail_on_data_loss, context="this batch read",
-                                  journal=stream.journal)
-        self.hi = hi
-        self.start_cut = dict(o.starting_offsets) if isinstance(o.starting_offsets, dict) else {}
-        self.end_cut = dict(o.ending_offsets) if isinstance(o.ending_offsets, dict) else {}
+        self.lo, self.hi, self.start_cut, self.end_cut = batch_range(options, stream)
         self.segments: set[int] | None = None
 
     def __getstate__(self) -> dict[str, Any]:

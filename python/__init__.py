@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["DefaultSource", "Stream", "Ack", "TStreamError", "register", "__version__"]
+__all__ = ["DefaultSource", "Stream", "Ack", "TStreamError", "read_native", "register", "__version__"]
 
 try:  # the DataSource class only needs pyspark's light datasource module
     from pyspark_tstream.datasource.source import TStreamDataSource as DefaultSource
@@ -23,6 +23,10 @@ def __getattr__(name: str) -> Any:
         from pyspark_tstream import stream
 
         return getattr(stream, name)
+    if name == "read_native":  # Spark's own Parquet scan (needs pyspark; see datasource/native.py)
+        from pyspark_tstream.datasource.native import read
+
+        return read
     if name == "register":  # register(spark): idempotent on every PySpark 4.x
         from pyspark_tstream.datasource.registration import register
 

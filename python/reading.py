@@ -13,7 +13,6 @@ several writer lanes merged) is filtered by a mask instead of a binary search.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -41,10 +40,12 @@ def _decode(store: Store, chunk: Chunk, data: bytes, views: Sequence[Chunk] = ()
     """Decode a chunk's file: ``(table, first row)``, only the row groups ``views`` cover."""
     views = views or (chunk,)
     try:
+        # a zero-copy Arrow buffer: through a Python file object (io.BytesIO) the same decode
+        # costs ~20 % more CPU (every read goes through Python)
         if len(views) == 1 and chunk.offset == 0 and chunk.floor != 0:
-            table, base = pq.read_table(io.BytesIO(data)), 0  # a plain small chunk: all of it
+            table, base = pq.read_table(pa.BufferReader(data)), 0  # a plain small chunk: all of it
         else:
-            f = pq.ParquetFile(io.BytesIO(data))
+            f = pq.ParquetFile(pa.BufferReader(data))
             starts = np.cumsum([0] + [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)])
             first = min(v.offset for v in views)
             stop = max(v.offset + v.rows for v in views)
@@ -114,7 +115,7 @@ def read_tsos(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, np
     """Final ``_tso`` of each chunk (or view), reading only the raw timestamp column."""
     for views, data in _fetch(store, chunks):
         try:
-            raw = pq.read_table(io.BytesIO(data), columns=[RAW_TSO])
+            raw = pq.read_table(pa.BufferReader(data), columns=[RAW_TSO])
         except (pa.ArrowException, OSError, ValueError, KeyError) as e:
             raise CorruptChunkError(
                 f"chunk {store.uri(views[0].path)} is corrupt ({e}); put the file back if you have a "

@@ -8,14 +8,17 @@ Usage::
     python tests/benchmarks/bench_spark.py --profile       # plus cProfile of tstream's Python side
     python tests/benchmarks/bench_spark.py --only source --no-floors --no-breakdown
 
-Four pairs, each tstream variant run back to back with its native twin:
+Five pairs, each tstream variant run back to back with its native twin:
 
 * sink, streaming: file source -> tstream sink (keyColumn, timestampColumn) vs the Parquet file
   sink, ``Trigger.AvailableNow`` and one micro-batch;
 * sink, batch: ``df.write.format("tstream")`` vs ``df.write.parquet``;
 * source, streaming: ``readStream.format("tstream")`` vs ``readStream.parquet``, both into ``noop``;
 * source, batch: ``count``, ``sum(val)``, ``max(length(body))`` over ``read.format("tstream")``
-  vs ``read.parquet``.
+  vs ``read.parquet``;
+* history: the same aggregate over ``read_native`` (Spark's own Parquet scan of the planned
+  chunks, system columns from ``_metadata.row_index``) vs ``read.parquet``; its "floor" is
+  ``read.parquet`` of the very chunk files, without system columns.
 
 Method (as in perf-baseline.md): one session, one uncounted warm-up round (the first Python use
 costs seconds), then N rounds in which every pair runs once, the pairs' order rotating and the
@@ -71,7 +74,7 @@ SINK_OPTIONS = {"keyColumn": "key", "timestampColumn": "ts"}
 DURATIONS = ("triggerExecution", "latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 
 
-def build_session() -> Any:
+def build_session(extra: dict[str, str] | None = None) -> Any:
     """``local[2]`` with ``tstream`` (and the ``benchfloor`` floor source) registered explicitly."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -79,7 +82,7 @@ def build_session() -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master("local[2]").appName("tstream-bench")
-    for key, value in SESSION_CONF.items():
+    for key, value in {**SESSION_CONF, **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -231,6 +234,27 @@ class Bench:
         self._check_agg(d["result"], "parquet batch read")
         return d
 
+    def history_native(self, r: int) -> dict[str, Any]:
+        from pyspark_tstream import read_native
+
+        d = self._batch(lambda: self._agg(read_native(self.spark, self.source_url)), "history-ts")
+        self._check_agg(d["result"], "read_native")
+        return d
+
+    def history_chunks(self, r: int) -> dict[str, Any]:
+        """``spark.read.parquet`` of the very chunk files read_native scans, no system columns."""
+        d = self._batch(lambda: self._agg(self.spark.read.parquet(*self.chunk_files)), "history-files")
+        self._check_agg(d["result"], "parquet read of the chunk files")
+        return d
+
+    @property
+    def chunk_files(self) -> list[str]:
+        from pyspark_tstream.stream import Stream
+
+        stream = Stream.open(self.source_url)
+        chunks = stream.plan(stream.state.head_tso, stream.state.tick)
+        return sorted({"file://" + stream.store.full(c.path) for c in chunks})
+
     def _check_rows(self, d: dict[str, Any], what: str) -> None:
         if d["rows"] != self.rows:
             raise AssertionError(f"{what} read {d['rows']} rows, expected {self.rows}")
@@ -276,6 +300,9 @@ class Bench:
                  self.source_stream_native, f(self.source_stream_floor)),
             Pair("source", "batch: read + count/sum/max agg", self.source_batch_tstream,
                  self.source_batch_native, f(self.source_batch_floor)),
+            # "floor" here: Spark's plain Parquet scan of the same chunk files (no system columns)
+            Pair("history", "read_native + count/sum/max agg", self.history_native,
+                 self.source_batch_native, f(self.history_chunks)),
         ]
 
     # -- fixed costs --------------------------------------------------------------------------
@@ -467,7 +494,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--smoke", action="store_true", help="50k rows, 1 round (CI)")
     ap.add_argument("--body", choices=("string", "binary"), default="string", help="type of the body column")
-    ap.add_argument("--only", default="", help="comma-separated groups or pair numbers (1-4) to run")
+    ap.add_argument("--only", default="", help="comma-separated groups or pair numbers (1-5) to run")
     ap.add_argument("--no-breakdown", action="store_true", help="skip tiny batches and Python costs")
     ap.add_argument("--no-floors", action="store_true", help="skip the do-nothing Python data source runs")
     ap.add_argument("--profile", action="store_true", help="cProfile tstream's Python read and write")

@@ -1,0 +1,211 @@
+"""History reads through Spark's own Parquet scan: ``read(spark, url, **options)``.
+
+Invariant: returns exactly the rows, system columns and schema of
+``spark.read.format("tstream").options(**options).load(url)``. The driver plans the read with the
+core (same options, same bounds: :func:`.batch_reader.batch_range`, same chunks:
+``Stream.plan``); the rows then come from ``spark.read.parquet`` over the planned chunk files,
+so Spark's vectorized reader decodes them in the JVM, prunes columns and splits files across
+tasks. No Python runs per row.
+
+A record's system columns are a function of its chunk's description and its row number in the
+Parquet file (``_metadata.row_index``), computed with Spark expressions after a broadcast join of
+the (small) chunk descriptions on the file name:
+
+* a chunk is rows ``[offset, offset + rows)`` of its file (a view of part of a macro-chunk, or
+  all of an ordinary chunk), narrowed by the stream cuts of its segment;
+* ``i = row_index - offset``; ``_tso = greatest(raw, floor + i)``; ``_seq = seq + i``;
+  ``_timestamp = _tso >> 18`` (ms); records outside ``(lo, hi]`` are dropped.
+
+Spark must reach the store itself: ``file://`` works everywhere; ``s3://`` needs the
+``hadoop-aws`` connector on Spark's classpath (its ``s3a`` file system) and fails clearly
+without it; ``memory://`` is only visible to Python, so it is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark_tstream.conf.options import SourceOptions
+from pyspark_tstream.errors import UnsupportedOperationError
+from pyspark_tstream.journal import Chunk
+from pyspark_tstream.schema import RAW_TSO
+from pyspark_tstream.timestamps import LOGICAL_BITS
+
+from .arrow import spark_schema
+from .batch_reader import batch_range
+
+__all__ = ["read"]
+
+#: Columns of the broadcast chunk descriptions (all non-null: the system columns stay non-null).
+_DESC = ("__ts_file", "__ts_seg", "__ts_seq", "__ts_floor", "__ts_offset", "__ts_first", "__ts_stop")
+#: Characters Hadoop keeps as they are in a file URI (``_metadata.file_path`` is URI-encoded).
+_URI_SAFE = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@/-]*")
+_S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+#: fsspec/s3fs storage options → Hadoop s3a settings (passed as reader options, per query).
+_S3A_KEYS = {"endpoint_url": "fs.s3a.endpoint", "key": "fs.s3a.access.key",
+             "secret": "fs.s3a.secret.key", "token": "fs.s3a.session.token"}
+
+
+def read(spark: Any, url: str, **options: Any) -> Any:
+    """The records of the stream at ``url`` as a DataFrame on Spark's Parquet reader.
+
+    Takes the options of ``spark.read.format("tstream")`` as keyword arguments
+    (``startingTimestamp``, ``endingTimestamp``, ``startingOffsets``, ``endingOffsets``,
+    ``startingAgo``, ``startingTail``, ``failOnDataLoss``, ``storage.<key>`` via
+    ``**{"storage.endpoint_url": ...}``); values may be strings or Python values (a dict for a
+    stream cut). The read covers the stream as it is when this is called (up to the tick).
+
+    Examples
+    --------
+    >>> from pyspark_tstream import read_native
+    >>> df = read_native(spark, "file:///data/telemetry", startingTimestamp="2026-11-01T00:00:00Z")
+    >>> df.groupBy("device").count()
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from pyspark_tstream.errors import SchemaMismatchError
+    from pyspark_tstream.storage import Store
+    from pyspark_tstream.stream import Stream
+
+    opts = SourceOptions.from_options({**{k: _option_text(v) for k, v in options.items()}, "path": url})
+    root, reader_options = _spark_location(spark, Store(opts.path, opts.storage_options))
+    stream = Stream.open(opts.path, opts.storage_options)
+    user = stream.schema
+    if user is None:
+        raise SchemaMismatchError(f"stream {stream.url} has no schema yet (nothing was written); write "
+                                  "to it first")
+    out_schema = spark_schema(user)
+    lo, hi, start_cut, end_cut = batch_range(opts, stream)
+    chunks = stream.plan(lo, hi) if hi > lo else []
+    described = _descriptions(chunks, start_cut, end_cut)
+    if not described:
+        return spark.createDataFrame([], out_schema)
+    user_fields = [f for f in out_schema.fields if f.name not in ("_timestamp", "_tso", "_segment", "_seq")]
+    scan_schema = StructType(user_fields + [StructField(RAW_TSO, LongType(), True)])
+    files = sorted({c.path for c, *_ in described})  # chunks the cuts emptied are not scanned
+    depth = _key_depth(files)
+    scan = (spark.read.options(**reader_options).schema(scan_schema)
+            .parquet(*[posixpath.join(root, p) for p in files])
+            # _tso >= raw, so this keeps every wanted row and lets Parquet skip row groups
+            # by the raw column's statistics
+            .where(F.col(RAW_TSO) <= F.lit(hi))
+            .select(*[F.col(f"`{f.name}`") for f in user_fields], F.col(RAW_TSO),
+                    F.col("_metadata.row_index").alias("__ts_row"),
+                    _file_key(depth).alias("__ts_key")))
+    desc = _desc_frame(spark, [(_uri_key(c.path, depth), *rest) for c, *rest in described])
+    joined = scan.join(F.broadcast(desc), F.col("__ts_key") == F.col("__ts_file"))
+    row, i = F.col("__ts_row"), F.col("__ts_row") - F.col("__ts_offset")
+    tso = F.greatest(F.col(RAW_TSO), F.col("__ts_floor") + i)
+    return (joined.where((row >= F.col("__ts_first")) & (row < F.col("__ts_stop")))
+            .select(*[F.col(f"`{f.name}`") for f in user_fields],
+                    tso.alias("_tso"), F.col("__ts_seg").alias("_segment"),
+                    (F.col("__ts_seq") + i).alias("_seq"))
+            .where((F.col("_tso") > F.lit(lo)) & (F.col("_tso") <= F.lit(hi)))
+            .select(*[F.col(f"`{f.name}`") for f in user_fields],
+                    F.timestamp_millis(F.shiftright(F.col("_tso"), LOGICAL_BITS)).alias("_timestamp"),
+                    "_tso", "_segment", "_seq"))
+
+
+def _option_text(value: Any) -> Any:
+    """A keyword value as ``DataFrameReader.option`` would pass it (strings; JSON for cuts)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping):
+        return json.dumps({str(k): v for k, v in value.items()})
+    return value if isinstance(value, str) else str(value)
+
+
+def _descriptions(chunks: Sequence[Chunk], start_cut: Mapping[int, int],
+                  end_cut: Mapping[int, int]) -> list[tuple[Chunk, int, int, int, int, int, int]]:
+    """Per chunk: (chunk, seg, seq, floor, offset, first row, stop row) — rows of its file it owns.
+
+    A chunk owns rows ``[offset, offset + rows)`` of its file; a segment's stream cuts narrow
+    that to the rows with ``start_cut <= _seq < end_cut``. Chunks left with no rows are dropped.
+    """
+    out = []
+    for c in chunks:
+        offset = c.offset  # > 0: a view of part of a macro-chunk (format v2)
+        first, stop = offset, offset + c.rows
+        if c.seg in start_cut:
+            first = max(first, offset + start_cut[c.seg] - c.seq)
+        if c.seg in end_cut:
+            stop = min(stop, offset + end_cut[c.seg] - c.seq)
+        if stop > first:
+            out.append((c, c.seg, c.seq, c.floor, offset, first, stop))
+    return out
+
+
+def _desc_frame(spark: Any, rows: Sequence[tuple[Any, ...]]) -> Any:
+    """The chunk descriptions as an inline table (a local relation: broadcasting it runs no job)."""
+    def text(v: str) -> str:
+        return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    values = ", ".join(f"({text(r[0])}, {', '.join(str(int(x)) for x in r[1:])})" for r in rows)
+    casts = ", ".join([_DESC[0]] + [f"CAST({n} AS BIGINT) AS {n}" for n in _DESC[1:]])
+    return spark.sql(f"SELECT {casts} FROM VALUES {values} AS t({', '.join(_DESC)})")
+
+
+def _key_depth(paths: Sequence[str]) -> int:
+    """How many trailing path components tell the planned files apart (1: file names do)."""
+    depth = 1
+    while len({"/".join(p.split("/")[-depth:]) for p in paths}) < len(paths):
+        depth += 1
+    return depth
+
+
+def _file_key(depth: int) -> Any:
+    """The Spark expression naming a scanned row's file as :func:`_uri_key` names a chunk's."""
+    from pyspark.sql import functions as F
+
+    if depth == 1:
+        return F.col("_metadata.file_name")
+    return F.substring_index(F.col("_metadata.file_path"), "/", -depth)
+
+
+def _uri_key(path: str, depth: int) -> str:
+    """The last ``depth`` components of ``path`` as ``_metadata.file_path`` spells them."""
+    tail = "/".join(path.split("/")[-depth:])
+    if _URI_SAFE.fullmatch(tail):
+        return tail
+    from urllib.parse import quote
+
+    return quote(tail, safe="/!$&'()*+,;=:@-._~")
+
+
+def _spark_location(spark: Any, store: Any) -> tuple[str, dict[str, str]]:
+    """The stream root as Spark's file systems name it, and reader options to reach it."""
+    if store.protocol == "file":
+        return "file://" + store.root, {}
+    if store.protocol == "s3":
+        if not _has_s3a(spark):
+            raise UnsupportedOperationError(
+                f"the native read of {store.display_url} needs Spark to read s3 itself, through the "
+                f"hadoop-aws connector ({_S3A_CLASS}), which is not on Spark's classpath; add it "
+                "(e.g. spark.jars.packages=org.apache.hadoop:hadoop-aws:<your Hadoop version>) or "
+                "use spark.read.format('tstream'), which reads s3 from Python")
+        opts = {hadoop: str(store.storage_options[k]) for k, hadoop in _S3A_KEYS.items()
+                if store.storage_options.get(k) is not None}
+        if "fs.s3a.endpoint" in opts:
+            opts["fs.s3a.path.style.access"] = "true"
+        return "s3a://" + store.root, opts
+    raise UnsupportedOperationError(
+        f"the native read cannot read {store.display_url}: Spark's Parquet reader does not see "
+        f"{store.protocol}:// stores; use spark.read.format('tstream') for them")
+
+
+def _has_s3a(spark: Any) -> bool:
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:  # Spark Connect: the server decides; let the scan report it
+        return True
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        jvm.java.lang.Class.forName(_S3A_CLASS)
+        return True
+    except Py4JJavaError:  # ClassNotFoundException
+        return False

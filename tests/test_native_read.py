@@ -1,0 +1,150 @@
+"""The native history read (``read_native``): exactly the rows of ``spark.read.format("tstream")``.
+
+Every case reads one stream both ways and compares schemas and all rows (user and system
+columns): seeks, bounded reads, stream cuts, floors raised by skewed writers, a tick held back
+by a live writer, truncation, schema growth, and chunks that are views of part of a file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from pyspark_tstream import read_native
+from pyspark_tstream.errors import UnsupportedOperationError
+from pyspark_tstream.stream import Stream
+from pyspark_tstream.timestamps import iso
+
+pytestmark = pytest.mark.spark
+T0 = 1_700_000_000_000
+
+
+def _rows(df: Any) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+def _same(spark: Any, url: str, **options: Any) -> list[tuple[Any, ...]]:
+    """Both reads of ``url`` with ``options``; assert they agree, return the rows."""
+    text = {k: json.dumps(v) if isinstance(v, dict) else str(v).lower() if isinstance(v, bool) else str(v)
+            for k, v in options.items()}
+    python = spark.read.format("tstream").options(**text).load(url)
+    native = read_native(spark, url, **options)
+    assert native.schema == python.schema
+    want = _rows(python)
+    assert _rows(native) == want
+    return want
+
+
+def _skewed(url: str) -> Stream:
+    """Three writers whose clocks disagree, overlapping in time: floors raise many records."""
+    s = Stream.create(url, segments=3)
+    rng = random.Random(5)
+    writers = [Stream.open(url).writer(w) for w in ("a", "b", "c")]
+    for batch in range(4):
+        for n, w in enumerate(writers):
+            # each writer's batches overlap its previous one: floors raise records above their time
+            times = sorted(T0 + batch * 1_000 - n * 700 + rng.randint(0, 1_500) for _ in range(50))
+            w.append(pa.table({"id": [batch * 1000 + n * 100 + i for i in range(50)],
+                               "k": [f"k{i % 5}" for i in range(50)], "t": times,
+                               "v": [rng.random() for _ in range(50)]}),
+                     key="k", timestamp="t", batch_id=batch)
+    for w in writers:
+        w.close()
+    return s
+
+
+def test_native_read_equals_python_read(spark: Any, tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/s"
+    s = _skewed(url)
+    everything = _same(spark, url)
+    assert len(everything) == 4 * 3 * 50
+    # columns: id, k, t, v, _timestamp, _tso, _segment, _seq; floors raised some records
+    assert any(r[5] >> 18 > r[2] for r in everything)
+    _same(spark, url, startingTimestamp=T0 + 1_200, endingTimestamp=iso(T0 + 2_500))
+    _same(spark, url, startingTail=37)
+    segs = sorted({r[-2] for r in everything})
+    cut = {str(seg): 7 for seg in segs[:2]}
+    _same(spark, url, startingOffsets=cut)
+    _same(spark, url, endingOffsets={str(segs[0]): 20})
+    assert len(_same(spark, url, startingOffsets={str(segs[0]): 10},
+                     endingOffsets={str(segs[0]): 12, str(segs[1]): 0})) > 2
+    assert _same(spark, url, startingOffsets="latest") == []  # nothing after the tick
+    assert s.refresh().rows == 600
+
+
+def test_projection_is_pruned_and_vectorized(spark: Any, tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/s"
+    _skewed(url)
+    df = read_native(spark, url).select("id", "_seq")
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    read_schema = plan.split("ReadSchema: struct<", 1)[1].split(">", 1)[0]
+    assert [f.split(":")[0] for f in read_schema.split(",")] == ["id", "__tstream_raw_tso",
+                                                                "_tmp_metadata_row_index"], plan
+    assert "Batched: true" in plan, plan  # Spark's vectorized Parquet reader
+    assert "BroadcastHashJoin" in plan, plan
+    assert df.count() == 600
+
+
+def test_tick_held_by_a_live_writer_bounds_both_reads(spark: Any, tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=2, writers=["slow", "fast"])
+    fast = Stream.open(url).writer("fast")
+    fast.append(pa.table({"id": list(range(30)), "t": [T0 + i for i in range(30)]}), timestamp="t", batch_id=0)
+    assert _same(spark, url) == []  # "slow" has not committed: the tick has not moved
+    slow = Stream.open(url).writer("slow")
+    slow.append(pa.table({"id": [100, 101], "t": [T0 + 10, T0 + 11]}), timestamp="t", batch_id=0)
+    fast.append(pa.table({"id": [200], "t": [T0 + 90_000]}), timestamp="t", batch_id=1)
+    ids = {r[0] for r in _same(spark, url)}
+    assert {100, 101} <= ids and 200 not in ids, "records above the tick wait for it"
+    assert s.refresh().tick < max(c.hi for c in s.plan(s.state.head_tso, s.state.max_tso))
+
+
+def test_truncation_and_data_loss(spark: Any, tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=2)
+    for b in range(4):
+        s.append(pa.table({"id": list(range(b * 100, b * 100 + 100)), "k": [f"k{i % 3}" for i in range(100)],
+                           "t": [T0 + b * 1_000 + i for i in range(100)]}), key="k", timestamp="t")
+    s.truncate(T0 + 2_000)
+    assert len(_same(spark, url)) == 200
+    # a batch read starting before the truncation point starts at the new head
+    assert len(_same(spark, url, startingTimestamp=T0 + 500, failOnDataLoss=True)) == 200
+    cut = {str(g.id): g.first_seq + 5 for g in s.refresh().segments}
+    assert len(_same(spark, url, startingOffsets=cut, failOnDataLoss=False)) == 190
+
+
+def test_merged_schema_reads_nulls_for_old_chunks(spark: Any, tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=1)
+    s.append(pa.table({"id": [1, 2], "t": [T0, T0 + 1]}), timestamp="t")
+    s.append(pa.table({"id": [3], "t": [T0 + 2], "extra": ["x"]}), timestamp="t", merge_schema=True)
+    got = _same(spark, url)
+    assert [r[2] for r in got] == [None, None, "x"]
+
+
+def test_chunk_views_of_one_file(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan may name rows [offset, offset + rows) of a larger file (a macro-chunk view)."""
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=1)
+    s.append(pa.table({"id": list(range(10)), "t": [T0 + i for i in range(10)]}), timestamp="t")
+    (chunk,) = s.plan(s.state.head_tso, s.state.tick)
+
+    views = [dataclasses.replace(chunk, rows=3, seq=chunk.seq + 2, floor=chunk.floor + 2, offset=2),
+             dataclasses.replace(chunk, rows=4, seq=chunk.seq + 6, floor=chunk.floor + 6, offset=6)]
+    monkeypatch.setattr(Stream, "plan", lambda self, lo, hi, **kw: views)
+    got = _rows(read_native(spark, url))
+    assert [r[0] for r in got] == [2, 3, 4, 6, 7, 8, 9]
+    assert [r[-1] for r in got] == [2, 3, 4, 6, 7, 8, 9]  # _seq numbers the file's rows
+
+
+def test_stores_spark_cannot_reach_fail_clearly(spark: Any) -> None:
+    with pytest.raises(UnsupportedOperationError, match="memory:// stores; use spark.read.format"):
+        read_native(spark, "memory://native-test/s")
+    with pytest.raises(UnsupportedOperationError, match="hadoop-aws"):
+        read_native(spark, "s3://bucket/s", **{"storage.endpoint_url": "http://127.0.0.1:1"})
