@@ -26,6 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .conf.keys import WRITER_LEASE_MS_DEFAULT
 from .errors import SegmentSealedError
 from .journal import Chunk, Entry
 from .schema import decode_schema, encode_schema, reconcile
@@ -35,7 +36,7 @@ from .writing import ChunkInfo
 
 #: Reads a chunk's raw timestamps to count exactly how many records its floor raised.
 CountRaised = Callable[[ChunkInfo, int], int]
-#: The rules that may move a record's time (docs/design.md, "Timestamps"), as counted in acks
+#: The rules that may move a record's time (docs/design.md §3.2), as counted in acks
 #: and journal entries.
 MOVE_RULES = ("lane", "tick", "cap")
 
@@ -98,7 +99,7 @@ class Ack:
 
 
 def _expire(state: StreamState, now: int, committer: str | None) -> list[str]:
-    lease = int(state.config.get("writer_lease_ms", 60_000))
+    lease = int(state.config.get("writer_lease_ms", WRITER_LEASE_MS_DEFAULT))
     expired = []
     for wid, w in state.writers.items():
         if w.live and wid != committer and now - w.wall > lease:

@@ -81,7 +81,7 @@ from .macromap import ROOT as MACRO_ROOT
 from .macromap import SPAN, Macro, MacroMap, bucket_of
 from .reading import _decode, _fetch, view_tsos
 from .schema import RAW_TSO, conform
-from .state import StreamState
+from .state import StreamState, segment_number
 from .storage import Store
 from .writing import column_codecs, dictionary_columns
 
@@ -215,7 +215,7 @@ def plan_from_map(store: Store, state: StreamState, first: int, lo: int, hi: int
     if pos <= first or not segs or any(len(e) < 6 or e[3] != 0 or e[4] < 0 for e in segs.values()):
         return None
     items = sorted((int(k), int(e[4])) for k, e in segs.items())
-    rels = [f"{MACRO_ROOT}/{seg & 0xFFFFFFFF}/{0:06d}/{v:08d}.json" for seg, v in items]
+    rels = [f"{MACRO_ROOT}/{segment_number(seg)}/{0:06d}/{v:08d}.json" for seg, v in items]
     try:
         blobs = store.read_many(rels)
     except FileNotFoundError:
@@ -315,7 +315,7 @@ def _level(p: Piece, policy: CompactionPolicy) -> int:
 def _write_macro(store: Store, schema: pa.Schema, seg: int, members: Sequence[Piece], compression: str,
                  progress: Callable[[int, int], None] | None) -> tuple[Macro, list[str]]:
     """Merge ``members`` (consecutive in ``_seq``) into one new file; returns it and what it replaces."""
-    rel = f"data/{seg & 0xFFFFFFFF}/m-{uuid.uuid4().hex}.parquet"
+    rel = f"data/{segment_number(seg)}/m-{uuid.uuid4().hex}.parquet"
     out_schema = pa.schema(list(schema) + [pa.field(RAW_TSO, pa.int64(), nullable=False)])
     writer = None
     f: Any = None  # opened at the first row group: a failed read leaves no partial file

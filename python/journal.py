@@ -36,8 +36,6 @@ META = "_tstream"
 HEAD = f"{META}/head.json"
 ANCHOR = f"{META}/anchor.json"
 FANOUT = 32
-#: On-store format written by this version; entries of older versions still read, newer fail.
-FORMAT_VERSION = 2
 _DIR_SPAN = 100_000
 #: On-store format written by this version; older versions are read, newer ones refused.
 #: 1: first release (one floor chain per segment). 2: writer lanes (per-writer ``lanes`` in the
@@ -536,7 +534,11 @@ class Journal:
             entry.state.pending_sealed = entry.state.pending_sealed[:len(state.pending_sealed)]
             entry.state.pending_epoch = state.pending_epoch
             for flush in self.flushers:
-                flush(entry.state)
+                try:
+                    flush(entry.state)
+                except Exception as e:  # noqa: BLE001 - the facts stay pending in the state: retried
+                    logger.warning("tstream: %s: writing committed sealed/epoch records failed (%s); they "
+                                   "stay pending and the next commit writes them", self.store.display_url, e)
             entry.state.pending_sealed = entry.state.pending_sealed + fresh_sealed
             if fresh_epoch is not None:
                 entry.state.pending_epoch = fresh_epoch

@@ -26,6 +26,7 @@ from typing import Any
 
 from .errors import CommitConflictError, CorruptMetadataError
 from .journal import META
+from .state import segment_number
 from .storage import Store
 
 #: Rows of ``_seq`` per bucket, and the most rows a macro-chunk may hold.
@@ -39,7 +40,7 @@ def bucket_of(seq: int) -> int:
 
 
 def _dir(seg: int, bucket: int) -> str:
-    return f"{ROOT}/{seg & 0xFFFFFFFF}/{bucket:06d}"
+    return f"{ROOT}/{segment_number(seg)}/{bucket:06d}"
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from .journal import ANCHOR, COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT, Entry, Jo
 from .reading import read_tsos
 from .state import StreamState
 from .storage import Store
-from .timestamps import parse_duration_ms
+from .timestamps import pack, parse_duration_ms
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -154,7 +154,7 @@ def retention_bound(journal: Journal, state: StreamState, policy: RetentionPolic
     """The head a retention policy calls for (never above the tick or a group's position)."""
     bound = state.head_tso
     if policy.age_ms is not None:
-        bound = max(bound, ((now - policy.age_ms) << 18) - 1)
+        bound = max(bound, pack(now - policy.age_ms) - 1)
     if policy.size is not None and state.bytes > policy.size:
         p = journal.search(state, COL_BYTES, state.bytes - policy.size)
         if p > state.head_pos:

@@ -5,8 +5,8 @@ readers: a chunk only counts once a journal entry names it, so a failed or dupli
 leaves at most an orphan file. All per-record work is vectorized (numpy / Arrow compute).
 
 Every chunk is time-sorted: its raw hybrid timestamps strictly increase along its rows, so a
-reader slices a time range by binary search. Two input kinds get two rules (docs/design.md,
-"Writer lanes"):
+reader slices a time range by binary search. Two input kinds get two rules (docs/design.md
+§3.2 and §7.13):
 
 * **unordered** input (a Spark task: a shuffle, a join or a file scan decided its row order) is
   a set. Each segment's rows are ordered by client time (stable) before stamping, so no record
@@ -30,8 +30,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .errors import SchemaMismatchError, TimestampError
-from .routing import key_hash, route
+from .routing import KEY_SPACE, key_hash, route
 from .schema import RAW_TSO, conform
+from .state import segment_number
 from .storage import Store
 from .timestamps import LOGICAL_BITS, MAX_MS, MarkSampler, now_ms, raw_hybrid, raw_marks
 
@@ -66,7 +67,7 @@ class ChunkInfo:
     task: str = ""
     key: str | None = None  # routing column, so a committer can re-route after a scale
     key_lo: int = 0  # the key range the chunk was routed to
-    key_hi: int = 1 << 64
+    key_hi: int = KEY_SPACE
     lane_raised: int = 0  # records the running max of ordered input raised inside the chunk
     capped: int = 0  # records whose client time the arrival cap lowered
     marks: tuple[int, ...] = ()  # raw timestamps of the mark rows (timestamps.raw_marks)
@@ -418,7 +419,7 @@ class ChunkWriter:
     # -- shared -----------------------------------------------------------------------------------
     def _open_chunk(self, idx: int, table: pa.Table) -> tuple[Any, Any, str]:
         seg = self.spec.segment_ids[idx]
-        rel = f"data/{seg & 0xFFFFFFFF}/{self.spec.writer_tag}-{self.task}-{uuid.uuid4().hex}.parquet"
+        rel = f"data/{segment_number(seg)}/{self.spec.writer_tag}-{self.task}-{uuid.uuid4().hex}.parquet"
         f = self.spec.store.open_output(rel)
         dict_cols = dictionary_columns(table)
         w = pq.ParquetWriter(f, table.schema, compression=column_codecs(table, self.spec.compression, dict_cols),
@@ -430,7 +431,7 @@ class ChunkWriter:
         bounds = self.spec.bounds
         return ChunkInfo(seg=self.spec.segment_ids[idx], path=rel, rows=rows, bytes=size, raw_lo=raw_lo,
                          raw_hi=raw_hi, task=self.task, key=self.spec.key, key_lo=bounds[idx],
-                         key_hi=bounds[idx + 1] if idx + 1 < len(bounds) else 1 << 64,
+                         key_hi=bounds[idx + 1] if idx + 1 < len(bounds) else KEY_SPACE,
                          lane_raised=lane_raised, capped=capped, marks=marks)
 
     def finish(self) -> list[ChunkInfo]:
