@@ -29,6 +29,7 @@ from typing import Any
 
 from .errors import (CommitConflictError, CorruptMetadataError, StorageError, StreamExistsError,
                      StreamNotFoundError, UnsupportedFormatError)
+from .shapes import check_chunk, check_entry, corrupt, is_int, need
 from .state import StreamState
 from .storage import Store
 
@@ -151,7 +152,7 @@ class Entry:
         """The entry in ``data``; CorruptMetadataError (naming ``path``) if it is not one."""
         try:
             d = json.loads(data)
-            _check_entry(d)
+            check_entry(d)
             check_version(d.get("v"), path)
             return cls(pos=d["pos"], op=d["op"], wall=d["wall"], nonce=d["nonce"],
                        writer=d.get("writer"), batch=d.get("batch"),
@@ -177,70 +178,15 @@ def newest_present(present: Callable[[int], bool], lo: int) -> int:
     return lo
 
 
-def corrupt(kind: str, path: str, e: BaseException) -> CorruptMetadataError:
-    """The one error for an unreadable metadata object: what, where, why, and the remedy."""
-    url = path.split("/_tstream/")[0] if "/_tstream/" in path else path
-    reason = f"{type(e).__name__}: {e}" if not isinstance(e, FileNotFoundError) else "it is missing"
-    return CorruptMetadataError(
-        f"{kind} {path} is unreadable ({reason}); run `tstream fsck {url}` to see what it affects and "
-        f"`tstream repair {url}` to rebuild what the journal holds", path=path)
-
-
-def _need(ok: bool, what: str) -> None:
-    if not ok:
-        raise TypeError(f"{what} has the wrong type")
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _check_chunk(c: Any) -> None:
-    _need(isinstance(c, list) and len(c) >= 8 and isinstance(c[1], str)
-          and all(_is_int(v) for i, v in enumerate(c[:8]) if i != 1), "a chunk")
-
-
-def _check_entry(d: Any) -> None:
-    """Shape of a journal entry (and its state) before it is trusted: a wrong-shaped object
-    must fail here, not as a wrong answer later."""
-    _need(isinstance(d, dict), "the entry")
-    for k in ("pos", "wall"):
-        _need(_is_int(d.get(k)), k)
-    _need(isinstance(d.get("op"), str) and isinstance(d.get("nonce"), str), "op/nonce")
-    _need(isinstance(d.get("chunks"), list), "chunks")
-    for c in d["chunks"]:
-        _check_chunk(c)
-    _need(isinstance(d.get("info", {}), dict), "info")
-    st = d.get("state")
-    _need(isinstance(st, dict), "state")
-    for k in ("pos", "epoch", "tick", "max_tso", "wall", "created"):
-        _need(_is_int(st.get(k)), f"state.{k}")
-    for k in ("rows", "bytes", "chunks", "next_number", "head_pos", "head_tso", "sealed", "first_tso",
-              "gc_pos", "meta_gc_pos"):
-        _need(_is_int(st.get(k, 0)), f"state.{k}")
-    _need(isinstance(st.get("schema"), str) and isinstance(st.get("config"), dict), "state.schema/config")
-    _need(isinstance(st.get("segments"), list) and all(
-        isinstance(g, list) and len(g) >= 3 and all(_is_int(x) for x in g) for g in st["segments"]),
-        "state.segments")
-    _need(isinstance(st.get("writers"), dict) and all(
-        isinstance(w, dict) and _is_int(w.get("tso")) and _is_int(w.get("wall")) and isinstance(w.get("live"), bool)
-        and isinstance(w.get("batches", []), list) for w in st["writers"].values()), "state.writers")
-    _need(isinstance(st.get("index"), list) and all(
-        isinstance(level, list) and all(isinstance(i, list) and len(i) >= 7 and all(_is_int(x) for x in i)
-                                        for i in level) for level in st["index"]), "state.index")
-    _need(isinstance(st.get("pending_sealed", []), list) and isinstance(st.get("truncations", []), list)
-          and isinstance(st.get("pending_epoch") or {}, dict), "state.pending_*")
-
-
 def decode_node(data: bytes, path: str, level: int | None = None) -> dict[str, Any]:
     """An index node; CorruptMetadataError (naming ``path`` and the remedy) if it is not one."""
     try:
         node = json.loads(data)
-        _need(isinstance(node, dict) and isinstance(node.get("items"), list) and node["items"], "the node")
+        need(isinstance(node, dict) and isinstance(node.get("items"), list) and node["items"], "the node")
         for i in node["items"]:
-            _need(isinstance(i, list) and len(i) >= 7 and all(_is_int(x) for x in i), "an item")
+            need(isinstance(i, list) and len(i) >= 7 and all(is_int(x) for x in i), "an item")
         if level == 1 or "entries" in node:
-            _need(isinstance(node.get("entries"), list), "entries")
+            need(isinstance(node.get("entries"), list), "entries")
             node["deltas"] = [Delta.from_json(d) for d in node["entries"]]
         return node
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
@@ -261,9 +207,9 @@ class Delta:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Delta:
-        _need(isinstance(d, dict) and _is_int(d.get("pos")) and isinstance(d.get("chunks"), list), "a delta")
+        need(isinstance(d, dict) and is_int(d.get("pos")) and isinstance(d.get("chunks"), list), "a delta")
         for c in d["chunks"]:
-            _check_chunk(c)
+            check_chunk(c)
         return cls(pos=d["pos"], op=d["op"], wall=d["wall"],
                    chunks=tuple(Chunk.from_json(c) for c in d["chunks"]),
                    writer=d.get("writer"), batch=d.get("batch"), info=d.get("info", {}))

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .errors import CorruptMetadataError
-from .journal import corrupt
+from .shapes import corrupt
 from .races import LOST, Lost, until_won
 from .state import StreamState, segment_number
 from .storage import Store

@@ -232,3 +232,16 @@ def test_newer_format_fails_clearly(url: str) -> None:
     s.store.write("_tstream/head.json", json.dumps(d).encode())
     with pytest.raises(UnsupportedFormatError, match="format version 99.*upgrade pyspark-tstream"):
         Stream.open(url)
+
+
+def test_chunk_with_bad_trailing_fields_fails_clearly(url: str) -> None:
+    """Format-v2 trailing fields (offset, sorted, marks) are checked like the rest of a chunk."""
+    from pyspark_tstream.errors import CorruptMetadataError
+
+    s = Stream.create(url, segments=1)
+    ack = s.append([{"t": T0}], timestamp="t")
+    d = json.loads(s.store.read(entry_path(ack.pos)))
+    d["chunks"][0] = d["chunks"][0][:8] + [0.5, "yes"]
+    s.store.write(entry_path(ack.pos), json.dumps(d).encode())
+    with pytest.raises(CorruptMetadataError, match="tstream repair"):
+        Stream.open(url).journal.read_entry(ack.pos)

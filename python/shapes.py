@@ -1,0 +1,70 @@
+"""Shape checks of metadata objects, and the one error for an unreadable one.
+
+A wrong-shaped object (truncated, foreign, hand-edited) must fail where it is decoded, naming the
+object and a remedy that exists, never as a ``KeyError``/``TypeError`` or a wrong answer later.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import CorruptMetadataError
+
+
+def corrupt(kind: str, path: str, e: BaseException) -> CorruptMetadataError:
+    """The one error for an unreadable metadata object: what, where, why, and the remedy."""
+    url = path.split("/_tstream/")[0] if "/_tstream/" in path else path
+    reason = f"{type(e).__name__}: {e}" if not isinstance(e, FileNotFoundError) else "it is missing"
+    return CorruptMetadataError(
+        f"{kind} {path} is unreadable ({reason}); run `tstream fsck {url}` to see what it affects and "
+        f"`tstream repair {url}` to rebuild what the journal holds", path=path)
+
+
+def need(ok: bool, what: str) -> None:
+    if not ok:
+        raise TypeError(f"{what} has the wrong type")
+
+
+def is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_chunk(c: Any) -> None:
+    """A chunk reference: 8 fields, then the optional format-v2 ``offset``, ``sorted``, ``marks``."""
+    need(isinstance(c, list) and 8 <= len(c) <= 11 and isinstance(c[1], str)
+         and all(is_int(v) for i, v in enumerate(c[:8]) if i != 1), "a chunk")
+    need(len(c) < 9 or (is_int(c[8]) and c[8] >= 0), "a chunk's offset")
+    need(len(c) < 10 or isinstance(c[9], bool), "a chunk's sorted flag")
+    need(len(c) < 11 or (isinstance(c[10], list) and all(is_int(m) for m in c[10])), "a chunk's marks")
+
+
+def check_entry(d: Any) -> None:
+    """Shape of a journal entry (and its state) before it is trusted: a wrong-shaped object
+    must fail here, not as a wrong answer later."""
+    need(isinstance(d, dict), "the entry")
+    for k in ("pos", "wall"):
+        need(is_int(d.get(k)), k)
+    need(isinstance(d.get("op"), str) and isinstance(d.get("nonce"), str), "op/nonce")
+    need(isinstance(d.get("chunks"), list), "chunks")
+    for c in d["chunks"]:
+        check_chunk(c)
+    need(isinstance(d.get("info", {}), dict), "info")
+    st = d.get("state")
+    need(isinstance(st, dict), "state")
+    for k in ("pos", "epoch", "tick", "max_tso", "wall", "created"):
+        need(is_int(st.get(k)), f"state.{k}")
+    for k in ("rows", "bytes", "chunks", "next_number", "head_pos", "head_tso", "sealed", "first_tso",
+              "gc_pos", "meta_gc_pos"):
+        need(is_int(st.get(k, 0)), f"state.{k}")
+    need(isinstance(st.get("schema"), str) and isinstance(st.get("config"), dict), "state.schema/config")
+    need(isinstance(st.get("segments"), list) and all(
+        isinstance(g, list) and len(g) >= 3 and all(is_int(x) for x in g) for g in st["segments"]),
+        "state.segments")
+    need(isinstance(st.get("writers"), dict) and all(
+        isinstance(w, dict) and is_int(w.get("tso")) and is_int(w.get("wall")) and isinstance(w.get("live"), bool)
+        and isinstance(w.get("batches", []), list) for w in st["writers"].values()), "state.writers")
+    need(isinstance(st.get("index"), list) and all(
+        isinstance(level, list) and all(isinstance(i, list) and len(i) >= 7 and all(is_int(x) for x in i)
+                                        for i in level) for level in st["index"]), "state.index")
+    need(isinstance(st.get("pending_sealed", []), list) and isinstance(st.get("truncations", []), list)
+          and isinstance(st.get("pending_epoch") or {}, dict), "state.pending_*")
