@@ -17,7 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .commit import Ack, CommitRequest, check_schema_for_write
-from .compaction import COMPACT_EVERY, CompactionPolicy, compact, compacted_upto, due, substitute
+from .compacted import compacted_upto, substitute
+from .compaction import COMPACT_EVERY, CompactionPolicy, compact, due
 from .config import StreamConfig
 from .errors import CommitConflictError, SegmentSealedError, StreamNotFoundError, TimestampError
 from .journal import Entry, Journal
@@ -394,7 +395,7 @@ class Stream(StreamAdmin):
 
     def repair(self, progress: Callable[[int, int], None] | None = None) -> Report:
         """Rebuild what the journal can (``tstream repair``); the report lists what remains."""
-        from .fsck import repair
+        from .repair import repair
 
         report = repair(self.store, progress)
         self.refresh()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ConfigError
 from .grouplog import group_positions
 from .journal import COL_MAX_TSO, COL_WALL, Entry
-from .compaction import collect_replaced, gc_position
+from .compaction_gc import collect_replaced, gc_position
 from .reading import read_tsos
 from .retention import (RetentionPolicy, TruncateRequest, collect_garbage, first_seq_after, gc_target,
                         orphan_files, retention_bound)
