@@ -374,6 +374,30 @@ class _Checker:
             segment=c.seg, first_seq=c.seq, last_seq=last, first_tso=c.lo, last_tso=c.hi,
             before=iso(physical(c.hi) + 1))
 
+    # -- compaction manifests -------------------------------------------------------------------
+    def manifests(self, state: StreamState, entries: dict[int, Entry]) -> None:
+        """The manifest of every compaction not yet collected exists and names its macro-chunk:
+        vacuum reads it to delete the files the compaction replaced."""
+        first = max(int((state.compaction or {}).get("gc", 0)), state.gc_pos)
+        parts = [p for pos, e in sorted(entries.items()) if pos >= first and e.op == "compact"
+                 for p in e.info.get("parts", []) if p.get("manifest")]
+        raws = self._read_all([p["manifest"] for p in parts])
+        for p in parts:
+            rel = p["manifest"]
+            self._count("compaction manifests")
+            raw = raws.get(rel)
+            try:
+                ok = raw is not None and json.loads(raw).get("macro") == p["macro"] \
+                    and isinstance(json.loads(raw).get("replaced"), list)
+            except (ValueError, AttributeError):
+                ok = False
+            if not ok:
+                what = "missing" if raw is None else "unreadable"
+                self._problem("manifest", rel, f"compaction manifest {self.store.uri(rel)} is {what}: reads "
+                              f"are not affected (macro-chunk {p['macro']} holds the records), but vacuum cannot "
+                              "delete the small files that compaction replaced; they only take space", False,
+                              segment=p.get("seg"), macro=p["macro"])
+
     # -- epochs and sealed shards ---------------------------------------------------------------
     def epochs(self, state: StreamState, entries: dict[int, Entry]) -> tuple[dict[int, bytes], list[dict[str, Any]]]:
         """Epoch records 1..epoch decode; returns rebuildable ones and the records read."""
@@ -554,6 +578,7 @@ def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict
     entries = ck.entries(state, head_raw)
     nodes = ck.index(state, entries)
     ck.chunks(state, entries)
+    ck.manifests(state, entries)
     epochs, records = ck.epochs(state, entries)
     epoch_chunks = ck.epoch_chunks(state, records)
     shards = ck.shards(state, records, entries)

@@ -186,3 +186,19 @@ def test_epoch_history_chunk_checked_and_rebuilt(damage: str) -> None:
     assert after.ok and any("epoch history chunk 0 rebuilt" in d for d in after.repaired)
     assert s.store.read(rel) == good
     assert _records(url) == before
+
+
+def test_lost_compaction_manifest_is_reported_and_reads_are_unaffected(url: str) -> None:
+    s = Stream.create(url, segments=2)
+    for i in range(20):
+        s.append(pa.table({"k": [f"k{j}" for j in range(5)], "v": [i] * 5}), key="k")
+    before = s.read()
+    assert s.compact()["macros"] > 0
+    assert s.verify().ok
+    manifest = next(p["manifest"] for p in s.journal.read_entry(s.refresh().pos).info["parts"])
+    s.store.delete([manifest])
+    report = Stream.open(url).verify()
+    assert [p.kind for p in report.problems] == ["manifest"] and not report.problems[0].repairable
+    assert manifest.rsplit("/", 1)[-1] in report.problems[0].message and "reads are not affected" in \
+        report.problems[0].message
+    assert Stream.open(url).read().equals(before)
