@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import CommitConflictError, CorruptMetadataError
+from .errors import CommitConflictError
 from .journal import META
+from .shapes import corrupt
 from .state import segment_number
 from .storage import Store
 
@@ -99,9 +100,7 @@ class MacroMap:
             return Bucket(int(d["seg"]), int(d["bucket"]), int(d["v"]),
                           tuple(Macro.from_json(m) for m in d["macros"]))
         except (ValueError, KeyError, TypeError, IndexError) as e:
-            raise CorruptMetadataError(
-                f"macro map shard {self.store.uri(rel)} is unreadable ({e}); restore it from a backup",
-                path=self.store.uri(rel)) from e
+            raise corrupt("macro map bucket", self.store.uri(rel), e) from e
 
     def latest(self, seg: int, bucket: int) -> Bucket:
         """Newest version of a bucket (``v = -1`` and no macros if it has none): 2 reads."""
