@@ -29,6 +29,7 @@ from .journal import META
 from .shapes import corrupt
 from .state import segment_number
 from .storage import Store
+from .versions import newest_version
 
 #: Rows of ``_seq`` per bucket, and the most rows a macro-chunk may hold.
 SPAN = 1 << 22
@@ -109,12 +110,13 @@ class MacroMap:
             cur = self._decode(self.store.read(head), head)
         except FileNotFoundError:
             cur = Bucket(seg, bucket, -1, ())
-        while True:  # the head may lag: another compactor's version, or a lost hint write
-            rel = f"{_dir(seg, bucket)}/{cur.v + 1:08d}.json"
-            try:
-                cur = self._decode(self.store.read(rel), rel)
-            except FileNotFoundError:
-                return cur
+
+        def rel(v: int) -> str:
+            return f"{_dir(seg, bucket)}/{v:08d}.json"
+
+        # the head may lag (another compactor's version, or a lost hint write) or be gone
+        return newest_version(lambda v: self._decode(self.store.read(rel(v)), rel(v)),
+                              lambda v: self.store.exists(rel(v)), cur.v, cur)
 
     def covering(self, seg: int, ranges: Iterable[tuple[int, int]],
                  read: dict[int, Bucket] | None = None) -> list[Macro]:

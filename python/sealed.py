@@ -22,6 +22,7 @@ from .shapes import corrupt
 from .races import LOST, Lost, until_won
 from .state import StreamState, segment_number
 from .storage import Store
+from .versions import newest_version
 
 SHARD_WIDTH = 256
 ROOT = "_tstream/sealed"
@@ -69,12 +70,11 @@ class SealedMap:
             cur = self._decode(self.store.read(_head_path(shard)), _head_path(shard))
         except (FileNotFoundError, CorruptMetadataError):  # a hint: probe the versions instead
             cur = {"shard": shard, "v": -1, "segments": {}}
-        while True:
-            rel = _version_path(shard, cur["v"] + 1)
-            try:
-                cur = self._decode(self.store.read(rel), rel)
-            except FileNotFoundError:
-                return cur
+
+        def read(v: int) -> dict[str, Any]:
+            return self._decode(self.store.read(_version_path(shard, v)), _version_path(shard, v))
+
+        return newest_version(read, lambda v: self.store.exists(_version_path(shard, v)), cur["v"], cur)
 
     def get(self, state: StreamState, segment_id: int) -> dict[str, Any] | None:
         """The sealed record of a segment, or None if it is not sealed (O(1) store calls)."""

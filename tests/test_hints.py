@@ -97,3 +97,41 @@ def test_head_search_costs_log_n_reads(damage: str) -> None:
         # head + anchor + entries 0 and 1 + exponential and binary search + decode + one probe
         assert costs[n] <= 2 * math.ceil(math.log2(n)) + 8, (n, log.calls)
     assert costs[10_000] < 4 * costs[10]
+
+
+def _sealed_record(number: int) -> dict:
+    return {"id": number, "lo": 0, "hi": 1, "rows": 1, "bytes": 1, "chunks": 1, "first_seq": 0, "next_seq": 1,
+            "last_tso": 1, "sealed_epoch": 1, "sealed_pos": 1, "successors": []}
+
+
+@pytest.mark.parametrize("kind", ["sealed shard", "macro-map bucket"])
+def test_lost_version_hint_costs_log_n_reads(kind: str) -> None:
+    """Sealed-map shards and macro-map buckets find their newest version without the head hint
+    in O(log versions) store calls, not one read per version."""
+    from pyspark_tstream.macromap import Macro, MacroMap
+    from pyspark_tstream.sealed import SealedMap
+    from pyspark_tstream.storage import Store
+
+    costs = {}
+    large = 250 if kind == "sealed shard" else 1_000  # a shard holds 256 segments
+    for n in (8, large):
+        store = Store(f"memory://version-hint-{kind.replace(' ', '-')}-{n}/s")
+        if kind == "sealed shard":
+            smap = SealedMap(store)
+            for i in range(n):
+                smap.merge([_sealed_record(i)])
+            head, newest = "_tstream/sealed/000000/head.json", (lambda: smap.latest(0)["v"])
+        else:
+            mm = MacroMap(store)
+            for i in range(n):
+                mm.update(0, 0, lambda b, i=i: b.macros + (Macro(i, 1, f"data/0/m-{i}.parquet", 1, i, i, True, 1),))
+            head, newest = "_tstream/macros/0/000000/head.json", (lambda: MacroMap(store).latest(0, 0).v)
+        assert store.exists(head)
+        store.delete([head])
+        log = CallLog()
+        store.observer = log
+        assert newest() == n - 1
+        store.observer = None
+        costs[n] = log.count()
+        assert costs[n] <= 2 * math.ceil(math.log2(n)) + 8, (kind, n, log.calls)
+    assert costs[large] < 4 * costs[8], costs
