@@ -342,18 +342,19 @@ def stream_layout(url: str) -> dict[str, Any]:
 
 def source_partitions(url: str) -> list[Any]:
     """The partitions tstream plans for a full read of the stream at ``url``."""
-    from pyspark_tstream.datasource.partitions import plan_partitions
+    from pyspark_tstream.datasource.arrow import spark_schema
+    from pyspark_tstream.datasource.partitions import ReadSpec, plan_partitions
     from pyspark_tstream.stream import Stream
 
     stream = Stream.open(url)
     state = stream.state
-    return plan_partitions(stream.plan(state.head_tso, state.tick), state.head_tso, state.tick)
+    spec = ReadSpec.of(stream, spark_schema(stream.schema))
+    return plan_partitions(stream.plan(state.head_tso, state.tick), state.head_tso, state.tick, spec=spec)
 
 
 # -- tstream's own Python cost, single-threaded in this process -----------------------------------
 def python_costs(table: pa.Table, source_url: str, root: str, profile: bool) -> list[list[Any]]:
     """What one Spark task's Python code costs per row, next to plain pyarrow doing the same."""
-    from pyspark_tstream.datasource.arrow import arrow_target, spark_schema
     from pyspark_tstream.datasource.partitions import read_partition
     from pyspark_tstream.stream import Stream
     from pyspark_tstream.writing import ROW_GROUP_ROWS, column_codecs, dictionary_columns, write_batches
@@ -395,13 +396,11 @@ def python_costs(table: pa.Table, source_url: str, root: str, profile: bool) -> 
     shutil.rmtree(scratch[len("file://"):], ignore_errors=True)
 
     stream = Stream.open(source_url)
-    state = stream.state
-    target = arrow_target(spark_schema(stream.schema))
     parts = source_partitions(source_url)
 
     def read_all() -> None:
         for p in parts:
-            for _ in read_partition(stream.store, state.schema, target, p):
+            for _ in read_partition(p):
                 pass
 
     timed(f"tstream read_partition x{len(parts)} (fetch, decode, floor, shape)", read_all,
