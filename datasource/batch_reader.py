@@ -60,17 +60,8 @@ def batch_range(options: SourceOptions, stream: Stream) -> tuple[int, int, dict[
 
 
 class TStreamBatchReader(DataSourceReader):
-    """Batch reader (see module docstring); the range is fixed when the reader is created.
-
-    Parameters
-    ----------
-    options : SourceOptions
-        The read's validated source options.
-    schema : StructType
-        The schema Spark reads with.
-    stream : Stream
-        The stream, opened by the data source (kept in a :class:`~.handle.StreamHandle`).
-    """
+    """Batch reader (see module docstring): ``options`` fix the range when it is created, on the
+    ``stream`` the data source opened; Spark's ``schema`` shapes the batches."""
 
     def __init__(self, options: SourceOptions, schema: StructType, stream: Stream) -> None:
         self.options = options

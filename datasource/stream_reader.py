@@ -45,17 +45,8 @@ else:  # PySpark 4.0/4.1: Spark runs Trigger.AvailableNow as one batch
 
 
 class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
-    """Micro-batch reader over a tstream stream (see module docstring).
-
-    Parameters
-    ----------
-    options : SourceOptions
-        The query's validated source options.
-    schema : StructType
-        The schema Spark reads with.
-    stream : Stream
-        The stream, opened by the data source (kept in a :class:`~.handle.StreamHandle`).
-    """
+    """Micro-batch reader over the ``stream`` the data source opened (see module docstring), for
+    the query's ``options``, yielding batches of Spark's ``schema``."""
 
     def __init__(self, options: SourceOptions, schema: StructType, stream: Stream) -> None:
         self.options = options
