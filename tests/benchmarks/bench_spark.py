@@ -60,33 +60,15 @@ import pyarrow.parquet as pq
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _data import CpuMeter, Pair, folder_bytes, make_table, median, render, spread, write_input  # noqa: E402
+from _spark import build_session as _session  # noqa: E402
 
-SESSION_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.driver.memory": "4g",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
-}
 SINK_OPTIONS = {"keyColumn": "key", "timestampColumn": "ts"}
 DURATIONS = ("triggerExecution", "latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 
 
 def build_session(extra: dict[str, str] | None = None) -> Any:
-    """``local[2]`` with ``tstream`` (and the ``benchfloor`` floor source) registered explicitly."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    import pyspark_tstream
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.master("local[2]").appName("tstream-bench")
-    for key, value in {**SESSION_CONF, **(extra or {})}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(pyspark_tstream.DefaultSource)
+    """The benchmark session (:mod:`_spark`) with the ``benchfloor`` floor source registered too."""
+    spark = _session("tstream-bench", extra)
     import _floors
     from pyspark import cloudpickle
 
