@@ -163,8 +163,6 @@ class JournalCommitter:
         self.stream.store.delete(paths)
 
 
-
-
 class TStreamStreamWriter(_StreamBase):  # type: ignore[misc, valid-type]
     """Streaming sink: one journal commit per micro-batch, idempotent on (writer, batchId)."""
 
