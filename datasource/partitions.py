@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import InputPartition
 
+from pyspark_tstream.journal import Chunk
 from pyspark_tstream.planner import ReadTask, plan_tasks
+from pyspark_tstream.storage import Store
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
-    from pyspark_tstream.journal import Chunk
-    from pyspark_tstream.storage import Store
     from pyspark_tstream.stream import Stream
 
 
