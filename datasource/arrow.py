@@ -1,4 +1,4 @@
-"""Spark ⇄ Arrow schemas for the adapters.
+"""Spark ⇄ Arrow translation for the adapters: schemas, and batches shaped exactly as Spark expects.
 
 Spark checks that every Arrow batch a Python source yields equals
 ``to_arrow_schema`` of its schema with UTC timestamps exactly: field nullability, ``timestamp[us, UTC]``
@@ -8,13 +8,18 @@ vectorized casts only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+if TYPE_CHECKING:
+    from pyspark.sql import Row
+    from pyspark.sql.types import StructType
 
-def spark_schema(user: pa.Schema) -> Any:
+
+def spark_schema(user: pa.Schema) -> StructType:
     """The Spark StructType of a stream: user columns, then the non-null system columns.
 
     Translated from :func:`~pyspark_tstream.schema.full_schema`, the one definition of the system
@@ -27,7 +32,7 @@ def spark_schema(user: pa.Schema) -> Any:
     return from_arrow_schema(full_schema(user))
 
 
-def arrow_target(schema: Any) -> pa.Schema:
+def arrow_target(schema: StructType) -> pa.Schema:
     """The exact Arrow schema Spark expects for ``schema`` (a StructType)."""
     from .compat import arrow_schema
 
@@ -46,14 +51,14 @@ def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=target)
 
 
-def user_arrow_schema(spark_struct: Any) -> pa.Schema:
+def user_arrow_schema(spark_struct: StructType) -> pa.Schema:
     """Arrow schema of the data a Spark query writes (what the sink stores)."""
     from .compat import arrow_schema
 
     return arrow_schema(spark_struct)
 
 
-def rows_to_batch(rows: list[Any], schema: pa.Schema) -> pa.RecordBatch:
+def rows_to_batch(rows: list[Row], schema: pa.Schema) -> pa.RecordBatch:
     """Spark Rows (what a PySpark 4.0 stream writer gets) as an Arrow batch of ``schema``.
 
     Columns are taken by position (a Row's fields follow the query's schema). PySpark hands a
@@ -68,7 +73,7 @@ def rows_to_batch(rows: list[Any], schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _converter(t: pa.DataType) -> Any:
+def _converter(t: pa.DataType) -> Callable[[Any], Any] | None:
     """A function making one Python value of Arrow type ``t`` acceptable to ``pa.array``, or None."""
     if pa.types.is_timestamp(t) and t.tz is not None:
         return lambda v: v.astimezone(timezone.utc) if v is not None and v.tzinfo is None else v

@@ -9,16 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader
 
 from pyspark_tstream.conf.options import SourceOptions
 from pyspark_tstream.planning import check_data_loss, start_bound
 from pyspark_tstream.timestamps import LOGICAL_MASK, pack
 
-from .arrow import arrow_target
-from .partitions import TStreamPartition, plan_partitions, read_partition
+from .handle import StreamHandle
+from .partitions import ReadSpec, TStreamPartition, plan_partitions, read_partition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.datasource import Filter, InputPartition
+    from pyspark.sql.types import StructType
+
+    from pyspark_tstream.stream import Stream
 
 
 def _tso_bound(value: Any, column: str) -> int | None:
@@ -31,7 +38,7 @@ def _tso_bound(value: Any, column: str) -> int | None:
     return None
 
 
-def batch_range(options: SourceOptions, stream: Any) -> tuple[int, int, dict[int, int], dict[int, int]]:
+def batch_range(options: SourceOptions, stream: Stream) -> tuple[int, int, dict[int, int], dict[int, int]]:
     """``(lo, hi, start_cut, end_cut)`` of a bounded read: records with ``lo < _tso <= hi``,
     from ``start_cut[seg]`` and before ``end_cut[seg]`` in the listed segments.
 
@@ -53,47 +60,32 @@ def batch_range(options: SourceOptions, stream: Any) -> tuple[int, int, dict[int
 
 
 class TStreamBatchReader(DataSourceReader):
-    """Batch reader (see module docstring)."""
+    """Batch reader (see module docstring): ``options`` fix the range when it is created, on the
+    ``stream`` the data source opened; Spark's ``schema`` shapes the batches."""
 
-    def __init__(self, options: SourceOptions, schema: Any, stream: Any) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType, stream: Stream) -> None:
         self.options = options
         self.schema = schema
-        self.store = stream.store
-        self._stream = stream
-        self._target = arrow_target(schema)
-        self._schema_b64 = stream.state.schema
+        self._handle = StreamHandle.of(stream)
+        self._spec = ReadSpec.of(stream, schema)
         self.lo, self.hi, self.start_cut, self.end_cut = batch_range(options, stream)
         self.segments: set[int] | None = None
 
-    def __getstate__(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d.pop("_stream", None)
-        return d
-
-    def _opened(self) -> Any:
-        # pushFilters and partitions may run on a pickled copy (no stream handle): reopen
-        stream = self.__dict__.get("_stream")
-        if stream is None:
-            from pyspark_tstream.stream import Stream
-
-            stream = self._stream = Stream.open(self.store.url, self.store.storage_options)
-        return stream
-
     def partitions(self) -> list[InputPartition]:
-        stream = self._opened()
+        stream = self._handle.stream
         if self.hi <= self.lo or stream.schema is None:
             return []
         chunks = stream.plan(self.lo, self.hi)
         if self.segments is not None:
             chunks = [c for c in chunks if c.seg in self.segments]
-        return plan_partitions(chunks, self.lo, self.hi, min_partitions=self.options.min_partitions,
+        return plan_partitions(chunks, self.lo, self.hi, spec=self._spec, min_partitions=self.options.min_partitions,
                                max_partitions=self.options.max_partitions, start_cut=self.start_cut or None,
                                end_cut=self.end_cut or None)
 
-    def read(self, partition: InputPartition) -> Iterator[Any]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, TStreamPartition):
             return  # Spark reads one placeholder partition when a plan has none
-        yield from read_partition(self.store, self._schema_b64, self._target, partition)
+        yield from read_partition(partition)
 
 
 class TStreamFilteringReader(TStreamBatchReader):
@@ -103,7 +95,7 @@ class TStreamFilteringReader(TStreamBatchReader):
     ``spark.sql.python.filterPushdown.enabled`` is false, so the plain reader must not have it.
     """
 
-    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
 
         for f in filters:

@@ -15,7 +15,11 @@ import importlib.util
 import inspect
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
 
 PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
 
@@ -97,7 +101,7 @@ def has(name: str) -> bool:
     return FEATURES[name].present
 
 
-def arrow_schema(spark_struct: Any) -> Any:
+def arrow_schema(spark_struct: StructType) -> pa.Schema:
     """``to_arrow_schema`` with UTC timestamps, in whichever keyword this PySpark takes."""
     from pyspark.sql.pandas.types import to_arrow_schema
 

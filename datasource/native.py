@@ -27,7 +27,7 @@ import json
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark_tstream.conf.options import SourceOptions
 from pyspark_tstream.errors import UnsupportedOperationError
@@ -37,6 +37,9 @@ from pyspark_tstream.timestamps import LOGICAL_BITS
 
 from .arrow import spark_schema
 from .batch_reader import batch_range
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["read"]
 
@@ -50,7 +53,7 @@ _S3A_KEYS = {"endpoint_url": "fs.s3a.endpoint", "key": "fs.s3a.access.key",
              "secret": "fs.s3a.secret.key", "token": "fs.s3a.session.token"}
 
 
-def read(spark: Any, url: str, **options: Any) -> Any:
+def read(spark: SparkSession, url: str, **options: Any) -> DataFrame:
     """The records of the stream at ``url`` as a DataFrame on Spark's Parquet reader.
 
     Takes the options of ``spark.read.format("tstream")`` as keyword arguments

@@ -1,10 +1,18 @@
-"""Input partitions and the stateless ``read`` both Spark readers share."""
+"""Spark input partitions that carry everything an executor needs, and the read that uses only them.
+
+Invariant: a :class:`TStreamPartition` is self-sufficient, like Spark's
+``KafkaBatchInputPartition``: it holds its :class:`~pyspark_tstream.planner.ReadTask` and a
+:class:`ReadSpec` (the store, which pickles as its URL and storage options; the stream's Arrow
+schema; the exact Arrow schema Spark expects). :func:`read_partition` reads nothing else, so a
+reader's ``read`` works on any pickled copy of the reader, on any executor. A partition pickles
+to its chunks plus a few hundred bytes of schemas and store location.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import InputPartition
 
@@ -12,16 +20,54 @@ from pyspark_tstream.journal import Chunk
 from pyspark_tstream.planner import ReadTask, plan_tasks
 from pyspark_tstream.storage import Store
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    from pyspark_tstream.stream import Stream
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """What every task of one read shares; built once on the driver, carried by each partition.
+
+    Parameters
+    ----------
+    store : Store
+        Where the chunks are (pickles as its URL and storage options, never a connection).
+    schema : pyarrow.Schema or None
+        The stream's user columns, as the chunks were written (None while nothing was written:
+        then no plan has chunks).
+    target : pyarrow.Schema
+        The exact Arrow schema Spark checks every batch against (:func:`.arrow.arrow_target`).
+    """
+
+    store: Store
+    schema: pa.Schema | None
+    target: pa.Schema
+
+    @classmethod
+    def of(cls, stream: Stream, spark_schema: StructType) -> ReadSpec:
+        """The spec of reads of ``stream`` with Spark schema ``spark_schema`` (the stream's schema now)."""
+        from pyspark_tstream.schema import decode_schema
+
+        from .arrow import arrow_target
+
+        encoded = stream.state.schema
+        return cls(stream.store, decode_schema(encoded) if encoded else None, arrow_target(spark_schema))
+
 
 @dataclass
 class TStreamPartition(InputPartition):
-    """One Spark task: chunks to read and the ``_tso`` range (and cuts) to keep."""
+    """One Spark task: the chunks and ``_tso`` range (and cuts) to read, and where and how."""
 
     task: ReadTask
+    spec: ReadSpec
 
-    def __init__(self, task: ReadTask) -> None:
+    def __init__(self, task: ReadTask, spec: ReadSpec) -> None:
         super().__init__(task)
         self.task = task
+        self.spec = spec
 
 
 def spark_parallelism() -> int | None:
@@ -45,23 +91,24 @@ def spark_parallelism() -> int | None:
         return None
 
 
-def plan_partitions(chunks: Sequence[Chunk], lo: int, hi: int, *, min_partitions: int | None = None,
-                    max_partitions: int | None = None, start_cut: dict[int, int] | None = None,
+def plan_partitions(chunks: Sequence[Chunk], lo: int, hi: int, *, spec: ReadSpec,
+                    min_partitions: int | None = None, max_partitions: int | None = None,
+                    start_cut: dict[int, int] | None = None,
                     end_cut: dict[int, int] | None = None) -> list[TStreamPartition]:
     """The Spark partitions of a plan: :func:`~pyspark_tstream.planner.plan_tasks` with the
-    ``minPartitions``/``maxPartitions`` options and Spark's default parallelism."""
+    ``minPartitions``/``maxPartitions`` options and Spark's default parallelism, each carrying
+    ``spec``."""
     tasks = plan_tasks(chunks, lo, hi, parallelism=spark_parallelism(), min_partitions=min_partitions,
                        max_partitions=max_partitions, start_cut=start_cut, end_cut=end_cut)
-    return [TStreamPartition(t) for t in tasks]
+    return [TStreamPartition(t, spec) for t in tasks]
 
 
-def read_partition(store: Store, user_schema_b64: str, target: Any, partition: TStreamPartition) -> Iterator[Any]:
+def read_partition(partition: TStreamPartition) -> Iterator[pa.RecordBatch]:
     """Arrow record batches of one partition, shaped exactly as Spark expects."""
     from pyspark_tstream.reading import read_task
-    from pyspark_tstream.schema import decode_schema
 
     from .arrow import to_spark_batch
 
-    schema = decode_schema(user_schema_b64)
-    for batch in read_task(store, schema, partition.task):
-        yield to_spark_batch(batch, target)
+    spec = partition.spec
+    for batch in read_task(spec.store, spec.schema, partition.task):
+        yield to_spark_batch(batch, spec.target)

@@ -8,10 +8,13 @@ Either way the registered class is ours, so that refusal is success.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
-def register(spark: Any) -> None:
+def register(spark: SparkSession) -> None:
     """Register the ``tstream`` data source with ``spark`` (classic or Connect); idempotent."""
     from pyspark.errors import PySparkException
 

@@ -16,9 +16,22 @@ worker to discover data sources.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSource
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader
+    from pyspark.sql.types import StructType
+
+    from pyspark_tstream.conf.options import SourceOptions
+    from pyspark_tstream.sink.writer import (
+        JournalCommitter,
+        TaskChunkWriter,
+        TStreamBatchWriter,
+        TStreamStreamWriter,
+    )
+    from pyspark_tstream.stream import Stream
 
 
 class TStreamDataSource(DataSource):
@@ -28,14 +41,14 @@ class TStreamDataSource(DataSource):
     def name(cls) -> str:
         return "tstream"
 
-    def _source(self) -> tuple[Any, Any]:
+    def _source(self) -> tuple[SourceOptions, Stream]:
         from pyspark_tstream.conf.options import SourceOptions
         from pyspark_tstream.stream import Stream
 
         options = SourceOptions.from_options(self.options)
         return options, Stream.open(options.path, options.storage_options)
 
-    def schema(self) -> Any:
+    def schema(self) -> StructType:
         from .arrow import spark_schema
 
         _, stream = self._source()
@@ -48,7 +61,7 @@ class TStreamDataSource(DataSource):
                 "or pass .schema(...) to the reader")
         return spark_schema(user)
 
-    def reader(self, schema: Any) -> Any:
+    def reader(self, schema: StructType) -> DataSourceReader:
         from .batch_reader import TStreamBatchReader, TStreamFilteringReader
         from .compat import called_for_filter_pushdown
 
@@ -58,17 +71,21 @@ class TStreamDataSource(DataSource):
         options, stream = self._source()
         return (TStreamFilteringReader if pushdown else TStreamBatchReader)(options, schema, stream)
 
-    def streamReader(self, schema: Any) -> Any:
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .stream_reader import TStreamStreamReader
 
         options, stream = self._source()
         return TStreamStreamReader(options, schema, stream)
 
-    def _sink(self, schema: Any, overwrite: bool, streaming: bool) -> Any:
+    def _sink(self, schema: StructType, overwrite: bool, streaming: bool) -> tuple[TaskChunkWriter, JournalCommitter]:
+        """The two parts of a writer: what tasks run, and what commits their output."""
         from pyspark_tstream.conf.options import SinkOptions
         from pyspark_tstream.errors import UnsupportedOperationError
         from pyspark_tstream.schema import normalize, user_schema
+        from pyspark_tstream.sink.writer import JournalCommitter, TaskChunkWriter
         from pyspark_tstream.stream import Stream
+
+        from .handle import StreamHandle
 
         options = SinkOptions.from_options(self.options)
         if overwrite:
@@ -86,16 +103,16 @@ class TStreamDataSource(DataSource):
             schema=normalize(user_schema(arrow_in)) if len(user_schema(arrow_in)) else None)
         spec = stream.write_spec(arrow_in, key=options.key_column, timestamp=options.timestamp_column,
                                  merge_schema=options.merge_schema)
-        return options, spec, arrow_in, stream
+        # a streaming query's writer holds a session (lease, ticks); a batch write is one-shot
+        return (TaskChunkWriter(spec, arrow_in),
+                JournalCommitter(options, arrow_in, session=streaming, handle=StreamHandle.of(stream)))
 
-    def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+    def streamWriter(self, schema: StructType, overwrite: bool) -> TStreamStreamWriter:
         from pyspark_tstream.sink.writer import TStreamStreamWriter
 
-        options, spec, arrow_in, stream = self._sink(schema, overwrite, True)
-        return TStreamStreamWriter(options, spec, arrow_in, stream, session=True)
+        return TStreamStreamWriter(*self._sink(schema, overwrite, streaming=True))
 
-    def writer(self, schema: Any, overwrite: bool) -> Any:
+    def writer(self, schema: StructType, overwrite: bool) -> TStreamBatchWriter:
         from pyspark_tstream.sink.writer import TStreamBatchWriter
 
-        options, spec, arrow_in, stream = self._sink(schema, overwrite, False)
-        return TStreamBatchWriter(options, spec, arrow_in, stream, session=False)
+        return TStreamBatchWriter(*self._sink(schema, overwrite, streaming=False))

@@ -3,27 +3,36 @@
 Each batch is ``(start.tso, end.tso]`` with ``end.tso`` at or below the tick published at
 ``end.pos``; read limits end it earlier, at the end of a millisecond, never above the tick
 (:mod:`~pyspark_tstream.planner` chooses it). The reader object lives in Spark's driver-side
-runner for the whole query; it keeps a bounded :class:`~pyspark_tstream.planner.Window` of index
-nodes ahead of its position (never the history). ``read`` runs on executors from a pickled copy
-and touches only the partition it is given.
+runner for the whole query; through its :class:`~.handle.StreamHandle` it keeps a bounded
+:class:`~pyspark_tstream.planner.Window` of index nodes ahead of its position (never the
+history). ``read`` runs on executors from a pickled copy and uses only the partition it is
+given (:mod:`.partitions`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader
 
 from pyspark_tstream.conf.options import SourceOptions
-from pyspark_tstream.planner import Limits, Plan, Window, plan
+from pyspark_tstream.planner import Limits, Plan, plan
 from pyspark_tstream.planning import check_data_loss, start_bound
-from pyspark_tstream.reading import chunk_tsos
 
-from .arrow import arrow_target
 from .compat import has
+from .handle import StreamHandle
 from .offsets import TStreamOffset
-from .partitions import TStreamPartition, plan_partitions, read_partition
+from .partitions import ReadSpec, TStreamPartition, plan_partitions, read_partition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.datasource import InputPartition
+    from pyspark.sql.streaming.datasource import ReadLimit
+    from pyspark.sql.types import StructType
+
+    from pyspark_tstream.planner import Window
+    from pyspark_tstream.stream import Stream
 
 if has("read_limits"):
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles, ReadMaxRows
@@ -36,18 +45,17 @@ else:  # PySpark 4.0/4.1: Spark runs Trigger.AvailableNow as one batch
 
 
 class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
-    """Micro-batch reader over a tstream stream (see module docstring)."""
+    """Micro-batch reader over the ``stream`` the data source opened (see module docstring), for
+    the query's ``options``, yielding batches of Spark's ``schema``."""
 
-    def __init__(self, options: SourceOptions, schema: Any, stream: Any) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType, stream: Stream) -> None:
         self.options = options
         self.schema = schema
-        self.stream = stream
-        self._target = arrow_target(schema)
-        self._schema_b64 = stream.state.schema
-        self._window = self._new_window()
+        self._handle = StreamHandle.of(stream)
+        self._spec = ReadSpec.of(stream, schema)  # fixed for the query, like Spark's schema
         self._available_now: TStreamOffset | None = None
         self._last_end: TStreamOffset | None = None
-        self._initial: dict | None = None
+        self._initial: dict[str, Any] | None = None
         if not has("read_limits") and not Limits(options.max_records_per_trigger, options.max_bytes_per_trigger,
                                                   options.max_files_per_trigger).unlimited:
             import logging
@@ -57,32 +65,29 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
                 "maxRecordsPerTrigger/maxBytesPerTrigger/maxFilesPerTrigger do not apply, each "
                 "micro-batch reads up to the tick; upgrade PySpark to bound micro-batches")
 
-    def _new_window(self) -> Window:
-        store = self.stream.store
-        return Window(self.stream.journal, load=lambda c: chunk_tsos(store, c))
+    @property
+    def stream(self) -> Stream:
+        """The stream (opened in this process on first use)."""
+        return self._handle.stream
 
-    def __getstate__(self) -> dict[str, Any]:
-        # executors need only what read() uses; drop the driver-side caches
-        return {"options": self.options, "schema": self.schema, "_target": self._target,
-                "_schema_b64": self._schema_b64, "store": self.stream.store}
-
-    def __setstate__(self, d: dict[str, Any]) -> None:
-        self.__dict__.update(d)
+    @property
+    def _window(self) -> Window:
+        return self._handle.window
 
     # -- offsets ------------------------------------------------------------------------------
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, Any]:
         if self._initial is None:  # cached: _resume_point may have computed it already
             self._initial = self._initial_offset()
         return self._initial
 
-    def _initial_offset(self) -> dict:
+    def _initial_offset(self) -> dict[str, Any]:
         o = self.options
         cut = o.starting_offsets if isinstance(o.starting_offsets, dict) else {}
         lo = start_bound(self.stream, o.starting_kind, timestamp_ms=o.starting_timestamp_ms,
                          ago_ms=o.starting_ago_ms, tail=o.starting_tail, cut=dict(cut))
         return TStreamOffset(lo, self.stream.state.pos, dict(cut)).to_dict()
 
-    def getDefaultReadLimit(self) -> Any:
+    def getDefaultReadLimit(self) -> ReadLimit:
         o = self.options
         if o.max_records_per_trigger is not None:
             return ReadMaxRows(o.max_records_per_trigger)
@@ -92,7 +97,7 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
             return ReadMaxFiles(o.max_files_per_trigger)
         return ReadAllAvailable()
 
-    def _limits(self, limit: Any) -> Limits:
+    def _limits(self, limit: ReadLimit | None) -> Limits:
         if not has("read_limits"):
             # PySpark < 4.2 runs Trigger.AvailableNow/Once as one batch it cannot tell us about:
             # a limit there would leave data unread, so limits do not apply (README, compat.py)
@@ -106,7 +111,7 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         state = self.stream.refresh()
         self._available_now = TStreamOffset(state.tick, state.pos)
 
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None) -> dict[str, Any]:
         state = self.stream.refresh()
         begin = TStreamOffset.from_dict(start) if start is not None else self._resume_point()
         tick, pos = state.tick, state.pos
@@ -137,7 +142,7 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
             self._last_end = TStreamOffset.from_dict(self.initialOffset())
         return self._last_end
 
-    def reportLatestOffset(self) -> dict:
+    def reportLatestOffset(self) -> dict[str, Any]:
         state = self.stream.state
         return TStreamOffset(state.tick, state.pos).to_dict()
 
@@ -155,7 +160,7 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
                   if c.seg in begin.cut and c.seq >= begin.cut[c.seg] and c.lo <= end_tso}
         return {s: q for s, q in begin.cut.items() if s not in passed}
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         begin, stop = TStreamOffset.from_dict(start), TStreamOffset.from_dict(end)
         if not has("read_limits"):
             self._last_end = stop  # the next batch starts here (see _resume_point)
@@ -165,16 +170,15 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         lo = check_data_loss(self.stream.state, begin.tso, fail=self.options.fail_on_data_loss,
                              context="this streaming query", journal=self.stream.journal)
         chunks = self._plan(lo, stop.tso, stop.pos).chunks
-        return plan_partitions(chunks, lo, stop.tso, min_partitions=self.options.min_partitions,
+        return plan_partitions(chunks, lo, stop.tso, spec=self._spec, min_partitions=self.options.min_partitions,
                                max_partitions=self.options.max_partitions, start_cut=begin.cut or None)
 
-    def read(self, partition: InputPartition) -> Iterator[Any]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, TStreamPartition):
             return  # Spark reads one placeholder partition when a plan has none
-        store = self.store if hasattr(self, "store") else self.stream.store
-        yield from read_partition(store, self._schema_b64, self._target, partition)
+        yield from read_partition(partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         group = self.options.consumer_group
         if group:
             from pyspark_tstream.groups import Group
@@ -182,4 +186,4 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
             Group.commit_position(self.stream, group, TStreamOffset.from_dict(end).tso)
 
     def stop(self) -> None:
-        self._window = self._new_window()
+        self._handle.reset_window()

@@ -1,10 +1,11 @@
-"""``df.writeStream.format("tstream")`` and ``df.write.format("tstream")``: Arrow writers.
+"""The ``tstream`` sink: Spark's writers for ``df.writeStream`` and ``df.write``, thin over two parts.
 
 Tasks write Parquet chunks (invisible until committed) and send their descriptions to the
-driver; the driver's ``commit`` makes the whole micro-batch one journal commit keyed by
-(writer, batchId), so a replayed batch is a no-op and a failed or duplicate task attempt leaves
-only unreferenced files. Spark calls ``commit`` on a fresh writer in another process, so
-everything it needs travels in the options and the messages; nothing lives in memory.
+driver (:class:`TaskChunkWriter`); the driver's ``commit`` makes the whole micro-batch one
+journal commit keyed by (writer, batchId) (:class:`JournalCommitter`), so a replayed batch is a
+no-op and a failed or duplicate task attempt leaves only unreferenced files. Spark may call
+``commit`` on a fresh writer in another process, so everything it needs travels in the options
+and the messages; nothing but the opened stream (re-opened there) lives in memory.
 """
 
 from __future__ import annotations
@@ -13,13 +14,20 @@ import hashlib
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark_tstream.conf.options import SinkOptions
 from pyspark_tstream.writing import ChunkInfo, WriteSpec, write_batches
 
 from pyspark_tstream.datasource.compat import has
+from pyspark_tstream.datasource.handle import StreamHandle
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from pyspark_tstream.commit import Ack
+    from pyspark_tstream.stream import Stream
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +38,7 @@ else:  # PySpark 4.0: the streaming sink gets Rows (converted by _to_batches)
 
 
 @dataclass
-class SegmentCommitMessage(WriterCommitMessage):
+class TaskCommitMessage(WriterCommitMessage):
     """What one task wrote: its chunks (not yet visible) and the task's identity."""
 
     partition: int
@@ -74,44 +82,52 @@ def _to_batches(iterator: Iterator[Any], schema: Any) -> Iterator[Any]:
         yield rows_to_batch(rows, schema)
 
 
-class _Common:
-    """Shared by the streaming and batch writers."""
+@dataclass(frozen=True)
+class TaskChunkWriter:
+    """Executor side of the sink: one task's rows become Parquet chunks, described to the driver.
 
-    def __init__(self, options: SinkOptions, spec: WriteSpec, input_schema: Any, stream: Any,
-                 session: bool) -> None:
-        self.options = options
-        self.spec = spec
-        self.input_schema = input_schema  # Arrow schema of the incoming data
-        self.session = session
-        self._stream = stream
+    Pickles to every task (its :class:`~pyspark_tstream.writing.WriteSpec` carries the store as
+    URL and storage options); writes only files no journal names yet.
+    """
 
-    def __getstate__(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["_stream"] = None  # executors rebuild nothing: they only write chunks
-        return d
+    spec: WriteSpec
+    input_schema: pa.Schema  # Arrow schema of the incoming data
 
-    def _write(self, iterator: Iterator[Any]) -> SegmentCommitMessage:
+    def write(self, iterator: Iterator[Any]) -> TaskCommitMessage:
+        """Write this task's rows (Arrow batches, or Rows on PySpark 4.0) as chunks."""
         partition, attempt = _task()
         chunks = write_batches(self.spec, _to_batches(iterator, self.input_schema),
                                task=f"p{partition}a{attempt}")
-        return SegmentCommitMessage(partition, attempt, [c.to_json() for c in chunks])
+        return TaskCommitMessage(partition, attempt, [c.to_json() for c in chunks])
 
-    def _open(self) -> Any:
-        if self._stream is None:
-            from pyspark_tstream.stream import Stream
 
-            self._stream = Stream.open(self.options.path, self.options.storage_options)
-        return self._stream
+@dataclass(frozen=True)
+class JournalCommitter:
+    """Driver side of the sink: a batch's task messages become one journal commit, or an abort.
 
-    def _commit(self, messages: Sequence[Any], batch_id: Any) -> Any:
+    Spark runs ``commit``/``abort`` on the writer it created for the batch (streaming) or on a
+    pickled copy in another worker (batch): :attr:`handle` opens the stream once per process.
+    """
+
+    options: SinkOptions
+    input_schema: pa.Schema
+    session: bool  # a streaming query's writer session (lease, ticks) or a one-shot batch write
+    handle: StreamHandle
+
+    @property
+    def stream(self) -> Stream:
+        return self.handle.stream
+
+    def commit(self, messages: Sequence[TaskCommitMessage | None], batch_id: int | None) -> Ack:
+        """One journal commit of every task's chunks, keyed by (writer, ``batch_id``)."""
         chunks = [ChunkInfo.from_json(c) for m in sorted((m for m in messages if m is not None),
                                                          key=lambda m: m.partition)
                   for c in m.chunks]
-        return self._open().commit(chunks, writer_id=writer_identity(self.options), batch_id=batch_id,
-                                   session=self.session, schema=self.input_schema,
-                                   merge_schema=self.options.merge_schema)
+        return self.stream.commit(chunks, writer_id=writer_identity(self.options), batch_id=batch_id,
+                                  session=self.session, schema=self.input_schema,
+                                  merge_schema=self.options.merge_schema)
 
-    def _abort(self, messages: Sequence[Any], batch_id: Any) -> None:
+    def abort(self, messages: Sequence[TaskCommitMessage | None], batch_id: int | None) -> None:
         """Delete the tasks' files only once the journal proves the batch is not in it.
 
         Spark calls ``abort`` whenever ``commit`` raised, and ``commit`` can raise with its journal
@@ -131,7 +147,7 @@ class _Common:
         try:
             from pyspark_tstream.journal import Journal
 
-            state = Journal(self._open().store).head().state
+            state = Journal(self.stream.store).head().state
             w = state.writers.get(writer)
             committed = w is not None and w.find(batch_id) is not None
         except Exception as e:  # noqa: BLE001 - no proof: keep the files
@@ -144,31 +160,39 @@ class _Common:
                            "%d chunk file(s) are kept (a replay of it is a no-op)",
                            batch_id, writer, self.options.path, len(paths))
             return
-        self.spec.store.delete(paths)
+        self.stream.store.delete(paths)
 
 
-class TStreamStreamWriter(_Common, _StreamBase):  # type: ignore[misc, valid-type]
+class TStreamStreamWriter(_StreamBase):  # type: ignore[misc, valid-type]
     """Streaming sink: one journal commit per micro-batch, idempotent on (writer, batchId)."""
 
-    def write(self, iterator: Iterator[Any]) -> SegmentCommitMessage:
-        return self._write(iterator)
+    def __init__(self, tasks: TaskChunkWriter, committer: JournalCommitter) -> None:
+        self.tasks = tasks
+        self.committer = committer
 
-    def commit(self, messages: list[Any], batchId: int) -> None:
-        self._commit(messages, batchId)
+    def write(self, iterator: Iterator[Any]) -> TaskCommitMessage:
+        return self.tasks.write(iterator)
 
-    def abort(self, messages: list[Any], batchId: int) -> None:
-        self._abort(messages, batchId)
+    def commit(self, messages: list[TaskCommitMessage | None], batchId: int) -> None:
+        self.committer.commit(messages, batchId)
+
+    def abort(self, messages: list[TaskCommitMessage | None], batchId: int) -> None:
+        self.committer.abort(messages, batchId)
 
 
-class TStreamBatchWriter(_Common, DataSourceArrowWriter):
+class TStreamBatchWriter(DataSourceArrowWriter):
     """``df.write.mode("append")``: one commit; a one-shot writer unless ``writerId`` is declared."""
 
-    def write(self, iterator: Iterator[Any]) -> SegmentCommitMessage:
-        return self._write(iterator)
+    def __init__(self, tasks: TaskChunkWriter, committer: JournalCommitter) -> None:
+        self.tasks = tasks
+        self.committer = committer
 
-    def commit(self, messages: list[Any]) -> None:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommitMessage:
+        return self.tasks.write(iterator)
+
+    def commit(self, messages: list[TaskCommitMessage | None]) -> None:
         # a batch write is one-shot: writerId (if any) names it, no batch id dedupes it
-        self._commit(messages, None)
+        self.committer.commit(messages, None)
 
-    def abort(self, messages: list[Any]) -> None:
-        self._abort(messages, None)
+    def abort(self, messages: list[TaskCommitMessage | None]) -> None:
+        self.committer.abort(messages, None)

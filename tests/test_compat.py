@@ -100,6 +100,95 @@ def test_pushdown_shim_recognizes_the_pushdown_worker_only() -> None:
     assert _asks_for_reader() is False
 
 
+def test_pushdown_shim_is_guarded_by_version_and_by_frame_introspection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without filter pushdown (PySpark 4.0) or without ``sys._getframe`` (not CPython) the shim
+    answers False even from the pushdown worker: the plain reader, always correct."""
+    import sys
+
+    f = compat.FEATURES["filter_pushdown"]
+    with monkeypatch.context() as m:
+        m.setitem(compat.FEATURES, "filter_pushdown", compat.Feature(f.name, f.since, f.api, f.fallback, False))
+        assert _call_from_module(compat.PUSHDOWN_WORKER) is False
+    with monkeypatch.context() as m:
+        m.delattr(sys, "_getframe")
+        assert _call_from_module(compat.PUSHDOWN_WORKER) is False
+
+
+def test_the_caller_sniffing_lives_in_compat_only() -> None:
+    """One shim: no other adapter module looks at frames."""
+    root = Path(compat.__file__).resolve().parent
+    sniffing = [p.name for folder in (root, root.parent / "sink") for p in sorted(folder.glob("*.py"))
+                if "_getframe" in p.read_text() and p.name != "compat.py"]
+    assert sniffing == []
+
+
+# -- the typed Spark boundary -----------------------------------------------------------------------
+
+def _adapter_modules() -> list[types.ModuleType]:
+    import importlib
+    import pkgutil
+
+    import pyspark_tstream.datasource
+    import pyspark_tstream.sink
+
+    return [importlib.import_module(f"{pkg.__name__}.{m.name}")
+            for pkg in (pyspark_tstream.datasource, pyspark_tstream.sink)
+            for m in pkgutil.iter_modules(pkg.__path__)]
+
+
+def _type_checking_names(module: types.ModuleType) -> tuple[dict[str, Any], set[str]]:
+    """The names a module imports under ``if TYPE_CHECKING:``, imported for real, and the names
+    this PySpark does not have (an older one lacks e.g. ``ReadLimit``: only those may not resolve)."""
+    import ast
+
+    tree = ast.parse(Path(module.__file__ or "").read_text())
+    found: dict[str, Any] = {}
+    absent: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for stmt in node.body:
+                try:
+                    exec(compile(ast.Module(body=[stmt], type_ignores=[]), module.__file__ or "", "exec"),  # noqa: S102
+                         {"__name__": module.__name__, "__package__": module.__package__}, found)
+                except ImportError:
+                    assert isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("pyspark."), (
+                        f"{module.__name__}: {ast.unparse(stmt)} fails")
+                    absent |= {a.asname or a.name for a in stmt.names}
+    return found, absent
+
+
+def test_every_annotation_at_the_spark_boundary_names_a_real_type() -> None:
+    """The adapters' type hints (Spark types under ``TYPE_CHECKING``) resolve against the running
+    PySpark: a misspelt or moved Spark type fails here, not only in a type checker."""
+    import inspect
+    import typing
+
+    checked = 0
+    for module in _adapter_modules():
+        only_typed, absent = _type_checking_names(module)
+        names = {**vars(module), **only_typed}
+        for _, obj in inspect.getmembers(module, lambda o: inspect.isfunction(o) or inspect.isclass(o)):
+            if obj.__module__ != module.__name__:
+                continue
+            members = [obj] + ([v for v in vars(obj).values() if inspect.isfunction(v)]
+                               + [v.__func__ for v in vars(obj).values() if isinstance(v, (classmethod, staticmethod))]
+                               + [v.fget for v in vars(obj).values() if isinstance(v, property)]
+                               if inspect.isclass(obj) else [])
+            for member in members:
+                try:
+                    hints = typing.get_type_hints(member, globalns=names)
+                except NameError as e:  # a Spark type this PySpark predates
+                    assert e.name in absent, f"{module.__name__}.{member.__qualname__}: {e}"
+                    continue
+                public = not member.__name__.startswith("_") or member.__name__ == "__init__"
+                if public and inspect.isfunction(member):
+                    params = [p for p in inspect.signature(member).parameters if p not in ("self", "cls")]
+                    missing = [p for p in params + ["return"] if p not in hints]
+                    assert not missing, f"{module.__name__}.{member.__qualname__}: no type hint for {missing}"
+                checked += 1
+    assert checked > 40
+
+
 # -- PySpark 4.0's stream sink hands Rows -----------------------------------------------------------
 
 def test_rows_become_the_querys_arrow_schema_in_any_local_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:

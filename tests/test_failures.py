@@ -20,8 +20,11 @@ from conftest import CallLog
 from pyspark_tstream.conf.options import SinkOptions
 from pyspark_tstream.errors import StorageError
 from pyspark_tstream.journal import Journal
+from pyspark_tstream.datasource.handle import StreamHandle
 from pyspark_tstream.sink.writer import (
-    SegmentCommitMessage,
+    JournalCommitter,
+    TaskChunkWriter,
+    TaskCommitMessage,
     TStreamBatchWriter,
     TStreamStreamWriter,
 )
@@ -42,16 +45,17 @@ def _table(batch: int, rows: int) -> pa.Table:
 def _writer(stream: Stream, cls: type = TStreamStreamWriter) -> Any:
     opts = SinkOptions.from_options({"path": stream.url, "writerId": "q1", "keyColumn": "key"})
     spec = stream.write_spec(SCHEMA, key="key")
-    return cls(opts, spec, SCHEMA, stream, session=cls is TStreamStreamWriter)
+    return cls(TaskChunkWriter(spec, SCHEMA),
+               JournalCommitter(opts, SCHEMA, session=cls is TStreamStreamWriter, handle=StreamHandle.of(stream)))
 
 
-def _messages(writer: Any, batch: int, rows: int = 40) -> list[SegmentCommitMessage]:
+def _messages(writer: Any, batch: int, rows: int = 40) -> list[TaskCommitMessage]:
     """What two Spark tasks of one micro-batch send to the driver."""
     half = rows // 2
     out = []
     for p, part in enumerate((_table(batch, rows).slice(0, half), _table(batch, rows).slice(half))):
-        chunks = write_batches(writer.spec, [part], task=f"p{p}b{batch}")
-        out.append(SegmentCommitMessage(p, 0, [c.to_json() for c in chunks]))
+        chunks = write_batches(writer.tasks.spec, [part], task=f"p{p}b{batch}")
+        out.append(TaskCommitMessage(p, 0, [c.to_json() for c in chunks]))
     return out
 
 

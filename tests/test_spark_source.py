@@ -92,6 +92,16 @@ def _progress_offsets(q: Any) -> list[tuple[int, int, int]]:
     return out
 
 
+def _drain(spark: Any, url: str, option: str, value: str, checkpoint: Path) -> tuple[list[int], list[int]]:
+    """Ids read and micro-batch sizes of a ``Trigger.AvailableNow`` query with one read-limit option."""
+    got: list[int] = []
+    q = (spark.readStream.format("tstream").option(option, value).load(url).writeStream
+         .foreachBatch(lambda df, _: got.extend(_ids(df)))
+         .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    q.awaitTermination()
+    return got, [n for _, _, n in _progress_offsets(q)]
+
+
 def test_tick_aligned_batches_with_skewed_writers(spark: Any, tmp_path: Path) -> None:
     """Writers with skewed, overlapping clocks; a zero-delay watermark drops nothing."""
     from pyspark.sql import functions as F
@@ -161,12 +171,7 @@ def test_read_limits_bound_batches_and_available_now_drains(spark: Any, tmp_path
         s.append(pa.table({"id": list(range(b * 100, b * 100 + 100))}))
     for option, value, bound in (("maxRecordsPerTrigger", "250", lambda n, f: n <= 250),
                                  ("maxFilesPerTrigger", "3", lambda n, f: n <= 300)):
-        got: list[int] = []
-        q = (spark.readStream.format("tstream").option(option, value).load(url).writeStream
-             .foreachBatch(lambda df, _: got.extend(_ids(df)))
-             .option("checkpointLocation", str(tmp_path / option)).trigger(availableNow=True).start())
-        q.awaitTermination()
-        sizes = [n for _, _, n in _progress_offsets(q)]
+        got, sizes = _drain(spark, url, option, value, tmp_path / option)
         if has("read_limits"):
             assert sum(sizes) == 1000 and len(sizes) >= 4, sizes
             assert all(bound(n, None) for n in sizes), sizes
@@ -304,12 +309,7 @@ def test_read_limits_hold_on_overlapping_chunks(spark: Any, tmp_path: Path) -> N
     per_row = sum(c.bytes for c in chunks) / sum(c.rows for c in chunks)
     for option, value, fits in (("maxRecordsPerTrigger", "100", lambda n: n <= 100 + per_ms),
                                 ("maxBytesPerTrigger", str(int(per_row * 100)), lambda n: n <= 100 + per_ms)):
-        got: list[int] = []
-        q = (spark.readStream.format("tstream").option(option, value).load(url).writeStream
-             .foreachBatch(lambda df, _: got.extend(_ids(df)))
-             .option("checkpointLocation", str(tmp_path / option)).trigger(availableNow=True).start())
-        q.awaitTermination()
-        sizes = [n for _, _, n in _progress_offsets(q)]
+        got, sizes = _drain(spark, url, option, value, tmp_path / option)
         assert sorted(got) == list(range(1000)) and sum(sizes) == 1000, (option, sizes)
         if not has("read_limits"):  # PySpark < 4.2, the documented fallback: one batch to the tick
             assert sizes == [1000], (option, sizes)

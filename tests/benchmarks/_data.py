@@ -1,4 +1,4 @@
-"""Benchmark data and bookkeeping shared by the benchmark scripts (no Spark here).
+"""Benchmark data and bookkeeping shared by the benchmark scripts (no Spark here: see ``_spark.py``).
 
 The dataset is the one ``/work/shared/research/perf-baseline.md`` measured: increasing epoch-ms
 ``ts``, a 1000-value string ``key``, an int64 ``val`` and a 64-byte hex ``body``. It is generated
@@ -13,7 +13,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +24,9 @@ BODY_BYTES = 64
 #: Rows per input file: like a landing folder of mid-sized files (Spark packs them into tasks).
 ROWS_PER_FILE = 250_000
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+
+if TYPE_CHECKING:
+    from pyspark_tstream.stream import Stream
 
 
 def make_table(rows: int, *, body_type: str = "string", seed: int = 7) -> pa.Table:
@@ -160,6 +163,34 @@ class Pair:
             for side in self.ratios:
                 if side in got:
                     self.ratios[side].append(got["native"] / got[side])
+
+
+class StoreCalls:
+    """Counts store calls seen through ``Store.observer`` (the unit of tstream's cost budgets)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, op: str, rel: str) -> None:
+        self.n += 1
+
+
+def counted_stream(url: str) -> tuple[Stream, StoreCalls]:
+    """A fresh handle on the stream at ``url``, its store calls counted from the journal read that
+    opens it (reset ``n`` to count only what follows)."""
+    from pyspark_tstream.journal import Journal
+    from pyspark_tstream.storage import Store
+    from pyspark_tstream.stream import Stream
+
+    calls = StoreCalls()
+    store = Store(url)
+    store.observer = calls
+    return Stream(store, Journal(store).head()), calls
+
+
+def report(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]], note: str) -> str:
+    """A benchmark's printed result: ``# title``, the table (:func:`render`), then what it means."""
+    return f"# {title}\n\n{render(headers, rows)}\n\n{note}"
 
 
 def median(xs: Sequence[float]) -> float:

@@ -20,27 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _data import counted_stream  # noqa: E402
 from histories import T0, commit_history, micro_batches, overlapping_chunks  # noqa: E402
 
 from pyspark_tstream import planner  # noqa: E402
 from pyspark_tstream.conf.options import SourceOptions  # noqa: E402
-from pyspark_tstream.journal import Journal  # noqa: E402
-from pyspark_tstream.storage import Store  # noqa: E402
 from pyspark_tstream.stream import Stream  # noqa: E402
-
-
-class Counter:
-    def __init__(self) -> None:
-        self.n = 0
-
-    def __call__(self, op: str, rel: str) -> None:
-        self.n += 1
-
-
-def _opened(url: str, counter: Counter) -> Stream:
-    store = Store(url)
-    store.observer = counter
-    return Stream(store, Journal(store).head())
 
 
 def measure(n: int, reps: int) -> dict[str, float]:
@@ -52,16 +37,14 @@ def measure(n: int, reps: int) -> dict[str, float]:
     url = f"memory://{s.store.root}"
     out: dict[str, list[float]] = {"read_calls": [], "read_ms": [], "plan_calls": [], "plan_ms": [], "cached": []}
     for _ in range(reps):
-        c = Counter()
-        reader = _opened(url, c)
+        reader, c = counted_stream(url)
         c.n = 0
         t = time.perf_counter()
         got = reader.read(start=T0 + mid * 10, limit=10)
         out["read_ms"].append((time.perf_counter() - t) * 1000)
         out["read_calls"].append(c.n)
         assert got.num_rows == 10
-        c = Counter()
-        stream = _opened(url, c)
+        stream, c = counted_stream(url)
         c.n = 0
         t = time.perf_counter()
         src = TStreamStreamReader(SourceOptions.from_options({"path": url, "maxRecordsPerTrigger": "10"}),

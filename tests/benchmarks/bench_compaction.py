@@ -46,17 +46,10 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))  # tests/: the S3 server helpers
 
 import s3servers  # noqa: E402
-from _data import make_table, render  # noqa: E402
+from _data import StoreCalls, make_table, render  # noqa: E402
+from _spark import build_session  # noqa: E402
 
 from pyspark_tstream.stream import Stream  # noqa: E402
-
-
-class Calls:
-    def __init__(self) -> None:
-        self.n = 0
-
-    def __call__(self, op: str, rel: str) -> None:
-        self.n += 1
 
 
 def timed(fn: Callable[[], int], rounds: int, expect: int) -> float:
@@ -90,24 +83,6 @@ def spark_read(spark: Any, url: str, options: dict[str, Any]) -> Callable[[], in
     return run
 
 
-def build_spark() -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import pyspark_tstream
-
-    builder = SparkSession.builder.master("local[2]").appName("tstream-bench-compaction")
-    for key, value in {"spark.ui.enabled": "false", "spark.driver.memory": "2g",
-                       "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                       "spark.sql.session.timeZone": "UTC"}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(pyspark_tstream.DefaultSource)
-    return spark
-
-
 def run_backend(name: str, root: str, options: dict[str, Any], table: pa.Table, appends: int, rounds: int,
                 spark: Any) -> tuple[list[list[str]], list[str]]:
     rows = table.num_rows
@@ -139,7 +114,7 @@ def run_backend(name: str, root: str, options: dict[str, Any], table: pa.Table, 
 
     measure("single append", single)
     measure(f"{appends:,} appends, before", small)
-    calls = Calls()
+    calls = StoreCalls()
     handle = Stream.open(small, storage_options=options)
     handle.store.observer = calls
     t0 = time.perf_counter()
@@ -177,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
         args.rows, args.appends, args.rounds = 20_000, 200, 1
     with_spark = (not args.smoke) if args.spark is None else args.spark
     table = make_table(args.rows)
-    spark = build_spark() if with_spark else None
+    spark = build_session("tstream-bench-compaction", {"spark.driver.memory": "2g"}) if with_spark else None
     rows: list[list[str]] = []
     notes: list[str] = []
     tmp = tempfile.mkdtemp(prefix="tstream-bench-compaction-")

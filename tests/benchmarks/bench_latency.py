@@ -36,9 +36,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _data import render  # noqa: E402
+from _data import report  # noqa: E402
 
 WARMUP_S = 2.0
+NOTE = ("latency = wall time when a batch's rows reached foreachBatch's driver code − the producer's "
+        "wall time just before its append call.")
 
 
 def produce(kind: str, target: str, seconds: float, interval: float, rows: int) -> None:
@@ -147,8 +149,6 @@ def main(argv: list[str] | None = None) -> None:
             for kind in kinds if r % 2 == 0 else kinds[::-1]:
                 got[kind] += measure(spark, kind, root, args.seconds, args.interval, args.rows)
         spark.stop()
-        print(f"# End-to-end latency: producer appends {args.rows} records every {args.interval * 1000:.0f} ms "
-              f"for {args.seconds:.0f} s → processingTime=0 query → foreachBatch; {args.rounds} round(s)\n")
         body = []
         for kind, lats in got.items():
             if not lats:
@@ -156,9 +156,9 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             p = np.percentile(np.array(lats), [50, 90, 99])
             body.append([kind, len(lats), f"{p[0]:.0f}", f"{p[1]:.0f}", f"{p[2]:.0f}", f"{max(lats):.0f}"])
-        print(render(["source", "appends", "p50 ms", "p90 ms", "p99 ms", "max ms"], body))
-        print("\nlatency = wall time when a batch's rows reached foreachBatch's driver code − the producer's "
-              "wall time just before its append call.")
+        title = (f"End-to-end latency: producer appends {args.rows} records every {args.interval * 1000:.0f} ms "
+                 f"for {args.seconds:.0f} s → processingTime=0 query → foreachBatch; {args.rounds} round(s)")
+        print(report(title, ["source", "appends", "p50 ms", "p90 ms", "p99 ms", "max ms"], body, NOTE))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -35,8 +35,13 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _data import make_table, render, write_input  # noqa: E402
+from _data import make_table, report, write_input  # noqa: E402
 from bench_spark import SINK_OPTIONS, build_session  # noqa: E402
+
+HEADERS = ["query", "micro-batch rows", "batch MB (Arrow)", "peak RSS MB (largest Python process)",
+           "Python processes busy", "wall s"]
+NOTE = ("peak RSS = VmHWM, reset before each query; 'floor' = benchfloor, which only moves Arrow batches. "
+        "The difference between tstream and its floor is tstream's own buffering.")
 
 
 def python_descendants(root_pid: int) -> list[int]:
@@ -188,12 +193,8 @@ def main(argv: list[str] | None = None) -> None:
                               ("source floor", floor_src)):
                 rows.append([what, f"{n:,}", f"{mb:.0f}", f"{got[0]:.0f}", got[1], f"{got[2]:.1f}"])
         spark.stop()
-        print(f"# Peak RSS of Spark's Python processes per query, one micro-batch of {sizes[0]:,} and "
-              f"{sizes[1]:,} rows (local[2])\n")
-        print(render(["query", "micro-batch rows", "batch MB (Arrow)", "peak RSS MB (largest Python process)",
-                      "Python processes busy", "wall s"], rows))
-        print("\npeak RSS = VmHWM, reset before each query; 'floor' = benchfloor, which only moves Arrow "
-              "batches. The difference between tstream and its floor is tstream's own buffering.")
+        print(report(f"Peak RSS of Spark's Python processes per query, one micro-batch of {sizes[0]:,} and "
+                     f"{sizes[1]:,} rows (local[2])", HEADERS, rows, NOTE))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

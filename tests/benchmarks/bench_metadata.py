@@ -18,30 +18,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _data import counted_stream  # noqa: E402
 from histories import T0, add_commit, commit_history, epoch_history  # noqa: E402
 
-from pyspark_tstream.journal import COL_MAX_TSO, Journal  # noqa: E402
-from pyspark_tstream.storage import Store  # noqa: E402
+from pyspark_tstream.journal import COL_MAX_TSO  # noqa: E402
 from pyspark_tstream.stream import Stream  # noqa: E402
 from pyspark_tstream.timestamps import pack  # noqa: E402
-
-
-class Counter:
-    def __init__(self) -> None:
-        self.n = 0
-
-    def __call__(self, op: str, rel: str) -> None:
-        self.n += 1
 
 
 def measure(s: Stream, url: str, reps: int = 20) -> dict[str, float]:
     out: dict[str, list[float]] = {"seek": [], "poll": [], "commit": [], "seek_calls": [], "commit_calls": []}
     for r in range(reps):
-        counter = Counter()
-        store = Store(url)
-        store.observer = counter
         t = time.perf_counter()
-        opened = Stream(store, Journal(store).head())
+        opened, counter = counted_stream(url)
         target = pack(T0 + ((opened.state.pos * (r + 1)) // (reps + 1)) * 10)
         opened.journal.search(opened.state, COL_MAX_TSO, target)
         out["seek"].append(time.perf_counter() - t)
@@ -49,9 +38,8 @@ def measure(s: Stream, url: str, reps: int = 20) -> dict[str, float]:
         t = time.perf_counter()
         opened.refresh()
         out["poll"].append(time.perf_counter() - t)
-    writer = Stream.open(url)
-    counter = Counter()
-    writer.store.observer = counter
+    writer, counter = counted_stream(url)
+    counter.n = 0
     base = writer.state.pos
     for i in range(reps * 2):
         t = time.perf_counter()

@@ -57,6 +57,7 @@ sys.path.insert(0, os.path.dirname(HERE))  # tests/: the S3 server helpers
 
 import s3servers  # noqa: E402
 from _data import make_table, render  # noqa: E402
+from _spark import build_session  # noqa: E402
 
 from pyspark_tstream import reading  # noqa: E402
 from pyspark_tstream.stream import Stream  # noqa: E402
@@ -158,25 +159,6 @@ def measure(cases: list[Case], rounds: int) -> None:
         case.chunks, case.stored_bytes = state.chunks, state.bytes
 
 
-def build_spark() -> Any:
-    """A ``local[2]`` session on loopback with ``tstream`` registered."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import pyspark_tstream
-
-    builder = SparkSession.builder.master("local[2]").appName("tstream-bench-s3")
-    for key, value in {"spark.ui.enabled": "false", "spark.driver.memory": "2g",
-                       "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                       "spark.sql.session.timeZone": "UTC"}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(pyspark_tstream.DefaultSource)
-    return spark
-
-
 def report(cases: list[Case], writes: list[list[Any]], latency_ms: float) -> str:
     """The tables: writes, reads (throughput, store calls, s3/file) and the batching effect."""
     lines = ["Writes (setup, one pass):", "",
@@ -253,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
             measure(chunky, args.rounds)
             cases = big + chunky
             if with_spark:
-                spark = build_spark()
+                spark = build_session("tstream-bench-s3", {"spark.driver.memory": "2g"})
                 try:
                     counts = [Case(b, "spark.read count()", f"{r}/big", o, spark_count(spark, f"{r}/big", o),
                                    args.rows) for b, (r, o) in where.items()]

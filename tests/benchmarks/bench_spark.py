@@ -60,33 +60,15 @@ import pyarrow.parquet as pq
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _data import CpuMeter, Pair, folder_bytes, make_table, median, render, spread, write_input  # noqa: E402
+from _spark import build_session as _session  # noqa: E402
 
-SESSION_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.driver.memory": "4g",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
-}
 SINK_OPTIONS = {"keyColumn": "key", "timestampColumn": "ts"}
 DURATIONS = ("triggerExecution", "latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 
 
 def build_session(extra: dict[str, str] | None = None) -> Any:
-    """``local[2]`` with ``tstream`` (and the ``benchfloor`` floor source) registered explicitly."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    import pyspark_tstream
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.master("local[2]").appName("tstream-bench")
-    for key, value in {**SESSION_CONF, **(extra or {})}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(pyspark_tstream.DefaultSource)
+    """The benchmark session (:mod:`_spark`) with the ``benchfloor`` floor source registered too."""
+    spark = _session("tstream-bench", extra)
     import _floors
     from pyspark import cloudpickle
 
@@ -342,18 +324,19 @@ def stream_layout(url: str) -> dict[str, Any]:
 
 def source_partitions(url: str) -> list[Any]:
     """The partitions tstream plans for a full read of the stream at ``url``."""
-    from pyspark_tstream.datasource.partitions import plan_partitions
+    from pyspark_tstream.datasource.arrow import spark_schema
+    from pyspark_tstream.datasource.partitions import ReadSpec, plan_partitions
     from pyspark_tstream.stream import Stream
 
     stream = Stream.open(url)
     state = stream.state
-    return plan_partitions(stream.plan(state.head_tso, state.tick), state.head_tso, state.tick)
+    spec = ReadSpec.of(stream, spark_schema(stream.schema))
+    return plan_partitions(stream.plan(state.head_tso, state.tick), state.head_tso, state.tick, spec=spec)
 
 
 # -- tstream's own Python cost, single-threaded in this process -----------------------------------
 def python_costs(table: pa.Table, source_url: str, root: str, profile: bool) -> list[list[Any]]:
     """What one Spark task's Python code costs per row, next to plain pyarrow doing the same."""
-    from pyspark_tstream.datasource.arrow import arrow_target, spark_schema
     from pyspark_tstream.datasource.partitions import read_partition
     from pyspark_tstream.stream import Stream
     from pyspark_tstream.writing import ROW_GROUP_ROWS, column_codecs, dictionary_columns, write_batches
@@ -395,13 +378,11 @@ def python_costs(table: pa.Table, source_url: str, root: str, profile: bool) -> 
     shutil.rmtree(scratch[len("file://"):], ignore_errors=True)
 
     stream = Stream.open(source_url)
-    state = stream.state
-    target = arrow_target(spark_schema(stream.schema))
     parts = source_partitions(source_url)
 
     def read_all() -> None:
         for p in parts:
-            for _ in read_partition(stream.store, state.schema, target, p):
+            for _ in read_partition(p):
                 pass
 
     timed(f"tstream read_partition x{len(parts)} (fetch, decode, floor, shape)", read_all,

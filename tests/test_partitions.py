@@ -1,0 +1,117 @@
+"""Executors get everything in the partition: Spark's contract for ``read`` and ``write``, without Spark.
+
+PySpark pickles a reader (and a writer) and runs ``read(partition)`` (``write(rows)``) on an
+executor that has only that copy and the partition (the task's rows). These tests do what
+Spark does — pickle, unpickle, call — in this process with the stream's ``open`` made to fail,
+so anything that re-opened the stream (read its journal) on an executor would fail here. They
+also pin what travels: a partition is its chunks plus a few hundred bytes, and a pickled reader
+or writer carries no opened stream.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark_tstream.datasource.partitions import TStreamPartition, read_partition
+from pyspark_tstream.datasource.source import TStreamDataSource
+from pyspark_tstream.stream import Stream
+
+T0 = 1_700_000_000_000
+
+
+def _stream(tmp_path: Path, appends: int = 6, rows: int = 50) -> str:
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=2)
+    for a in range(appends):
+        ids = list(range(a * rows, (a + 1) * rows))
+        s.append(pa.table({"id": ids, "k": [f"k{i % 5}" for i in ids],
+                           "t": pa.array([T0 + i for i in ids], pa.timestamp("ms", tz="UTC"))}),
+                 key="k", timestamp="t")
+    return url
+
+
+@pytest.fixture
+def no_open(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """After this fixture's ``arm()``, opening a stream fails (what an executor must never need)."""
+
+    class Armed:
+        def arm(self) -> None:
+            def refuse(*args: Any, **kwargs: Any) -> Any:
+                raise AssertionError("an executor opened the stream: its partition should carry what it needs")
+
+            monkeypatch.setattr(Stream, "open", classmethod(refuse))
+
+    return Armed()
+
+
+def _ids(batches: Any) -> list[int]:
+    return sorted(i for b in batches for i in b.column("id").to_pylist())
+
+
+def test_batch_partitions_read_alone_on_a_pickled_reader(tmp_path: Path, no_open: Any) -> None:
+    source = TStreamDataSource({"path": _stream(tmp_path), "minPartitions": "3"})
+    reader = source.reader(source.schema())
+    parts = reader.partitions()
+    assert len(parts) >= 3
+    shipped_reader, shipped = pickle.dumps(reader), [pickle.dumps(p) for p in parts]
+    no_open.arm()
+    executor = pickle.loads(shipped_reader)
+    assert _ids(b for p in shipped for b in executor.read(pickle.loads(p))) == list(range(300))
+    # the partition alone is enough, whatever reader reads it
+    assert _ids(b for p in shipped for b in read_partition(pickle.loads(p))) == list(range(300))
+
+
+def test_micro_batch_partitions_read_alone_on_a_pickled_reader(tmp_path: Path, no_open: Any) -> None:
+    source = TStreamDataSource({"path": _stream(tmp_path), "minPartitions": "2"})
+    reader = source.streamReader(source.schema())
+    start = reader.initialOffset()
+    parts = reader.partitions(start, reader.latestOffset(start, reader.getDefaultReadLimit()))
+    # Spark pickles the reader it created for planning; a reader that already planned batches
+    # (and holds its index window) pickles just as small: the window stays in this process
+    fresh, used = pickle.dumps(source.streamReader(source.schema())), pickle.dumps(reader)
+    assert len(used) < len(fresh) + 500, (len(fresh), len(used))
+    shipped = [pickle.dumps(p) for p in parts]
+    no_open.arm()
+    executor = pickle.loads(used)
+    assert _ids(b for p in shipped for b in executor.read(pickle.loads(p))) == list(range(300))
+
+
+def test_partition_pickles_to_its_chunks_plus_a_small_constant(tmp_path: Path) -> None:
+    source = TStreamDataSource({"path": _stream(tmp_path, appends=40, rows=5), "maxPartitions": "1"})
+    reader = source.reader(source.schema())
+    (part,) = reader.partitions()
+    assert isinstance(part, TStreamPartition) and len(part.task.chunks) >= 40
+    whole, task = len(pickle.dumps(part)), len(pickle.dumps(part.task))
+    assert whole - task < 1500, (whole, task)  # store location and two schemas, once per partition
+
+
+def test_writer_tasks_write_without_the_stream_and_commit_reopens_it_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = _stream(tmp_path, appends=1)
+    schema = Stream.open(url).schema
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    source = TStreamDataSource({"path": url, "keyColumn": "k", "timestampColumn": "t", "writerId": "w1"})
+    shipped = pickle.dumps(source.writer(from_arrow_schema(schema), overwrite=False))
+    opened: list[str] = []
+    real_open = Stream.open.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type, *args: Any, **kwargs: Any) -> Any:
+        opened.append(args[0])
+        return real_open(cls, *args, **kwargs)
+
+    monkeypatch.setattr(Stream, "open", classmethod(counting))
+    ids = list(range(1000, 1100))
+    batch = pa.RecordBatch.from_pydict({"id": ids, "k": [f"k{i % 3}" for i in ids],
+                                        "t": pa.array([T0 + i for i in ids], pa.timestamp("ms", tz="UTC"))},
+                                       schema=schema)
+    messages = [pickle.loads(shipped).write(iter([batch]))]  # an executor's task
+    assert opened == []
+    committer = pickle.loads(shipped)  # Spark's commit worker gets its own copy
+    committer.commit(messages)
+    assert len(opened) == 1
+    assert sorted(Stream.open(url).read()["id"].to_pylist()) == list(range(50)) + ids
