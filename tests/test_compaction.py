@@ -259,16 +259,16 @@ def test_automatic_compaction_bounds_pieces_and_is_best_effort(url: str, caplog:
 
     real = compaction_mod.compact
     try:
-        import pyspark_tstream.stream as stream_mod
+        import pyspark_tstream.stream_upkeep as upkeep_mod
 
-        stream_mod.compact = broken
+        upkeep_mod.compact = broken
         with caplog.at_level(logging.WARNING, logger="pyspark_tstream"):
             for b in range(200, 240):
                 ack = s.append([{"k": "a", "b": b}], key="k")  # the data commit never fails
                 assert ack.rows == 1
         assert "automatic compaction" in caplog.text and "injected" in caplog.text
     finally:
-        stream_mod.compact = real
+        upkeep_mod.compact = real
     for b in range(240, 400):  # retried after a back-off
         s.append([{"k": "a", "b": b}], key="k")
     assert len(_files(s)) < 30
