@@ -76,7 +76,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import ConfigError
-from .journal import COL_WALL, Chunk, Entry, Journal
+from .entries import Chunk, Entry
+from .journal import Journal
+from .timeindex import COL_WALL
 from .macromap import ROOT as MACRO_ROOT
 from .macromap import SPAN, Macro, MacroMap, bucket_of
 from .reading import _decode, _fetch, view_tsos

@@ -26,19 +26,9 @@ import pyarrow.parquet as pq
 from .compaction import compacted_upto, substitute
 from .errors import CorruptMetadataError, GroupNotFoundError
 from .grouplog import GROUPS, GroupLog, GroupState
-from .journal import (
-    ANCHOR,
-    FANOUT,
-    HEAD,
-    META,
-    Chunk,
-    Entry,
-    Journal,
-    decode_node,
-    entry_path,
-    node_path,
-    summary,
-)
+from .entries import ANCHOR, HEAD, META, Chunk, Entry, entry_path
+from .journal import Journal
+from .timeindex import FANOUT, decode_node, node_path, summary
 from .scaling import decode_epoch, epoch_path
 from .sealed import ROOT as SEALED_ROOT
 from .sealed import SealedMap, decode_shard, shard_of

@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from .errors import (ConfigError, CorruptMetadataError, EntryIdError, GroupNotFoundError,
                      InvalidPathError, TStreamError, UnsupportedFormatError)
-from .journal import newest_present
+from .entries import newest_present
 from .storage import Store
 from .timestamps import parse_id, tso_id
 

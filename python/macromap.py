@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import CommitConflictError, CorruptMetadataError
-from .journal import META
+from .entries import META
 from .state import segment_number
 from .storage import Store
 

@@ -25,7 +25,9 @@ import numpy as np
 
 from .compaction import live_macros, macros_created, substitute
 from .errors import ConfigError
-from .journal import ANCHOR, COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT, Entry, Journal, entry_path, node_path
+from .entries import ANCHOR, Entry, entry_path
+from .journal import Journal
+from .timeindex import COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT, node_path
 from .reading import read_tsos
 from .state import StreamState
 from .storage import Store

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
-from .journal import FORMAT_VERSION, META, Entry, check_version
+from .entries import FORMAT_VERSION, META, Entry, check_version
 from .shapes import corrupt
 from .routing import KEY_SPACE
 from .state import Segment, StreamState, segment_id

@@ -31,7 +31,8 @@ from .commit import Ack
 from .config import StreamConfig
 from .errors import StreamNotFoundError
 from .fsck import Report
-from .journal import Entry, Journal
+from .entries import Entry
+from .journal import Journal
 from .planner import Plan
 from .schema import check_names, encode_schema, normalize, user_schema
 from .sealed import SealedMap

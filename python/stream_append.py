@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from .commit import Ack, CommitRequest, check_schema_for_write
 from .errors import CommitConflictError, SegmentSealedError
-from .journal import Chunk, Entry
+from .entries import Chunk, Entry
 from .reading import chunks_tsos
 from .reroute import reroute
 from .schema import check_names, normalize, user_schema

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import ConfigError
-from .journal import COL_WALL
+from .timeindex import COL_WALL
 from .routing import KEY_SPACE, fraction
 from .scaling import ScaleRequest, fraction_ranges, read_epoch, read_epochs, split_ranges
 from .state import Segment, StreamState, segment_epoch, segment_id

@@ -14,7 +14,8 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from .config import StreamConfig
-from .journal import Entry, Journal
+from .entries import Entry
+from .journal import Journal
 from .scaling import write_epoch_record
 from .schema import decode_schema
 from .sealed import SealedMap

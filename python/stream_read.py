@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from .compaction import substitute
 from .errors import TimestampError
-from .journal import Chunk
+from .entries import Chunk
 from .planner import Plan, Window, plan, plan_chunks, tail_bound
 from .reading import read_table, read_tsos
 from .schema import full_schema

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from .compaction import collect_replaced, gc_position
 from .grouplog import group_positions
-from .journal import COL_MAX_TSO, Entry
+from .entries import Entry
+from .timeindex import COL_MAX_TSO
 from .reading import read_tsos
 from .retention import (RetentionPolicy, TruncateRequest, collect_garbage, first_seq_after, gc_target,
                         orphan_files, retention_bound)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .compaction import COMPACT_EVERY, CompactionPolicy, compact, due
-from .journal import Entry
+from .entries import Entry
 from .scaling import ScalingPolicy
 from .state import StreamState
 from .stream_handle import StreamHandle

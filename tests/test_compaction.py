@@ -19,7 +19,8 @@ from pyspark_tstream import compaction as compaction_mod
 from pyspark_tstream.compaction import CompactionPolicy, plan_groups, substitute
 from pyspark_tstream.errors import ConfigError, CorruptMetadataError
 from pyspark_tstream.groups import Group
-from pyspark_tstream.journal import FORMAT_VERSION, Chunk, Entry, Journal, entry_path
+from pyspark_tstream.entries import FORMAT_VERSION, Chunk, Entry, entry_path
+from pyspark_tstream.journal import Journal
 from pyspark_tstream.reading import chunk_records
 from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.stream import Stream

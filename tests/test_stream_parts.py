@@ -8,7 +8,8 @@ import logging
 import pyarrow as pa
 import pytest
 
-from pyspark_tstream.journal import Entry, Journal
+from pyspark_tstream.entries import Entry
+from pyspark_tstream.journal import Journal
 from pyspark_tstream.stream import Stream
 from pyspark_tstream.storage import Store
 from pyspark_tstream.stream_append import Appender
