@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import CorruptMetadataError, StreamNotFoundError, UnsupportedFormatError
-from .shapes import check_entry, corrupt
+from .errors import CorruptMetadataError, corrupt, error, newer_format
+from .shapes import check_entry
 from .state import StreamState
 from .storage import Store
 
@@ -45,10 +45,7 @@ def entry_path(pos: int) -> str:
 def check_version(v: Any, path: str) -> None:
     """Refuse metadata written by a newer tstream (it may mean something this one cannot read)."""
     if isinstance(v, int) and v > FORMAT_VERSION:
-        raise UnsupportedFormatError(
-            f"{path} has format version {v}, newer than this pyspark-tstream reads "
-            f"({FORMAT_VERSION}); upgrade pyspark-tstream (pip install -U pyspark-tstream)",
-            path=path, version=v)
+        raise newer_format(path, v, FORMAT_VERSION)
 
 
 @dataclass(frozen=True)
@@ -226,9 +223,7 @@ class EntryLog:
         """
         lo = self._lowest_live()
         if lo is None:
-            raise StreamNotFoundError(
-                f"no stream at {self.store.display_url}; create it with Stream.create, "
-                "`tstream create` or a first write")
+            raise error("TSTREAM_STREAM_NOT_FOUND", url=self.store.display_url)
         return self.read_entry(newest_present(self._present, lo))
 
     def _lowest_live(self) -> int | None:

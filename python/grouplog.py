@@ -32,9 +32,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import (ConfigError, CorruptMetadataError, EntryIdError, GroupNotFoundError,
-                     InvalidPathError, TStreamError, UnsupportedFormatError)
 from .entries import newest_present
+from .errors import (ConfigError, CorruptMetadataError, EntryIdError, GroupNotFoundError,
+                     InvalidPathError, TStreamError, newer_format)
 from .storage import Store
 from .timestamps import parse_id, tso_id
 
@@ -179,10 +179,7 @@ class GroupState:
                     or not isinstance(d.get("consumers", {}), dict):
                 raise TypeError("not a consumer-group record")
             if isinstance(d.get("v"), int) and d["v"] > GROUP_FORMAT_VERSION:
-                raise UnsupportedFormatError(
-                    f"consumer-group record {path} has format version {d['v']}, newer than this "
-                    f"pyspark-tstream reads ({GROUP_FORMAT_VERSION}); upgrade pyspark-tstream",
-                    path=path, version=d["v"])
+                raise newer_format(path, d["v"], GROUP_FORMAT_VERSION, "consumer-group record")
             last = d["last"]
             # version 1 cursors (tso, segment) named every record of that segment at that tso
             seq = int(last[2]) if len(last) > 2 else ALL_SEGMENTS

@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from .entries import HEAD, Entry, EntryLog, entry_path
-from .errors import CommitConflictError, CorruptMetadataError, StorageError, StreamExistsError
+from .errors import CommitConflictError, CorruptMetadataError, StorageError, error
 from .state import StreamState
 from .storage import Store
 from .timeindex import Delta, TimeIndex, summary
@@ -80,8 +80,7 @@ class Journal(EntryLog):
         if not self._create_slot(0, data):
             existing = self.try_entry(0)
             if existing is None or existing.nonce != entry.nonce:
-                raise StreamExistsError(
-                    f"a stream already exists at {self.store.display_url}; open it with Stream.open")
+                raise error("TSTREAM_STREAM_EXISTS", url=self.store.display_url)
         self._write_head(data)
         return entry
 

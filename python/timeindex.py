@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .entries import META, Chunk, Entry, EntryLog
-from .errors import CorruptMetadataError
-from .shapes import check_chunk, corrupt, is_int, need
+from .errors import CorruptMetadataError, corrupt
+from .shapes import check_chunk, is_int, need
 from .state import StreamState
 
 FANOUT = 32
