@@ -18,7 +18,7 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import CorruptMetadataError, corrupt, error, newer_format
 from .shapes import check_entry
@@ -36,6 +36,7 @@ _DIR_SPAN = 100_000
 FORMAT_VERSION = 2
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def entry_path(pos: int) -> str:
@@ -155,6 +156,14 @@ def newest_present(present: Callable[[int], bool], lo: int) -> int:
     return lo
 
 
+def probe_past(item: T, next_of: Callable[[T], T | None]) -> T:
+    """The newest of contiguously numbered versions, from a known one (``item``) and a read of
+    the next one (``next_of``, None when absent): one read per version past ``item``."""
+    while (nxt := next_of(item)) is not None:
+        item = nxt
+    return item
+
+
 class EntryLog:
     """Reads the journal entries of one stream (never writes them)."""
 
@@ -202,11 +211,7 @@ class EntryLog:
             entry = known
         if entry is None:
             entry = self._search_newest()
-        while True:
-            nxt = self.try_entry(entry.pos + 1)
-            if nxt is None:
-                return entry
-            entry = nxt
+        return probe_past(entry, lambda e: self.try_entry(e.pos + 1))
 
     def _present(self, pos: int) -> bool:
         try:

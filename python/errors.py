@@ -1,4 +1,4 @@
-"""Every error tstream raises on purpose.
+"""Every error tstream raises on purpose, built in one place: classes, condition names, messages.
 
 One base class, ``TStreamError``; each subclass mixes in the builtin it resembles so callers can
 catch either (``except ValueError`` keeps working). Messages name the option, column or file, the
@@ -7,7 +7,8 @@ bad value and what to do. Conflicts carry structured ``expected``/``found`` fiel
 
 Each class has a stable ``condition`` name (``TSTREAM_SCHEMA_MISMATCH``), like Spark's error
 classes: programs and logs match on it instead of on message text, which may be reworded.
-:func:`conditions` lists them all.
+:func:`conditions` lists them all. Texts raised from more than one module live once, in
+:data:`MESSAGES` (by condition), filled by :func:`error` and the small factories below it.
 """
 
 from __future__ import annotations
@@ -187,7 +188,8 @@ MESSAGES: dict[str, str] = {
     "TSTREAM_UNSUPPORTED_FORMAT": (
         "{what}{path} has format version {version}, newer than this pyspark-tstream reads ({reads}); "
         "upgrade pyspark-tstream (pip install -U pyspark-tstream)"),
-    "TSTREAM_STREAM_NOT_FOUND": "no stream at {url}; create it with Stream.create, `tstream create` or a first write",
+    "TSTREAM_STREAM_NOT_FOUND": (
+        "no stream at {url}; create it with Stream.create, `tstream create` or a first write"),
     "TSTREAM_STREAM_EXISTS": "a stream already exists at {url}; open it with Stream.open",
 }
 

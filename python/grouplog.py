@@ -32,7 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .entries import newest_present
+from .entries import newest_present, probe_past
 from .errors import (ConfigError, CorruptMetadataError, EntryIdError, GroupNotFoundError,
                      InvalidPathError, TStreamError, newer_format)
 from .storage import Store
@@ -239,11 +239,7 @@ class GroupLog:
                 state = self.try_version(newest) or first
             else:
                 state = first
-        while True:
-            nxt = self.try_version(state.pos + 1)
-            if nxt is None:
-                return state
-            state = nxt
+        return probe_past(state, lambda s: self.try_version(s.pos + 1))
 
     def refresh(self, known: GroupState) -> GroupState:
         """Catch up from ``known``: one store call when nothing changed."""

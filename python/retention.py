@@ -1,4 +1,7 @@
-"""Stream cuts, truncation, retention policies and garbage collection.
+"""The rules of dropping old records: stream cuts, retention bounds, truncate commits, garbage.
+
+Pure functions of a store, journal and state; :mod:`~pyspark_tstream.stream_truncate` drives
+them for a ``Stream``.
 
 Invariants:
 

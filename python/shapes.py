@@ -1,4 +1,4 @@
-"""Shape checks of metadata objects (a failed check is raised as :func:`~pyspark_tstream.errors.corrupt`).
+"""Shape checks of metadata objects: decode or fail naming the object (``errors.corrupt``).
 
 A wrong-shaped object (truncated, foreign, hand-edited) must fail where it is decoded, naming the
 object and a remedy that exists, never as a ``KeyError``/``TypeError`` or a wrong answer later.

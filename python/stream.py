@@ -299,8 +299,15 @@ class Stream:
     # -- maintenance (stream_maintain) --------------------------------------------------------
     def compact(self, *, full: bool = True, target: int | str | None = None, min_pieces: int | None = None,
                 progress: Any = None, total: Any = None) -> dict[str, int]:
-        """Merge small chunks of each segment into macro-chunks (one journal commit); see
-        :meth:`~pyspark_tstream.stream_maintain.Maintenance.compact`."""
+        """Merge small chunks of each segment into macro-chunks (one journal commit).
+
+        ``full`` (default) packs every run of small pieces into macro-chunks of at most
+        ``target`` bytes (the stream's ``compaction`` config, else 128MB); ``full=False`` does
+        what automatic compaction does (size-tiered merges of ``min`` pieces). Records never
+        change; replaced files go at a later ``vacuum`` after its grace period. Returns
+        counts: macros written, chunks and rows merged, bytes written, macros adopted/lost.
+        See :mod:`~pyspark_tstream.compaction`.
+        """
         return self.maintenance.compact(full=full, target=target, min_pieces=min_pieces, progress=progress,
                                         total=total)
 

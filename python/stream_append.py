@@ -128,9 +128,7 @@ class Appender:
                session: bool = False) -> Ack:
         """Append records in one atomic commit and return the S2-style :class:`Ack`.
 
-        ``data``: a pyarrow Table/RecordBatch, a list of dicts or a pandas DataFrame. ``key``
-        names the routing-key column, ``timestamp`` the client timestamp column (TIMESTAMP or
-        epoch-ms integers). The same (``writer_id``, ``batch_id``) twice commits once.
+        The public :meth:`~pyspark_tstream.stream.Stream.append` documents the arguments.
         """
         table = to_table(data)
         state = self.handle.refresh()

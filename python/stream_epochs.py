@@ -39,8 +39,7 @@ class Epochs:
               seal: Sequence[int] | None = None, ranges: Sequence[tuple[float, float]] | None = None) -> dict:
         """Split a segment into ``parts``, merge adjacent segments, or seal/create explicitly.
 
-        One journal commit: the sealed segments stop taking records; their successors own the
-        same key range in a new epoch. Returns ``{"epoch", "sealed", "created"}``.
+        The public :meth:`~pyspark_tstream.stream.Stream.scale` documents the arguments.
         """
         state = self.handle.refresh()
         if split is not None:

@@ -25,12 +25,7 @@ class Maintenance:
                 progress: Any = None, total: Any = None) -> dict[str, int]:
         """Merge small chunks of each segment into macro-chunks (one journal commit).
 
-        ``full`` (default) packs every run of small pieces into macro-chunks of at most
-        ``target`` bytes (the stream's ``compaction`` config, else 128MB); ``full=False`` does
-        what automatic compaction does (size-tiered merges of ``min`` pieces). Records never
-        change; replaced files go at a later ``vacuum`` after its grace period. Returns
-        counts: macros written, chunks and rows merged, bytes written, macros adopted/lost.
-        See :mod:`~pyspark_tstream.compaction`.
+        The public :meth:`~pyspark_tstream.stream.Stream.compact` documents the arguments.
         """
         base = CompactionPolicy.parse(self.handle.refresh().config.get("compaction")) or CompactionPolicy()
         if target is not None or min_pieces is not None:

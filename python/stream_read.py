@@ -45,9 +45,7 @@ class Reader:
              columns: Sequence[str] | None = None) -> pa.Table:
         """Records with ``start <= _timestamp < end``, ordered by ``_tso``, with system columns.
 
-        ``start``/``end``: epoch ms, datetime, ISO-8601 text or an ago duration like ``"-15m"``.
-        ``end`` defaults to the current tick (only complete time is returned). ``limit`` keeps
-        the first records by ``_tso``.
+        The public :meth:`~pyspark_tstream.stream.Stream.read` documents the arguments.
         """
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise TimestampError(f"limit={limit!r} must be a non-negative integer")

@@ -45,8 +45,7 @@ class Truncation:
     def truncate(self, before: TimeLike | dict[int, int], *, reason: str = "manual") -> StreamState:
         """Drop records before ``before`` (a time, or a stream cut {segment: seq}).
 
-        Records become unreadable at once; their files go at the next :meth:`vacuum` (or the
-        retention check) after a grace period. The head never moves past the tick.
+        The public :meth:`~pyspark_tstream.stream.Stream.truncate` documents the arguments.
         """
         state = self.handle.refresh()
         if isinstance(before, dict):
@@ -95,9 +94,7 @@ class Truncation:
              gc_grace_ms: int = GC_GRACE_MS) -> StreamState:
         """Apply the stream's ``retention`` policy (or the limits given), then collect garbage.
 
-        ``maxlen`` keeps the newest N records (Redis ``XTRIM MAXLEN``), ``max_age`` a duration,
-        ``max_bytes`` a size. Consumer groups hold the head back when the policy says
-        ``groups=true``.
+        The public :meth:`~pyspark_tstream.stream.Stream.trim` documents the arguments.
         """
         h = self.handle
         state = h.refresh()
@@ -124,8 +121,7 @@ class Truncation:
                orphan_grace_ms: int = ORPHAN_GRACE_MS) -> dict[str, int]:
         """Delete files and metadata of records truncated at least ``grace_ms`` ago.
 
-        With ``orphans``, also delete data files no commit names (failed or duplicate task
-        attempts) older than ``orphan_grace_ms``; that part lists the data folders.
+        The public :meth:`~pyspark_tstream.stream.Stream.vacuum` documents the arguments.
         """
         h = self.handle
         store, journal = h.store, h.journal
