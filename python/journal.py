@@ -27,12 +27,12 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from .entries import HEAD, Entry, EntryLog, entry_path
-from .errors import CommitConflictError, CorruptMetadataError, StorageError, error
+from .errors import CorruptMetadataError, StorageError, error
+from .races import LOST, Lost, until_won
 from .state import StreamState
 from .storage import Store
 from .timeindex import Delta, TimeIndex, summary
 
-MAX_ATTEMPTS = 1000
 #: Extra conditional creates that settle an ambiguous journal create (after the store's retries).
 RESOLVE_ATTEMPTS = 3
 
@@ -94,55 +94,63 @@ class Journal(EntryLog):
         own earlier attempt (an ambiguous outcome on an object store), so the winner's nonce is
         compared before treating it as a conflict.
         """
-        if state is None:
-            state = self.head().state
-        for _ in range(MAX_ATTEMPTS):
-            pos = state.pos + 1
-            work = StreamState.from_json(json.loads(json.dumps(state.to_json())))
-            entry = build(work, pos)
-            if entry is None:
-                return None, state
-            entry.pos = pos
-            entry.state.pos = pos
-            # Only committed facts are flushed: what ``build`` just added stays pending in this
-            # entry's state until a later commit, so an attempt that loses the race for ``pos``
-            # has written nothing of its own (a rival scale's records would otherwise lose to
-            # the loser's sealed-map and epoch records).
-            fresh_sealed = entry.state.pending_sealed[len(state.pending_sealed):]
-            fresh_epoch = entry.state.pending_epoch if entry.state.pending_epoch != state.pending_epoch else None
-            entry.state.pending_sealed = entry.state.pending_sealed[:len(state.pending_sealed)]
-            entry.state.pending_epoch = state.pending_epoch
-            for flush in self.flushers:
-                try:
-                    flush(entry.state)
-                except Exception as e:  # noqa: BLE001 - the facts stay pending in the state: retried
-                    logger.warning("tstream: %s: writing committed sealed/epoch records failed (%s); they "
-                                   "stay pending and the next commit writes them", self.store.display_url, e)
-            entry.state.pending_sealed = entry.state.pending_sealed + fresh_sealed
-            if fresh_epoch is not None:
-                entry.state.pending_epoch = fresh_epoch
-            self.index.flush(entry.state)
-            if not entry.state.index:
-                entry.state.index = [[]]
-            entry.state.index[0].append(summary(entry))
-            data = entry.encode()
-            if self._create_slot(pos, data):
-                self._write_head(data)
-                self._publish(entry.state, fresh_sealed or fresh_epoch is not None)
-                return entry, entry.state
+        newest = state if state is not None else self.head().state
+
+        def attempt() -> tuple[Entry | None, StreamState] | Lost:
+            nonlocal newest
+            out = self._attempt(build, newest)
+            if isinstance(out, StreamState):  # another commit took the slot: rebuild on its state
+                newest = out
+                return LOST
+            return out
+
+        return until_won(attempt, what=f"a journal slot of {self.store.display_url}",
+                         expected=lambda: newest.pos + 1)
+
+    def _attempt(self, build: Callable[[StreamState, int], Entry | None],
+                 state: StreamState) -> tuple[Entry | None, StreamState] | StreamState:
+        """One try at position ``state.pos + 1``: the outcome, or the winner's state if lost."""
+        pos = state.pos + 1
+        work = StreamState.from_json(json.loads(json.dumps(state.to_json())))
+        entry = build(work, pos)
+        if entry is None:
+            return None, state
+        entry.pos = pos
+        entry.state.pos = pos
+        # Only committed facts are flushed: what ``build`` just added stays pending in this
+        # entry's state until a later commit, so an attempt that loses the race for ``pos``
+        # has written nothing of its own (a rival scale's records would otherwise lose to
+        # the loser's sealed-map and epoch records).
+        fresh_sealed = entry.state.pending_sealed[len(state.pending_sealed):]
+        fresh_epoch = entry.state.pending_epoch if entry.state.pending_epoch != state.pending_epoch else None
+        entry.state.pending_sealed = entry.state.pending_sealed[:len(state.pending_sealed)]
+        entry.state.pending_epoch = state.pending_epoch
+        for flush in self.flushers:
+            try:
+                flush(entry.state)
+            except Exception as e:  # noqa: BLE001 - the facts stay pending in the state: retried
+                logger.warning("tstream: %s: writing committed sealed/epoch records failed (%s); they "
+                               "stay pending and the next commit writes them", self.store.display_url, e)
+        entry.state.pending_sealed = entry.state.pending_sealed + fresh_sealed
+        if fresh_epoch is not None:
+            entry.state.pending_epoch = fresh_epoch
+        self.index.flush(entry.state)
+        if not entry.state.index:
+            entry.state.index = [[]]
+        entry.state.index[0].append(summary(entry))
+        data = entry.encode()
+        if not self._create_slot(pos, data):
             winner = self.try_entry(pos)
             if winner is None:
                 raise CorruptMetadataError(
                     f"journal slot {self.store.uri(entry_path(pos))} reported as taken but is "
                     "missing; check the store's consistency", path=self.store.uri(entry_path(pos)))
-            if winner.nonce == entry.nonce:
-                self._write_head(data)
-                self._publish(entry.state, fresh_sealed or fresh_epoch is not None)
-                return entry, entry.state
-            state = winner.state
-        raise CommitConflictError(
-            f"gave up after {MAX_ATTEMPTS} lost races for a journal slot on {self.store.display_url}",
-            expected=state.pos + 1)
+            if winner.nonce != entry.nonce:
+                return winner.state
+            # our own earlier attempt created it (its answer was lost): the commit is ours
+        self._write_head(data)
+        self._publish(entry.state, bool(fresh_sealed) or fresh_epoch is not None)
+        return entry, entry.state
 
     def _publish(self, state: StreamState, fresh: bool) -> None:
         """Write the facts this commit made pending (sealed records, an epoch record) now that
