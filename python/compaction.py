@@ -8,15 +8,10 @@ holding each record's FINAL ``_tso`` (floor 0), so every record keeps its user c
 ``_tso``, ``_timestamp``, ``_segment`` and ``_seq`` bit for bit. Rows of a macro-chunk are not
 sorted by ``_tso`` in general (writer lanes overlap in time): ``sorted`` says whether they are.
 
-Where macro-chunks are found. Journal entries keep naming the small chunks; a plan made from
-journal positions calls :func:`substitute`, which replaces the small chunks compacted since by
-*views* of macro-chunks (``Chunk.offset`` = row offset in the file), one view per run of
-consecutive chunks. It looks them up in the macro map (python/macromap.py: per segment and
-``_seq`` bucket, CAS-versioned shards): O(1) reads per segment touched, and zero reads when the
-state's per-segment summary (``state.compaction["segs"][seg]``: compacted up to ``_seq``, and
-the end of the last macro-chunk) says no planned chunk is below that end — the common case of a tailing reader. The summary also
-names the map bucket and version each segment's newest compaction published, so a lookup reads
-those immutable versions for all segments in one batched call (older buckets: head + probe).
+Where macro-chunks are found. Journal entries keep naming the small chunks; plans replace
+them by views of macro-chunks (python/compacted.py), found in the macro map (python/macromap.py:
+per segment and ``_seq`` bucket, CAS-versioned shards) and summarized per segment in the state
+(``state.compaction["segs"]``).
 
 Chunks a compaction passes over (too big to merge, or a few small ones at a bucket boundary)
 are listed in the map as they are (with their floor), so the map covers every compacted
@@ -42,7 +37,8 @@ holds exactly the records of still-present small chunks (nothing is deleted with
 commit); the next compaction *adopts* it (commits it) when it ends after the segment's
 compacted-up-to ``_seq``. Replaced files are deleted only by garbage collection
 (:func:`collect_replaced`, run by ``vacuum``/retention) from manifests of compactions committed
-longer ago than the grace period, so readers that planned before keep reading the old files.
+longer ago than the grace period (python/compaction_gc.py), so readers that planned before
+keep reading the old files.
 Truncation's garbage collection also deletes the macro-chunks made by compactions below the
 head (their records are all truncated). Two compactors: the bucket CAS lets one win each run;
 the journal build drops an adopted part someone else already committed.
@@ -75,11 +71,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .compacted import _segs, compacted_upto
+from .compaction_gc import discard_unpublished, manifest_path
 from .errors import ConfigError
 from .entries import Chunk, Entry
 from .journal import Journal
-from .timeindex import COL_WALL
-from .macromap import ROOT as MACRO_ROOT
 from .macromap import SPAN, Macro, MacroMap, bucket_of
 from .reading import _decode, _fetch, view_tsos
 from .schema import RAW_TSO, conform
@@ -94,7 +90,6 @@ DEFAULT_POLICY = "target=128MB,min=16"
 COMPACT_EVERY = 16
 #: Rows per row group of a macro-chunk: the granularity of reading a view's rows only.
 MACRO_ROW_GROUP = 65_536
-MANIFESTS = "_tstream/compact"
 _BIG = 1 << 30  # level of a piece that is never merged (already large)
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
@@ -135,106 +130,10 @@ class CompactionPolicy:
         return cls(**vals)
 
 
-# -- the per-segment summary in the state ---------------------------------------------------------
-def _segs(state: StreamState) -> dict[str, list[int]]:
-    return state.compaction.get("segs", {}) if state.compaction else {}
-
-
-def compacted_upto(state: StreamState, seg: int) -> int:
-    """The ``_seq`` below which the segment's chunks have been compacted (or left as they are)."""
-    e = _segs(state).get(str(seg))
-    return int(e[0]) if e else 0
-
-
 def due(state: StreamState, policy: CompactionPolicy) -> bool:
     """Whether some active segment has ``min`` small chunks pending: from the state, zero reads."""
     segs = _segs(state)
     return any(g.chunks - (segs[str(g.id)][2] if str(g.id) in segs else 0) >= policy.min for g in state.segments)
-
-
-# -- substitution (the planner's hook) -----------------------------------------------------------
-def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk]) -> list[Chunk]:
-    """``chunks`` with those compacted into macro-chunks replaced by views of them.
-
-    Consecutive chunks of one macro-chunk become one view; order is kept otherwise (a view
-    takes the place of its first chunk). Zero store calls when no chunk is below its segment's
-    compacted-up-to ``_seq``; otherwise one batched read of the map versions the state names
-    (the bucket each segment's last compaction wrote), plus 2 reads per other bucket touched.
-    """
-    segs = _segs(state)
-    if not segs:
-        return list(chunks)
-    need: dict[int, list[Chunk]] = {}
-    for c in chunks:
-        e = segs.get(str(c.seg))
-        if e is not None and c.floor != 0 and c.seq < (e[5] if len(e) >= 6 else e[0]):
-            need.setdefault(c.seg, []).append(c)
-    if not need:
-        return list(chunks)
-    mm = MacroMap(store)
-    home: dict[tuple[int, int], Macro] = {}
-    known = {seg: (int(segs[str(seg)][3]), int(segs[str(seg)][4])) for seg in need
-             if len(segs[str(seg)]) >= 5 and segs[str(seg)][4] >= 0}
-    found = mm.covering_many({seg: [(c.seq, c.seq + c.rows) for c in cs] for seg, cs in need.items()}, known)
-    for seg, cs in need.items():
-        macros = found[seg]
-        firsts = np.array([m.first for m in macros], dtype=np.int64)
-        at = np.searchsorted(firsts, np.array([c.seq for c in cs], dtype=np.int64), side="right") - 1
-        for c, i in zip(cs, at.tolist()):
-            if i >= 0 and c.seq + c.rows <= macros[i].end:
-                home[(c.seg, c.seq)] = macros[i]
-    out: list[Chunk | list] = []
-    open_view: dict[str, list] = {}  # macro path -> its newest view, being extended
-    for c in chunks:
-        m = home.get((c.seg, c.seq)) if c.floor != 0 else None
-        if m is None or m.floor:  # not compacted, or listed as it is
-            out.append(c)
-            continue
-        v = open_view.get(m.path)
-        if v is not None and v[2] + v[3] == c.seq:  # [macro, seg, seq, rows, lo, hi, sorted]
-            v[3] += c.rows
-            v[6] = v[6] and c.sorted and v[5] < c.lo
-            v[4], v[5] = min(v[4], c.lo), max(v[5], c.hi)
-            continue
-        v = open_view[m.path] = [m, c.seg, c.seq, c.rows, c.lo, c.hi, c.sorted]
-        out.append(v)
-    return [x if isinstance(x, Chunk) else
-            Chunk(seg=x[1], path=x[0].path, rows=x[3], bytes=_share(x[0], x[3]), seq=x[2], floor=0, lo=x[4],
-                  hi=x[5], offset=x[2] - x[0].first, sorted=x[6]) for x in out]
-
-
-def plan_from_map(store: Store, state: StreamState, first: int, lo: int, hi: int) -> tuple[list[Chunk], int] | None:
-    """The chunks of journal positions ``[first, P)`` that may hold ``lo < _tso <= hi``, read from
-    the macro map instead of the journal: ``(chunks, P)``, or None when it cannot stand in.
-
-    ``P`` is the compaction's scan position: every chunk committed below it is listed in the
-    map version the state names for its segment (merged, or as it is). One batched read,
-    however many commits that covers; used while each segment's map fits one bucket.
-    """
-    comp = state.compaction or {}
-    pos = int(comp.get("pos", 0))
-    segs = comp.get("segs", {})
-    if pos <= first or not segs or any(len(e) < 6 or e[3] != 0 or e[4] < 0 for e in segs.values()):
-        return None
-    items = sorted((int(k), int(e[4])) for k, e in segs.items())
-    rels = [f"{MACRO_ROOT}/{segment_number(seg)}/{0:06d}/{v:08d}.json" for seg, v in items]
-    try:
-        blobs = store.read_many(rels)
-    except FileNotFoundError:
-        return None
-    mm = MacroMap(store)
-    out = []
-    for (seg, _), rel, data in zip(items, rels, blobs):
-        for m in mm._decode(data, rel).macros:
-            if m.hi > lo and m.lo <= hi:
-                out.append(Chunk(seg=seg, path=m.path, rows=m.rows, bytes=m.bytes, seq=m.first, floor=m.floor,
-                                 lo=m.lo, hi=m.hi, sorted=m.sorted))
-    return out, pos
-
-
-def _share(m: Macro, rows: int) -> int:
-    """Bytes of a view: its rows' share of the macro-chunk (what reading it costs)."""
-    return max(1, m.bytes * rows // max(m.rows, 1))
 
 
 # -- choosing what to merge ------------------------------------------------------------------------
@@ -372,17 +271,13 @@ def _write_macro(store: Store, schema: pa.Schema, seg: int, members: Sequence[Pi
             try:
                 f.close()
             finally:
-                _discard(store, [rel])
+                discard_unpublished(store, [rel])
         raise
     assert rows == sum(p.chunk.rows for p in members)
     level = max((p.level for p in members if p.level != _BIG), default=0) + 1
     macro = Macro(first=members[0].first, rows=rows, path=rel, bytes=size, lo=lo or 0, hi=hi or 0,
                   sorted=ordered, level=level)
     return macro, [p.chunk.path for p in members]
-
-
-def _manifest_path(macro_path: str) -> str:
-    return f"{MANIFESTS}/{macro_path.rsplit('/', 1)[-1].removesuffix('.parquet')}.json"
 
 
 # -- the journal commit -------------------------------------------------------------------------
@@ -493,7 +388,7 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
             adopted = [m for m in live if m.end > plan.upto]
             for m in adopted:
                 parts.append({"seg": seg, "from": m.first, "to": m.end, "macro": m.path,
-                              "manifest": _manifest_path(m.path), "rows": m.rows, "bytes": m.bytes,
+                              "manifest": manifest_path(m.path), "rows": m.rows, "bytes": m.bytes,
                               "adopted": True})
                 counts["adopted"] += 1
             covered = [(m.first, m.end) for m in adopted]
@@ -517,12 +412,12 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
                 try:
                     for g in merges:
                         macro, replaced = _write_macro(store, schema, seg, g, stream.config.compression, progress)
-                        store.write(_manifest_path(macro.path), json.dumps(
+                        store.write(manifest_path(macro.path), json.dumps(
                             {"seg": seg, "macro": macro.path, "from": macro.first, "to": macro.end,
                              "replaced": replaced}, separators=(",", ":")).encode())
                         new.append((g, macro, replaced))
                 except BaseException:
-                    _discard(store, [m.path for _, m, _ in new])
+                    discard_unpublished(store, [m.path for _, m, _ in new])
                     raise
                 gone = {x.chunk.path for g, _, _ in new for x in g if x.level != 0}
                 dead = {m.path for m in cur.macros if m.hi <= state.head_tso}
@@ -549,12 +444,12 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
                     version = (b, won.v)
                     macro_end = max([macro_end] + [m.end for m in won.macros])
                 if won is None:
-                    _discard(store, [m.path for _, m, _ in new])
+                    discard_unpublished(store, [m.path for _, m, _ in new])
                     counts["lost"] += len(new)
                     break  # later buckets of this segment wait for the winner's commit
                 for g, macro, replaced in new:
                     parts.append({"seg": seg, "from": macro.first, "to": macro.end, "macro": macro.path,
-                                  "manifest": _manifest_path(macro.path), "rows": macro.rows,
+                                  "manifest": manifest_path(macro.path), "rows": macro.rows,
                                   "bytes": macro.bytes, "replaced": len(replaced)})
                     counts["macros"] += 1
                     counts["chunks"] += sum(1 for x in g if x.level == 0)
@@ -579,63 +474,3 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
         return counts
     stream._commit_op(CompactRequest(parts, summaries, next_scan, now_ms()))
     return counts
-
-
-def _discard(store: Store, paths: Sequence[str]) -> None:
-    """Delete files this compaction wrote and never published (best effort)."""
-    try:
-        store.delete(list(paths) + [_manifest_path(p) for p in paths])
-    except OSError as e:
-        log.warning("tstream: could not delete unpublished macro-chunks %s (%s); orphan cleanup "
-                    "(`tstream vacuum --orphans`) removes them", list(paths), e)
-
-
-# -- garbage collection of replaced files ---------------------------------------------------------
-def gc_position(journal: Journal, state: StreamState, now: int, grace_ms: int) -> int:
-    """First journal position newer than ``grace_ms``: compactions below it are old enough."""
-    probe = StreamState.from_json({**state.to_json(), "head_pos": state.gc_pos})
-    try:
-        return journal.search(probe, COL_WALL, now - grace_ms)
-    except Exception:  # index nodes below the head already collected: nothing older is known
-        return state.gc_pos
-
-
-def collect_replaced(store: Store, journal: Journal, state: StreamState, upto: int) -> tuple[int, int]:
-    """Delete files replaced by compactions at positions below ``upto``: ``(files, new gc pos)``.
-
-    Reads the deltas from the last run (one batched read per ``FANOUT`` positions) and one
-    manifest per compaction part; deleting twice is harmless, so a crash only repeats work.
-    The caller commits the returned position (``state.compaction["gc"]``).
-    """
-    first = max(int((state.compaction or {}).get("gc", 0)), state.gc_pos)
-    upto = min(upto, state.pos + 1)
-    if upto <= first:
-        return 0, first
-    manifests = [p["manifest"] for d in journal.deltas(state, first, upto - 1, truncated=True)
-                 if d.op == "compact" for p in d.info.get("parts", []) if p.get("manifest")]
-    files = 0
-    for rel in manifests:
-        try:
-            replaced = json.loads(store.read(rel))["replaced"]
-        except FileNotFoundError:
-            continue  # deleted by an earlier run that crashed before committing its position
-        store.delete(replaced)
-        files += len(replaced)
-    store.delete(manifests)
-    return files, upto
-
-
-def macros_created(deltas: Sequence[Any]) -> list[str]:
-    """Macro-chunks (and their manifests) made by the compactions among ``deltas``."""
-    return [x for d in deltas if d.op == "compact" for p in d.info.get("parts", []) if p.get("macro")
-            for x in (p["macro"], p["manifest"])]
-
-
-def live_macros(store: Store, seg_number: int) -> set[str]:
-    """Every macro-chunk the map lists for a segment (lists its buckets: orphan cleanup only)."""
-    mm = MacroMap(store)
-    out: set[str] = set()
-    for name in store.list(f"_tstream/macros/{seg_number}"):
-        if name.isdigit():
-            out.update(m.path for m in mm.latest(seg_number, int(name)).macros)
-    return out

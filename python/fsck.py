@@ -1,9 +1,9 @@
-"""``Stream.verify()`` / ``tstream fsck`` and ``Stream.repair()`` / ``tstream repair``.
+"""``Stream.verify()`` / ``tstream fsck``: check every object a read may open, and say what repair can fix.
 
-Invariant kept: verify only reads, and repair only writes objects that are *derived* from the
-journal (the head and anchor hints, time-index nodes, sealed-map shard hints, epoch records),
-rebuilt byte for byte as the committer would have written them; it never rewrites a journal
-entry's facts or a data chunk. What cannot be derived is reported exactly: a missing chunk as its
+Invariant kept: verify only reads. It reports each problem with what is affected and a remedy
+that exists; a problem is *repairable* when the object is derived from the journal (the head
+and anchor hints, time-index nodes, sealed-map shards, epoch records and history chunks) and
+can be rebuilt byte for byte (python/rebuild.py); python/repair.py then writes it. What cannot be derived is reported exactly: a missing chunk as its
 segment, ``_seq`` range and time range, with the stream cut that truncates past it.
 
 Costs: every live journal entry is read once (batched), every live chunk costs one listing per
@@ -23,15 +23,23 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from .compaction import compacted_upto, substitute
+from .compacted import compacted_upto, substitute
 from .errors import CorruptMetadataError, GroupNotFoundError
 from .grouplog import GROUPS, GroupLog, GroupState
 from .entries import ANCHOR, HEAD, META, Chunk, Entry, entry_path
 from .journal import Journal
 from .timeindex import FANOUT, decode_node, node_path, summary
-from .scaling import decode_epoch, epoch_path
+from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
+from .scaling import (
+    EPOCH_CHUNK,
+    decode_epoch,
+    epoch_chunk_bytes,
+    epoch_chunk_path,
+    epoch_path,
+    read_epoch,
+)
 from .sealed import ROOT as SEALED_ROOT
-from .sealed import SealedMap, decode_shard, shard_of
+from .sealed import decode_shard, shard_of
 from .state import StreamState, segment_number
 from .storage import Store
 from .timestamps import iso, physical
@@ -224,7 +232,7 @@ class _Checker:
     # -- index nodes ----------------------------------------------------------------------------
     def index(self, state: StreamState, entries: dict[int, Entry]) -> dict[tuple[int, int], bytes]:
         """Check every written index node against the journal; return rebuildable contents."""
-        counts = _node_counts(state)
+        counts = node_counts(state)
         rebuilt: dict[tuple[int, int], bytes] = {}
         last_item: dict[tuple[int, int], list[int] | None] = {}
         for p, e in entries.items():
@@ -356,6 +364,30 @@ class _Checker:
             segment=c.seg, first_seq=c.seq, last_seq=last, first_tso=c.lo, last_tso=c.hi,
             before=iso(physical(c.hi) + 1))
 
+    # -- compaction manifests -------------------------------------------------------------------
+    def manifests(self, state: StreamState, entries: dict[int, Entry]) -> None:
+        """The manifest of every compaction not yet collected exists and names its macro-chunk:
+        vacuum reads it to delete the files the compaction replaced."""
+        first = max(int((state.compaction or {}).get("gc", 0)), state.gc_pos)
+        parts = [p for pos, e in sorted(entries.items()) if pos >= first and e.op == "compact"
+                 for p in e.info.get("parts", []) if p.get("manifest")]
+        raws = self._read_all([p["manifest"] for p in parts])
+        for p in parts:
+            rel = p["manifest"]
+            self._count("compaction manifests")
+            raw = raws.get(rel)
+            try:
+                ok = raw is not None and json.loads(raw).get("macro") == p["macro"] \
+                    and isinstance(json.loads(raw).get("replaced"), list)
+            except (ValueError, AttributeError):
+                ok = False
+            if not ok:
+                what = "missing" if raw is None else "unreadable"
+                self._problem("manifest", rel, f"compaction manifest {self.store.uri(rel)} is {what}: reads "
+                              f"are not affected (macro-chunk {p['macro']} holds the records), but vacuum cannot "
+                              "delete the small files that compaction replaced; they only take space", False,
+                              segment=p.get("seg"), macro=p["macro"])
+
     # -- epochs and sealed shards ---------------------------------------------------------------
     def epochs(self, state: StreamState, entries: dict[int, Entry]) -> tuple[dict[int, bytes], list[dict[str, Any]]]:
         """Epoch records 1..epoch decode; returns rebuildable ones and the records read."""
@@ -379,7 +411,7 @@ class _Checker:
                 records.append(rec)
                 continue
             what = "missing" if raw is None else "unreadable"
-            fixed = _rebuild_epoch(ep, entries)
+            fixed = rebuild_epoch(ep, entries)
             if fixed is not None:
                 rebuilt[ep] = fixed
                 records.append(json.loads(fixed))
@@ -391,6 +423,41 @@ class _Checker:
                               "that start before that epoch cannot follow it: start them later", False,
                               epoch=ep)
         return rebuilt, records
+
+    def epoch_chunks(self, state: StreamState, records: list[dict[str, Any]]) -> dict[int, bytes]:
+        """Each full epoch history chunk holds exactly its records; returns rebuildable ones."""
+        pending = state.pending_epoch["epoch"] if state.pending_epoch else None
+        full = [k for k in range((state.epoch + 1) // EPOCH_CHUNK)
+                if pending is None or pending > (k + 1) * EPOCH_CHUNK - 1]
+        if not full:
+            return {}
+        by_epoch = {int(r["epoch"]): r for r in records}
+        by_epoch.setdefault(0, read_epoch(self.store, state, 0))
+        raws = self._read_all([epoch_chunk_path(k) for k in full])
+        rebuilt: dict[int, bytes] = {}
+        for k in full:
+            rel = epoch_chunk_path(k)
+            self._count("epoch history chunks")
+            self._tick()
+            want = [by_epoch.get(e) for e in range(k * EPOCH_CHUNK, (k + 1) * EPOCH_CHUNK)]
+            raw = raws[rel]
+            try:
+                got = json.loads(raw)["records"] if raw is not None else None
+            except (ValueError, TypeError, KeyError):
+                got = "unreadable"
+            if got == want:
+                continue
+            what = "missing" if raw is None else "unreadable" if got == "unreadable" else \
+                "different from the epoch records"
+            if all(r is not None for r in want):
+                rebuilt[k] = epoch_chunk_bytes(k, want)  # type: ignore[arg-type]
+                self._problem("epoch chunk", rel, f"epoch history chunk {self.store.uri(rel)} is {what}; "
+                              "the epoch records hold its content: `tstream repair` rewrites it", True, chunk=k)
+            else:
+                self._problem("epoch chunk", rel, f"epoch history chunk {self.store.uri(rel)} is {what} and "
+                              "some of its epoch records are lost too (reported above); sources that start "
+                              "before those epochs cannot follow them: start them later", False, chunk=k)
+        return rebuilt
 
     def shards(self, state: StreamState, epoch_records: Iterable[dict[str, Any]],
                entries: dict[int, Entry]) -> dict[int, dict[str, Any]]:
@@ -433,7 +500,7 @@ class _Checker:
                               "/head.json is unreadable; `tstream repair` rewrites it", True, shard=shard)
             missing = sorted(i for i in sealed_ids if shard_of(i) == shard and str(segment_number(i)) not in have)
             if missing:
-                records = _rebuild_sealed(missing, entries)
+                records = rebuild_sealed(missing, entries)
                 if records is not None:
                     plan["records"] = records
                     self._problem("shard", folder, f"sealed-segment shard {self.store.uri(folder)} lacks "
@@ -485,55 +552,6 @@ class _Checker:
         return restore
 
 
-def _rebuild_sealed(ids: list[int], entries: dict[int, Entry]) -> list[dict[str, Any]] | None:
-    """Sealed records exactly as the scale made them, from its entry and the one before."""
-    out = []
-    for sid in ids:
-        scale = next((e for e in entries.values() if e.op == "scale" and sid in e.info.get("sealed", [])), None)
-        if scale is None or scale.pos - 1 not in entries:
-            return None
-        s = entries[scale.pos - 1].state.segment(sid)
-        if s is None:
-            return None
-        created = [c for c in scale.state.segments if c.id in scale.info.get("created", [])]
-        out.append({"id": s.id, "lo": s.lo, "hi": s.hi, "rows": s.rows, "bytes": s.bytes, "chunks": s.chunks,
-                    "first_seq": s.first_seq, "next_seq": s.next_seq, "last_tso": s.last_tso,
-                    "sealed_epoch": scale.state.epoch, "sealed_pos": scale.pos,
-                    "successors": [c.id for c in created if c.lo < s.hi and s.lo < c.hi]})
-    return out
-
-
-def _node_counts(state: StreamState) -> list[int]:
-    """How many nodes of each level (1..) were written: c(L) = FANOUT*c(L+1) + len(index[L])."""
-    counts: list[int] = []
-    above = 0
-    for level in range(len(state.index) - 1, 0, -1):
-        above = FANOUT * above + len(state.index[level])
-        counts.append(above)
-    counts.reverse()
-    return counts
-
-
-def _rebuild_epoch(ep: int, entries: dict[int, Entry]) -> bytes | None:
-    """The epoch record exactly as the scale wrote it, from the scale entry and the one before."""
-    scale = next((e for e in entries.values() if e.op == "scale" and e.state.epoch == ep), None)
-    if scale is None or scale.pos - 1 not in entries:
-        return None
-    before = entries[scale.pos - 1].state
-    sealed_ids = list(scale.info.get("sealed", []))
-    created = list(scale.info.get("created", []))
-    sealed = [s for s in before.segments if s.id in sealed_ids]
-    new = {s.id: s for s in scale.state.segments}
-    if len(sealed) != len(sealed_ids) or any(c not in new for c in created):
-        return None
-    rec = {"epoch": ep, "pos": scale.pos, "wall": scale.state.wall, "tick": scale.state.tick,
-           "sealed": sealed_ids, "created": created,
-           "predecessors": {str(c): [s.id for s in sealed if s.lo < new[c].hi and new[c].lo < s.hi]
-                            for c in created},
-           "segments": [[s.id, s.lo, s.hi] for s in scale.state.segments]}
-    return json.dumps(rec, separators=(",", ":")).encode()
-
-
 def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict[str, Any]]:
     """Check the stream at ``store``; returns the report and what :func:`repair` can rewrite."""
     ck = _Checker(store, progress)
@@ -550,60 +568,16 @@ def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict
     entries = ck.entries(state, head_raw)
     nodes = ck.index(state, entries)
     ck.chunks(state, entries)
+    ck.manifests(state, entries)
     epochs, records = ck.epochs(state, entries)
+    epoch_chunks = ck.epoch_chunks(state, records)
     shards = ck.shards(state, records, entries)
     groups = ck.groups()
     report = Report(url=store.display_url, position=state.pos, checked=ck.checked, problems=ck.problems)
     fixes = {"head": head_raw if head_raw is not None else None, "newest": newest, "nodes": nodes,
-             "epochs": epochs, "shards": shards,
+             "epochs": epochs, "epoch_chunks": epoch_chunks, "shards": shards,
              "groups": groups}
     return report, fixes
 
 
-def repair(store: Store, progress: Progress | None = None) -> Report:
-    """Rewrite what the journal can rebuild; the report lists what is still wrong."""
-    report, fixes = verify(store, progress)
-    newest: Entry = fixes["newest"]
-    state = newest.state
-    done: list[str] = []
-    kinds = {p.kind for p in report.problems if p.repairable}
-    if "entry" in kinds and fixes["head"] is not None:
-        store.write(entry_path(state.pos), fixes["head"])
-        done.append(f"journal entry {state.pos} restored from the head hint")
-    if "head" in kinds or "entry" in kinds:
-        store.write(HEAD, newest.encode())
-        done.append(f"head hint rewritten (position {state.pos})")
-    if "anchor" in kinds:
-        lowest = Journal(store)._lowest_listed() if state.meta_gc_pos > 1 else 0
-        pos = state.meta_gc_pos if state.meta_gc_pos > 1 and store.exists(entry_path(state.meta_gc_pos)) else (lowest or 0)
-        store.write(ANCHOR, json.dumps({"pos": pos}).encode())
-        done.append(f"anchor rewritten (position {pos})")
-    for (level, n), data in sorted(fixes["nodes"].items()):
-        store.write(node_path(level, n), data)
-        done.append(f"index node level {level} #{n} rebuilt")
-    for ep, data in sorted(fixes["epochs"].items()):
-        store.write(epoch_path(ep), data)
-        done.append(f"epoch record {ep} rebuilt")
-    smap = SealedMap(store)
-    for shard, plan in sorted(fixes["shards"].items()):
-        folder = f"{SEALED_ROOT}/{shard:06d}"
-        for v, content in sorted(plan["versions"].items()):
-            store.write(f"{folder}/{v:08d}.json", json.dumps(content, separators=(",", ":")).encode())
-            done.append(f"sealed shard {shard} version {v} rewritten")
-        store.delete([f"{folder}/head.json"])  # a hint: latest() probes the versions without it
-        if plan["records"]:
-            smap.merge(plan["records"])
-            done.append(f"sealed shard {shard}: {len(plan['records'])} sealed segment record(s) restored")
-        latest = smap.latest(shard)
-        if latest["v"] >= 0:
-            store.write(f"{folder}/head.json", json.dumps(latest, separators=(",", ":")).encode())
-        done.append(f"sealed shard {shard} head hint rewritten")
-    for rel, data in sorted(fixes["groups"].items()):
-        store.write(rel, data)
-        done.append(f"consumer-group object {rel} rewritten")
-    after, _ = verify(store)
-    after.repaired = done
-    return after
-
-
-__all__ = ["FOOTER_GUESS", "META", "Problem", "Report", "repair", "verify"]
+__all__ = ["FOOTER_GUESS", "META", "Problem", "Report", "verify"]

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .compaction import plan_from_map, substitute
+from .compacted import plan_from_map, substitute
 from .entries import Chunk
 from .journal import Journal
 from .timeindex import COL_MAX_TSO, COL_ROWS, FANOUT, Delta, first_open
@@ -317,7 +317,7 @@ def end_with_at_least(chunks: Sequence[Chunk], lo: int, hi: int, n: int) -> int:
 
 def substitute_views(store: Any, state: StreamState, chunks: list[Chunk]) -> list[Chunk]:
     """Replace planned small chunks by views of the macro-chunks that now hold their records
-    (``Chunk`` with ``offset``/``sorted``; :func:`~pyspark_tstream.compaction.substitute`).
+    (``Chunk`` with ``offset``/``sorted``; :func:`~pyspark_tstream.compacted.substitute`).
     :func:`plan` calls it at exactly one place, after collecting chunks."""
     return substitute(store, state, chunks)
 
@@ -334,7 +334,7 @@ def plan(window: Window, state: StreamState, lo: int, hi: int, limits: Limits = 
         return Plan(lo, max(lo, hi), (), first, first - 1)
     if limits.unlimited and at_least is None and first_pos is None and last_pos is None:
         # compacted commits: the macro map names their records in one read, so a full read of
-        # a long, compacted history does not walk its journal (see compaction.plan_from_map)
+        # a long, compacted history does not walk its journal (see compacted.plan_from_map)
         mapped = plan_from_map(journal.store, state, first, lo, hi)
         if mapped is not None:
             chunks, upto = mapped

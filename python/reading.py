@@ -5,7 +5,7 @@ Reading a chunk applies its floor (``tso_i = max(raw_i, floor + i)``), numbers i
 within a chunk): no per-row Python, zero-copy slices of the decoded columns.
 
 A chunk may be a *view* of rows ``[offset, offset + rows)`` of a macro-chunk (python/
-compaction.py): a plan names small chunks, and :func:`~pyspark_tstream.compaction.substitute`
+compaction.py): a plan names small chunks, and :func:`~pyspark_tstream.compacted.substitute`
 replaces those compacted since by views. Views of one file are fetched and decoded once, only
 the row groups they cover; a view whose ``_tso`` is not strictly increasing (``sorted=False``:
 several writer lanes merged) is filtered by a mask instead of a binary search.

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from .compaction import live_macros, macros_created, substitute
+from .compacted import substitute
+from .compaction_gc import live_macros, macros_created, orphan_manifests
 from .errors import ConfigError
 from .entries import ANCHOR, Entry, entry_path
 from .journal import Journal
@@ -210,7 +211,8 @@ def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: in
 
 
 def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, grace_ms: int) -> list[str]:
-    """Data files no journal entry names (failed or duplicate task attempts), older than grace.
+    """Data files no journal entry names (failed or duplicate task attempts), older than grace,
+    and the manifests of compactions that died before publishing.
 
     The one operation that lists folders (``data/<segment>/``): orphans are by definition not in
     any metadata. Run it rarely (``vacuum(orphans=True)``, ``tstream vacuum``).
@@ -224,4 +226,4 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
             rel = f"data/{segdir}/{name}"
             if rel not in referenced and now - store.modified_ms(rel) >= grace_ms:
                 out.append(rel)
-    return out
+    return out + orphan_manifests(store, journal, state, now, grace_ms)

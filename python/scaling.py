@@ -51,6 +51,27 @@ def epoch_chunk_path(chunk: int) -> str:
     return f"{EPOCHS}/chunks/{chunk:012d}.json"
 
 
+def sealed_record(s: Segment, epoch: int, pos: int, created: Sequence[Segment]) -> dict[str, Any]:
+    """The sealed-map record of segment ``s``, sealed by the scale at ``pos`` into ``epoch``."""
+    return {"id": s.id, "lo": s.lo, "hi": s.hi, "rows": s.rows, "bytes": s.bytes, "chunks": s.chunks,
+            "first_seq": s.first_seq, "next_seq": s.next_seq, "last_tso": s.last_tso,
+            "sealed_epoch": epoch, "sealed_pos": pos,
+            "successors": [c.id for c in created if c.lo < s.hi and s.lo < c.hi]}
+
+
+def epoch_record(after: StreamState, pos: int, sealed: Sequence[Segment], created: Sequence[Segment]) -> dict[str, Any]:
+    """The epoch record of the scale at ``pos`` (``after``: the state it committed)."""
+    return {"epoch": after.epoch, "pos": pos, "wall": after.wall, "tick": after.tick,
+            "sealed": [s.id for s in sealed], "created": [c.id for c in created],
+            "predecessors": {str(c.id): [s.id for s in sealed if s.lo < c.hi and c.lo < s.hi] for c in created},
+            "segments": [[s.id, s.lo, s.hi] for s in after.segments]}
+
+
+def epoch_chunk_bytes(k: int, records: Sequence[dict[str, Any]]) -> bytes:
+    """History chunk ``k``: the ``EPOCH_CHUNK`` records of epochs ``k*EPOCH_CHUNK ..``."""
+    return json.dumps({"v": FORMAT_VERSION, "chunk": k, "records": list(records)}, separators=(",", ":")).encode()
+
+
 def write_epoch_record(store: Store, state: StreamState) -> None:
     """Journal flusher: write the pending epoch record, and the history chunk it completes
     (deterministic, so rewrites are harmless)."""
@@ -60,8 +81,7 @@ def write_epoch_record(store: Store, state: StreamState) -> None:
         if rec["epoch"] % EPOCH_CHUNK == EPOCH_CHUNK - 1:
             k = rec["epoch"] // EPOCH_CHUNK
             records = _read_singles(store, range(k * EPOCH_CHUNK, rec["epoch"])) + [rec]
-            store.write(epoch_chunk_path(k), json.dumps({"v": FORMAT_VERSION, "chunk": k, "records": records},
-                                                        separators=(",", ":")).encode())
+            store.write(epoch_chunk_path(k), epoch_chunk_bytes(k, records))
         state.pending_epoch = None
 
 
@@ -176,12 +196,7 @@ class ScaleRequest:
                                    win_wall=self.now))
             state.next_number += 1
         created_ids = [c.id for c in created]
-        for s in sealed:
-            state.pending_sealed.append({
-                "id": s.id, "lo": s.lo, "hi": s.hi, "rows": s.rows, "bytes": s.bytes, "chunks": s.chunks,
-                "first_seq": s.first_seq, "next_seq": s.next_seq, "last_tso": s.last_tso,
-                "sealed_epoch": epoch, "sealed_pos": pos,
-                "successors": [c.id for c in created if c.lo < s.hi and s.lo < c.hi]})
+        state.pending_sealed.extend(sealed_record(s, epoch, pos, created) for s in sealed)
         for w in state.writers.values():
             # a writer's lane continues in each successor: its later records of a key stay after
             # its earlier ones, and no other writer's times are inherited
@@ -196,11 +211,7 @@ class ScaleRequest:
         state.epoch = epoch
         state.sealed += len(sealed)
         state.wall = max(state.wall, self.now)
-        state.pending_epoch = {
-            "epoch": epoch, "pos": pos, "wall": state.wall, "tick": state.tick,
-            "sealed": [s.id for s in sealed], "created": created_ids,
-            "predecessors": {str(c.id): [s.id for s in sealed if s.lo < c.hi and c.lo < s.hi] for c in created},
-            "segments": [[s.id, s.lo, s.hi] for s in state.segments]}
+        state.pending_epoch = epoch_record(state, pos, sealed, created)
         return Entry(pos=pos, op="scale", wall=self.now, state=state,
                      info={"sealed": [s.id for s in sealed], "created": created_ids, "reason": self.reason})
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .compaction import compacted_upto
+from .compacted import compacted_upto
 from .routing import fraction
 from .state import StreamState
 from .timestamps import iso, physical, tso_id

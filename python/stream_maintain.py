@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .compaction import CompactionPolicy, compact
-from .fsck import Report, repair, verify
+from .fsck import Report, verify
+from .repair import repair
 from .stream_handle import StreamHandle
 
 

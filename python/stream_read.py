@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .compaction import substitute
+from .compacted import substitute
 from .errors import TimestampError
 from .entries import Chunk
 from .planner import Plan, Window, plan, plan_chunks, tail_bound

@@ -9,7 +9,7 @@ lists folders.
 
 from __future__ import annotations
 
-from .compaction import collect_replaced, gc_position
+from .compaction_gc import collect_replaced, gc_position
 from .grouplog import group_positions
 from .entries import Entry
 from .timeindex import COL_MAX_TSO

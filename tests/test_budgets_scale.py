@@ -5,9 +5,11 @@ Every figure is a count of store calls through the store observer; nothing here 
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from conftest import CallLog
-from histories import T0, add_commit, commit_history, epoch_history
+from histories import T0, add_commit, clone, commit_history, epoch_history
 
 from pyspark_tstream.journal import Journal
 from pyspark_tstream.timeindex import COL_MAX_TSO
@@ -22,6 +24,15 @@ def _open_counted(url: str, log: CallLog) -> Stream:
     store = Store(url)
     store.observer = log
     return Stream(store, Journal(store).head())
+
+
+@functools.cache
+def _history(n: int) -> str:
+    """One ``n``-commit history per module (with real data files around the start, middle and
+    end, which the bounded reads open); tests that write to it work on a :func:`clone`."""
+    mid = n // 2
+    s = commit_history(n, real=set(range(0, 40)) | set(range(mid - 20, mid + 40)) | set(range(n - 40, n)))
+    return f"memory://{s.store.root}"
 
 
 def _costs(s: Stream) -> dict[str, float]:
@@ -59,7 +70,7 @@ def _costs(s: Stream) -> dict[str, float]:
     return out
 
 
-@pytest.mark.parametrize("build", [pytest.param(lambda: (commit_history(10), commit_history(100_000)), id="commits"),
+@pytest.mark.parametrize("build", [pytest.param(lambda: (commit_history(10), Stream.open(clone(_history(100_000)))), id="commits"),
                                    pytest.param(lambda: (epoch_history(10), epoch_history(10_000)), id="epochs")])
 def test_costs_flat_at_scale(build: object) -> None:
     small, large = (_costs(s) for s in build())  # type: ignore[operator]
@@ -83,8 +94,7 @@ def _bounded_costs(n: int) -> dict[str, int]:
     from pyspark_tstream.reading import read_table
 
     mid = n // 2
-    s = commit_history(n, real=set(range(0, 40)) | set(range(mid - 20, mid + 40)) | set(range(n - 40, n)))
-    url = f"memory://{s.store.root}"
+    url = clone(_history(n))
     log = CallLog()
     out: dict[str, int] = {}
     reader = _open_counted(url, log)

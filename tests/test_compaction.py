@@ -16,7 +16,8 @@ from conftest import CallLog
 
 from pyspark_tstream import cli
 from pyspark_tstream import compaction as compaction_mod
-from pyspark_tstream.compaction import CompactionPolicy, plan_groups, substitute
+from pyspark_tstream.compacted import substitute
+from pyspark_tstream.compaction import CompactionPolicy, plan_groups
 from pyspark_tstream.errors import ConfigError, CorruptMetadataError
 from pyspark_tstream.groups import Group
 from pyspark_tstream.entries import FORMAT_VERSION, Chunk, Entry, entry_path
@@ -502,4 +503,39 @@ def test_fsck_after_compaction_and_vacuum_reports_nothing_lost(url: str) -> None
     s.vacuum(grace_ms=0)
     report = Stream.open(url).verify()
     assert report.ok, report.summary()
+    _same(before, Stream.open(url).read())
+
+
+def test_orphan_cleanup_removes_a_dead_compactors_files_and_keeps_needed_manifests(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compactor killed after writing its macro-chunk and manifest but before publishing the
+    map leaves both as orphans: orphan cleanup deletes them; the manifests of a committed
+    compaction stay until its replaced files are collected."""
+    url = f"file://{tmp_path}/s"
+    s = _fill(url, appends=30, segments=2)
+    before = s.read()
+
+    def killed(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt("killed before publishing the map")
+
+    monkeypatch.setattr(compaction_mod.MacroMap, "update", killed)
+    with pytest.raises(KeyboardInterrupt):
+        s.compact()
+    monkeypatch.undo()
+    root = tmp_path / "s"
+    dead_macros = sorted(p.name for p in root.glob("data/*/m-*.parquet"))
+    dead_manifests = sorted(p.name for p in root.glob("_tstream/compact/*.json"))
+    assert dead_macros and len(dead_manifests) == len(dead_macros)
+
+    merged = s.compact()["chunks"]  # a live compactor: its manifests stay until its commit is collected
+    assert merged > 0
+    live = {p.name for p in root.glob("_tstream/compact/*.json")} - set(dead_manifests)
+    assert live
+    counts = s.vacuum(orphans=True, orphan_grace_ms=0)
+    assert counts["orphans"] == len(dead_macros) + len(dead_manifests)
+    assert {p.name for p in root.glob("_tstream/compact/*.json")} == live
+    assert not any(p.name in dead_macros for p in root.glob("data/*/m-*.parquet"))
+    _same(before, Stream.open(url).read())
+    assert s.vacuum(grace_ms=0)["replaced"] == merged
+    assert not list(root.glob("_tstream/compact/*.json"))
     _same(before, Stream.open(url).read())

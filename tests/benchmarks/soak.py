@@ -14,6 +14,11 @@ What runs, on its own SeaweedFS (``weed mini`` on loopback, stopped by PID at th
   (writer id + batch number, resumed from the journal after a restart). Every ``--kill-every``
   seconds one producer (in turn) is SIGKILLed and started again: its lease then holds the tick
   until it expires, and a batch it wrote but had not committed is orphaned;
+* a fourth producer is a Spark query (``rate`` source, 200 rows/s → ``writeStream.format
+  ("tstream")``, writer ``spark``, its own checkpoint); at every kill, once it has committed a
+  micro-batch since its last start, it is stopped where it is (possibly inside a micro-batch)
+  and started again from its checkpoint: the sink's
+  exactly-once commit, not the producer, keeps its records from being lost or duplicated;
 * one Spark consumer query (``local[2]``): ``consumerGroup=soak``, a zero-delay watermark on
   ``_timestamp``, ``foreachBatch`` storing each micro-batch's ids under its batch id (a replay
   overwrites, so the store holds what Spark delivered exactly once or not);
@@ -21,9 +26,9 @@ What runs, on its own SeaweedFS (``weed mini`` on loopback, stopped by PID at th
 
 At the end the producers are stopped (sessions closed), the consumer catches up to the tick, and
 the table prints records in (``info()["rows"]``) and out, lost (committed, never delivered) and
-duplicated (delivered twice), RSS, chunk and metadata object counts, and the tick lag (now - tick)
-seen while running. Exit code 1 if anything was lost or duplicated. Compaction (issue 11) is not
-in this branch: the row says so until it lands.
+duplicated (delivered twice), RSS, chunk and metadata object counts (compaction is on, as by
+default: macro-chunks are counted apart), and the tick lag (now - tick) seen while running.
+Exit code 1 if anything was lost or duplicated, or if the Spark producer's ids have a gap.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ sys.path.insert(0, os.path.dirname(HERE))  # tests/: the S3 server helpers
 import s3servers
 
 SKEWS_MS = (0, -3_000, 2_000)
+#: Ids of the Spark producer's records: SPARK_IDS + the rate source's ``value`` (0, 1, 2, ...).
+SPARK_IDS = 9 * 10**12
 ROWS = 200
 
 
@@ -145,8 +152,18 @@ def soak(minutes: float, kill_every: float) -> int:
              .withWatermark("_timestamp", "0 seconds")
              .writeStream.foreachBatch(collect).option("checkpointLocation", str(work / "ckpt"))
              .trigger(processingTime="2 seconds").start())
+        def spark_producer() -> Any:
+            return (spark.readStream.format("rate").option("rowsPerSecond", 200).load()
+                    .selectExpr(f"{SPARK_IDS} + value AS id", "concat('k', CAST(value % 97 AS STRING)) AS key",
+                                "unix_millis(timestamp) AS t")
+                    .writeStream.format("tstream").options(**sopts).option("keyColumn", "key")
+                    .option("timestampColumn", "t").option("writerId", "spark")
+                    .option("checkpointLocation", str(work / "producer-ckpt"))
+                    .trigger(processingTime="1 second").start(url))
+
+        producer_q = spark_producer()
         procs = [_spawn(url, endpoint, i, work / f"w{i}.log") for i in range(3)]
-        kills, max_lag, victim = 0, 0, 0
+        kills, max_lag, victim, restarts, restart_due = 0, 0, 0, 0, False
         began = time.monotonic()
         next_kill = began + kill_every
         try:
@@ -161,10 +178,21 @@ def soak(minutes: float, kill_every: float) -> int:
                     procs[victim] = _spawn(url, endpoint, victim, work / f"w{victim}.log")
                     kills += 1
                     victim = (victim + 1) % 3
-                    next_kill += kill_every
+                    restart_due = True
+                    next_kill = time.monotonic() + kill_every  # a slow restart does not bunch kills
+                if restart_due and any(p["numInputRows"] for p in producer_q.recentProgress):
+                    # it has committed since its start: stop it wherever it is now, perhaps
+                    # inside a micro-batch; its checkpoint resumes it
+                    producer_q.stop()
+                    producer_q = spark_producer()
+                    restarts += 1
+                    restart_due = False
+                if producer_q.exception() is not None:
+                    raise RuntimeError(f"Spark producer failed: {producer_q.exception()}")
                 if q.exception() is not None:
                     raise RuntimeError(f"consumer failed: {q.exception()}")
         finally:
+            producer_q.stop()
             for p in procs:
                 if p.poll() is None:
                     os.killpg(p.pid, signal.SIGTERM)
@@ -191,22 +219,27 @@ def soak(minutes: float, kill_every: float) -> int:
         out_total = sum(counts.values())
         lost = final.rows - len(counts)
         dup = out_total - len(counts)
+        spark_ids = sorted(i - SPARK_IDS for i in counts if i >= SPARK_IDS)
+        spark_gaps = (spark_ids[-1] + 1 - len(spark_ids)) if spark_ids else 0
         objects = s3servers.boto3_client(endpoint).get_paginator("list_objects_v2")
         prefix = url.split(f"s3://{s3servers.BUCKET}/", 1)[1] + "/"
         keys = [o["Key"] for page in objects.paginate(Bucket=s3servers.BUCKET, Prefix=prefix)
                 for o in page.get("Contents", [])]
         chunks = sum(1 for k in keys if k[len(prefix):].startswith("data/"))
+        macros = sum(1 for k in keys if k[len(prefix):].startswith("data/") and "/m-" in k)
         meta = sum(1 for k in keys if k[len(prefix):].startswith("_tstream/"))
-        rows = [("minutes", f"{minutes:g}"), ("producer kills", kills), ("records in (committed)", final.rows),
-                ("records out (delivered)", out_total), ("lost", lost), ("duplicated", dup),
+        rows = [("minutes", f"{minutes:g}"), ("producer kills", kills), ("Spark producer restarts", restarts),
+                ("records in (committed)", final.rows), ("records out (delivered)", out_total),
+                ("lost", lost), ("duplicated", dup),
+                ("Spark producer records / id gaps", f"{len(spark_ids)} / {spark_gaps}"),
                 ("head (truncated by retention)", final.head_pos),
                 ("Python RSS start/end MB", f"{rss_py0 // 1024} / {rss_py1 // 1024}"),
                 ("Spark JVM RSS start/end MB", f"{rss_jvm0 // 1024} / {rss_jvm1 // 1024}"),
-                ("chunk objects", chunks), ("metadata objects", meta),
-                ("max tick lag s", f"{max_lag / 1000:.1f}"), ("compaction", "not in this branch (issue 11)")]
+                ("chunk objects (of them macro-chunks)", f"{chunks} ({macros})"), ("metadata objects", meta),
+                ("max tick lag s", f"{max_lag / 1000:.1f}")]
         width = max(len(r[0]) for r in rows)
         print("\n".join(f"{k:<{width}}  {v}" for k, v in rows))
-        return 0 if lost == 0 and dup == 0 else 1
+        return 0 if lost == 0 and dup == 0 and spark_gaps == 0 and spark_ids else 1
 
 
 def main() -> int:

@@ -1,0 +1,68 @@
+"""``Stream.repair()`` / ``tstream repair``: rewrite what the journal determines, then verify again.
+
+Writes only derived objects (head and anchor hints, index nodes, epoch records and history
+chunks, sealed-map shards, consumer-group copies) that :func:`~pyspark_tstream.fsck.verify`
+found missing or unreadable and could rebuild; never a journal entry's facts or a data chunk.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .fsck import Progress, Report, verify
+from .entries import ANCHOR, HEAD, Entry, entry_path
+from .journal import Journal
+from .timeindex import node_path
+from .scaling import epoch_chunk_path, epoch_path
+from .sealed import ROOT as SEALED_ROOT
+from .sealed import SealedMap
+from .storage import Store
+
+
+def repair(store: Store, progress: Progress | None = None) -> Report:
+    """Rewrite what the journal can rebuild; the report lists what is still wrong."""
+    report, fixes = verify(store, progress)
+    newest: Entry = fixes["newest"]
+    state = newest.state
+    done: list[str] = []
+    kinds = {p.kind for p in report.problems if p.repairable}
+    if "entry" in kinds and fixes["head"] is not None:
+        store.write(entry_path(state.pos), fixes["head"])
+        done.append(f"journal entry {state.pos} restored from the head hint")
+    if "head" in kinds or "entry" in kinds:
+        store.write(HEAD, newest.encode())
+        done.append(f"head hint rewritten (position {state.pos})")
+    if "anchor" in kinds:
+        lowest = Journal(store)._lowest_listed() if state.meta_gc_pos > 1 else 0
+        pos = state.meta_gc_pos if state.meta_gc_pos > 1 and store.exists(entry_path(state.meta_gc_pos)) else (lowest or 0)
+        store.write(ANCHOR, json.dumps({"pos": pos}).encode())
+        done.append(f"anchor rewritten (position {pos})")
+    for (level, n), data in sorted(fixes["nodes"].items()):
+        store.write(node_path(level, n), data)
+        done.append(f"index node level {level} #{n} rebuilt")
+    for ep, data in sorted(fixes["epochs"].items()):
+        store.write(epoch_path(ep), data)
+        done.append(f"epoch record {ep} rebuilt")
+    for k, data in sorted(fixes["epoch_chunks"].items()):
+        store.write(epoch_chunk_path(k), data)
+        done.append(f"epoch history chunk {k} rebuilt")
+    smap = SealedMap(store)
+    for shard, plan in sorted(fixes["shards"].items()):
+        folder = f"{SEALED_ROOT}/{shard:06d}"
+        for v, content in sorted(plan["versions"].items()):
+            store.write(f"{folder}/{v:08d}.json", json.dumps(content, separators=(",", ":")).encode())
+            done.append(f"sealed shard {shard} version {v} rewritten")
+        store.delete([f"{folder}/head.json"])  # a hint: latest() probes the versions without it
+        if plan["records"]:
+            smap.merge(plan["records"])
+            done.append(f"sealed shard {shard}: {len(plan['records'])} sealed segment record(s) restored")
+        latest = smap.latest(shard)
+        if latest["v"] >= 0:
+            store.write(f"{folder}/head.json", json.dumps(latest, separators=(",", ":")).encode())
+        done.append(f"sealed shard {shard} head hint rewritten")
+    for rel, data in sorted(fixes["groups"].items()):
+        store.write(rel, data)
+        done.append(f"consumer-group object {rel} rewritten")
+    after, _ = verify(store)
+    after.repaired = done
+    return after
