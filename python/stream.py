@@ -1,7 +1,7 @@
 """The Python API: ``Stream``, a small facade over parts that each do one job.
 
-``Stream.create/open`` give a handle (2 store calls); its methods delegate to the parts it
-composes, each built on one shared :class:`~pyspark_tstream.stream_handle.StreamHandle` (store,
+``Stream.create/open`` give a ``Stream`` (2 store calls); its methods delegate to the parts it
+composes, each built on one shared :class:`~pyspark_tstream.stream_context.StreamContext` (store,
 journal, newest entry) and testable alone:
 
 * :class:`~pyspark_tstream.stream_append.Appender` — ``write_spec``, ``commit``, ``append``,
@@ -40,7 +40,7 @@ from .state import StreamState
 from .storage import Store
 from .stream_append import Appender, Producer
 from .stream_epochs import Epochs, initial_segments
-from .stream_handle import StreamHandle
+from .stream_context import StreamContext
 from .stream_info import describe
 from .stream_maintain import Maintenance
 from .stream_read import Reader
@@ -56,17 +56,18 @@ class Stream:
     """A stream at a URL. Use :meth:`create` or :meth:`open`; both are cheap (2 store calls).
 
     The parts are public for tools and tests: ``appending``, ``upkeep``, ``reading``,
-    ``epochs``, ``truncation``, ``maintenance`` (see the module docstring).
+    ``epochs``, ``truncation``, ``maintenance``, all on one shared ``context`` (see the
+    module docstring).
     """
 
     def __init__(self, store: Store, entry: Entry) -> None:
-        self.handle = handle = StreamHandle(store, entry)
-        self.reading = Reader(handle)
-        self.epochs = Epochs(handle)
-        self.truncation = Truncation(handle, self.reading)
-        self.maintenance = Maintenance(handle)
-        self.upkeep = Upkeep(handle, trim=self.truncation.trim)
-        self.appending = Appender(handle, after_commit=self.upkeep.after_data_commit)
+        self.context = ctx = StreamContext(store, entry)
+        self.reading = Reader(ctx)
+        self.epochs = Epochs(ctx)
+        self.truncation = Truncation(ctx, self.reading)
+        self.maintenance = Maintenance(ctx)
+        self.upkeep = Upkeep(ctx, trim=self.truncation.trim)
+        self.appending = Appender(ctx, after_commit=self.upkeep.after_data_commit)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -122,37 +123,37 @@ class Stream:
     # -- state --------------------------------------------------------------------------------
     @property
     def store(self) -> Store:
-        return self.handle.store
+        return self.context.store
 
     @property
     def journal(self) -> Journal:
-        return self.handle.journal
+        return self.context.journal
 
     @property
     def sealed_map(self) -> SealedMap:
-        return self.handle.sealed_map
+        return self.context.sealed_map
 
     @property
     def state(self) -> StreamState:
         """The newest state this handle has seen (call :meth:`refresh` to look again)."""
-        return self.handle.state
+        return self.context.state
 
     def refresh(self) -> StreamState:
         """Catch up with the journal: 1 store call if nothing changed."""
-        return self.handle.refresh()
+        return self.context.refresh()
 
     @property
     def url(self) -> str:
-        return self.handle.url
+        return self.context.url
 
     @property
     def config(self) -> StreamConfig:
-        return self.handle.config
+        return self.context.config
 
     @property
     def schema(self) -> pa.Schema | None:
         """User columns (without system columns), or None before the first write."""
-        return self.handle.schema
+        return self.context.schema
 
     def info(self) -> dict[str, Any]:
         """Tick, epochs, segments, writers, first/last ids, size: a snapshot for humans and tools."""

@@ -21,7 +21,7 @@ from .entries import Chunk, Entry
 from .reading import chunks_tsos
 from .reroute import reroute
 from .schema import check_names, normalize, user_schema
-from .stream_handle import StreamHandle
+from .stream_context import StreamContext
 from .timestamps import count_raised, now_ms, pack
 from .writing import ChunkInfo, WriteSpec, write_batches
 
@@ -46,13 +46,13 @@ def to_table(data: Any) -> pa.Table:
 
 
 class Appender:
-    """Appends and commits through a :class:`~pyspark_tstream.stream_handle.StreamHandle`.
+    """Appends and commits through a :class:`~pyspark_tstream.stream_context.StreamContext`.
 
     ``after_commit(entry)`` runs after every commit that added chunks (never raising into it).
     """
 
-    def __init__(self, handle: StreamHandle, after_commit: Callable[[Entry], None] | None = None) -> None:
-        self.handle = handle
+    def __init__(self, ctx: StreamContext, after_commit: Callable[[Entry], None] | None = None) -> None:
+        self.ctx = ctx
         self.after_commit = after_commit
 
     def write_spec(self, schema: pa.Schema, *, key: str | None = None, timestamp: str | None = None,
@@ -60,11 +60,11 @@ class Appender:
         """What writer tasks need to write chunks of data with ``schema`` (validated here)."""
         incoming = normalize(user_schema(schema))
         check_names(incoming)
-        state = self.handle.state
+        state = self.ctx.state
         target = check_schema_for_write(state, incoming, merge_schema)
-        cfg = self.handle.config
+        cfg = self.ctx.config
         segs = state.segments
-        spec = WriteSpec(store=self.handle.store, schema=target, segment_ids=tuple(s.id for s in segs),
+        spec = WriteSpec(store=self.ctx.store, schema=target, segment_ids=tuple(s.id for s in segs),
                          bounds=tuple(s.lo for s in segs), key=key, timestamp=timestamp,
                          timestamping=cfg.timestamping, uncapped=cfg.timestamping_uncapped,
                          compression=cfg.compression, writer_tag=writer_tag)
@@ -75,7 +75,7 @@ class Appender:
                session: bool = False, schema: pa.Schema | None = None, merge_schema: bool = False,
                op: str = "append", heartbeat: int | None = None, close: bool = False) -> Ack:
         """Make ``chunks`` visible in one journal commit; a repeated (writer, batch) is a no-op."""
-        h = self.handle
+        h = self.ctx
         req = CommitRequest(chunks=list(chunks), writer_id=writer_id, batch_id=batch_id, session=session,
                             op=op, heartbeat=heartbeat, close=close,
                             schema=normalize(user_schema(schema)) if schema is not None else None,
@@ -103,7 +103,7 @@ class Appender:
     def duplicate_ack(self, req: CommitRequest) -> Ack:
         """The answer to a batch that was committed before: the original commit's ack."""
         pos = req.duplicate_pos
-        h = self.handle
+        h = self.ctx
         h.refresh()
         if pos is not None and pos >= 0:
             original = h.journal.try_entry(pos)
@@ -120,7 +120,7 @@ class Appender:
         """
         as_written = Chunk(seg=info.seg, path=info.path, rows=info.rows, bytes=info.bytes, seq=0,
                            floor=0, lo=info.raw_lo, hi=info.raw_hi)
-        (raw,) = chunks_tsos(self.handle.store, [as_written])
+        (raw,) = chunks_tsos(self.ctx.store, [as_written])
         return count_raised(raw, floor)
 
     def append(self, data: Any, key: str | None = None, timestamp: str | None = None,
@@ -131,7 +131,7 @@ class Appender:
         The public :meth:`~pyspark_tstream.stream.Stream.append` documents the arguments.
         """
         table = to_table(data)
-        state = self.handle.refresh()
+        state = self.ctx.refresh()
         if writer_id is not None and batch_id is not None:
             w = state.writers.get(writer_id)
             if w is not None and w.find(batch_id) is not None:

@@ -15,7 +15,7 @@ from .timeindex import COL_WALL
 from .routing import KEY_SPACE, fraction
 from .scaling import ScaleRequest, fraction_ranges, read_epoch, read_epochs, split_ranges
 from .state import Segment, StreamState, segment_epoch, segment_id
-from .stream_handle import StreamHandle
+from .stream_context import StreamContext
 from .timestamps import TimeLike, now_ms, to_ms
 
 
@@ -30,10 +30,10 @@ def _ranges(segments: Sequence[tuple[int, int, int]]) -> list[dict[str, Any]]:
 
 
 class Epochs:
-    """Scaling and segment history through a :class:`~pyspark_tstream.stream_handle.StreamHandle`."""
+    """Scaling and segment history through a :class:`~pyspark_tstream.stream_context.StreamContext`."""
 
-    def __init__(self, handle: StreamHandle) -> None:
-        self.handle = handle
+    def __init__(self, ctx: StreamContext) -> None:
+        self.ctx = ctx
 
     def scale(self, *, split: int | None = None, parts: int = 2, merge: Sequence[int] | None = None,
               seal: Sequence[int] | None = None, ranges: Sequence[tuple[float, float]] | None = None) -> dict:
@@ -41,7 +41,7 @@ class Epochs:
 
         The public :meth:`~pyspark_tstream.stream.Stream.scale` documents the arguments.
         """
-        state = self.handle.refresh()
+        state = self.ctx.refresh()
         if split is not None:
             seg = state.segment(split)
             if seg is None:
@@ -59,13 +59,13 @@ class Epochs:
         else:
             raise ConfigError("scale needs split=<segment>, merge=[segments] or seal=[...] with ranges=[...]",
                               option="scale")
-        entry = self.handle.commit_op(req)
+        entry = self.ctx.commit_op(req)
         assert entry is not None
         return {"epoch": entry.state.epoch, "sealed": entry.info["sealed"], "created": entry.info["created"]}
 
     def successors(self, segment: int) -> list[int]:
         """Segments that took over ``segment``'s key range when it was sealed ([] if active)."""
-        rec = self.handle.sealed_map.get(self.handle.state, segment)
+        rec = self.ctx.sealed_map.get(self.ctx.state, segment)
         return list(rec["successors"]) if rec else []
 
     def predecessors(self, segment: int) -> list[int]:
@@ -73,33 +73,33 @@ class Epochs:
         epoch = segment_epoch(segment)
         if epoch == 0:
             return []
-        return list(read_epoch(self.handle.store, self.handle.state, epoch)["predecessors"].get(str(segment), []))
+        return list(read_epoch(self.ctx.store, self.ctx.state, epoch)["predecessors"].get(str(segment), []))
 
     def sealed_info(self, segment: int) -> dict | None:
         """Final size, rows, last ``_seq``/``_tso`` and sealing epoch of a sealed segment."""
-        return self.handle.sealed_map.get(self.handle.state, segment)
+        return self.ctx.sealed_map.get(self.ctx.state, segment)
 
     def epoch_at(self, when: TimeLike) -> int:
         """The epoch in force at ``when`` (a time like ``Stream.read`` takes)."""
-        state = self.handle.refresh()
-        pos = self.handle.journal.search(state, COL_WALL, to_ms(when, option="when"))
+        state = self.ctx.refresh()
+        pos = self.ctx.journal.search(state, COL_WALL, to_ms(when, option="when"))
         return self.epoch_before(state, pos)
 
     def epoch_before(self, state: StreamState, pos: int) -> int:
         """The epoch after journal position ``pos - 1`` (one entry read)."""
         if pos > state.pos:
             return state.epoch
-        journal = self.handle.journal
+        journal = self.ctx.journal
         prev = journal.try_entry(pos - 1) if pos > state.head_pos else None
-        return prev.state.epoch if prev is not None else (journal.try_entry(pos) or self.handle.entry).state.epoch
+        return prev.state.epoch if prev is not None else (journal.try_entry(pos) or self.ctx.entry).state.epoch
 
     def segments_at(self, when: TimeLike) -> list[dict[str, Any]]:
         """Active segments (id and key range) at ``when``."""
-        state = self.handle.refresh()
+        state = self.ctx.refresh()
         epoch = self.epoch_at(when)
         if epoch == state.epoch:
             return _ranges([(g.id, g.lo, g.hi) for g in state.segments])
-        rec = read_epoch(self.handle.store, state, epoch)
+        rec = read_epoch(self.ctx.store, state, epoch)
         if rec.get("segments") is None:
             return _ranges([(g.id, g.lo, g.hi) for g in initial_segments(int(state.config["segments"]))])
         return _ranges(rec["segments"])
@@ -107,12 +107,12 @@ class Epochs:
     def segments_between(self, start: TimeLike, end: TimeLike) -> list[int]:
         """Every segment that was active at some time in ``[start, end]`` (epoch records only:
         one read per ``EPOCH_CHUNK`` epochs in between, no data)."""
-        state = self.handle.refresh()
+        state = self.ctx.refresh()
         first, last = self.epoch_at(start), self.epoch_at(end)
         out: set[int] = set()
         if last == state.epoch:
             out.update(g.id for g in state.segments)
-        for rec in read_epochs(self.handle.store, state, first, min(last, state.epoch - 1)):
+        for rec in read_epochs(self.ctx.store, state, first, min(last, state.epoch - 1)):
             if rec.get("segments") is None:  # epoch 0 of a stream never scaled
                 out.update(g.id for g in initial_segments(int(state.config["segments"])))
             else:

@@ -13,14 +13,14 @@ from typing import Any
 from .compaction import CompactionPolicy, compact
 from .fsck import Report, verify
 from .repair import repair
-from .stream_handle import StreamHandle
+from .stream_context import StreamContext
 
 
 class Maintenance:
-    """Compaction, verify and repair through a :class:`~pyspark_tstream.stream_handle.StreamHandle`."""
+    """Compaction, verify and repair through a :class:`~pyspark_tstream.stream_context.StreamContext`."""
 
-    def __init__(self, handle: StreamHandle) -> None:
-        self.handle = handle
+    def __init__(self, ctx: StreamContext) -> None:
+        self.ctx = ctx
 
     def compact(self, *, full: bool = True, target: int | str | None = None, min_pieces: int | None = None,
                 progress: Any = None, total: Any = None) -> dict[str, int]:
@@ -28,20 +28,20 @@ class Maintenance:
 
         The public :meth:`~pyspark_tstream.stream.Stream.compact` documents the arguments.
         """
-        base = CompactionPolicy.parse(self.handle.refresh().config.get("compaction")) or CompactionPolicy()
+        base = CompactionPolicy.parse(self.ctx.refresh().config.get("compaction")) or CompactionPolicy()
         if target is not None or min_pieces is not None:
             spec = f"target={target or base.target},min={min_pieces or base.min}"
             base = CompactionPolicy.parse(spec)
-        return compact(self.handle, full=full, policy=base, progress=progress, total=total)
+        return compact(self.ctx, full=full, policy=base, progress=progress, total=total)
 
     def verify(self, progress: Callable[[int, int], None] | None = None) -> Report:
         """Check the stream (``tstream fsck``): journal entries, hints, index nodes, sealed shards,
         epoch records, and every live chunk's size and rows. Returns a
         :class:`~pyspark_tstream.fsck.Report` (``ok``, ``problems``, ``summary()``)."""
-        return verify(self.handle.store, progress)[0]
+        return verify(self.ctx.store, progress)[0]
 
     def repair(self, progress: Callable[[int, int], None] | None = None) -> Report:
         """Rebuild what the journal can (``tstream repair``); the report lists what remains."""
-        report = repair(self.handle.store, progress)
-        self.handle.refresh()
+        report = repair(self.ctx.store, progress)
+        self.ctx.refresh()
         return report

@@ -20,19 +20,19 @@ from .planner import Plan, Window, plan, plan_chunks, tail_bound
 from .reading import read_table, read_tsos
 from .schema import full_schema
 from .storage import Store
-from .stream_handle import StreamHandle
+from .stream_context import StreamContext
 from .timestamps import TimeLike, pack, to_ms
 
 
 class Reader:
-    """Reads and plans through a :class:`~pyspark_tstream.stream_handle.StreamHandle`."""
+    """Reads and plans through a :class:`~pyspark_tstream.stream_context.StreamContext`."""
 
-    def __init__(self, handle: StreamHandle) -> None:
-        self.handle = handle
+    def __init__(self, ctx: StreamContext) -> None:
+        self.ctx = ctx
 
     def range(self, start: TimeLike, end: TimeLike) -> tuple[int, int]:
         """``(lo, hi]`` in ``_tso`` for ``start <= _timestamp < end``, clipped to (head, tick]."""
-        state = self.handle.state
+        state = self.ctx.state
         lo = state.head_tso
         if start is not None:
             lo = max(lo, pack(to_ms(start, option="start")) - 1)
@@ -49,7 +49,7 @@ class Reader:
         """
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise TimestampError(f"limit={limit!r} must be a non-negative integer")
-        h = self.handle
+        h = self.ctx
         state = h.refresh()
         schema = h.schema
         lo, hi = self.range(start, end)
@@ -64,19 +64,19 @@ class Reader:
 
     def plan(self, lo: int, hi: int, *, first_pos: int | None = None, last_pos: int | None = None) -> list[Chunk]:
         """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`planner`)."""
-        return plan_chunks(self.handle.journal, self.handle.state, lo, hi, first_pos, last_pos)
+        return plan_chunks(self.ctx.journal, self.ctx.state, lo, hi, first_pos, last_pos)
 
     def plan_read(self, lo: int, hi: int, **kw: Any) -> Plan:
         """The lazy :func:`~pyspark_tstream.planner.plan` of ``(lo, hi]`` on the newest state."""
-        return plan(Window(self.handle.journal), self.handle.state, lo, hi, **kw)
+        return plan(Window(self.ctx.journal), self.ctx.state, lo, hi, **kw)
 
     def seek(self, when: TimeLike) -> int:
         """The position (exclusive ``_tso`` bound) before the first record at or after ``when``."""
-        return max(self.handle.state.head_tso, pack(to_ms(when, option="timestamp")) - 1)
+        return max(self.ctx.state.head_tso, pack(to_ms(when, option="timestamp")) - 1)
 
     def seek_tail(self, n: int) -> int:
         """Exclusive ``_tso`` bound such that the last ``n`` records at or below the tick follow it."""
-        h = self.handle
+        h = self.ctx
         state = h.refresh()
         # the span's chunks may have been compacted (and their files collected): read views
         return tail_bound(h.journal, state, n,

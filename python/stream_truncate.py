@@ -17,7 +17,7 @@ from .reading import read_tsos
 from .retention import (RetentionPolicy, TruncateRequest, collect_garbage, first_seq_after, gc_target,
                         orphan_files, retention_bound)
 from .state import StreamState
-from .stream_handle import StreamHandle
+from .stream_context import StreamContext
 from .stream_read import Reader
 from .timestamps import TimeLike, now_ms, pack, to_ms
 
@@ -28,16 +28,16 @@ ORPHAN_GRACE_MS = 6 * 3_600_000
 
 
 class Truncation:
-    """Cuts, truncation, retention and GC through a handle; ``reader`` plans the chunks a cut
+    """Cuts, truncation, retention and GC through a context; ``reader`` plans the chunks a cut
     crosses and finds the tail a ``maxlen`` keeps."""
 
-    def __init__(self, handle: StreamHandle, reader: Reader) -> None:
-        self.handle = handle
+    def __init__(self, ctx: StreamContext, reader: Reader) -> None:
+        self.ctx = ctx
         self.reader = reader
 
     def cut_at(self, when: TimeLike) -> dict[int, int]:
         """Stream cut at ``when``: per active segment, the first ``_seq`` at or after that time."""
-        h = self.handle
+        h = self.ctx
         state = h.refresh()
         bound = min(pack(to_ms(when, option="when")) - 1, state.tick)
         return first_seq_after(h.store, h.journal, state, bound)
@@ -47,7 +47,7 @@ class Truncation:
 
         The public :meth:`~pyspark_tstream.stream.Stream.truncate` documents the arguments.
         """
-        state = self.handle.refresh()
+        state = self.ctx.refresh()
         if isinstance(before, dict):
             bound = self._cut_bound(state, {int(k): int(v) for k, v in before.items()})
         else:
@@ -56,7 +56,7 @@ class Truncation:
 
     def truncate_to(self, bound: int, reason: str) -> StreamState:
         """Move the head to the ``_tso`` bound (clamped to the tick); O(segments) store calls."""
-        h = self.handle
+        h = self.ctx
         state = h.refresh()
         bound = min(bound, state.tick)
         if bound <= state.head_tso:
@@ -68,7 +68,7 @@ class Truncation:
 
     def cut_bound(self, cut: dict[int, int]) -> int:
         """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment."""
-        return self._cut_bound(self.handle.refresh(), cut)
+        return self._cut_bound(self.ctx.refresh(), cut)
 
     def _cut_bound(self, state: StreamState, cut: dict[int, int]) -> int:
         """:meth:`cut_bound` on ``state``.
@@ -85,7 +85,7 @@ class Truncation:
                 bound = min(bound, c.lo - 1)  # every record of it lies past the cut
             else:
                 cutting.append(c)
-        for c, tso in read_tsos(self.handle.store, cutting):
+        for c, tso in read_tsos(self.ctx.store, cutting):
             # the cut's record and (in a view of merged lanes) any later one may be the smallest
             bound = min(bound, int(tso[cut[c.seg] - c.seq:].min()) - 1)
         return bound
@@ -96,7 +96,7 @@ class Truncation:
 
         The public :meth:`~pyspark_tstream.stream.Stream.trim` documents the arguments.
         """
-        h = self.handle
+        h = self.ctx
         state = h.refresh()
         policy = RetentionPolicy.parse(state.config.get("retention")) or RetentionPolicy()
         if maxlen is not None or max_age is not None or max_bytes is not None:
@@ -114,7 +114,7 @@ class Truncation:
 
     def _group_floor(self) -> int | None:
         """The oldest position a consumer group still needs (None without groups)."""
-        positions = group_positions(self.handle.store)
+        positions = group_positions(self.ctx.store)
         return min(positions.values()) if positions else None
 
     def vacuum(self, grace_ms: int = GC_GRACE_MS, *, orphans: bool = False,
@@ -123,7 +123,7 @@ class Truncation:
 
         The public :meth:`~pyspark_tstream.stream.Stream.vacuum` documents the arguments.
         """
-        h = self.handle
+        h = self.ctx
         store, journal = h.store, h.journal
         state = h.refresh()
         upto = gc_target(state, now_ms(), grace_ms)

@@ -3,7 +3,7 @@
 Best-effort by contract: the data commit is durable before any of this runs, so a failure here
 must never turn it into an error (Spark would call the sink's ``abort`` on a committed batch).
 A failure is logged and the policy is simply evaluated again later: scaling at every data
-commit, retention at the next one through this handle (or the next multiple of
+commit, retention at the next one through this ``Stream`` (or the next multiple of
 :data:`RETENTION_EVERY`), compaction after a doubling back-off. Every decision is made from the
 committed state first (zero store reads when nothing is due).
 """
@@ -18,7 +18,7 @@ from .compaction import COMPACT_EVERY, CompactionPolicy, compact, due
 from .entries import Entry
 from .scaling import ScalingPolicy
 from .state import StreamState
-from .stream_handle import StreamHandle
+from .stream_context import StreamContext
 from .timestamps import now_ms
 
 logger = logging.getLogger(__name__)
@@ -28,10 +28,10 @@ RETENTION_EVERY = 16
 
 
 class Upkeep:
-    """The post-commit policies of one handle; ``trim`` applies the retention policy."""
+    """The post-commit policies of one context; ``trim`` applies the retention policy."""
 
-    def __init__(self, handle: StreamHandle, trim: Callable[[], Any]) -> None:
-        self.handle = handle
+    def __init__(self, ctx: StreamContext, trim: Callable[[], Any]) -> None:
+        self.ctx = ctx
         self.trim = trim
         self.retention_due = False  # a failed retention pass: retry at the next data commit
         self.compact_retry_pos = 0  # automatic compaction backs off after a failure
@@ -54,7 +54,7 @@ class Upkeep:
                 # decided again on the newest state: another committer may have scaled already
                 request = policy.decide(st, now_ms())
                 return request(st, pos) if request is not None else None
-            self.handle.commit_op(scale)
+            self.ctx.commit_op(scale)
 
     def _best_effort(self, what: str, entry: Entry, work: Callable[[], Any]) -> bool:
         """Run post-commit ``work``; log (never raise) a failure. True if it completed."""
@@ -64,7 +64,7 @@ class Upkeep:
         except Exception as e:
             logger.warning("stream %s: %s after the commit at journal position %d failed (%s: %s); "
                            "the commit stands and %s runs again at a later commit",
-                           self.handle.url, what, entry.pos, type(e).__name__, e, what, exc_info=True)
+                           self.ctx.url, what, entry.pos, type(e).__name__, e, what, exc_info=True)
             return False
 
     def _auto_compact(self, entry: Entry) -> None:
@@ -73,10 +73,10 @@ class Upkeep:
         if policy is None or entry.pos < self.compact_retry_pos or not due(entry.state, policy):
             return
         try:
-            compact(self.handle, policy=policy)
+            compact(self.ctx, policy=policy)
             self.compact_backoff = COMPACT_EVERY
         except Exception as e:  # noqa: BLE001 - the data commit landed; compaction retries later
             self.compact_retry_pos = entry.pos + self.compact_backoff
             self.compact_backoff = min(self.compact_backoff * 2, 64 * COMPACT_EVERY)
             logger.warning("tstream: automatic compaction of %s failed (%s: %s); it runs again after "
-                           "position %d", self.handle.url, type(e).__name__, e, self.compact_retry_pos)
+                           "position %d", self.ctx.url, type(e).__name__, e, self.compact_retry_pos)

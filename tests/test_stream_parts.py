@@ -1,4 +1,4 @@
-"""Each part of ``Stream`` works alone, built on a StreamHandle (no Stream): appending, upkeep,
+"""Each part of ``Stream`` works alone, built on a StreamContext (no Stream): appending, upkeep,
 reading, epochs, truncation and the info snapshot (python/stream.py composes them)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pyspark_tstream.stream import Stream
 from pyspark_tstream.storage import Store
 from pyspark_tstream.stream_append import Appender
 from pyspark_tstream.stream_epochs import Epochs, initial_segments
-from pyspark_tstream.stream_handle import StreamHandle
+from pyspark_tstream.stream_context import StreamContext
 from pyspark_tstream.stream_info import describe
 from pyspark_tstream.stream_read import Reader
 from pyspark_tstream.stream_truncate import Truncation
@@ -23,10 +23,10 @@ from pyspark_tstream.stream_upkeep import RETENTION_EVERY, Upkeep
 T0 = 1_700_000_000_000
 
 
-def _handle(url: str, **config: object) -> StreamHandle:
+def _context(url: str, **config: object) -> StreamContext:
     Stream.create(url, segments=2, **config)  # only to lay down entry 0
     store = Store(url)
-    return StreamHandle(store, Journal(store).head())
+    return StreamContext(store, Journal(store).head())
 
 
 def _rows(n: int, first: int = 0) -> pa.Table:
@@ -34,25 +34,25 @@ def _rows(n: int, first: int = 0) -> pa.Table:
                      "t": [T0 + i for i in range(first, first + n)]})
 
 
-def test_appender_and_reader_share_one_handle(url: str) -> None:
-    h = _handle(url)
+def test_appender_and_reader_share_one_context(url: str) -> None:
+    h = _context(url)
     seen: list[Entry] = []
     appender = Appender(h, after_commit=seen.append)
     ack = appender.append(_rows(10), key="k", timestamp="t")
-    assert ack.rows == 10 and h.state.pos == ack.pos  # the handle moved with the commit
+    assert ack.rows == 10 and h.state.pos == ack.pos  # the context moved with the commit
     assert [e.pos for e in seen] == [ack.pos]  # the hook runs after a data commit ...
     appender.tick()
     assert len(seen) == 1  # ... and not after a data-less one
     assert Reader(h).read()["v"].to_pylist() == list(range(10))
-    # a second handle on the same store sees it after a refresh
-    other = StreamHandle(h.store, Journal(h.store).head())
+    # a second context on the same store sees it after a refresh
+    other = StreamContext(h.store, Journal(h.store).head())
     assert Reader(other).read(start=T0 + 5)["v"].to_pylist() == list(range(5, 10))
     assert appender.append(_rows(10), key="k", timestamp="t", writer_id="w", batch_id=1).duplicate is False
     assert appender.append(_rows(10), key="k", timestamp="t", writer_id="w", batch_id=1).duplicate is True
 
 
 def test_producer_session_holds_the_tick_until_closed(url: str) -> None:
-    h = _handle(url)
+    h = _context(url)
     appender = Appender(h)
     with appender.writer("p") as p:
         p.append(_rows(3), key="k", timestamp="t")
@@ -61,7 +61,7 @@ def test_producer_session_holds_the_tick_until_closed(url: str) -> None:
 
 
 def test_epochs_alone_scale_and_history(url: str) -> None:
-    h = _handle(url)
+    h = _context(url)
     assert [g.id for g in h.state.segments] == [g.id for g in initial_segments(2)]
     epochs = Epochs(h)
     out = epochs.scale(split=initial_segments(2)[0].id)
@@ -71,7 +71,7 @@ def test_epochs_alone_scale_and_history(url: str) -> None:
 
 
 def test_truncation_alone_drops_the_old_records(url: str) -> None:
-    h = _handle(url)
+    h = _context(url)
     Appender(h).append(_rows(20), key="k", timestamp="t")
     reader = Reader(h)
     truncation = Truncation(h, reader)
@@ -82,7 +82,7 @@ def test_truncation_alone_drops_the_old_records(url: str) -> None:
 
 
 def test_upkeep_failure_is_logged_and_retried(url: str, caplog: pytest.LogCaptureFixture) -> None:
-    h = _handle(url, retention="count=1000")
+    h = _context(url, retention="count=1000")
     calls: list[int] = []
 
     def failing_trim() -> None:
@@ -101,7 +101,7 @@ def test_upkeep_failure_is_logged_and_retried(url: str, caplog: pytest.LogCaptur
 
 
 def test_describe_is_a_pure_snapshot(url: str) -> None:
-    h = _handle(url)
+    h = _context(url)
     Appender(h).append(_rows(3), key="k", timestamp="t")
     info = describe("u", h.state, h.schema)
     assert info["url"] == "u" and info["rows"] == 3 and len(info["segments"]) == 2

@@ -1,10 +1,10 @@
 """What the parts of a :class:`~pyspark_tstream.stream.Stream` share: store, journal, newest entry.
 
 Every part (appending, reading, epochs, truncation, maintenance, upkeep) works through one
-:class:`StreamHandle`, never through the ``Stream``: a commit made by one part is seen at
-once by the others, and each part can be built and tested alone from a handle. The handle
-holds the newest journal entry this process has seen; :meth:`StreamHandle.refresh` only ever
-moves it forward (another thread on the same handle may already be ahead).
+:class:`StreamContext`, never through the ``Stream``: a commit made by one part is seen at
+once by the others, and each part can be built and tested alone from a context. The context
+holds the newest journal entry this ``Stream`` object has seen; :meth:`StreamContext.refresh`
+only ever moves it forward (another thread on the same object may already be ahead).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .storage import Store
 Build = Callable[[StreamState, int], "Entry | None"]
 
 
-class StreamHandle:
+class StreamContext:
     """The store, journal and sealed map of one stream, and the newest entry seen through them."""
 
     def __init__(self, store: Store, entry: Entry) -> None:
@@ -40,7 +40,7 @@ class StreamHandle:
 
     @property
     def state(self) -> StreamState:
-        """The newest state this handle has seen (call :meth:`refresh` to look again)."""
+        """The newest state this context has seen (call :meth:`refresh` to look again)."""
         return self.entry.state
 
     def refresh(self) -> StreamState:
@@ -48,7 +48,7 @@ class StreamHandle:
         nxt = self.journal.try_entry(self.entry.pos + 1)
         if nxt is not None:
             newest = self.journal.head(known=nxt)
-            if newest.pos > self.entry.pos:  # another thread on this handle may be ahead
+            if newest.pos > self.entry.pos:  # another thread on this context may be ahead
                 self.entry = newest
         return self.entry.state
 
