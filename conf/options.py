@@ -313,59 +313,40 @@ class StreamConfigOptions:
 
     Parameters
     ----------
-    segments, timestamping, timestamping_uncapped, writers, writer_lease_ms, retention, scaling,
-    compression, compaction
-        As the core's ``StreamConfig`` (defaults where the option was not given).
+    config : StreamConfig
+        The core's config (its defaults where an option was not given), validated by the core's
+        own rules, so a query fails at start with the message a Python-API create would give.
     given : frozenset of str
         Core field names the user set explicitly; only these are checked against an existing
         stream's config, so a plain write to an existing stream never conflicts.
     """
 
-    segments: int = K.SEGMENTS_DEFAULT
-    timestamping: str = K.TIMESTAMPING_DEFAULT
-    timestamping_uncapped: bool = K.TIMESTAMPING_UNCAPPED_DEFAULT
-    writers: tuple[str, ...] = K.WRITERS_DEFAULT
-    writer_lease_ms: int = K.WRITER_LEASE_MS_DEFAULT
-    retention: str | None = None
-    scaling: str | None = None
-    compression: str = K.COMPRESSION_DEFAULT
-    compaction: str = K.COMPACTION_DEFAULT
+    config: StreamConfig = field(default_factory=StreamConfig)
     given: frozenset[str] = frozenset()
 
     __repr__ = _safe_repr
 
     def to_config_dict(self) -> dict[str, Any]:
         """Plain primitives keyed by the core's ``StreamConfig`` field names."""
-        return {"segments": self.segments, "timestamping": self.timestamping,
-                "timestamping_uncapped": self.timestamping_uncapped,
-                "writers": list(self.writers), "writer_lease_ms": self.writer_lease_ms,
-                "retention": self.retention, "scaling": self.scaling,
-                "compression": self.compression, "compaction": self.compaction}
+        return self.config.to_dict()
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> StreamConfigOptions:
         """Parse the stream-config keys of raw options (other keys are ignored here)."""
         opts = _normalized(options)
-        config = cls(
-            segments=option_as_int(opts, K.SEGMENTS, K.SEGMENTS_DEFAULT, min_value=1),
-            timestamping=option_as_choice(opts, K.TIMESTAMPING, K.TIMESTAMPING_DEFAULT,
-                                          TIMESTAMPING_MODES),
-            timestamping_uncapped=option_as_bool(opts, K.TIMESTAMPING_UNCAPPED,
-                                                 K.TIMESTAMPING_UNCAPPED_DEFAULT),
-            writers=tuple(option_as_list(opts, K.WRITERS, K.WRITERS_DEFAULT)),
-            writer_lease_ms=option_as_int(opts, K.WRITER_LEASE_MS, K.WRITER_LEASE_MS_DEFAULT,
-                                          min_value=1),
-            retention=option_as_str(opts, K.RETENTION),
-            scaling=option_as_str(opts, K.SCALING),
-            compression=option_as_choice(opts, K.COMPRESSION, K.COMPRESSION_DEFAULT, COMPRESSIONS),
-            compaction=option_as_str(opts, K.COMPACTION) or K.COMPACTION_DEFAULT,
-            given=frozenset(f for k, f in K.STREAM_CONFIG_FIELDS.items()
-                            if opts.get(k.lower()) is not None),
-        )
-        # The core owns the rules (e.g. the segment limit); run them now so the query fails at
-        # start with the same message a Python-API create would give.
-        StreamConfig.from_kwargs(config.to_config_dict())
-        return config
+        values = {
+            "segments": option_as_int(opts, K.SEGMENTS, K.SEGMENTS_DEFAULT, min_value=1),
+            "timestamping": option_as_choice(opts, K.TIMESTAMPING, K.TIMESTAMPING_DEFAULT, TIMESTAMPING_MODES),
+            "timestamping_uncapped": option_as_bool(opts, K.TIMESTAMPING_UNCAPPED, K.TIMESTAMPING_UNCAPPED_DEFAULT),
+            "writers": tuple(option_as_list(opts, K.WRITERS, K.WRITERS_DEFAULT)),
+            "writer_lease_ms": option_as_int(opts, K.WRITER_LEASE_MS, K.WRITER_LEASE_MS_DEFAULT, min_value=1),
+            "retention": option_as_str(opts, K.RETENTION),
+            "scaling": option_as_str(opts, K.SCALING),
+            "compression": option_as_choice(opts, K.COMPRESSION, K.COMPRESSION_DEFAULT, COMPRESSIONS),
+            "compaction": option_as_str(opts, K.COMPACTION) or K.COMPACTION_DEFAULT,
+        }
+        given = frozenset(f for k, f in K.STREAM_CONFIG_FIELDS.items() if opts.get(k.lower()) is not None)
+        return cls(config=StreamConfig.from_kwargs(values), given=given)
 
 
 @dataclass(frozen=True, slots=True, repr=False)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark_tstream.conf.options import SourceOptions
 from pyspark_tstream.errors import UnsupportedOperationError
-from pyspark_tstream.journal import Chunk
+from pyspark_tstream.entries import Chunk
 from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.timestamps import LOGICAL_BITS
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import InputPartition
 
-from pyspark_tstream.journal import Chunk
+from pyspark_tstream.entries import Chunk
 from pyspark_tstream.planner import ReadTask, plan_tasks
 from pyspark_tstream.storage import Store
 

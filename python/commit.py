@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from .conf.keys import WRITER_LEASE_MS_DEFAULT
 from .errors import SegmentSealedError
-from .journal import Chunk, Entry
+from .entries import Chunk, Entry
 from .schema import decode_schema, encode_schema, reconcile
 from .state import StreamState, Writer
 from .timestamps import LOGICAL_MASK, final_bounds, final_marks, tso_id

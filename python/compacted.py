@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .journal import Chunk
+from .entries import Chunk
 from .macromap import ROOT as MACRO_ROOT
 from .macromap import Macro, MacroMap
 from .state import StreamState, segment_number

@@ -74,7 +74,8 @@ import pyarrow.parquet as pq
 from .compacted import _segs, compacted_upto
 from .compaction_gc import discard_unpublished, manifest_path
 from .errors import ConfigError
-from .journal import Chunk, Entry, Journal
+from .entries import Chunk, Entry
+from .journal import Journal
 from .macromap import SPAN, Macro, MacroMap, bucket_of
 from .reading import _decode, _fetch, view_tsos
 from .schema import RAW_TSO, conform

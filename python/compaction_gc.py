@@ -15,7 +15,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from .journal import COL_WALL, Journal
+from .journal import Journal
+from .timeindex import COL_WALL
 from .macromap import ROOT as MACRO_ROOT
 from .macromap import MacroMap
 from .state import StreamState

@@ -1,4 +1,4 @@
-"""Every error tstream raises on purpose.
+"""Every error tstream raises on purpose, built in one place: classes, condition names, messages.
 
 One base class, ``TStreamError``; each subclass mixes in the builtin it resembles so callers can
 catch either (``except ValueError`` keeps working). Messages name the option, column or file, the
@@ -7,7 +7,8 @@ bad value and what to do. Conflicts carry structured ``expected``/``found`` fiel
 
 Each class has a stable ``condition`` name (``TSTREAM_SCHEMA_MISMATCH``), like Spark's error
 classes: programs and logs match on it instead of on message text, which may be reworded.
-:func:`conditions` lists them all.
+:func:`conditions` lists them all. Texts raised from more than one module live once, in
+:data:`MESSAGES` (by condition), filled by :func:`error` and the small factories below it.
 """
 
 from __future__ import annotations
@@ -15,30 +16,46 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 
+#: A structured field without a default: the constructor requires it.
+REQUIRED: Any = object()
+
+
 class TStreamError(Exception):
-    """Base class of every tstream error."""
+    """Base class of every tstream error.
+
+    ``fields`` lists the structured keyword arguments a class takes (name -> default, or
+    :data:`REQUIRED`); each becomes an attribute, so no subclass needs its own constructor.
+    """
 
     condition: ClassVar[str] = "TSTREAM_ERROR"
+    fields: ClassVar[dict[str, Any]] = {}
     retriable: bool = False
+
+    def __init__(self, message: str, **values: Any) -> None:
+        super().__init__(message)
+        unknown = sorted(set(values) - set(self.fields))
+        if unknown:
+            raise TypeError(f"{type(self).__name__} takes no field {unknown[0]!r}")
+        for name, default in self.fields.items():
+            if name not in values and default is REQUIRED:
+                raise TypeError(f"{type(self).__name__} needs the field {name!r}")
+            setattr(self, name, values.get(name, default))
 
 
 class _AtPath(TStreamError):
     """An error about one stored object: ``path`` is its URI (credentials never included)."""
 
-    def __init__(self, message: str, *, path: str) -> None:
-        super().__init__(message)
-        self.path = path
+    fields = {"path": REQUIRED}
+    path: str
 
 
 class ConfigError(TStreamError, ValueError):
     """An option or stream-config value is unknown or malformed."""
 
     condition = "TSTREAM_INVALID_CONFIG"
-
-    def __init__(self, message: str, *, option: str | None = None, value: Any = None) -> None:
-        super().__init__(message)
-        self.option = option
-        self.value = value
+    fields = {"option": None, "value": None}
+    option: str | None
+    value: Any
 
 
 class StreamNotFoundError(TStreamError, FileNotFoundError):
@@ -87,55 +104,42 @@ class UnsupportedFormatError(CorruptMetadataError):
     """Metadata written by a newer tstream format; upgrade pyspark-tstream to read it."""
 
     condition = "TSTREAM_UNSUPPORTED_FORMAT"
-
-    def __init__(self, message: str, *, path: str, version: int) -> None:
-        super().__init__(message, path=path)
-        self.version = version
+    fields = {"path": REQUIRED, "version": REQUIRED}
+    version: int
 
 
 class CommitConflictError(TStreamError, RuntimeError):
     """Another committer took the journal slot; refresh and try again."""
 
     condition = "TSTREAM_COMMIT_CONFLICT"
-
+    fields = {"expected": REQUIRED, "found": None}
     retriable = True
-
-    def __init__(self, message: str, *, expected: int, found: int | None = None) -> None:
-        super().__init__(message)
-        self.expected = expected
-        self.found = found
+    expected: int
+    found: int | None
 
 
 class SegmentSealedError(TStreamError, RuntimeError):
     """A chunk targets a segment that a scale sealed; rewrite it for the successors."""
 
     condition = "TSTREAM_SEGMENT_SEALED"
-
+    fields = {"segment": REQUIRED}
     retriable = True
-
-    def __init__(self, message: str, *, segment: int) -> None:
-        super().__init__(message)
-        self.segment = segment
+    segment: int
 
 
 class DataLossError(TStreamError, RuntimeError):
     """Records a reader needs were removed by truncation or retention."""
 
     condition = "TSTREAM_DATA_LOSS"
-
-    def __init__(self, message: str, *, lost: list[dict[str, Any]]) -> None:
-        super().__init__(message)
-        self.lost = lost
+    fields = {"lost": REQUIRED}
+    lost: list[dict[str, Any]]
 
 
 class StorageError(_AtPath, OSError):
     """The store failed in a way that retrying did not fix."""
 
     condition = "TSTREAM_STORAGE_FAILURE"
-
-    def __init__(self, message: str, *, path: str, retriable: bool = False) -> None:
-        super().__init__(message, path=path)
-        self.retriable = retriable
+    fields = {"path": REQUIRED, "retriable": False}
 
 
 class UnsupportedOperationError(TStreamError, ValueError):
@@ -172,3 +176,44 @@ def conditions() -> dict[str, type[TStreamError]]:
             out[cls.condition] = cls
         todo.extend(cls.__subclasses__())
     return out
+
+
+# -- messages used from more than one place -----------------------------------------------------
+#: Message templates by condition (a ``.`` suffix names a case of it, as in Spark's error
+#: classes): the one copy of texts several modules raise. :func:`error` fills them.
+MESSAGES: dict[str, str] = {
+    "TSTREAM_CORRUPT_METADATA": (
+        "{kind} {path} is unreadable ({reason}); run `tstream fsck {url}` to see what it affects and "
+        "`tstream repair {url}` to rebuild what the journal holds"),
+    "TSTREAM_UNSUPPORTED_FORMAT": (
+        "{what}{path} has format version {version}, newer than this pyspark-tstream reads ({reads}); "
+        "upgrade pyspark-tstream (pip install -U pyspark-tstream)"),
+    "TSTREAM_STREAM_NOT_FOUND": (
+        "no stream at {url}; create it with Stream.create, `tstream create` or a first write"),
+    "TSTREAM_STREAM_EXISTS": "a stream already exists at {url}; open it with Stream.open",
+}
+
+
+def error(name: str, **params: Any) -> TStreamError:
+    """The error of condition ``name`` (``CONDITION`` or ``CONDITION.CASE``) with its message
+    from :data:`MESSAGES` filled by ``params``; the params its class declares as ``fields``
+    become its structured fields."""
+    cls = conditions()[name.split(".")[0]]
+    return cls(MESSAGES[name].format(**params), **{k: v for k, v in params.items() if k in cls.fields})
+
+
+def corrupt(kind: str, path: str, e: BaseException) -> CorruptMetadataError:
+    """The one error for an unreadable metadata object: what, where, why, and the remedy."""
+    url = path.split("/_tstream/")[0] if "/_tstream/" in path else path
+    reason = f"{type(e).__name__}: {e}" if not isinstance(e, FileNotFoundError) else "it is missing"
+    err = error("TSTREAM_CORRUPT_METADATA", kind=kind, path=path, reason=reason, url=url)
+    assert isinstance(err, CorruptMetadataError)
+    return err
+
+
+def newer_format(path: str, version: int, reads: int, what: str = "") -> UnsupportedFormatError:
+    """Refusal of an object written in format ``version`` by a tstream newer than this one."""
+    err = error("TSTREAM_UNSUPPORTED_FORMAT", what=f"{what} " if what else "", path=path, version=version,
+                reads=reads)
+    assert isinstance(err, UnsupportedFormatError)
+    return err

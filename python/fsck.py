@@ -26,19 +26,9 @@ import pyarrow.parquet as pq
 from .compacted import compacted_upto, substitute
 from .errors import CorruptMetadataError, GroupNotFoundError
 from .grouplog import GROUPS, GroupLog, GroupState
-from .journal import (
-    ANCHOR,
-    FANOUT,
-    HEAD,
-    META,
-    Chunk,
-    Entry,
-    Journal,
-    decode_node,
-    entry_path,
-    node_path,
-    summary,
-)
+from .entries import ANCHOR, HEAD, META, Chunk, Entry, entry_path
+from .journal import Journal
+from .timeindex import FANOUT, decode_node, node_path, summary
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
 from .scaling import (
     EPOCH_CHUNK,

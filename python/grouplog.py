@@ -32,11 +32,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import (ConfigError, CorruptMetadataError, EntryIdError, GroupNotFoundError,
-                     InvalidPathError, TStreamError, UnsupportedFormatError)
-from .journal import newest_present
+from .errors import (
+    ConfigError,
+    CorruptMetadataError,
+    EntryIdError,
+    GroupNotFoundError,
+    InvalidPathError,
+    TStreamError,
+    newer_format,
+)
 from .storage import Store
 from .timestamps import parse_id, tso_id
+from .versions import newest_present, probe_past
 
 logger = logging.getLogger(__name__)
 
@@ -179,10 +186,7 @@ class GroupState:
                     or not isinstance(d.get("consumers", {}), dict):
                 raise TypeError("not a consumer-group record")
             if isinstance(d.get("v"), int) and d["v"] > GROUP_FORMAT_VERSION:
-                raise UnsupportedFormatError(
-                    f"consumer-group record {path} has format version {d['v']}, newer than this "
-                    f"pyspark-tstream reads ({GROUP_FORMAT_VERSION}); upgrade pyspark-tstream",
-                    path=path, version=d["v"])
+                raise newer_format(path, d["v"], GROUP_FORMAT_VERSION, "consumer-group record")
             last = d["last"]
             # version 1 cursors (tso, segment) named every record of that segment at that tso
             seq = int(last[2]) if len(last) > 2 else ALL_SEGMENTS
@@ -242,11 +246,7 @@ class GroupLog:
                 state = self.try_version(newest) or first
             else:
                 state = first
-        while True:
-            nxt = self.try_version(state.pos + 1)
-            if nxt is None:
-                return state
-            state = nxt
+        return probe_past(state, lambda s: self.try_version(s.pos + 1))
 
     def refresh(self, known: GroupState) -> GroupState:
         """Catch up from ``known``: one store call when nothing changed."""

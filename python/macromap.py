@@ -24,9 +24,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import CommitConflictError
-from .journal import META
-from .shapes import corrupt
+from .entries import META
+from .errors import CommitConflictError, corrupt
 from .state import segment_number
 from .storage import Store
 from .versions import newest_version

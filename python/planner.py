@@ -26,7 +26,10 @@ reader and the streaming source. It reads only journal metadata (never data file
 
 Costs (store calls): a plan of ``(lo, hi]`` is the index descent for the start (nodes cached in
 the :class:`Window`), then one read per ``FANOUT`` positions walked; the walk stops at ``hi``'s
-tick, or at the limit. Compaction (issue 11) plugs in at one place: :func:`substitute_views`.
+tick, or at the limit. Compaction plugs in at two places: an unlimited read takes the compacted
+part of its range from the macro map (:func:`~pyspark_tstream.compaction.plan_from_map`, one
+read instead of a journal walk), and every plan's chunks pass through :func:`substitute_views`
+(chunks compacted since the plan's positions were committed become views of macro-chunks).
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ from typing import Any
 import numpy as np
 
 from .compacted import plan_from_map, substitute
-from .journal import COL_MAX_TSO, COL_ROWS, FANOUT, Chunk, Delta, Journal
+from .entries import Chunk
+from .journal import Journal
+from .timeindex import COL_MAX_TSO, COL_ROWS, FANOUT, Delta, first_open
 from .state import StreamState
 from .timestamps import LOGICAL_MASK, mark_step
 
@@ -163,7 +168,7 @@ class Window:
         if got is not None:
             return [x for x in got if x[0].pos >= state.head_pos and x[0].pos <= state.pos]
         lo, hi = n * FANOUT, n * FANOUT + FANOUT - 1
-        open0 = state.index[0][0][0] if state.index and state.index[0] else state.pos + 1
+        open0 = first_open(state)
         if hi < open0:  # flushed: one node read, immutable, cached whole
             got = self.journal.node_deltas(state, n, read_node=self._index_node)
             for p in range(lo, hi + 1):

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import CorruptChunkError
-from .journal import Chunk
+from .entries import Chunk
 from .schema import RAW_TSO, conform, full_schema
 from .storage import Store
 from .timestamps import LOGICAL_BITS, apply_floor

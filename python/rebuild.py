@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .journal import FANOUT, Entry
+from .entries import Entry
+from .timeindex import FANOUT
 from .scaling import epoch_record, sealed_record
 from .state import StreamState
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 
 from .fsck import Progress, Report, verify
-from .journal import ANCHOR, HEAD, Entry, Journal, entry_path, node_path
+from .entries import ANCHOR, HEAD, Entry, entry_path
+from .journal import Journal
+from .timeindex import node_path
 from .scaling import epoch_chunk_path, epoch_path
 from .sealed import ROOT as SEALED_ROOT
 from .sealed import SealedMap

@@ -1,4 +1,7 @@
-"""Stream cuts, truncation, retention policies and garbage collection.
+"""The rules of dropping old records: stream cuts, retention bounds, truncate commits, garbage.
+
+Pure functions of a store, journal and state; :mod:`~pyspark_tstream.stream_truncate` drives
+them for a ``Stream``.
 
 Invariants:
 
@@ -26,7 +29,9 @@ import numpy as np
 from .compacted import substitute
 from .compaction_gc import live_macros, macros_created, orphan_manifests
 from .errors import ConfigError
-from .journal import ANCHOR, COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT, Entry, Journal, entry_path, node_path
+from .entries import ANCHOR, Entry, entry_path
+from .journal import Journal
+from .timeindex import COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT, node_path
 from .reading import read_tsos
 from .state import StreamState
 from .storage import Store

@@ -31,9 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError
-from .journal import FORMAT_VERSION, META, Entry, check_version
-from .shapes import corrupt
+from .errors import ConfigError, corrupt
+from .entries import FORMAT_VERSION, META, Entry, check_version
 from .routing import KEY_SPACE
 from .state import Segment, StreamState, segment_id
 from .storage import Store

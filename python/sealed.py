@@ -17,8 +17,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from .errors import CorruptMetadataError
-from .shapes import corrupt
+from .errors import CorruptMetadataError, corrupt
 from .races import LOST, Lost, until_won
 from .state import StreamState, segment_number
 from .storage import Store

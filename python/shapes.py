@@ -1,4 +1,4 @@
-"""Shape checks of metadata objects, and the one error for an unreadable one.
+"""Shape checks of metadata objects: decode or fail naming the object (``errors.corrupt``).
 
 A wrong-shaped object (truncated, foreign, hand-edited) must fail where it is decoded, naming the
 object and a remedy that exists, never as a ``KeyError``/``TypeError`` or a wrong answer later.
@@ -7,17 +7,6 @@ object and a remedy that exists, never as a ``KeyError``/``TypeError`` or a wron
 from __future__ import annotations
 
 from typing import Any
-
-from .errors import CorruptMetadataError
-
-
-def corrupt(kind: str, path: str, e: BaseException) -> CorruptMetadataError:
-    """The one error for an unreadable metadata object: what, where, why, and the remedy."""
-    url = path.split("/_tstream/")[0] if "/_tstream/" in path else path
-    reason = f"{type(e).__name__}: {e}" if not isinstance(e, FileNotFoundError) else "it is missing"
-    return CorruptMetadataError(
-        f"{kind} {path} is unreadable ({reason}); run `tstream fsck {url}` to see what it affects and "
-        f"`tstream repair {url}` to rebuild what the journal holds", path=path)
 
 
 def need(ok: bool, what: str) -> None:

@@ -28,6 +28,10 @@ _UNIT_MS = {None: 1000, "ms": 1, "s": 1000, "sec": 1000, "secs": 1000, "m": 60_0
             "d": 86_400_000, "day": 86_400_000, "days": 86_400_000, "w": 604_800_000}
 
 
+#: A time as the API takes it: epoch ms, a datetime, ISO-8601 text or an ago duration like "-15m".
+TimeLike = int | str | datetime | None
+
+
 def now_ms() -> int:
     """Wall-clock milliseconds since the epoch."""
     return time.time_ns() // 1_000_000

@@ -18,7 +18,7 @@ from histories import micro_batches, overlapping_chunks
 from pyspark_tstream import planner
 from pyspark_tstream.conf.options import SourceOptions
 from pyspark_tstream.errors import ConfigError, CorruptMetadataError
-from pyspark_tstream.journal import FORMAT_VERSION, Chunk, entry_path
+from pyspark_tstream.entries import FORMAT_VERSION, Chunk, entry_path
 from pyspark_tstream.reading import chunk_tsos, read_table
 from pyspark_tstream.stream import Stream
 from pyspark_tstream.timestamps import MarkSampler, mark_step, raw_hybrid, raw_marks

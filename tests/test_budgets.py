@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from conftest import CallLog
 
-from pyspark_tstream.journal import COL_MAX_TSO, FANOUT, Journal
+from pyspark_tstream.journal import Journal
+from pyspark_tstream.timeindex import COL_MAX_TSO, FANOUT
 from pyspark_tstream.storage import Store
 from pyspark_tstream.stream import Stream
 from pyspark_tstream.timestamps import pack

@@ -11,7 +11,8 @@ import pytest
 from conftest import CallLog
 from histories import T0, add_commit, clone, commit_history, epoch_history
 
-from pyspark_tstream.journal import COL_MAX_TSO, Journal
+from pyspark_tstream.journal import Journal
+from pyspark_tstream.timeindex import COL_MAX_TSO
 from pyspark_tstream.storage import Store
 from pyspark_tstream.stream import Stream
 from pyspark_tstream.timestamps import pack
@@ -122,7 +123,7 @@ def _bounded_costs(n: int) -> dict[str, int]:
 
 
 def test_bounded_reads_cost_the_same_at_100_and_100k_commits() -> None:
-    from pyspark_tstream.journal import FANOUT
+    from pyspark_tstream.timeindex import FANOUT
     from pyspark_tstream.planner import WINDOW_NODES
 
     small, large = _bounded_costs(100), _bounded_costs(100_000)

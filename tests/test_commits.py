@@ -181,10 +181,10 @@ class FakeClock:
 
 
 def test_expired_lease_drops_writer_through_journal(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pyspark_tstream.stream as stream_mod
+    import pyspark_tstream.stream_append as append_mod
 
     clock = FakeClock()
-    monkeypatch.setattr(stream_mod, "now_ms", clock)
+    monkeypatch.setattr(append_mod, "now_ms", clock)
     s = Stream.create(url, segments=1, timestamping_uncapped=True, writer_lease_ms=100)
     s.writer("idle").append([{"t": 1_000}], timestamp="t")
     s.writer("busy").append([{"t": 2_000}], timestamp="t")

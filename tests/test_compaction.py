@@ -20,7 +20,8 @@ from pyspark_tstream.compacted import substitute
 from pyspark_tstream.compaction import CompactionPolicy, plan_groups
 from pyspark_tstream.errors import ConfigError, CorruptMetadataError
 from pyspark_tstream.groups import Group
-from pyspark_tstream.journal import FORMAT_VERSION, Chunk, Entry, Journal, entry_path
+from pyspark_tstream.entries import FORMAT_VERSION, Chunk, Entry, entry_path
+from pyspark_tstream.journal import Journal
 from pyspark_tstream.reading import chunk_records
 from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.stream import Stream
@@ -260,16 +261,16 @@ def test_automatic_compaction_bounds_pieces_and_is_best_effort(url: str, caplog:
 
     real = compaction_mod.compact
     try:
-        import pyspark_tstream.stream as stream_mod
+        import pyspark_tstream.stream_upkeep as upkeep_mod
 
-        stream_mod.compact = broken
+        upkeep_mod.compact = broken
         with caplog.at_level(logging.WARNING, logger="pyspark_tstream"):
             for b in range(200, 240):
                 ack = s.append([{"k": "a", "b": b}], key="k")  # the data commit never fails
                 assert ack.rows == 1
         assert "automatic compaction" in caplog.text and "injected" in caplog.text
     finally:
-        stream_mod.compact = real
+        upkeep_mod.compact = real
     for b in range(240, 400):  # retried after a back-off
         s.append([{"k": "a", "b": b}], key="k")
     assert len(_files(s)) < 30

@@ -50,3 +50,27 @@ def test_errors_about_stored_objects_carry_the_path() -> None:
     failed = StorageError("gave up", path="s3://b/k", retriable=True)
     assert failed.path == "s3://b/k" and failed.retriable and failed.condition == "TSTREAM_STORAGE_FAILURE"
     assert not StorageError("gave up", path="s3://b/k").retriable
+
+
+def test_shared_messages_come_from_one_table() -> None:
+    """Texts raised from several modules are written once (errors.MESSAGES), by condition."""
+    from pyspark_tstream.errors import (MESSAGES, CommitConflictError, CorruptMetadataError,
+                                        UnsupportedFormatError, corrupt, error, newer_format)
+
+    assert set(MESSAGES) <= set(conditions())
+    gone = error("TSTREAM_STREAM_NOT_FOUND", url="memory://x")
+    assert isinstance(gone, StreamNotFoundError)
+    assert str(gone) == "no stream at memory://x; create it with Stream.create, `tstream create` or a first write"
+    newer = newer_format("s3://b/s/_tstream/groups/g/head.json", 9, 2, "consumer-group record")
+    assert isinstance(newer, UnsupportedFormatError) and newer.version == 9
+    assert str(newer).startswith("consumer-group record s3://b/s/_tstream/groups/g/head.json has format version 9")
+    assert "upgrade pyspark-tstream" in str(newer)
+    bad = corrupt("index node", "file:///d/s/_tstream/index/1/0.json", ValueError("x"))
+    assert isinstance(bad, CorruptMetadataError) and bad.path.endswith("0.json")
+    assert "`tstream repair file:///d/s`" in str(bad)
+    # structured fields are declared once per class; a wrong or missing one is a programming error
+    assert CommitConflictError("lost", expected=3).found is None
+    with pytest.raises(TypeError, match="needs the field 'expected'"):
+        CommitConflictError("lost")
+    with pytest.raises(TypeError, match="takes no field 'segment'"):
+        CommitConflictError("lost", expected=1, segment=2)

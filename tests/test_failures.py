@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
-import pyspark_tstream.stream as stream_mod
+import pyspark_tstream.stream_append as append_mod
+import pyspark_tstream.stream_upkeep as upkeep_mod
 import pytest
 from conftest import CallLog
 from pyspark_tstream.conf.options import SinkOptions
@@ -29,7 +30,8 @@ from pyspark_tstream.sink.writer import (
     TStreamStreamWriter,
 )
 from pyspark_tstream.storage import RetryPolicy
-from pyspark_tstream.stream import RETENTION_EVERY, Stream
+from pyspark_tstream.stream import Stream
+from pyspark_tstream.stream_upkeep import RETENTION_EVERY
 from pyspark_tstream.writing import write_batches
 
 T0 = 1_700_000_000_000
@@ -161,7 +163,8 @@ def test_failure_at_every_call_of_commit_and_post_commit_work(
     """Before: a failed retention pass or auto-scale after the data commit made ``commit``
     raise, Spark's ``abort`` deleted the committed chunks, and the replay was a no-op."""
     clock = _Clock()
-    monkeypatch.setattr(stream_mod, "now_ms", clock)
+    monkeypatch.setattr(append_mod, "now_ms", clock)
+    monkeypatch.setattr(upkeep_mod, "now_ms", clock)
     build = _with_retention(clock) if work == "retention" else _with_scaling(clock)
     total, probe = _run(build, url, 8)
     if work == "scaling":  # the probed commit did scale: its work is among the failure points
@@ -182,7 +185,7 @@ def test_post_commit_failure_is_logged_not_raised(url: str, caplog: pytest.LogCa
             raise StorageError("injected 503", path="x", retriable=True)
         return real_trim(**kw)
 
-    s.trim = broken_trim  # type: ignore[method-assign]
+    s.upkeep.trim = broken_trim  # the post-commit retention pass
     with caplog.at_level(logging.WARNING, logger="pyspark_tstream.stream"):
         ack = s.append(_table(100, 4), key="key")
     assert ack.pos == RETENTION_EVERY and ack.rows == 4

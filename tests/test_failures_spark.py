@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark_tstream.groups import Group
-from pyspark_tstream.stream import RETENTION_EVERY, Stream
+from pyspark_tstream.stream import Stream
+from pyspark_tstream.stream_upkeep import RETENTION_EVERY
 
 pytestmark = pytest.mark.spark
 

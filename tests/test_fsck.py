@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 from pyspark_tstream.cli import main
 from pyspark_tstream.compacted import substitute
-from pyspark_tstream.journal import ANCHOR, FANOUT, HEAD, Entry, entry_path, node_path
+from pyspark_tstream.entries import ANCHOR, HEAD, Entry, entry_path
+from pyspark_tstream.timeindex import FANOUT, node_path
 from pyspark_tstream.scaling import EPOCH_CHUNK, epoch_chunk_path, epoch_path
 from pyspark_tstream.stream import Stream
 from pyspark_tstream.timestamps import physical

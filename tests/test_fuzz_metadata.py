@@ -20,7 +20,8 @@ import pyarrow as pa
 import pytest
 from pyspark_tstream.errors import TStreamError
 from pyspark_tstream.groups import Group
-from pyspark_tstream.journal import ANCHOR, HEAD, entry_path, node_path
+from pyspark_tstream.entries import ANCHOR, HEAD, entry_path
+from pyspark_tstream.timeindex import node_path
 from pyspark_tstream.scaling import epoch_path
 from pyspark_tstream.stream import Stream
 

@@ -11,7 +11,8 @@ import math
 import pyarrow as pa
 import pytest
 from conftest import CallLog
-from pyspark_tstream.journal import ANCHOR, HEAD, Entry, Journal
+from pyspark_tstream.entries import ANCHOR, HEAD, Entry
+from pyspark_tstream.journal import Journal
 from pyspark_tstream.stream import Stream
 
 DAMAGE = {

@@ -12,7 +12,8 @@ import pyarrow.compute as pc
 import pytest
 
 from pyspark_tstream.errors import UnsupportedFormatError
-from pyspark_tstream.journal import Journal, entry_path
+from pyspark_tstream.entries import entry_path
+from pyspark_tstream.journal import Journal
 from pyspark_tstream.routing import KEY_SPACE, key_hash, route
 from pyspark_tstream.stream import Stream
 from pyspark_tstream import writing

@@ -28,7 +28,7 @@ from s3servers import (BUCKET, REGION, TargetedFaultProxy, boto3_client, free_po
 
 from pyspark_tstream.conf.options import SinkOptions, SourceOptions
 from pyspark_tstream.errors import StorageError, StreamNotFoundError, TStreamError
-from pyspark_tstream.journal import HEAD, META, entry_path
+from pyspark_tstream.entries import HEAD, META, entry_path
 from pyspark_tstream.storage import RetryPolicy, Store
 from pyspark_tstream.stream import Stream
 

@@ -97,12 +97,14 @@ def test_segments_and_epoch_at_time(url: str) -> None:
 
 
 def test_auto_scaling_splits_hot_and_merges_cold(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pyspark_tstream.stream as stream_mod
+    import pyspark_tstream.stream_append as append_mod
+    import pyspark_tstream.stream_upkeep as upkeep_mod
 
     # rates from a clock that moves only when told: with real sleeps, a loaded machine could
     # stretch a gap past four windows, restarting the window the test meant to judge
     now = [1_700_000_000_000]
-    monkeypatch.setattr(stream_mod, "now_ms", lambda: now[0])
+    monkeypatch.setattr(append_mod, "now_ms", lambda: now[0])
+    monkeypatch.setattr(upkeep_mod, "now_ms", lambda: now[0])
     policy = ScalingPolicy.parse("records=100/s,factor=2,min=1,max=4,window=0.05")
     assert policy is not None and policy.records == 100
     s = Stream.create(url, segments=1, scaling="records=100/s,factor=2,min=1,max=4,window=0.05")
