@@ -16,6 +16,7 @@ from typing import Any, overload
 
 from pyspark_tstream.errors import ConfigError, TimestampError
 from pyspark_tstream.timestamps import parse_duration_ms, to_ms
+from pyspark_tstream.units import size_bytes
 
 MASK = "***"
 
@@ -25,8 +26,6 @@ _SECRET_PARTS = ("secret", "password", "passwd", "token", "credential", "connect
                  "private", "signature")
 _SECRET_WORDS = frozenset({"key", "pwd", "sas", "auth", "authorization"})
 
-_BYTES = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b)?\s*$", re.IGNORECASE)
-_BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 
 
 def is_secret_key(key: str) -> bool:
@@ -246,9 +245,9 @@ def option_as_bytes(opts: Mapping[str, Any], key: str, default: int | None = Non
     if isinstance(raw, int):
         value = raw
     else:
-        match = _BYTES.match(_text(key, raw))
-        if not match or (match.group(3) and match.group(3).lower() == "ib" and not match.group(2)):
+        size = size_bytes(_text(key, raw))
+        if size is None:
             raise config_error(key, raw, "is not a size; use bytes or a unit: k, m, g, t (e.g. 64MB, 1g)")
-        value = int(float(match.group(1)) * _BYTE_UNITS[match.group(2).lower()])
+        value = size
     _check_bounds(key, raw, value, min_value, None)
     return value

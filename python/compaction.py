@@ -61,7 +61,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -73,14 +72,15 @@ import pyarrow.parquet as pq
 
 from .compacted import _segs, compacted_upto
 from .compaction_gc import discard_unpublished, manifest_path
-from .errors import ConfigError
 from .entries import Chunk, Entry
+from .errors import ConfigError
 from .journal import Journal
 from .macromap import SPAN, Macro, MacroMap, bucket_of
 from .reading import _decode, _fetch, view_tsos
 from .schema import RAW_TSO, conform
 from .state import StreamState, segment_number
 from .storage import Store
+from .units import size_bytes
 from .writing import column_codecs, dictionary_columns
 
 log = logging.getLogger("pyspark_tstream")
@@ -92,8 +92,6 @@ COMPACT_EVERY = 16
 MACRO_ROW_GROUP = 65_536
 _BIG = 1 << 30  # level of a piece that is never merged (already large)
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 @dataclass(frozen=True)
@@ -115,8 +113,8 @@ class CompactionPolicy:
         for part in text.split(","):
             key, sep, value = part.partition("=")
             key = key.strip().lower()
-            if key == "target" and sep and (m := _SIZE.match(value)):
-                vals["target"] = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+            if key == "target" and sep and (size := size_bytes(value)) is not None:
+                vals["target"] = size
             elif key == "min" and sep and value.strip().isdigit() and int(value) >= 2:
                 vals["min"] = int(value)
             elif key in ("on", "true", "yes") and not sep:

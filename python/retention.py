@@ -28,25 +28,22 @@ import numpy as np
 
 from .compacted import substitute
 from .compaction_gc import live_macros, macros_created, orphan_manifests
-from .errors import ConfigError
 from .entries import ANCHOR, Entry, entry_path
+from .errors import ConfigError
 from .journal import Journal
-from .timeindex import COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT, node_path
 from .reading import read_tsos
 from .state import StreamState
 from .storage import Store
+from .timeindex import COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT, node_path
 from .timestamps import pack, parse_duration_ms
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+from .units import size_bytes
 
 
 def parse_size(text: str) -> int:
-    m = _SIZE.match(text)
-    if not m:
+    size = size_bytes(text)
+    if size is None:
         raise ConfigError(f"retention size {text!r} is not a size like 500MB or 10GB", option="retention", value=text)
-    unit = (m.group(2) or "").lower()[:1]
-    return int(float(m.group(1)) * _UNITS[unit])
+    return size
 
 
 @dataclass(frozen=True)

@@ -493,3 +493,31 @@ def test_storage_access_key_alias_maps_to_s3fs_key() -> None:
     opts = storage_options_from({"storage.accesskey": "AKIA123", "storage.secretkey": "s3cr3t",
                                  "storage.endpoint_url": "http://127.0.0.1:9000"})
     assert opts == {"key": "AKIA123", "secret": "s3cr3t", "endpoint_url": "http://127.0.0.1:9000"}
+
+
+@pytest.mark.parametrize("text,size", [("64MB", 64 << 20), ("64m", 64 << 20), ("1GiB", 1 << 30), ("4096", 4096),
+                                       ("1.5k", 1536), ("2tb", 2 << 40)])
+def test_one_size_parser_for_every_size_in_config(text: str, size: int) -> None:
+    """maxBytesPerTrigger, the retention size and the compaction target read sizes alike."""
+    from pyspark_tstream.compaction import CompactionPolicy
+    from pyspark_tstream.conf.parsing import option_as_bytes
+    from pyspark_tstream.retention import RetentionPolicy
+
+    assert option_as_bytes({"maxbytespertrigger": text}, "maxBytesPerTrigger") == size
+    assert RetentionPolicy.parse(f"size={text}").size == size
+    policy = CompactionPolicy.parse(f"target={text},min=4")
+    assert policy is not None and policy.target == size
+
+
+@pytest.mark.parametrize("text", ["ib", "10 zb", "MB", "-1MB"])
+def test_bad_sizes_are_refused_everywhere(text: str) -> None:
+    from pyspark_tstream.compaction import CompactionPolicy
+    from pyspark_tstream.conf.parsing import option_as_bytes
+    from pyspark_tstream.retention import RetentionPolicy
+
+    with pytest.raises(ConfigError, match="maxBytesPerTrigger"):
+        option_as_bytes({"maxbytespertrigger": text}, "maxBytesPerTrigger")
+    with pytest.raises(ConfigError, match="retention"):
+        RetentionPolicy.parse(f"size={text}")
+    with pytest.raises(ConfigError, match="compaction"):
+        CompactionPolicy.parse(f"target={text}")
