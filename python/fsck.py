@@ -28,7 +28,7 @@ from .errors import CorruptMetadataError, GroupNotFoundError
 from .grouplog import GROUPS, GroupLog, GroupState
 from .entries import ANCHOR, HEAD, META, Chunk, Entry, entry_path
 from .journal import Journal
-from .timeindex import FANOUT, decode_node, node_path, summary
+from .timeindex import COL_ID, FANOUT, decode_node, node_path, summary
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
 from .scaling import (
     EPOCH_CHUNK,
@@ -249,7 +249,7 @@ class _Checker:
                 kids = [last_item.get((level - 1, c)) for c in children]
                 expected: dict[str, Any] | None = None
                 if all(k is not None for k in kids):
-                    items = [k if level == 1 else [c] + k[1:] for c, k in zip(children, kids)]  # type: ignore[index]
+                    items = [k if level == 1 else [c] + k[COL_ID + 1:] for c, k in zip(children, kids)]  # type: ignore[index]
                     expected = {"level": level, "node": n, "items": items}
                     if level == 1:
                         expected["entries"] = [entries[c].delta_json() for c in children]
@@ -264,9 +264,9 @@ class _Checker:
                     except CorruptMetadataError:
                         actual = None
                 if actual is not None:
-                    last_item[(level, n)] = [n] + list(actual["items"][-1][1:])
+                    last_item[(level, n)] = [n] + list(actual["items"][-1][COL_ID + 1:])
                 elif expected is not None:
-                    last_item[(level, n)] = [n] + list(expected["items"][-1][1:])
+                    last_item[(level, n)] = [n] + list(expected["items"][-1][COL_ID + 1:])
                 if expected is not None and actual == expected:
                     continue
                 if raw is None and level == 1 and n < state.gc_pos // FANOUT:
