@@ -341,13 +341,20 @@ def stream_layout(url: str) -> dict[str, Any]:
 
 
 def source_partitions(url: str) -> list[Any]:
-    """The partitions tstream plans for a full read of the stream at ``url``."""
-    from pyspark_tstream.datasource.partitions import plan_partitions
+    """The partitions tstream plans for a full read of the stream at ``url``.
+
+    As Spark runs the planner: in a Python worker without a session, so with the planner's
+    default parallelism, not this driver's (the floor must get as many tasks: each Python task
+    costs PySpark ~0.3 s here, whatever it reads).
+    """
+    from pyspark_tstream.datasource.partitions import TStreamPartition
+    from pyspark_tstream.planner import plan_tasks
     from pyspark_tstream.stream import Stream
 
     stream = Stream.open(url)
     state = stream.state
-    return plan_partitions(stream.plan(state.head_tso, state.tick), state.head_tso, state.tick)
+    return [TStreamPartition(t) for t in plan_tasks(stream.plan(state.head_tso, state.tick), state.head_tso,
+                                                    state.tick)]
 
 
 # -- tstream's own Python cost, single-threaded in this process -----------------------------------
