@@ -28,7 +28,8 @@ native (>= 1.0 means tstream is at least as fast). Every write goes to a fresh l
 removed after it is measured. Results are checked (row counts, aggregates), not just timed.
 
 Each query also runs through ``benchfloor`` (``_floors.py``), a Python data source that only moves
-Arrow batches: the best any Python source or sink can do here. tstream's gap to the floor is its
+Arrow batches, read in as many tasks as tstream plans: the best any Python source or sink can do
+here. tstream's gap to the floor is its
 own work; the floor's gap to native is PySpark's.
 
 Then a breakdown of where tstream's time goes: CPU seconds of the JVM and of the Python processes
