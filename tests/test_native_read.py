@@ -229,3 +229,21 @@ def test_stores_spark_cannot_reach_fail_clearly(spark: Any) -> None:
         read_native(spark, "memory://native-test/s")
     with pytest.raises(UnsupportedOperationError, match="hadoop-aws"):
         read_native(spark, "s3://bucket/s", **{"storage.endpoint_url": "http://127.0.0.1:1"})
+
+
+def test_files_of_one_name_in_two_folders(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          branch: str) -> None:
+    """Chunks are told apart by as much of their path as it takes (here: folder and name)."""
+    import shutil
+
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=1)
+    s.append(pa.table({"id": list(range(10)), "t": [T0 + i for i in range(10)]}), timestamp="t")
+    (chunk,) = s.plan(s.state.head_tso, s.state.tick)
+    twin = "data/twin/" + chunk.path.rsplit("/", 1)[1]
+    (tmp_path / "s" / "data" / "twin").mkdir()
+    shutil.copy(tmp_path / "s" / chunk.path, tmp_path / "s" / twin)
+    views = [chunk, dataclasses.replace(chunk, path=twin, seq=chunk.seq + 10)]
+    monkeypatch.setattr(Stream, "plan", lambda self, lo, hi, **kw: views)
+    got = _same_as_core(spark, url)
+    assert sorted(r[-1] for r in got) == list(range(20))  # _seq: each file numbered as its chunk says
