@@ -133,8 +133,10 @@ def read(spark: Any, url: str, **options: Any) -> Any:
                        tso.alias("_tso"), seg.alias("_segment"), (seq0 + row).alias("_seq"))
 
 
-#: Up to this many files, a row finds its chunk's numbers by a lookup in literal maps (a few
-#: string compares, pruned with the system columns); past it, by a broadcast hash join.
+#: Up to this many files, a row finds its chunk's numbers by a lookup in literal maps (string
+#: compares, pruned with the system columns); past it, by a broadcast hash join. Measured with
+#: the system columns used (2M rows): at 64 files the lookup costs 1.13 CPU-s, the join 1.38; at
+#: 256 files the lookup 2.82, the join 2.37.
 LOOKUP_FILES = 64
 
 
