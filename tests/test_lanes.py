@@ -246,3 +246,29 @@ def test_chunk_with_bad_trailing_fields_fails_clearly(url: str) -> None:
     s.store.write(entry_path(ack.pos), json.dumps(d).encode())
     with pytest.raises(CorruptMetadataError, match="tstream repair"):
         Stream.open(url).journal.read_entry(ack.pos)
+
+
+def test_remembered_keys_route_like_the_hash(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task remembers the segments of the string keys it has routed; every record still lands
+    where the routing hash puts it: repeated keys, new keys, nulls, and past the memory's cap."""
+    monkeypatch.setattr(writing, "KNOWN_KEYS_MAX", 40)
+    s = Stream.create(url, segments=4)
+    bounds = s.write_spec(pa.schema([("k", pa.string()), ("t", pa.int64())]), key="k", timestamp="t").bounds
+    rng = np.random.default_rng(3)
+    batches = []
+    for b, universe in enumerate([10, 10, 30, 60, 60]):  # new keys arrive; then more than the cap
+        keys = [None if rng.random() < 0.05 else f"key-{rng.integers(0, universe)}" for _ in range(200)]
+        batches.append(pa.table({"k": pa.array(keys, pa.string()), "t": T0 + b * 1000 + np.arange(200)}))
+    spec = s.write_spec(batches[0].schema, key="k", timestamp="t")
+    writer = writing.ChunkWriter(spec, "p0")
+    for table in batches:
+        want = route(key_hash(table["k"], name="k"), bounds)
+        assert writer._route(table).tolist() == want.tolist()
+    assert writer._known is None  # past the cap: every value is hashed
+    chunks = write_batches(spec, batches, task="p1")
+    s.commit(chunks, schema=batches[0].schema)
+    got = s.read()
+    assert got.num_rows == 1000
+    want = dict(zip(got["k"].to_pylist(), route(key_hash(got["k"], name="k"), bounds).tolist()))
+    segs = {seg.id: i for i, seg in enumerate(s.state.segments)}
+    assert all(want[k] == segs[g] for k, g in zip(got["k"].to_pylist(), got["_segment"].to_pylist()))

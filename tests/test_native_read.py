@@ -2,7 +2,9 @@
 
 Every case reads one stream both ways and compares schemas and all rows (user and system
 columns): seeks, bounded reads, stream cuts, floors raised by skewed writers, a tick held back
-by a live writer, truncation, schema growth, and chunks that are views of part of a file.
+by a live writer, truncation, schema growth, and chunks that are views of part of a file
+(macro-chunks of overlapping lanes, cut inside). Both ways a row finds its chunk's numbers are
+run: lookups in literal maps (few files) and the broadcast join (many files).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pyarrow as pa
 import pytest
 
 from pyspark_tstream import read_native
+from pyspark_tstream.datasource import native
 from pyspark_tstream.errors import UnsupportedOperationError
 from pyspark_tstream.stream import Stream
 from pyspark_tstream.timestamps import iso
@@ -31,14 +34,37 @@ def _rows(df: Any) -> list[tuple[Any, ...]]:
 
 def _same(spark: Any, url: str, **options: Any) -> list[tuple[Any, ...]]:
     """Both reads of ``url`` with ``options``; assert they agree, return the rows."""
-    text = {k: json.dumps(v) if isinstance(v, dict) else str(v).lower() if isinstance(v, bool) else str(v)
-            for k, v in options.items()}
-    python = spark.read.format("tstream").options(**text).load(url)
+    python = spark.read.format("tstream").options(**_text(options)).load(url)
     native = read_native(spark, url, **options)
     assert native.schema == python.schema
     want = _rows(python)
     assert _rows(native) == want
     return want
+
+
+def _text(options: dict[str, Any]) -> dict[str, str]:
+    return {k: json.dumps(v) if isinstance(v, dict) else str(v).lower() if isinstance(v, bool) else str(v)
+            for k, v in options.items()}
+
+
+def _same_as_core(spark: Any, url: str, **options: Any) -> list[tuple[Any, ...]]:
+    """Like :func:`_same`, against the core read (``reading.read_task``) of the same plan in this
+    process: a monkeypatched ``Stream.plan`` does not reach the data source's Python workers."""
+    from pyspark_tstream.conf.options import SourceOptions
+    from pyspark_tstream.datasource.batch_reader import batch_range
+    from pyspark_tstream.planner import plan_tasks
+    from pyspark_tstream.reading import read_task
+
+    s = Stream.open(url)
+    lo, hi, start_cut, end_cut = batch_range(SourceOptions.from_options({**_text(options), "path": url}), s)
+    want = []
+    for task in plan_tasks(s.plan(lo, hi), lo, hi, parallelism=1, start_cut=start_cut or None,
+                           end_cut=end_cut or None):
+        for batch in read_task(s.store, s.schema, task):
+            want += [tuple(r[n] for n in batch.schema.names if n != "_timestamp") for r in batch.to_pylist()]
+    native = read_native(spark, url, **options).drop("_timestamp")
+    assert _rows(native) == sorted(want)
+    return sorted(want)
 
 
 def _skewed(url: str) -> Stream:
@@ -59,7 +85,15 @@ def _skewed(url: str) -> Stream:
     return s
 
 
-def test_native_read_equals_python_read(spark: Any, tmp_path: Path) -> None:
+@pytest.fixture(params=["lookup", "join"])
+def branch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with system columns from literal lookups (few files) or from the join (many)."""
+    if request.param == "join":
+        monkeypatch.setattr(native, "LOOKUP_FILES", 0)
+    return str(request.param)
+
+
+def test_native_read_equals_python_read(spark: Any, tmp_path: Path, branch: str) -> None:
     url = f"file://{tmp_path}/s"
     s = _skewed(url)
     everything = _same(spark, url)
@@ -78,17 +112,55 @@ def test_native_read_equals_python_read(spark: Any, tmp_path: Path) -> None:
     assert s.refresh().rows == 600
 
 
-def test_projection_is_pruned_and_vectorized(spark: Any, tmp_path: Path) -> None:
-    url = f"file://{tmp_path}/s"
-    _skewed(url)
-    df = read_native(spark, url).select("id", "_seq")
+def _scan(df: Any) -> tuple[list[str], str]:
+    """The columns Spark's Parquet scan reads for ``df``, and its physical plan."""
     plan = df._jdf.queryExecution().executedPlan().toString()
     read_schema = plan.split("ReadSchema: struct<", 1)[1].split(">", 1)[0]
-    assert [f.split(":")[0] for f in read_schema.split(",")] == ["id", "__tstream_raw_tso",
-                                                                "_tmp_metadata_row_index"], plan
+    return [f.split(":")[0] for f in read_schema.split(",")], plan
+
+
+def test_projection_is_pruned_and_vectorized(spark: Any, tmp_path: Path, branch: str) -> None:
+    url = f"file://{tmp_path}/s"
+    _skewed(url)
+    cols, plan = _scan(read_native(spark, url).select("id", "_seq"))
+    assert cols == ["id", "_tmp_metadata_row_index"], plan  # a full read of whole chunks filters nothing
     assert "Batched: true" in plan, plan  # Spark's vectorized Parquet reader
-    assert "BroadcastHashJoin" in plan, plan
-    assert df.count() == 600
+    assert ("BroadcastHashJoin" in plan) == (branch == "join"), plan
+    # a query of user columns only pays for no system column: no lookup, no join
+    cols, plan = _scan(read_native(spark, url).select("id"))
+    assert "Join" not in plan and "element_at" not in plan, plan
+    # a bounded read filters by time: the raw timestamps are read too
+    cols, plan = _scan(read_native(spark, url, startingTimestamp=T0 + 1_200).select("id"))
+    assert cols == ["id", "__tstream_raw_tso", "_tmp_metadata_row_index"], plan
+    assert read_native(spark, url).select("id", "_seq").count() == 600
+
+
+def test_compacted_views_and_cuts_inside_them(spark: Any, tmp_path: Path, branch: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Macro-chunks of overlapping writer lanes (unsorted), read whole, by time and cut inside."""
+    url = f"file://{tmp_path}/s"
+    _skewed(url)
+    s = Stream.open(url)
+    before = _same(spark, url)
+    s.compact()
+    s.vacuum(grace_ms=0)
+    st = s.refresh()
+    whole = s.plan(st.head_tso, st.tick)
+    assert whole and all(c.floor == 0 for c in whole) and not all(c.sorted for c in whole)
+    assert _same(spark, url) == before
+    _same(spark, url, startingTimestamp=T0 + 1_200, endingTimestamp=iso(T0 + 2_500))
+    segs = sorted({r[-2] for r in before})
+    cuts = {"startingOffsets": {str(segs[0]): 13, str(segs[1]): 40}, "endingOffsets": {str(segs[0]): 71}}
+    _same(spark, url, **cuts)
+    _same(spark, url, startingTail=37)
+    # a plan of the middle journal positions names views of part of each macro-chunk
+    planned = Stream.plan
+    monkeypatch.setattr(Stream, "plan", lambda self, lo, hi, **kw: planned(self, lo, hi, first_pos=4, last_pos=9))
+    views = Stream.open(url).plan(st.head_tso, st.tick)
+    assert any(c.offset > 0 for c in views), views
+    assert 0 < len(_same_as_core(spark, url)) < len(before)
+    assert _same_as_core(spark, url, **cuts)
+    assert _same_as_core(spark, url, startingTimestamp=T0 + 1_200, endingTimestamp=iso(T0 + 2_500))
 
 
 def test_tick_held_by_a_live_writer_bounds_both_reads(spark: Any, tmp_path: Path) -> None:
@@ -128,19 +200,28 @@ def test_merged_schema_reads_nulls_for_old_chunks(spark: Any, tmp_path: Path) ->
     assert [r[2] for r in got] == [None, None, "x"]
 
 
-def test_chunk_views_of_one_file(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("floors", ["shared", "per view"])
+def test_chunk_views_of_one_file(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                 floors: str) -> None:
     """A plan may name rows [offset, offset + rows) of a larger file (a macro-chunk view)."""
     url = f"file://{tmp_path}/s"
     s = Stream.create(url, segments=1)
     s.append(pa.table({"id": list(range(10)), "t": [T0 + i for i in range(10)]}), timestamp="t")
     (chunk,) = s.plan(s.state.head_tso, s.state.tick)
+    # per view: floors above the records' times, so they decide _tso (and each view needs its own)
+    raise_ = (lambda n: chunk.hi - chunk.floor + n) if floors == "per view" else (lambda n: 0)
 
-    views = [dataclasses.replace(chunk, rows=3, seq=chunk.seq + 2, floor=chunk.floor + 2, offset=2),
-             dataclasses.replace(chunk, rows=4, seq=chunk.seq + 6, floor=chunk.floor + 6, offset=6)]
+    # two views, not adjacent, of one file: a row range each (and a floor each: the join)
+    views = [dataclasses.replace(chunk, rows=3, seq=chunk.seq + 2, floor=chunk.floor + raise_(2), offset=2),
+             dataclasses.replace(chunk, rows=4, seq=chunk.seq + 6, floor=chunk.floor + raise_(6), offset=6)]
     monkeypatch.setattr(Stream, "plan", lambda self, lo, hi, **kw: views)
-    got = _rows(read_native(spark, url))
+    got = _same_as_core(spark, url)
     assert [r[0] for r in got] == [2, 3, 4, 6, 7, 8, 9]
+    assert (min(r[-3] for r in got) > chunk.hi) == (floors == "per view")
     assert [r[-1] for r in got] == [2, 3, 4, 6, 7, 8, 9]  # _seq numbers the file's rows
+    # adjacent views of one file share one row range
+    views[1:] = [dataclasses.replace(views[1], rows=5, seq=chunk.seq + 5, floor=chunk.floor + raise_(5), offset=5)]
+    assert [r[0] for r in _same_as_core(spark, url)] == list(range(2, 10))
 
 
 def test_stores_spark_cannot_reach_fail_clearly(spark: Any) -> None:
@@ -148,3 +229,21 @@ def test_stores_spark_cannot_reach_fail_clearly(spark: Any) -> None:
         read_native(spark, "memory://native-test/s")
     with pytest.raises(UnsupportedOperationError, match="hadoop-aws"):
         read_native(spark, "s3://bucket/s", **{"storage.endpoint_url": "http://127.0.0.1:1"})
+
+
+def test_files_of_one_name_in_two_folders(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          branch: str) -> None:
+    """Chunks are told apart by as much of their path as it takes (here: folder and name)."""
+    import shutil
+
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=1)
+    s.append(pa.table({"id": list(range(10)), "t": [T0 + i for i in range(10)]}), timestamp="t")
+    (chunk,) = s.plan(s.state.head_tso, s.state.tick)
+    twin = "data/twin/" + chunk.path.rsplit("/", 1)[1]
+    (tmp_path / "s" / "data" / "twin").mkdir()
+    shutil.copy(tmp_path / "s" / chunk.path, tmp_path / "s" / twin)
+    views = [chunk, dataclasses.replace(chunk, path=twin, seq=chunk.seq + 10)]
+    monkeypatch.setattr(Stream, "plan", lambda self, lo, hi, **kw: views)
+    got = _same_as_core(spark, url)
+    assert sorted(r[-1] for r in got) == list(range(20))  # _seq: each file numbered as its chunk says

@@ -28,7 +28,8 @@ native (>= 1.0 means tstream is at least as fast). Every write goes to a fresh l
 removed after it is measured. Results are checked (row counts, aggregates), not just timed.
 
 Each query also runs through ``benchfloor`` (``_floors.py``), a Python data source that only moves
-Arrow batches: the best any Python source or sink can do here. tstream's gap to the floor is its
+Arrow batches, read in as many tasks as tstream plans: the best any Python source or sink can do
+here. tstream's gap to the floor is its
 own work; the floor's gap to native is PySpark's.
 
 Then a breakdown of where tstream's time goes: CPU seconds of the JVM and of the Python processes
@@ -323,15 +324,22 @@ def stream_layout(url: str) -> dict[str, Any]:
 
 
 def source_partitions(url: str) -> list[Any]:
-    """The partitions tstream plans for a full read of the stream at ``url``."""
+    """The partitions tstream plans for a full read of the stream at ``url``.
+
+    As Spark runs the planner: in a Python worker without a session, so with the planner's
+    default parallelism, not this driver's (the floor must get as many tasks: each Python task
+    costs PySpark ~0.3 s here, whatever it reads).
+    """
     from pyspark_tstream.datasource.arrow import spark_schema
-    from pyspark_tstream.datasource.partitions import ReadSpec, plan_partitions
+    from pyspark_tstream.datasource.partitions import ReadSpec, TStreamPartition
+    from pyspark_tstream.planner import plan_tasks
     from pyspark_tstream.stream import Stream
 
     stream = Stream.open(url)
     state = stream.state
     spec = ReadSpec.of(stream, spark_schema(stream.schema))
-    return plan_partitions(stream.plan(state.head_tso, state.tick), state.head_tso, state.tick, spec=spec)
+    return [TStreamPartition(t, spec) for t in plan_tasks(stream.plan(state.head_tso, state.tick), state.head_tso,
+                                                          state.tick)]
 
 
 # -- tstream's own Python cost, single-threaded in this process -----------------------------------
