@@ -124,6 +124,8 @@ def run_read(args: argparse.Namespace) -> int:
                 left = None if left is None else left - n
                 idle_since = time.monotonic()
             cursor = page.end
+            if left == 0:
+                break  # --count reached: never wait for records nobody asked for
             if not page.complete:
                 continue  # more records are already complete: no waiting
             if not args.follow or (until is not None and page.bound >= until):
