@@ -76,6 +76,7 @@ from .entries import Chunk, Entry
 from .errors import ConfigError
 from .journal import Journal
 from .macromap import SPAN, Macro, MacroMap, bucket_of
+from .policytext import policy_parts
 from .reading import _decode, _fetch, view_tsos
 from .schema import RAW_TSO, conform
 from .state import StreamState, segment_number
@@ -110,18 +111,17 @@ class CompactionPolicy:
         if text.strip().lower() in ("off", "false", "none", "no"):
             return None
         vals: dict[str, int] = {}
-        for part in text.split(","):
-            key, sep, value = part.partition("=")
-            key = key.strip().lower()
-            if key == "target" and sep and (size := size_bytes(value)) is not None:
+        for part in policy_parts(text):
+            key, value = part.key, part.value
+            if key == "target" and part.sep and (size := size_bytes(value)) is not None:
                 vals["target"] = size
-            elif key == "min" and sep and value.strip().isdigit() and int(value) >= 2:
+            elif key == "min" and part.sep and value.strip().isdigit() and int(value) >= 2:
                 vals["min"] = int(value)
-            elif key in ("on", "true", "yes") and not sep:
+            elif key in ("on", "true", "yes") and not part.sep:
                 continue
             else:
                 raise ConfigError(
-                    f"compaction={text!r}: bad part {part.strip()!r}; use target=<size like 128MB>,"
+                    f"compaction={text!r}: bad part {part.text.strip()!r}; use target=<size like 128MB>,"
                     "min=<pieces per merge, 2 or more>, or off", option="compaction", value=text)
         if vals.get("target", 1) < 1 << 10:
             raise ConfigError(f"compaction={text!r}: target must be at least 1KB", option="compaction", value=text)

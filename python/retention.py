@@ -31,6 +31,7 @@ from .compaction_gc import live_macros, macros_created, orphan_manifests
 from .entries import ANCHOR, Entry, entry_path
 from .errors import ConfigError
 from .journal import Journal
+from .policytext import policy_parts
 from .reading import read_tsos
 from .state import StreamState
 from .storage import Store
@@ -61,11 +62,10 @@ class RetentionPolicy:
         if not text:
             return None
         vals: dict[str, Any] = {}
-        for part in text.split(","):
-            key, sep, value = part.partition("=")
-            key = key.strip().lower()
-            if not sep and re.match(r"^\s*\d", part):  # a bare duration: age
-                key, value = "age", part
+        for part in policy_parts(text):
+            key, value = part.key, part.value
+            if not part.sep and re.match(r"^\s*\d", part.text):  # a bare duration: age
+                key, value = "age", part.text
             if key == "age":
                 vals["age_ms"] = parse_duration_ms(value.strip(), option="retention")
             elif key == "size":
@@ -76,7 +76,7 @@ class RetentionPolicy:
                 vals["groups"] = value.strip().lower() in ("true", "1", "yes")
             else:
                 raise ConfigError(
-                    f"retention={text!r}: unknown part {part!r}; use age=7d, size=10GB, count=N, groups=true",
+                    f"retention={text!r}: unknown part {part.text!r}; use age=7d, size=10GB, count=N, groups=true",
                     option="retention", value=text)
         return cls(**vals)
 
