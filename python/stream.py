@@ -123,14 +123,17 @@ class Stream:
     # -- state --------------------------------------------------------------------------------
     @property
     def store(self) -> Store:
+        """The store the stream lives on."""
         return self.context.store
 
     @property
     def journal(self) -> Journal:
+        """The stream's journal (commits, entries, the time index)."""
         return self.context.journal
 
     @property
     def sealed_map(self) -> SealedMap:
+        """Final facts of the segments scaling sealed."""
         return self.context.sealed_map
 
     @property
@@ -144,10 +147,12 @@ class Stream:
 
     @property
     def url(self) -> str:
+        """The stream's URL, without credentials."""
         return self.context.url
 
     @property
     def config(self) -> StreamConfig:
+        """The stream config fixed at creation."""
         return self.context.config
 
     @property
