@@ -37,6 +37,7 @@ from .policytext import policy_parts
 from .routing import KEY_SPACE
 from .state import Segment, StreamState, segment_id
 from .storage import Store
+from .versions import numbered_path
 
 EPOCHS = f"{META}/epochs"
 #: Epoch records per history chunk.
@@ -45,7 +46,7 @@ _EPOCH0 = {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None}
 
 
 def epoch_path(epoch: int) -> str:
-    return f"{EPOCHS}/{epoch // 100_000:06d}/{epoch:012d}.json"
+    return numbered_path(EPOCHS, epoch)
 
 
 def epoch_chunk_path(chunk: int) -> str:

@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from .entries import META
 from .errors import CorruptMetadataError, corrupt
 from .races import LOST, Lost, until_won
 from .state import StreamState, segment_number
@@ -24,7 +25,7 @@ from .storage import Store
 from .versions import newest_version
 
 SHARD_WIDTH = 256
-ROOT = "_tstream/sealed"
+ROOT = f"{META}/sealed"
 _RECORD_INTS = ("id", "lo", "hi", "rows", "bytes", "chunks", "first_seq", "next_seq", "last_tso", "sealed_epoch",
                 "sealed_pos")
 
