@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .entries import META
-from .errors import CommitConflictError, corrupt
+from .errors import corrupt
+from .races import LOST, Lost, until_won
 from .state import segment_number
 from .storage import Store
 from .versions import newest_version
@@ -33,7 +34,6 @@ from .versions import newest_version
 #: Rows of ``_seq`` per bucket, and the most rows a macro-chunk may hold.
 SPAN = 1 << 22
 ROOT = f"{META}/macros"
-_MAX_RACES = 1000
 
 
 def bucket_of(seq: int) -> int:
@@ -206,12 +206,13 @@ class MacroMap:
         its preconditions against the version it is given. The head hint is written after the
         version (best effort: readers and compactors probe past a stale one).
         """
-        cur = self.latest(seg, bucket)
-        for _ in range(_MAX_RACES):
-            macros = change(cur)
+        cur = [self.latest(seg, bucket)]
+
+        def attempt() -> Bucket | None | Lost:
+            macros = change(cur[0])
             if macros is None:
                 return None
-            nxt = Bucket(seg, bucket, cur.v + 1, tuple(sorted(macros, key=lambda m: m.first)))
+            nxt = Bucket(seg, bucket, cur[0].v + 1, tuple(sorted(macros, key=lambda m: m.first)))
             data = nxt.to_bytes()
             rel = version_path(seg, bucket, nxt.v)
             if self.store.put_if_absent(rel, data):
@@ -225,7 +226,7 @@ class MacroMap:
                     return nxt
             except FileNotFoundError:
                 pass
-            won = self.latest(seg, bucket)
-            cur = won
-        raise CommitConflictError(f"gave up after {_MAX_RACES} lost races on the macro map of segment {seg}",
-                                  expected=cur.v + 1)
+            cur[0] = self.latest(seg, bucket)
+            return LOST
+
+        return until_won(attempt, what=f"the macro map of segment {seg}", expected=lambda: cur[0].v + 1)
