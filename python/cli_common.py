@@ -112,6 +112,7 @@ def storage_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def secret_values(args: argparse.Namespace) -> list[str]:
+    """Credential values among the storage options, longest first, to redact from output."""
     from pyspark_tstream.conf.parsing import is_secret_key
 
     try:
@@ -123,4 +124,5 @@ def secret_values(args: argparse.Namespace) -> list[str]:
 
 
 def open_stream(args: argparse.Namespace) -> Stream:
+    """The stream at ``args.url`` with the storage options of the command line and environment."""
     return Stream.open(args.url, storage_options=storage_options(args))

@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 
 def entry_path(pos: int) -> str:
+    """Where the entry at journal position ``pos`` lives."""
     return numbered_path(f"{META}/journal", pos)
 
 
@@ -154,6 +155,7 @@ class EntryLog:
         return [self._decode(data, rel) for rel, data in zip(rels, self.store.read_many(rels))] if rels else []
 
     def read_entry(self, pos: int) -> Entry:
+        """The entry at ``pos`` (FileNotFoundError if it is absent)."""
         rel = entry_path(pos)
         return self._decode(self.store.read(rel), rel)
 

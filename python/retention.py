@@ -41,6 +41,7 @@ from .units import size_bytes
 
 
 def parse_size(text: str) -> int:
+    """Bytes of the retention ``size`` part; ConfigError naming it otherwise."""
     size = size_bytes(text)
     if size is None:
         raise ConfigError(f"retention size {text!r} is not a size like 500MB or 10GB", option="retention", value=text)
@@ -59,6 +60,7 @@ class RetentionPolicy:
     @classmethod
     @functools.lru_cache(maxsize=64)  # parsed on every data commit; the text rarely changes
     def parse(cls, text: str | None) -> RetentionPolicy | None:
+        """The policy of a ``retention`` config text; None when there is none."""
         if not text:
             return None
         vals: dict[str, Any] = {}

@@ -46,10 +46,12 @@ _EPOCH0 = {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None}
 
 
 def epoch_path(epoch: int) -> str:
+    """Where the record of ``epoch`` (1 and up) lives."""
     return numbered_path(EPOCHS, epoch)
 
 
 def epoch_chunk_path(chunk: int) -> str:
+    """Where epoch history chunk ``chunk`` (records ``32·chunk .. 32·chunk + 31``) lives."""
     return f"{EPOCHS}/chunks/{chunk:012d}.json"
 
 
@@ -258,6 +260,7 @@ class ScalingPolicy:
     @classmethod
     @functools.lru_cache(maxsize=64)  # parsed on every data commit; the text rarely changes
     def parse(cls, text: str | None) -> ScalingPolicy | None:
+        """The policy of a ``scaling`` config text; None when there is none."""
         if not text:
             return None
         values: dict[str, float] = {}
