@@ -38,6 +38,11 @@ def add_command(sub: Any, common: argparse.ArgumentParser, name: str, run: Calla
     return p
 
 
+def add_progress(p: argparse.ArgumentParser) -> None:
+    """``--progress``: the progress bar on stderr also when it is not a terminal."""
+    p.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
+
+
 # -- argument types ---------------------------------------------------------------------------
 def _arg(convert: Callable[[str], Any]) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
