@@ -22,13 +22,14 @@ from .state import StreamState
 from .storage import Store
 
 
-def _segs(state: StreamState) -> dict[str, list[int]]:
+def segment_summaries(state: StreamState) -> dict[str, list[int]]:
+    """``state.compaction["segs"]``: per segment id (text), what compaction reached (§6.4)."""
     return state.compaction.get("segs", {}) if state.compaction else {}
 
 
 def compacted_upto(state: StreamState, seg: int) -> int:
     """The ``_seq`` below which the segment's chunks have been compacted (or left as they are)."""
-    e = _segs(state).get(str(seg))
+    e = segment_summaries(state).get(str(seg))
     return int(e[0]) if e else 0
 
 
@@ -40,7 +41,7 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk]) -> lis
     compacted-up-to ``_seq``; otherwise one batched read of the map versions the state names
     (the bucket each segment's last compaction wrote), plus 2 reads per other bucket touched.
     """
-    segs = _segs(state)
+    segs = segment_summaries(state)
     if not segs:
         return list(chunks)
     need: dict[int, list[Chunk]] = {}

@@ -70,7 +70,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .compacted import _segs, compacted_upto
+from .compacted import compacted_upto, segment_summaries
+from .conf.keys import COMPACTION_DEFAULT
 from .compaction_gc import discard_unpublished, manifest_path
 from .entries import Chunk, Entry
 from .errors import ConfigError
@@ -86,7 +87,8 @@ from .writing import column_codecs, dictionary_columns
 
 log = logging.getLogger("pyspark_tstream")
 
-DEFAULT_POLICY = "target=128MB,min=16"
+#: The policy of a stream whose config names none (streams created before compaction existed).
+DEFAULT_POLICY = COMPACTION_DEFAULT
 #: Automatic compaction is considered on every this-many-th journal position (amortized O(1)).
 COMPACT_EVERY = 16
 #: Rows per row group of a macro-chunk: the granularity of reading a view's rows only.
@@ -130,7 +132,7 @@ class CompactionPolicy:
 
 def due(state: StreamState, policy: CompactionPolicy) -> bool:
     """Whether some active segment has ``min`` small chunks pending: from the state, zero reads."""
-    segs = _segs(state)
+    segs = segment_summaries(state)
     return any(g.chunks - (segs[str(g.id)][2] if str(g.id) in segs else 0) >= policy.min for g in state.segments)
 
 
@@ -356,7 +358,7 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
             if c.seq >= p.upto:
                 p.smalls.append(Piece(c, 0, d.pos))
     if full:  # macro-chunks of segments with nothing new may still pack tighter
-        for s in _segs(state):
+        for s in segment_summaries(state):
             plans.setdefault(int(s), _SegPlan(int(s), compacted_upto(state, int(s))))
     for p in plans.values():
         p.smalls = [replace(x, level=_level(x, policy)) for x in p.smalls]
