@@ -12,7 +12,10 @@ from typing import Any
 __version__ = "0.1.0"
 __all__ = ["DefaultSource", "Stream", "Ack", "TStreamError", "read_native", "register", "__version__"]
 
-try:  # the DataSource class only needs pyspark's light datasource module
+# Spark's discovery looks for ``DefaultSource`` here. Importing it loads pyspark.sql (about 90
+# modules, ~0.1 s) when pyspark is installed; guarded so that a missing or broken pyspark never
+# breaks discovery of other sources or the Spark-free API.
+try:
     from pyspark_tstream.datasource.source import TStreamDataSource as DefaultSource
 except Exception:  # pragma: no cover - never let discovery of other sources break
     pass

@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from .cli_common import add_command, open_stream, positive_int, time_ms
+from .cli_common import add_command, add_progress, open_stream, positive_int, time_ms
 from .routing import fraction
 from .stream import Stream
 from .stream_truncate import GC_GRACE_MS, ORPHAN_GRACE_MS
@@ -170,7 +170,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--min", type=positive_int, help="pieces per tiered merge (default: the stream's config)")
     p.add_argument("--tiered", action="store_true",
                    help="do what automatic compaction does (size-tiered merges) instead of packing everything")
-    p.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
+    add_progress(p)
 
     p = add_command(sub, common, "vacuum", run_vacuum,
                     help="delete garbage files",

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .cli_common import add_command, count_int, open_stream, positive_int
+from .cli_common import add_command, add_progress, count_int, open_stream, positive_int
 from .cli_format import Progress
 from .errors import ConfigError, SchemaMismatchError, TimestampError
 from .stream import Stream
@@ -223,6 +223,6 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", metavar="N", type=count_int, help="batch id of the first commit (next: N+1, ...)")
     p.add_argument("--batch-rows", metavar="ROWS", type=positive_int, default=BATCH_ROWS)
     p.add_argument("--merge-schema", action="store_true", help="add new columns to the stream schema")
-    p.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
+    add_progress(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 

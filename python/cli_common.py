@@ -38,6 +38,11 @@ def add_command(sub: Any, common: argparse.ArgumentParser, name: str, run: Calla
     return p
 
 
+def add_progress(p: argparse.ArgumentParser) -> None:
+    """``--progress``: the progress bar on stderr also when it is not a terminal."""
+    p.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
+
+
 # -- argument types ---------------------------------------------------------------------------
 def _arg(convert: Callable[[str], Any]) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
@@ -112,6 +117,7 @@ def storage_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def secret_values(args: argparse.Namespace) -> list[str]:
+    """Credential values among the storage options, longest first, to redact from output."""
     from pyspark_tstream.conf.parsing import is_secret_key
 
     try:
@@ -123,4 +129,5 @@ def secret_values(args: argparse.Namespace) -> list[str]:
 
 
 def open_stream(args: argparse.Namespace) -> Stream:
+    """The stream at ``args.url`` with the storage options of the command line and environment."""
     return Stream.open(args.url, storage_options=storage_options(args))

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from .cli_common import add_command, open_stream
+from .cli_common import add_command, add_progress, open_stream
 from .cli_format import Progress
 
 
@@ -59,11 +59,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
                                 "shards, epoch records and every live chunk (size and row count from its "
                                 "footer). Exit code 0 when sound, 1 when something is wrong.",
                     epilog="example:\n  tstream fsck file:///tmp/telemetry")
-    p.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
+    add_progress(p)
     p = add_command(sub, common, "repair", run_repair, help="rebuild damaged metadata",
                     description="Rebuild what the journal holds (head and anchor hints, index nodes, "
                                 "sealed-shard versions and hints, epoch records) and say exactly what "
                                 "cannot be rebuilt (a missing chunk: its segment, _seq and time range, and "
                                 "the cut that truncates past it). Exit code 0 when nothing is left to fix.",
                     epilog="example:\n  tstream repair file:///tmp/telemetry")
-    p.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
+    add_progress(p)

@@ -32,10 +32,12 @@ def _open(args: argparse.Namespace) -> Group:
 
 
 def run_create(args: argparse.Namespace) -> int:
-    group = Group.create(open_stream(args), args.name, start=args.start, exist_ok=args.exist_ok)
-    info = group.info()
-    sys.stdout.write(f"group {group.name}: delivers records after {info['last_delivered_id']}\n")
+    _say_position(Group.create(open_stream(args), args.name, start=args.start, exist_ok=args.exist_ok))
     return 0
+
+
+def _say_position(group: Group) -> None:
+    sys.stdout.write(f"group {group.name}: delivers records after {group.info()['last_delivered_id']}\n")
 
 
 def _print_delivery(table: Any, args: argparse.Namespace) -> None:
@@ -80,7 +82,7 @@ def run_claim(args: argparse.Namespace) -> int:
 def run_setid(args: argparse.Namespace) -> int:
     group = _open(args)
     group.set_position(args.start)
-    sys.stdout.write(f"group {group.name}: delivers records after {group.info()['last_delivered_id']}\n")
+    _say_position(group)
     return 0
 
 

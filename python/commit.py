@@ -65,22 +65,27 @@ class Ack:
 
     @property
     def first_tso(self) -> int | None:
+        """Smallest ``_tso`` this commit wrote (None for a data-less commit)."""
         return min((s["first_tso"] for s in self.segments.values()), default=None)
 
     @property
     def last_tso(self) -> int | None:
+        """Largest ``_tso`` this commit wrote (None for a data-less commit)."""
         return max((s["last_tso"] for s in self.segments.values()), default=None)
 
     @property
     def first_id(self) -> str | None:
+        """``first_tso`` as a ``<ms>-<logical>`` id."""
         return None if self.first_tso is None else tso_id(self.first_tso)
 
     @property
     def last_id(self) -> str | None:
+        """``last_tso`` as a ``<ms>-<logical>`` id."""
         return None if self.last_tso is None else tso_id(self.last_tso)
 
     @classmethod
     def from_entry(cls, entry: Entry, *, duplicate: bool = False) -> Ack:
+        """The ack of a committed entry (``duplicate``: a replay answered from it)."""
         segs: dict[int, dict[str, int]] = {}
         for c in entry.chunks:
             s = segs.get(c.seg)

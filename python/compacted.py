@@ -17,19 +17,19 @@ from collections.abc import Sequence
 import numpy as np
 
 from .entries import Chunk
-from .macromap import ROOT as MACRO_ROOT
-from .macromap import Macro, MacroMap
-from .state import StreamState, segment_number
+from .macromap import Macro, MacroMap, version_path
+from .state import StreamState
 from .storage import Store
 
 
-def _segs(state: StreamState) -> dict[str, list[int]]:
+def segment_summaries(state: StreamState) -> dict[str, list[int]]:
+    """``state.compaction["segs"]``: per segment id (text), what compaction reached (§6.4)."""
     return state.compaction.get("segs", {}) if state.compaction else {}
 
 
 def compacted_upto(state: StreamState, seg: int) -> int:
     """The ``_seq`` below which the segment's chunks have been compacted (or left as they are)."""
-    e = _segs(state).get(str(seg))
+    e = segment_summaries(state).get(str(seg))
     return int(e[0]) if e else 0
 
 
@@ -41,7 +41,7 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk]) -> lis
     compacted-up-to ``_seq``; otherwise one batched read of the map versions the state names
     (the bucket each segment's last compaction wrote), plus 2 reads per other bucket touched.
     """
-    segs = _segs(state)
+    segs = segment_summaries(state)
     if not segs:
         return list(chunks)
     need: dict[int, list[Chunk]] = {}
@@ -97,7 +97,7 @@ def plan_from_map(store: Store, state: StreamState, first: int, lo: int, hi: int
     if pos <= first or not segs or any(len(e) < 6 or e[3] != 0 or e[4] < 0 for e in segs.values()):
         return None
     items = sorted((int(k), int(e[4])) for k, e in segs.items())
-    rels = [f"{MACRO_ROOT}/{segment_number(seg)}/{0:06d}/{v:08d}.json" for seg, v in items]
+    rels = [version_path(seg, 0, v) for seg, v in items]
     try:
         blobs = store.read_many(rels)
     except FileNotFoundError:
@@ -105,7 +105,7 @@ def plan_from_map(store: Store, state: StreamState, first: int, lo: int, hi: int
     mm = MacroMap(store)
     out = []
     for (seg, _), rel, data in zip(items, rels, blobs):
-        for m in mm._decode(data, rel).macros:
+        for m in mm.decode(data, rel).macros:
             if m.hi > lo and m.lo <= hi:
                 out.append(Chunk(seg=seg, path=m.path, rows=m.rows, bytes=m.bytes, seq=m.first, floor=m.floor,
                                  lo=m.lo, hi=m.hi, sorted=m.sorted))

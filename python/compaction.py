@@ -17,7 +17,7 @@ Chunks a compaction passes over (too big to merge, or a few small ones at a buck
 are listed in the map as they are (with their floor), so the map covers every compacted
 ``_seq``: every chunk committed below the compaction's scan position
 (``state.compaction["pos"]``) is in the map version the state names for its segment. A plan
-whose range starts below it reads those versions (:func:`plan_from_map`, one batched read)
+whose range starts below it reads those versions (:func:`~pyspark_tstream.compacted.plan_from_map`, one batched read)
 instead of the journal deltas of the compacted commits, and the journal only after.
 
 One compaction, in store calls (O(chunks merged), never a listing):
@@ -36,7 +36,7 @@ Safety. The map is published before the journal: a crash in between leaves a mac
 holds exactly the records of still-present small chunks (nothing is deleted without a journal
 commit); the next compaction *adopts* it (commits it) when it ends after the segment's
 compacted-up-to ``_seq``. Replaced files are deleted only by garbage collection
-(:func:`collect_replaced`, run by ``vacuum``/retention) from manifests of compactions committed
+(:func:`~pyspark_tstream.compaction_gc.collect_replaced`, run by ``vacuum``/retention) from manifests of compactions committed
 longer ago than the grace period (python/compaction_gc.py), so readers that planned before
 keep reading the old files.
 Truncation's garbage collection also deletes the macro-chunks made by compactions below the
@@ -70,12 +70,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .compacted import _segs, compacted_upto
+from .compacted import compacted_upto, segment_summaries
+from .conf.keys import COMPACTION_DEFAULT
 from .compaction_gc import discard_unpublished, manifest_path
 from .entries import Chunk, Entry
 from .errors import ConfigError
 from .journal import Journal
 from .macromap import SPAN, Macro, MacroMap, bucket_of
+from .policytext import policy_parts
 from .reading import _decode, _fetch, view_tsos
 from .schema import RAW_TSO, conform
 from .state import StreamState, segment_number
@@ -85,7 +87,8 @@ from .writing import column_codecs, dictionary_columns
 
 log = logging.getLogger("pyspark_tstream")
 
-DEFAULT_POLICY = "target=128MB,min=16"
+#: The policy of a stream whose config names none (streams created before compaction existed).
+DEFAULT_POLICY = COMPACTION_DEFAULT
 #: Automatic compaction is considered on every this-many-th journal position (amortized O(1)).
 COMPACT_EVERY = 16
 #: Rows per row group of a macro-chunk: the granularity of reading a view's rows only.
@@ -110,18 +113,17 @@ class CompactionPolicy:
         if text.strip().lower() in ("off", "false", "none", "no"):
             return None
         vals: dict[str, int] = {}
-        for part in text.split(","):
-            key, sep, value = part.partition("=")
-            key = key.strip().lower()
-            if key == "target" and sep and (size := size_bytes(value)) is not None:
+        for part in policy_parts(text):
+            key, value = part.key, part.value
+            if key == "target" and part.sep and (size := size_bytes(value)) is not None:
                 vals["target"] = size
-            elif key == "min" and sep and value.strip().isdigit() and int(value) >= 2:
+            elif key == "min" and part.sep and value.strip().isdigit() and int(value) >= 2:
                 vals["min"] = int(value)
-            elif key in ("on", "true", "yes") and not sep:
+            elif key in ("on", "true", "yes") and not part.sep:
                 continue
             else:
                 raise ConfigError(
-                    f"compaction={text!r}: bad part {part.strip()!r}; use target=<size like 128MB>,"
+                    f"compaction={text!r}: bad part {part.text.strip()!r}; use target=<size like 128MB>,"
                     "min=<pieces per merge, 2 or more>, or off", option="compaction", value=text)
         if vals.get("target", 1) < 1 << 10:
             raise ConfigError(f"compaction={text!r}: target must be at least 1KB", option="compaction", value=text)
@@ -130,7 +132,7 @@ class CompactionPolicy:
 
 def due(state: StreamState, policy: CompactionPolicy) -> bool:
     """Whether some active segment has ``min`` small chunks pending: from the state, zero reads."""
-    segs = _segs(state)
+    segs = segment_summaries(state)
     return any(g.chunks - (segs[str(g.id)][2] if str(g.id) in segs else 0) >= policy.min for g in state.segments)
 
 
@@ -356,7 +358,7 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
             if c.seq >= p.upto:
                 p.smalls.append(Piece(c, 0, d.pos))
     if full:  # macro-chunks of segments with nothing new may still pack tighter
-        for s in _segs(state):
+        for s in segment_summaries(state):
             plans.setdefault(int(s), _SegPlan(int(s), compacted_upto(state, int(s))))
     for p in plans.values():
         p.smalls = [replace(x, level=_level(x, policy)) for x in p.smalls]

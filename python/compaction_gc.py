@@ -15,6 +15,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from .entries import META
 from .journal import Journal
 from .timeindex import COL_WALL
 from .macromap import ROOT as MACRO_ROOT
@@ -24,7 +25,7 @@ from .storage import Store
 
 log = logging.getLogger("pyspark_tstream")
 
-MANIFESTS = "_tstream/compact"
+MANIFESTS = f"{META}/compact"
 
 
 def manifest_path(macro_path: str) -> str:

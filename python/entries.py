@@ -24,12 +24,11 @@ from .errors import CorruptMetadataError, corrupt, error, newer_format
 from .shapes import check_entry
 from .state import StreamState
 from .storage import Store
-from .versions import newest_present, probe_past
+from .versions import newest_present, numbered_path, probe_past
 
 META = "_tstream"
 HEAD = f"{META}/head.json"
 ANCHOR = f"{META}/anchor.json"
-_DIR_SPAN = 100_000
 #: On-store format written by this version; older versions are read, newer ones refused.
 #: 1: first release (one floor chain per segment). 2: writer lanes (per-writer ``lanes`` in the
 #: state; chunks of a segment may overlap in time) and the chunk trailing fields ``offset``,
@@ -40,7 +39,8 @@ logger = logging.getLogger(__name__)
 
 
 def entry_path(pos: int) -> str:
-    return f"{META}/journal/{pos // _DIR_SPAN:06d}/{pos:012d}.json"
+    """Where the entry at journal position ``pos`` lives."""
+    return numbered_path(f"{META}/journal", pos)
 
 
 def check_version(v: Any, path: str) -> None:
@@ -155,6 +155,7 @@ class EntryLog:
         return [self._decode(data, rel) for rel, data in zip(rels, self.store.read_many(rels))] if rels else []
 
     def read_entry(self, pos: int) -> Entry:
+        """The entry at ``pos`` (FileNotFoundError if it is absent)."""
         rel = entry_path(pos)
         return self._decode(self.store.read(rel), rel)
 

@@ -39,7 +39,7 @@ from .scaling import (
     read_epoch,
 )
 from .sealed import ROOT as SEALED_ROOT
-from .sealed import decode_shard, shard_of
+from .sealed import decode_shard, head_path, shard_dir, shard_of, version_path
 from .state import StreamState, segment_number
 from .storage import Store
 from .timestamps import iso, physical
@@ -75,9 +75,11 @@ class Report:
 
     @property
     def ok(self) -> bool:
+        """No problems found (or, after repair, none left)."""
         return not self.problems
 
     def summary(self) -> str:
+        """What was checked and each problem, as text for humans."""
         counts = ", ".join(f"{v} {k}" for k, v in self.checked.items())
         head = f"{self.url} at journal position {self.position}: checked {counts}"
         if self.ok:
@@ -471,14 +473,14 @@ class _Checker:
         for shard in shards:
             self._count("sealed shards")
             self._tick()
-            folder = f"{SEALED_ROOT}/{shard:06d}"
+            folder = shard_dir(shard)
             names = self.store.list(folder)
             versions = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
             plan: dict[str, Any] = {"versions": {}, "records": [], "head": False}
             prev: dict[str, Any] = {}
             have: set[str] = set()
             for v in versions:
-                rel = f"{folder}/{v:08d}.json"
+                rel = version_path(shard, v)
                 try:
                     cur = decode_shard(self.store.read(rel), self.store.uri(rel))
                     if cur["v"] != v:
@@ -491,13 +493,13 @@ class _Checker:
                     self._problem("shard", rel, f"sealed-segment shard version {self.store.uri(rel)} is "
                                   f"unreadable ({e}); `tstream repair` rewrites it", True, shard=shard, version=v)
             try:
-                decode_shard(self.store.read(f"{folder}/head.json"), f"{folder}/head.json")
+                decode_shard(self.store.read(head_path(shard)), head_path(shard))
             except FileNotFoundError:
                 pass
             except CorruptMetadataError:
                 plan["head"] = True
-                self._problem("shard", f"{folder}/head.json", f"sealed-shard head hint {self.store.uri(folder)}"
-                              "/head.json is unreadable; `tstream repair` rewrites it", True, shard=shard)
+                self._problem("shard", head_path(shard), f"sealed-shard head hint {self.store.uri(head_path(shard))}"
+                              " is unreadable; `tstream repair` rewrites it", True, shard=shard)
             missing = sorted(i for i in sealed_ids if shard_of(i) == shard and str(segment_number(i)) not in have)
             if missing:
                 records = rebuild_sealed(missing, entries)

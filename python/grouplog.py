@@ -32,6 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .entries import META
 from .errors import (
     ConfigError,
     CorruptMetadataError,
@@ -43,12 +44,11 @@ from .errors import (
 )
 from .storage import Store
 from .timestamps import parse_id, tso_id
-from .versions import newest_present, probe_past
+from .versions import newest_present, numbered_path, probe_past
 
 logger = logging.getLogger(__name__)
 
-GROUPS = "_tstream/groups"
-_DIR_SPAN = 100_000
+GROUPS = f"{META}/groups"
 #: Segment (or seq) part of a cursor meaning "every record with this ``_tso`` (in this
 #: segment) was delivered".
 ALL_SEGMENTS = (1 << 63) - 1
@@ -214,7 +214,7 @@ class GroupLog:
         self.head_path = f"{self.folder}/head.json"
 
     def version_path(self, pos: int) -> str:
-        return f"{self.folder}/log/{pos // _DIR_SPAN:06d}/{pos:012d}.json"
+        return numbered_path(f"{self.folder}/log", pos)
 
     def try_version(self, pos: int) -> GroupState | None:
         """Version ``pos`` or None: one store call."""

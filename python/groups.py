@@ -169,6 +169,7 @@ class Group:
     # -- state --------------------------------------------------------------------------------
     @property
     def name(self) -> str:
+        """The group's name (one safe path part)."""
         return self._log.name
 
     @property

@@ -61,6 +61,7 @@ class Journal(EntryLog):
         return self.index.search_any(state, value)
 
     def read_node(self, level: int, node: int) -> dict[str, Any]:
+        """Index node ``node`` of ``level`` (CorruptMetadataError if it is missing or unreadable)."""
         return self.index.read_node(level, node)
 
     def deltas(self, state: StreamState, first: int, last: int, *, truncated: bool = False) -> list[Delta]:

@@ -18,15 +18,18 @@ _MEMORY_LOCK = threading.Lock()
 
 
 def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is a temp file of an unfinished publish (listings skip them)."""
     return name.startswith(".") and name.endswith(".tmp")
 
 
 def temp_path(path: str) -> str:
+    """A unique hidden temp file beside ``path``."""
     directory, base = os.path.split(path)
     return os.path.join(directory, f".{base}.{uuid.uuid4().hex}.tmp")
 
 
 def local_read(path: str) -> bytes:
+    """The bytes of a local file."""
     # builtin open: the read path is hot and fsspec's LocalFileOpener adds ~5x the overhead
     with open(path, "rb") as f:
         return f.read()
@@ -60,6 +63,7 @@ def local_replace(path: str, data: bytes) -> None:
 
 
 def memory_create(fs: Any, path: str, data: bytes) -> None:
+    """Create-if-absent on ``memory://``: ``FileExistsError`` if ``path`` exists."""
     # memory:// checks and stores in two steps; a process-wide lock makes that one step
     # (a dict lookup, not fs.exists: that scans every key for a missing path, O(objects))
     with _MEMORY_LOCK:

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .entries import META
-from .errors import CommitConflictError, corrupt
+from .errors import corrupt
+from .races import LOST, Lost, until_won
 from .state import segment_number
 from .storage import Store
 from .versions import newest_version
@@ -33,15 +34,26 @@ from .versions import newest_version
 #: Rows of ``_seq`` per bucket, and the most rows a macro-chunk may hold.
 SPAN = 1 << 22
 ROOT = f"{META}/macros"
-_MAX_RACES = 1000
 
 
 def bucket_of(seq: int) -> int:
+    """The bucket whose range ``[k·SPAN, (k+1)·SPAN)`` holds ``_seq`` ``seq``."""
     return seq // SPAN
 
 
-def _dir(seg: int, bucket: int) -> str:
+def bucket_dir(seg: int, bucket: int) -> str:
+    """The folder of a bucket's versions and head hint."""
     return f"{ROOT}/{segment_number(seg)}/{bucket:06d}"
+
+
+def version_path(seg: int, bucket: int, v: int) -> str:
+    """Version ``v`` of a bucket (immutable)."""
+    return f"{bucket_dir(seg, bucket)}/{v:08d}.json"
+
+
+def head_path(seg: int, bucket: int) -> str:
+    """A bucket's head hint: a copy of its newest version."""
+    return f"{bucket_dir(seg, bucket)}/head.json"
 
 
 @dataclass(frozen=True)
@@ -94,7 +106,8 @@ class MacroMap:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def _decode(self, data: bytes, rel: str) -> Bucket:
+    def decode(self, data: bytes, rel: str) -> Bucket:
+        """The bucket version in ``data`` (read from ``rel``); CorruptMetadataError if it is not one."""
         try:
             d = json.loads(data)
             return Bucket(int(d["seg"]), int(d["bucket"]), int(d["v"]),
@@ -104,17 +117,17 @@ class MacroMap:
 
     def latest(self, seg: int, bucket: int) -> Bucket:
         """Newest version of a bucket (``v = -1`` and no macros if it has none): 2 reads."""
-        head = f"{_dir(seg, bucket)}/head.json"
+        head = head_path(seg, bucket)
         try:
-            cur = self._decode(self.store.read(head), head)
+            cur = self.decode(self.store.read(head), head)
         except FileNotFoundError:
             cur = Bucket(seg, bucket, -1, ())
 
         def rel(v: int) -> str:
-            return f"{_dir(seg, bucket)}/{v:08d}.json"
+            return version_path(seg, bucket, v)
 
         # the head may lag (another compactor's version, or a lost hint write) or be gone
-        return newest_version(lambda v: self._decode(self.store.read(rel(v)), rel(v)),
+        return newest_version(lambda v: self.decode(self.store.read(rel(v)), rel(v)),
                               lambda v: self.store.exists(rel(v)), cur.v, cur)
 
     def covering(self, seg: int, ranges: Iterable[tuple[int, int]],
@@ -162,7 +175,7 @@ class MacroMap:
         out: dict[int, list[Macro]] = {seg: [] for seg in ranges}
         exact = {seg: bv for seg, bv in known.items()
                  if seg in ranges and any(bucket_of(a) == bv[0] for a, _ in ranges[seg])}
-        rels = [f"{_dir(seg, b)}/{v:08d}.json" for seg, (b, v) in exact.items()]
+        rels = [version_path(seg, b, v) for seg, (b, v) in exact.items()]
         try:
             blobs = self.store.read_many(rels)
         except FileNotFoundError:
@@ -170,7 +183,7 @@ class MacroMap:
         rest: dict[int, list[tuple[int, int]]] = {}
         have: dict[int, Bucket] = {}
         for (seg, (b, _)), rel, data in zip(exact.items(), rels, blobs):
-            version = have[seg] = self._decode(data, rel)
+            version = have[seg] = self.decode(data, rel)
             for a, e in ranges[seg]:
                 m = next((m for m in version.macros if m.first <= a and e <= m.end), None)
                 if m is not None:
@@ -193,17 +206,18 @@ class MacroMap:
         its preconditions against the version it is given. The head hint is written after the
         version (best effort: readers and compactors probe past a stale one).
         """
-        cur = self.latest(seg, bucket)
-        for _ in range(_MAX_RACES):
-            macros = change(cur)
+        cur = [self.latest(seg, bucket)]
+
+        def attempt() -> Bucket | None | Lost:
+            macros = change(cur[0])
             if macros is None:
                 return None
-            nxt = Bucket(seg, bucket, cur.v + 1, tuple(sorted(macros, key=lambda m: m.first)))
+            nxt = Bucket(seg, bucket, cur[0].v + 1, tuple(sorted(macros, key=lambda m: m.first)))
             data = nxt.to_bytes()
-            rel = f"{_dir(seg, bucket)}/{nxt.v:08d}.json"
+            rel = version_path(seg, bucket, nxt.v)
             if self.store.put_if_absent(rel, data):
                 try:  # a hint: readers and compactors probe past a stale one
-                    self.store.write(f"{_dir(seg, bucket)}/head.json", data)
+                    self.store.write(head_path(seg, bucket), data)
                 except OSError:
                     pass
                 return nxt
@@ -212,7 +226,7 @@ class MacroMap:
                     return nxt
             except FileNotFoundError:
                 pass
-            won = self.latest(seg, bucket)
-            cur = won
-        raise CommitConflictError(f"gave up after {_MAX_RACES} lost races on the macro map of segment {seg}",
-                                  expected=cur.v + 1)
+            cur[0] = self.latest(seg, bucket)
+            return LOST
+
+        return until_won(attempt, what=f"the macro map of segment {seg}", expected=lambda: cur[0].v + 1)

@@ -27,7 +27,7 @@ reader and the streaming source. It reads only journal metadata (never data file
 Costs (store calls): a plan of ``(lo, hi]`` is the index descent for the start (nodes cached in
 the :class:`Window`), then one read per ``FANOUT`` positions walked; the walk stops at ``hi``'s
 tick, or at the limit. Compaction plugs in at two places: an unlimited read takes the compacted
-part of its range from the macro map (:func:`~pyspark_tstream.compaction.plan_from_map`, one
+part of its range from the macro map (:func:`~pyspark_tstream.compacted.plan_from_map`, one
 read instead of a journal walk), and every plan's chunks pass through :func:`substitute_views`
 (chunks compacted since the plan's positions were committed become views of macro-chunks).
 """

@@ -55,9 +55,8 @@ def check_data_loss(state: StreamState, lo: int, *, fail: bool, context: str = "
                     r = ranges.setdefault(c.seg, [c.seq, c.seq + c.rows])
                     r[0], r[1] = min(r[0], c.seq), max(r[1], c.seq + c.rows)
     for s in state.segments:
-        if s.first_seq > 0:
-            r = ranges.setdefault(s.id, [0, s.first_seq])
-            r[1] = s.first_seq if s.id in ranges else r[1]
+        if s.first_seq > 0:  # an active segment lost everything below its head
+            ranges.setdefault(s.id, [0, s.first_seq])[1] = s.first_seq
     lost = [{"segment": seg, "seq_from": a, "seq_before": b, "from_tso": lo + 1, "to_tso": state.head_tso,
              "from_time": iso(physical(lo + 1)), "to_time": iso(physical(state.head_tso))}
             for seg, (a, b) in sorted(ranges.items())]

@@ -1,11 +1,11 @@
 """The one loop for optimistic writes: rebuild on the newest version until the create wins.
 
-Every versioned object tstream keeps (journal entries, sealed-map shards, consumer-group logs)
-is changed the same way: read the newest version, build the next one from it, and take its slot
-with an atomic create-if-absent. Losing means another writer took the slot first: re-read and
-rebuild, so every change is applied to exactly one predecessor and none is lost. The number of
-attempts is bounded so a livelock ends in a :class:`~pyspark_tstream.errors.CommitConflictError`
-(``retriable``) instead of spinning forever.
+Every versioned object tstream keeps (journal entries, sealed-map shards, consumer-group logs,
+macro-map buckets) is changed the same way: read the newest version, build the next one from it,
+and take its slot with an atomic create-if-absent. Losing means another writer took the slot
+first: re-read and rebuild, so every change is applied to exactly one predecessor and none is
+lost. The number of attempts is bounded so a livelock ends in a
+:class:`~pyspark_tstream.errors.CommitConflictError` (``retriable``) instead of spinning forever.
 """
 
 from __future__ import annotations

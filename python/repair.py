@@ -14,8 +14,7 @@ from .entries import ANCHOR, HEAD, Entry, entry_path
 from .journal import Journal
 from .timeindex import node_path
 from .scaling import epoch_chunk_path, epoch_path
-from .sealed import ROOT as SEALED_ROOT
-from .sealed import SealedMap
+from .sealed import SealedMap, head_path, version_path
 from .storage import Store
 
 
@@ -48,17 +47,16 @@ def repair(store: Store, progress: Progress | None = None) -> Report:
         done.append(f"epoch history chunk {k} rebuilt")
     smap = SealedMap(store)
     for shard, plan in sorted(fixes["shards"].items()):
-        folder = f"{SEALED_ROOT}/{shard:06d}"
         for v, content in sorted(plan["versions"].items()):
-            store.write(f"{folder}/{v:08d}.json", json.dumps(content, separators=(",", ":")).encode())
+            store.write(version_path(shard, v), json.dumps(content, separators=(",", ":")).encode())
             done.append(f"sealed shard {shard} version {v} rewritten")
-        store.delete([f"{folder}/head.json"])  # a hint: latest() probes the versions without it
+        store.delete([head_path(shard)])  # a hint: latest() probes the versions without it
         if plan["records"]:
             smap.merge(plan["records"])
             done.append(f"sealed shard {shard}: {len(plan['records'])} sealed segment record(s) restored")
         latest = smap.latest(shard)
         if latest["v"] >= 0:
-            store.write(f"{folder}/head.json", json.dumps(latest, separators=(",", ":")).encode())
+            store.write(head_path(shard), json.dumps(latest, separators=(",", ":")).encode())
         done.append(f"sealed shard {shard} head hint rewritten")
     for rel, data in sorted(fixes["groups"].items()):
         store.write(rel, data)

@@ -27,6 +27,7 @@ from .writing import ChunkInfo
 
 
 def overlapping(info: ChunkInfo, segments: Sequence[Segment]) -> list[Segment]:
+    """The ``segments`` whose key range meets the chunk's."""
     return [s for s in segments if s.lo < info.key_hi and info.key_lo < s.hi]
 
 

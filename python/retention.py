@@ -31,6 +31,7 @@ from .compaction_gc import live_macros, macros_created, orphan_manifests
 from .entries import ANCHOR, Entry, entry_path
 from .errors import ConfigError
 from .journal import Journal
+from .policytext import policy_parts
 from .reading import read_tsos
 from .state import StreamState
 from .storage import Store
@@ -40,6 +41,7 @@ from .units import size_bytes
 
 
 def parse_size(text: str) -> int:
+    """Bytes of the retention ``size`` part; ConfigError naming it otherwise."""
     size = size_bytes(text)
     if size is None:
         raise ConfigError(f"retention size {text!r} is not a size like 500MB or 10GB", option="retention", value=text)
@@ -58,14 +60,14 @@ class RetentionPolicy:
     @classmethod
     @functools.lru_cache(maxsize=64)  # parsed on every data commit; the text rarely changes
     def parse(cls, text: str | None) -> RetentionPolicy | None:
+        """The policy of a ``retention`` config text; None when there is none."""
         if not text:
             return None
         vals: dict[str, Any] = {}
-        for part in text.split(","):
-            key, sep, value = part.partition("=")
-            key = key.strip().lower()
-            if not sep and re.match(r"^\s*\d", part):  # a bare duration: age
-                key, value = "age", part
+        for part in policy_parts(text):
+            key, value = part.key, part.value
+            if not part.sep and re.match(r"^\s*\d", part.text):  # a bare duration: age
+                key, value = "age", part.text
             if key == "age":
                 vals["age_ms"] = parse_duration_ms(value.strip(), option="retention")
             elif key == "size":
@@ -76,7 +78,7 @@ class RetentionPolicy:
                 vals["groups"] = value.strip().lower() in ("true", "1", "yes")
             else:
                 raise ConfigError(
-                    f"retention={text!r}: unknown part {part!r}; use age=7d, size=10GB, count=N, groups=true",
+                    f"retention={text!r}: unknown part {part.text!r}; use age=7d, size=10GB, count=N, groups=true",
                     option="retention", value=text)
         return cls(**vals)
 

@@ -33,9 +33,11 @@ from typing import Any
 
 from .errors import ConfigError, corrupt
 from .entries import FORMAT_VERSION, META, Entry, check_version
+from .policytext import policy_parts
 from .routing import KEY_SPACE
 from .state import Segment, StreamState, segment_id
 from .storage import Store
+from .versions import numbered_path
 
 EPOCHS = f"{META}/epochs"
 #: Epoch records per history chunk.
@@ -44,10 +46,12 @@ _EPOCH0 = {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None}
 
 
 def epoch_path(epoch: int) -> str:
-    return f"{EPOCHS}/{epoch // 100_000:06d}/{epoch:012d}.json"
+    """Where the record of ``epoch`` (1 and up) lives."""
+    return numbered_path(EPOCHS, epoch)
 
 
 def epoch_chunk_path(chunk: int) -> str:
+    """Where epoch history chunk ``chunk`` (records ``32·chunk .. 32·chunk + 31``) lives."""
     return f"{EPOCHS}/chunks/{chunk:012d}.json"
 
 
@@ -239,7 +243,7 @@ def fraction_ranges(ranges: Sequence[tuple[float, float]]) -> list[tuple[int, in
 
 
 # -- auto-scaling -----------------------------------------------------------------------------
-_POLICY = re.compile(r"^\s*([a-z]+)\s*[=:]\s*([0-9.]+)\s*(?:/s)?\s*$")
+_RATE = re.compile(r"^\s*([0-9.]+)\s*(?:/s)?\s*$")
 
 
 @dataclass(frozen=True)
@@ -256,16 +260,17 @@ class ScalingPolicy:
     @classmethod
     @functools.lru_cache(maxsize=64)  # parsed on every data commit; the text rarely changes
     def parse(cls, text: str | None) -> ScalingPolicy | None:
+        """The policy of a ``scaling`` config text; None when there is none."""
         if not text:
             return None
         values: dict[str, float] = {}
-        for part in text.split(","):
-            m = _POLICY.match(part.lower())
-            if not m or m.group(1) not in ("records", "bytes", "factor", "min", "max", "window"):
+        for part in policy_parts(text, seps="=:"):
+            m = _RATE.match(part.value.lower())
+            if not (part.sep and m) or part.key not in ("records", "bytes", "factor", "min", "max", "window"):
                 raise ConfigError(
-                    f"scaling={text!r}: cannot read {part!r}; use e.g. records=5000/s,factor=2,min=1,max=64,"
+                    f"scaling={text!r}: cannot read {part.text!r}; use e.g. records=5000/s,factor=2,min=1,max=64,"
                     "window=10 (keys: records, bytes, factor, min, max, window)", option="scaling", value=text)
-            values[m.group(1)] = float(m.group(2))
+            values[part.key] = float(m.group(1))
         if "records" not in values and "bytes" not in values:
             raise ConfigError(f"scaling={text!r} needs a target: records=<n>/s or bytes=<n>/s",
                               option="scaling", value=text)

@@ -29,6 +29,7 @@ def encode_schema(schema: pa.Schema) -> str:
 
 
 def decode_schema(text: str) -> pa.Schema:
+    """The user schema stored in the state (base64 Arrow IPC)."""
     return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
 
 
@@ -57,6 +58,7 @@ def full_schema(user: pa.Schema) -> pa.Schema:
 
 
 def check_names(schema: pa.Schema) -> None:
+    """SchemaMismatchError unless the user columns are at least one and uniquely named."""
     names = [f.name for f in schema]
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:

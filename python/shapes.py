@@ -1,4 +1,6 @@
-"""Shape checks of metadata objects: decode or fail naming the object (``errors.corrupt``).
+"""Shape checks of metadata objects before they are trusted: a wrong shape raises ``TypeError``.
+
+The decoder that calls them turns that into a ``CorruptMetadataError`` (``errors.corrupt``).
 
 A wrong-shaped object (truncated, foreign, hand-edited) must fail where it is decoded, naming the
 object and a remedy that exists, never as a ``KeyError``/``TypeError`` or a wrong answer later.
@@ -10,11 +12,13 @@ from typing import Any
 
 
 def need(ok: bool, what: str) -> None:
+    """Raise ``TypeError`` naming ``what`` unless ``ok``."""
     if not ok:
         raise TypeError(f"{what} has the wrong type")
 
 
 def is_int(v: Any) -> bool:
+    """A JSON integer (``True``/``False`` are not)."""
     return isinstance(v, int) and not isinstance(v, bool)
 
 

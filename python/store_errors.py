@@ -60,6 +60,7 @@ class RetryPolicy:
 
 
 def is_secret_key(key: str) -> bool:
+    """Whether a storage option named ``key`` holds a credential (its value is redacted)."""
     low = key.lower()
     return any(word in low for word in _SECRET_WORDS)
 
@@ -131,6 +132,7 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def is_backend_error(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from the store (an ``OSError`` or a backend library's error)."""
     if isinstance(exc, OSError):
         return True
     return any(cls.__module__.startswith(_BACKEND_MODULES) for cls in type(exc).__mro__)

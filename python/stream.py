@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from .commit import Ack
+from .conf import keys as K
 from .config import StreamConfig
 from .errors import StreamNotFoundError
 from .fsck import Report
@@ -71,14 +72,14 @@ class Stream:
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
-    def create(cls, url: str, *, schema: pa.Schema | None = None, segments: int = 4,
-               timestamping: str = "client-prefer", storage_options: Mapping[str, Any] | None = None,
+    def create(cls, url: str, *, schema: pa.Schema | None = None, segments: int = K.SEGMENTS_DEFAULT,
+               timestamping: str = K.TIMESTAMPING_DEFAULT, storage_options: Mapping[str, Any] | None = None,
                **config: Any) -> Stream:
         """Create a stream; fails with StreamExistsError if one exists at ``url``.
 
         ``config`` takes the other :class:`~pyspark_tstream.config.StreamConfig` fields
         (``timestamping_uncapped``, ``writers``, ``writer_lease_ms``, ``retention``, ``scaling``,
-        ``compression``). ``schema`` may be omitted: the first write then fixes it.
+        ``compression``, ``compaction``). ``schema`` may be omitted: the first write then fixes it.
         """
         cfg = StreamConfig.from_kwargs({"segments": segments, "timestamping": timestamping, **config})
         store = Store(url, storage_options)
@@ -123,14 +124,17 @@ class Stream:
     # -- state --------------------------------------------------------------------------------
     @property
     def store(self) -> Store:
+        """The store the stream lives on."""
         return self.context.store
 
     @property
     def journal(self) -> Journal:
+        """The stream's journal (commits, entries, the time index)."""
         return self.context.journal
 
     @property
     def sealed_map(self) -> SealedMap:
+        """Final facts of the segments scaling sealed."""
         return self.context.sealed_map
 
     @property
@@ -144,10 +148,12 @@ class Stream:
 
     @property
     def url(self) -> str:
+        """The stream's URL, without credentials."""
         return self.context.url
 
     @property
     def config(self) -> StreamConfig:
+        """The stream config fixed at creation."""
         return self.context.config
 
     @property

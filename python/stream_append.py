@@ -172,13 +172,16 @@ class Producer:
 
     def append(self, data: Any, key: str | None = None, timestamp: str | None = None,
                batch_id: Any = None, *, merge_schema: bool = False) -> Ack:
+        """``Stream.append`` as this session's writer: it holds the tick until ``close``."""
         return self.appender.append(data, key=key, timestamp=timestamp, writer_id=self.writer_id,
                                     batch_id=batch_id, merge_schema=merge_schema, session=True)
 
     def heartbeat(self, tso: int | None = None) -> Ack:
+        """A data-less tick record: this writer is live and will not commit below ``tso`` (default: now)."""
         return self.appender.heartbeat(self.writer_id, tso)
 
     def close(self) -> None:
+        """End the session: the tick stops waiting for this writer at once."""
         self.appender.commit([], writer_id=self.writer_id, op="tick", close=True)
 
     def __enter__(self) -> Producer:

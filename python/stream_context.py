@@ -54,10 +54,12 @@ class StreamContext:
 
     @property
     def url(self) -> str:
+        """The stream's URL, without credentials."""
         return self.store.display_url
 
     @property
     def config(self) -> StreamConfig:
+        """The stream config of the newest state seen."""
         return StreamConfig.from_dict(self.state.config)
 
     @property

@@ -35,6 +35,7 @@ COLUMNS = 7
 
 
 def node_path(level: int, node: int) -> str:
+    """Where index node ``node`` of ``level`` (1 and up) lives."""
     return f"{META}/index/{level}/{node:012d}.json"
 
 
@@ -99,6 +100,7 @@ class TimeIndex:
         self.store = log.store
 
     def read_node(self, level: int, node: int) -> dict[str, Any]:
+        """Index node ``node`` of ``level`` (CorruptMetadataError if it is missing or unreadable)."""
         rel = node_path(level, node)
         try:
             return decode_node(self.store.read(rel), self.store.uri(rel), level)

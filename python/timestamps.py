@@ -20,7 +20,6 @@ from .errors import TimestampError
 LOGICAL_BITS = 18
 LOGICAL_MASK = (1 << LOGICAL_BITS) - 1
 MAX_MS = (1 << 46) - 1  # year 4199: the largest physical part a hybrid timestamp holds
-MAX_TSO = (1 << 63) - 1
 
 _DURATION = re.compile(r"^\s*-?\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|m|min|mins|h|hr|hrs|d|day|days|w)?\s*$")
 _UNIT_MS = {None: 1000, "ms": 1, "s": 1000, "sec": 1000, "secs": 1000, "m": 60_000, "min": 60_000,
@@ -177,6 +176,7 @@ class MarkSampler:
         self.kept: list[int] = []
 
     def add(self, raw: np.ndarray) -> None:
+        """Sample the next rows' raw timestamps."""
         first = (-self.rows) % self.step
         self.kept.extend(int(x) for x in raw[first:: self.step])
         self.rows += len(raw)
@@ -185,6 +185,7 @@ class MarkSampler:
             self.kept = self.kept[::2]
 
     def marks(self) -> tuple[int, ...]:
+        """The raw timestamps at rows ``0, step, 2*step, …`` with ``step = mark_step(rows)``."""
         step = mark_step(self.rows)  # a multiple of self.step: both are powers of two, and
         return tuple(self.kept[:: max(step // self.step, 1)])  # kept never exceeds 2 * MARKS_MAX
 

@@ -14,6 +14,15 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+#: Numbered objects without bound (journal entries, epoch records, group versions) are grouped
+#: in folders of this many, so no folder grows with history.
+FOLDER_SPAN = 100_000
+
+
+def numbered_path(folder: str, n: int) -> str:
+    """Where object ``n`` of an unbounded numbered series lives: ``<folder>/<n // 100000:06d>/<n:012d>.json``."""
+    return f"{folder}/{n // FOLDER_SPAN:06d}/{n:012d}.json"
+
 
 def newest_present(present: Callable[[int], bool], lo: int) -> int:
     """The largest ``p >= lo`` with ``present(p)``, given ``present(lo)`` and that presence is

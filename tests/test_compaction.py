@@ -24,6 +24,7 @@ from pyspark_tstream.entries import FORMAT_VERSION, Chunk, Entry, entry_path
 from pyspark_tstream.journal import Journal
 from pyspark_tstream.reading import chunk_records
 from pyspark_tstream.schema import RAW_TSO
+from pyspark_tstream.storage import Store
 from pyspark_tstream.stream import Stream
 
 T0 = 1_700_000_000_000
@@ -539,3 +540,35 @@ def test_orphan_cleanup_removes_a_dead_compactors_files_and_keeps_needed_manifes
     assert s.vacuum(grace_ms=0)["replaced"] == merged
     assert not list(root.glob("_tstream/compact/*.json"))
     _same(before, Stream.open(url).read())
+
+
+def test_macro_map_update_rebuilds_on_the_winner_after_a_lost_race() -> None:
+    """A compactor that loses a bucket version to a rival re-checks its change on the winner's
+    version (both macro-chunks end up listed), and one that keeps losing gives up with a
+    retriable CommitConflictError naming the bucket's segment."""
+    from pyspark_tstream.errors import CommitConflictError
+    from pyspark_tstream.macromap import Macro, MacroMap
+
+    def macro(i: int) -> Macro:
+        return Macro(i, 1, f"data/0/m-{i}.parquet", 1, i, i, True, 1)
+
+    store = Store("memory://macro-map-race/s")
+    mm, rival = MacroMap(store), MacroMap(store)
+    seen: list[int] = []
+
+    def change(b):  # the rival publishes version 0 between our read and our create
+        seen.append(b.v)
+        if len(seen) == 1:
+            rival.update(0, 0, lambda rb: rb.macros + (macro(1),))
+        return b.macros + (macro(2),)
+
+    won = mm.update(0, 0, change)
+    assert seen == [-1, 0] and won is not None and won.v == 1
+    assert [m.first for m in mm.latest(0, 0).macros] == [1, 2]
+
+    def always_lose(b):  # a rival version with other content each time (same bytes would be ours)
+        rival.update(0, 0, lambda rb: rb.macros + (macro(rb.v + 10),))
+        return b.macros
+    with pytest.raises(CommitConflictError, match="lost races on the macro map of segment 0") as info:
+        mm.update(0, 0, always_lose)
+    assert info.value.retriable

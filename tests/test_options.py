@@ -521,3 +521,25 @@ def test_bad_sizes_are_refused_everywhere(text: str) -> None:
         RetentionPolicy.parse(f"size={text}")
     with pytest.raises(ConfigError, match="compaction"):
         CompactionPolicy.parse(f"target={text}")
+
+
+def test_policy_texts_are_split_alike() -> None:
+    """retention, scaling and compaction read ``key=value`` parts the same way (one splitter):
+    keys in any case and with spaces around them, and an unreadable part quoted as written."""
+    from pyspark_tstream.compaction import CompactionPolicy
+    from pyspark_tstream.policytext import policy_parts
+    from pyspark_tstream.retention import RetentionPolicy
+    from pyspark_tstream.scaling import ScalingPolicy
+
+    assert [(p.key, p.sep, p.value) for p in policy_parts(" Age = 7d,7d,groups")] == [
+        ("age", True, " 7d"), ("7d", False, ""), ("groups", False, "")]
+    assert [(p.key, p.value) for p in policy_parts("records: 5/s", seps="=:")] == [("records", " 5/s")]
+    assert RetentionPolicy.parse(" AGE = 1h , Count= 5") == RetentionPolicy(age_ms=3_600_000, count=5)
+    assert CompactionPolicy.parse(" TARGET = 64m , Min=4") == CompactionPolicy(target=64 << 20, min=4)
+    assert ScalingPolicy.parse("RECORDS : 10 /s, Factor=3") == ScalingPolicy(records=10.0, factor=3)
+    with pytest.raises(ConfigError, match="unknown part ' Bogus=1'"):
+        RetentionPolicy.parse("age=1h, Bogus=1")
+    with pytest.raises(ConfigError, match="bad part 'Bogus=1'"):
+        CompactionPolicy.parse("target=64m, Bogus=1 ")
+    with pytest.raises(ConfigError, match="cannot read ' Bogus=1'"):
+        ScalingPolicy.parse("records=5/s, Bogus=1")
