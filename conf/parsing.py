@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, overload
 
 from pyspark_tstream.errors import ConfigError, TimestampError
+from pyspark_tstream.store_errors import is_secret_key
 from pyspark_tstream.timestamps import parse_duration_ms, to_ms
 from pyspark_tstream.units import size_bytes
 
@@ -22,20 +23,6 @@ MASK = "***"
 
 # Substrings that mark a credential anywhere in a key, plus whole words that do so only as a
 # word ("storage.key", "account_key", "aws_access_key_id", but not "keyColumn").
-_SECRET_PARTS = ("secret", "password", "passwd", "token", "credential", "connection_string",
-                 "private", "signature")
-_SECRET_WORDS = frozenset({"key", "pwd", "sas", "auth", "authorization"})
-
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether ``key`` names a credential whose value must never be shown."""
-    low = key.lower()
-    if any(part in low for part in _SECRET_PARTS):
-        return True
-    return any(word in _SECRET_WORDS for word in re.split(r"[._\-\s]", low))
-
-
 def shown(key: str, value: Any) -> str:
     """``repr(value)`` for messages, or a mask when ``key`` names a credential."""
     return MASK if is_secret_key(key) else repr(value)

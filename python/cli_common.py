@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from .errors import ConfigError, TStreamError
+from .store_errors import secret_values as store_secret_values
 from .stream import Stream
 from .timestamps import parse_duration_ms, to_ms
 
@@ -118,14 +119,10 @@ def storage_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def secret_values(args: argparse.Namespace) -> list[str]:
     """Credential values among the storage options, longest first, to redact from output."""
-    from pyspark_tstream.conf.parsing import is_secret_key
-
     try:
-        raw = _raw_storage(args)
+        return list(store_secret_values(_raw_storage(args)))
     except ConfigError:
         return []
-    found = {str(v) for k, v in raw.items() if is_secret_key(k) and v is not None and len(str(v)) >= 3}
-    return sorted(found, key=len, reverse=True)
 
 
 def open_stream(args: argparse.Namespace) -> Stream:

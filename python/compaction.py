@@ -78,7 +78,7 @@ from .errors import ConfigError
 from .journal import Journal
 from .macromap import SPAN, Macro, MacroMap, bucket_of
 from .policytext import policy_parts
-from .reading import _decode, _fetch, view_tsos
+from .reading import decode_file, fetch_files, view_tsos
 from .schema import RAW_TSO, conform
 from .state import StreamState, segment_number
 from .storage import Store
@@ -241,8 +241,8 @@ def _write_macro(store: Store, schema: pa.Schema, seg: int, members: Sequence[Pi
         buffered = table.num_rows - whole
 
     try:
-        for views, data in _fetch(store, [p.chunk for p in members]):
-            table, base = _decode(store, views[0], data, views)
+        for views, data in fetch_files(store, [p.chunk for p in members]):
+            table, base = decode_file(store, views[0], data, views)
             for c in views:
                 tso = view_tsos(table, c, base)
                 body = conform(table.drop_columns([RAW_TSO]).slice(c.offset - base, c.rows), schema)

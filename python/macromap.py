@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .entries import META
-from .errors import corrupt
+from .errors import CorruptMetadataError, corrupt
 from .races import LOST, Lost, until_won
 from .state import segment_number
 from .storage import Store
@@ -120,7 +120,7 @@ class MacroMap:
         head = head_path(seg, bucket)
         try:
             cur = self.decode(self.store.read(head), head)
-        except FileNotFoundError:
+        except (FileNotFoundError, CorruptMetadataError):  # a hint: search the versions instead
             cur = Bucket(seg, bucket, -1, ())
 
         def rel(v: int) -> str:

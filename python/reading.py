@@ -36,7 +36,7 @@ BATCH_ROWS = 65_536
 READ_ORDER = [("_tso", "ascending"), ("_segment", "ascending"), ("_seq", "ascending")]
 
 
-def _decode(store: Store, chunk: Chunk, data: bytes, views: Sequence[Chunk] = ()) -> tuple[pa.Table, int]:
+def decode_file(store: Store, chunk: Chunk, data: bytes, views: Sequence[Chunk] = ()) -> tuple[pa.Table, int]:
     """Decode a chunk's file: ``(table, first row)``, only the row groups ``views`` cover."""
     views = views or (chunk,)
     try:
@@ -70,7 +70,7 @@ def _decode(store: Store, chunk: Chunk, data: bytes, views: Sequence[Chunk] = ()
     return table, base
 
 
-def _fetch(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Chunk], bytes]]:
+def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Chunk], bytes]]:
     """Whole-object GETs, batched for small chunks (one call for many is ~10x faster on S3).
 
     Views of the same file come together, fetched once: ``(views, bytes)`` per file.
@@ -120,7 +120,7 @@ def view_tsos(table: pa.Table, chunk: Chunk, base: int = 0) -> np.ndarray:
 
 def read_tsos(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, np.ndarray]]:
     """Final ``_tso`` of each chunk (or view), reading only the raw timestamp column."""
-    for views, data in _fetch(store, chunks):
+    for views, data in fetch_files(store, chunks):
         try:
             raw = pq.read_table(pa.BufferReader(data), columns=[RAW_TSO])
         except (pa.ArrowException, OSError, ValueError, KeyError) as e:
@@ -186,8 +186,8 @@ def chunk_records(table: pa.Table, chunk: Chunk, lo: int, hi: int, schema: pa.Sc
 
 def _records(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi: int,
              starts: dict[int, int], ends: dict[int, int]) -> Iterator[tuple[Chunk, pa.Table]]:
-    for views, data in _fetch(store, chunks):
-        table, base = _decode(store, views[0], data, views)
+    for views, data in fetch_files(store, chunks):
+        table, base = decode_file(store, views[0], data, views)
         for chunk in views:
             part = chunk_records(table, chunk, lo, hi, schema, starts.get(chunk.seg), ends.get(chunk.seg), base)
             if part is not None:

@@ -7,13 +7,20 @@ the backend libraries (``file://`` users may not have botocore or aiohttp instal
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
 
-_SECRET_WORDS = ("secret", "key", "token", "password", "credential", "passwd")
+#: A key naming a credential contains one of these anywhere, or one of the words below as a
+#: whole ``._-``-separated word (so ``key``/``access_key_id`` are secret, ``keyColumn`` is not).
+_SECRET_PARTS = ("secret", "password", "passwd", "token", "credential", "connection_string",
+                 "private", "signature")
+_SECRET_WORDS = frozenset({"key", "pwd", "sas", "auth", "authorization"})
+#: Shorter values are not redacted from text (they would mask ordinary words).
+MIN_SECRET_LEN = 3
 
 _TRANSIENT_CODES = frozenset({
     "SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling",
@@ -60,9 +67,12 @@ class RetryPolicy:
 
 
 def is_secret_key(key: str) -> bool:
-    """Whether a storage option named ``key`` holds a credential (its value is redacted)."""
+    """Whether an option named ``key`` holds a credential: its value is never shown (storage
+    options in store errors and CLI output, Spark option values in config errors)."""
     low = key.lower()
-    return any(word in low for word in _SECRET_WORDS)
+    if any(part in low for part in _SECRET_PARTS):
+        return True
+    return any(word in _SECRET_WORDS for word in re.split(r"[._\-\s]", low))
 
 
 def secret_values(options: Mapping[str, Any]) -> tuple[str, ...]:
@@ -71,8 +81,9 @@ def secret_values(options: Mapping[str, Any]) -> tuple[str, ...]:
     for key, value in options.items():
         if isinstance(value, Mapping):
             found.update(secret_values(value))
-        elif isinstance(value, str) and len(value) >= 4 and is_secret_key(str(key)):
-            found.add(value)
+        elif value is not None and not isinstance(value, bool) and len(str(value)) >= MIN_SECRET_LEN \
+                and is_secret_key(str(key)):
+            found.add(str(value))
     return tuple(sorted(found, key=len, reverse=True))
 
 

@@ -332,3 +332,16 @@ def test_sees_objects_another_writer_created_after_a_listing(store_url: StoreUrl
     assert store.exists("journal/2")
     assert store.size("journal/2") == 2
     assert store.list("journal") == ["1", "2"]
+
+
+def test_one_definition_of_a_secret_option_for_stores_cli_and_spark_options() -> None:
+    """Store errors, CLI output and Spark option errors redact the same option values:
+    connection strings, SAS tokens and account keys included, key columns not."""
+    from pyspark_tstream.conf import parsing
+    from pyspark_tstream.store_errors import is_secret_key, secret_values
+
+    assert parsing.is_secret_key is is_secret_key
+    options = {"connection_string": "DefaultEndpointsProtocol=https;AccountKey=abc",
+               "client_kwargs": {"sas": "sv=2024&sig=xyz", "region_name": "us-east-1"},
+               "account_key": "k3y", "keyColumn": "device", "anon": False}
+    assert set(secret_values(options)) == {"DefaultEndpointsProtocol=https;AccountKey=abc", "sv=2024&sig=xyz", "k3y"}
