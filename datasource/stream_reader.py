@@ -87,7 +87,9 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
                          ago_ms=o.starting_ago_ms, tail=o.starting_tail, cut=dict(cut))
         return TStreamOffset(lo, self.stream.state.pos, dict(cut)).to_dict()
 
-    def getDefaultReadLimit(self) -> ReadLimit:
+    def getDefaultReadLimit(self) -> ReadLimit | None:
+        if ReadAllAvailable is None:
+            return None  # PySpark < 4.2 has no read limits and never asks (see _limits)
         o = self.options
         if o.max_records_per_trigger is not None:
             return ReadMaxRows(o.max_records_per_trigger)
