@@ -34,8 +34,9 @@ def commit_history(n: int, url: str | None = None, segments: int = 4, real: Coll
     row); the others are metadata only, so a read that touches one fails: reads of such
     histories prove they open only the files they need.
     """
+    # compaction off: most chunks are metadata only, so a merge would fail (and retry) on them
     s = Stream.create(url or f"memory://hist-{uuid.uuid4().hex}/s", segments=segments,
-                      schema=SCHEMA if len(real) else None)
+                      schema=SCHEMA if len(real) else None, compaction="off")
     for i in range(n):
         add_commit(s, i, real=i in real)
     return s
