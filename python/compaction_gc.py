@@ -17,11 +17,11 @@ from typing import Any
 
 from .entries import META
 from .journal import Journal
-from .timeindex import COL_WALL
 from .macromap import ROOT as MACRO_ROOT
 from .macromap import MacroMap
 from .state import StreamState
 from .storage import Store
+from .timeindex import COL_WALL
 
 log = logging.getLogger("pyspark_tstream")
 
@@ -94,21 +94,18 @@ def live_macros(store: Store, seg_number: int) -> set[str]:
     return out
 
 
-def orphan_manifests(store: Store, journal: Journal, state: StreamState, now: int, grace_ms: int) -> list[str]:
+def orphan_manifests(store: Store, uncollected: Sequence[Any], live: set[str], now: int, grace_ms: int) -> list[str]:
     """Manifests no compaction still needs, older than ``grace_ms`` (orphan cleanup lists them).
 
-    A manifest is needed while its compaction's commit is not yet collected (it names the files
-    to delete) or while its macro-chunk is in the map (a published, uncommitted compaction is
-    adopted with its manifest). What is left was written by a compactor that died before
-    publishing: its macro-chunk is an orphan data file, and this its orphan manifest.
+    A manifest is needed while its compaction's commit is not yet collected (``uncollected``:
+    the journal deltas from the replaced-files GC position on; the manifest names the files to
+    delete) or while its macro-chunk is in the map (``live``: a published, uncommitted
+    compaction is adopted with its manifest). What is left was written by a compactor that died
+    before publishing: its macro-chunk is an orphan data file, and this its orphan manifest.
     """
-    first = max(int((state.compaction or {}).get("gc", 0)), state.gc_pos)
-    named = {p["manifest"] for d in (journal.deltas(state, first, state.pos, truncated=True)
-                                     if first <= state.pos else [])
-             if d.op == "compact" for p in d.info.get("parts", []) if p.get("manifest")}
-    for seg in store.list(MACRO_ROOT):
-        if seg.isdigit():
-            named |= {manifest_path(m) for m in live_macros(store, int(seg))}
+    named = {p["manifest"] for d in uncollected if d.op == "compact"
+             for p in d.info.get("parts", []) if p.get("manifest")}
+    named |= {manifest_path(m) for m in live}
     out = []
     for name in store.list(MANIFESTS):
         rel = f"{MANIFESTS}/{name}"

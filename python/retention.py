@@ -216,13 +216,19 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
     The one operation that lists folders (``data/<segment>/``): orphans are by definition not in
     any metadata. Run it rarely (``vacuum(orphans=True)``, ``tstream vacuum``).
     """
-    referenced = {c.path for d in journal.deltas(state, state.head_pos, state.pos) for c in d.chunks}
+    # one read of the deltas for both: live chunks from the head on, and the manifests of
+    # compactions whose replaced files are not collected yet (which may lie below the head)
+    gc_first = max(int((state.compaction or {}).get("gc", 0)), state.gc_pos)
+    lo = min(gc_first, state.head_pos)
+    deltas = journal.deltas(state, lo, state.pos, truncated=True) if lo <= state.pos else []
+    referenced = {c.path for d in deltas if d.pos >= state.head_pos for c in d.chunks}
+    live: set[str] = set()  # macro-chunks are named by the macro map, not by journal entries
     out = []
     for segdir in store.list("data"):
-        if segdir.isdigit():  # macro-chunks are named by the macro map, not by journal entries
-            referenced |= live_macros(store, int(segdir))
+        if segdir.isdigit():
+            live |= live_macros(store, int(segdir))
         for name in store.list(f"data/{segdir}"):
             rel = f"data/{segdir}/{name}"
-            if rel not in referenced and now - store.modified_ms(rel) >= grace_ms:
+            if rel not in referenced and rel not in live and now - store.modified_ms(rel) >= grace_ms:
                 out.append(rel)
-    return out + orphan_manifests(store, journal, state, now, grace_ms)
+    return out + orphan_manifests(store, [d for d in deltas if d.pos >= gc_first], live, now, grace_ms)
