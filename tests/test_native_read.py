@@ -200,14 +200,20 @@ def test_merged_schema_reads_nulls_for_old_chunks(spark: Any, tmp_path: Path) ->
     assert [r[2] for r in got] == [None, None, "x"]
 
 
-@pytest.mark.parametrize("floors", ["shared", "per view"])
-def test_chunk_views_of_one_file(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                 floors: str) -> None:
-    """A plan may name rows [offset, offset + rows) of a larger file (a macro-chunk view)."""
+def _one_chunk(tmp_path: Path) -> tuple[str, Any]:
+    """A one-segment stream of ten records (ids 0..9) in one chunk: its URL and that chunk."""
     url = f"file://{tmp_path}/s"
     s = Stream.create(url, segments=1)
     s.append(pa.table({"id": list(range(10)), "t": [T0 + i for i in range(10)]}), timestamp="t")
     (chunk,) = s.plan(s.state.head_tso, s.state.tick)
+    return url, chunk
+
+
+@pytest.mark.parametrize("floors", ["shared", "per view"])
+def test_chunk_views_of_one_file(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                 floors: str) -> None:
+    """A plan may name rows [offset, offset + rows) of a larger file (a macro-chunk view)."""
+    url, chunk = _one_chunk(tmp_path)
     # per view: floors above the records' times, so they decide _tso (and each view needs its own)
     raise_ = (lambda n: chunk.hi - chunk.floor + n) if floors == "per view" else (lambda n: 0)
 
@@ -236,10 +242,7 @@ def test_files_of_one_name_in_two_folders(spark: Any, tmp_path: Path, monkeypatc
     """Chunks are told apart by as much of their path as it takes (here: folder and name)."""
     import shutil
 
-    url = f"file://{tmp_path}/s"
-    s = Stream.create(url, segments=1)
-    s.append(pa.table({"id": list(range(10)), "t": [T0 + i for i in range(10)]}), timestamp="t")
-    (chunk,) = s.plan(s.state.head_tso, s.state.tick)
+    url, chunk = _one_chunk(tmp_path)
     twin = "data/twin/" + chunk.path.rsplit("/", 1)[1]
     (tmp_path / "s" / "data" / "twin").mkdir()
     shutil.copy(tmp_path / "s" / chunk.path, tmp_path / "s" / twin)
