@@ -8,6 +8,7 @@ its check-and-store one step under a process-wide lock.
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import threading
 import uuid
@@ -33,6 +34,19 @@ def local_read(path: str) -> bytes:
     # builtin open: the read path is hot and fsspec's LocalFileOpener adds ~5x the overhead
     with open(path, "rb") as f:
         return f.read()
+
+
+def local_map(path: str) -> bytes:
+    """A local file's bytes, memory-mapped read-only (a buffer, not a copy).
+
+    Only for files never rewritten in place (chunks: tstream replaces files by rename, and an
+    unlinked file stays mapped). An empty file is read instead (it cannot be mapped).
+    """
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        # the mapping outlives the descriptor; typed as bytes: callers only read it as a buffer
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # type: ignore[return-value]
 
 
 def _publish(path: str, data: bytes, place: Callable[[str, str], None]) -> None:

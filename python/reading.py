@@ -6,9 +6,11 @@ within a chunk): no per-row Python, zero-copy slices of the decoded columns.
 
 A chunk may be a *view* of rows ``[offset, offset + rows)`` of a macro-chunk (python/
 compaction.py): a plan names small chunks, and :func:`~pyspark_tstream.compacted.substitute`
-replaces those compacted since by views. Views of one file are fetched and decoded once, only
-the row groups they cover; a view whose ``_tso`` is not strictly increasing (``sorted=False``:
-several writer lanes merged) is filtered by a mask instead of a binary search.
+replaces those compacted since by views. Views of one file are fetched once; a read decodes the
+raw timestamps of the row groups they cover, then the user columns one row group at a time, only
+where kept rows are (memory stays one row group, whatever the chunk size); a view whose ``_tso``
+is not strictly increasing (``sorted=False``: several writer lanes merged) is filtered by a mask
+instead of a binary search. Local chunk files are memory-mapped, not copied.
 """
 
 from __future__ import annotations
@@ -36,38 +38,59 @@ BATCH_ROWS = 65_536
 READ_ORDER = [("_tso", "ascending"), ("_segment", "ascending"), ("_seq", "ascending")]
 
 
+def _corrupt(store: Store, chunk: Chunk, e: Exception) -> CorruptChunkError:
+    return CorruptChunkError(
+        f"chunk {store.uri(chunk.path)} is corrupt ({e}); put the file back if you have a copy, "
+        f"else truncate the stream past it (`tstream fsck {store.display_url}` prints the command)",
+        path=store.uri(chunk.path))
+
+
+def _overwritten(store: Store, chunk: Chunk, rows: int, expected: int) -> CorruptChunkError:
+    return CorruptChunkError(
+        f"chunk {store.uri(chunk.path)} has {rows} rows, the journal says {expected}; it was "
+        f"overwritten or truncated (`tstream fsck {store.display_url}` lists the records it held and "
+        "the command that truncates past them)", path=store.uri(chunk.path))
+
+
+def _whole(chunk: Chunk, views: Sequence[Chunk]) -> bool:
+    """A plain chunk read alone: its file holds exactly its rows (a macro-chunk's views do not)."""
+    return len(views) == 1 and chunk.offset == 0 and chunk.floor != 0
+
+
 def decode_file(store: Store, chunk: Chunk, data: bytes, views: Sequence[Chunk] = ()) -> tuple[pa.Table, int]:
     """Decode a chunk's file: ``(table, first row)``, only the row groups ``views`` cover."""
     views = views or (chunk,)
     try:
         # a zero-copy Arrow buffer: through a Python file object (io.BytesIO) the same decode
         # costs ~20 % more CPU (every read goes through Python)
-        if len(views) == 1 and chunk.offset == 0 and chunk.floor != 0:
+        if _whole(chunk, views):
             table, base = pq.read_table(pa.BufferReader(data)), 0  # a plain small chunk: all of it
         else:
             f = pq.ParquetFile(pa.BufferReader(data))
-            starts = np.cumsum([0] + [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)])
-            first = min(v.offset for v in views)
-            stop = max(v.offset + v.rows for v in views)
-            groups = [i for i in range(f.num_row_groups) if starts[i] < stop and starts[i + 1] > first]
+            starts = _group_starts(f)
+            groups = _covering(starts, views)
             if len(groups) == f.num_row_groups:
                 table, base = f.read(), 0
             else:
                 table, base = f.read_row_groups(groups), int(starts[groups[0]]) if groups else 0
     except (pa.ArrowException, OSError, ValueError) as e:
-        raise CorruptChunkError(
-            f"chunk {store.uri(chunk.path)} is corrupt ({e}); put the file back if you have a copy, "
-            f"else truncate the stream past it (`tstream fsck {store.display_url}` prints the command)",
-            path=store.uri(chunk.path)) from e
+        raise _corrupt(store, chunk, e) from e
     short = [v for v in views if v.offset + v.rows > base + table.num_rows]
-    if (len(views) == 1 and chunk.offset == 0 and chunk.floor != 0 and table.num_rows != chunk.rows) \
-            or short or RAW_TSO not in table.column_names:
-        raise CorruptChunkError(
-            f"chunk {store.uri(chunk.path)} has {table.num_rows} rows, the journal says "
-            f"{max(v.offset + v.rows for v in views)}; it was overwritten or truncated (`tstream fsck "
-            f"{store.display_url}` lists the records it held and the command that truncates past them)",
-            path=store.uri(chunk.path))
+    if (_whole(chunk, views) and table.num_rows != chunk.rows) or short or RAW_TSO not in table.column_names:
+        raise _overwritten(store, chunk, table.num_rows, max(v.offset + v.rows for v in views))
     return table, base
+
+
+def _group_starts(f: pq.ParquetFile) -> np.ndarray:
+    """First row of each row group, then the file's row count."""
+    return np.cumsum([0] + [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)])
+
+
+def _covering(starts: np.ndarray, views: Sequence[Chunk]) -> list[int]:
+    """The row groups holding any row of ``views``."""
+    first = min(v.offset for v in views)
+    stop = max(v.offset + v.rows for v in views)
+    return [i for i in range(len(starts) - 1) if starts[i] < stop and starts[i + 1] > first]
 
 
 def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Chunk], bytes]]:
@@ -83,7 +106,7 @@ def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Ch
 
     def flush() -> Iterator[tuple[list[Chunk], bytes]]:
         try:
-            blobs = store.read_many([views[0].path for views in group])
+            blobs = store.read_many([views[0].path for views in group], mapped=True)
         except FileNotFoundError as e:
             # read_many names the missing object's URI (no probe per chunk needed)
             missing = e.filename if isinstance(e.filename, str) else store.uri(group[0][0].path)
@@ -144,13 +167,14 @@ def chunks_tsos(store: Store, chunks: Sequence[Chunk]) -> list[np.ndarray]:
     return [got[id(c)] for c in chunks]
 
 
-def chunk_records(table: pa.Table, chunk: Chunk, lo: int, hi: int, schema: pa.Schema,
-                  first_seq: int | None = None, end_seq: int | None = None, base: int = 0) -> pa.Table | None:
-    """The records of a decoded chunk with ``lo < _tso <= hi`` (and ``first_seq <= _seq <
-    end_seq`` when given), with system columns. ``table`` holds the chunk's file from row
-    ``base`` on; the chunk's rows are ``[offset, offset + rows)`` of that file."""
-    tso = view_tsos(table, chunk, base)
-    at = chunk.offset - base
+def select(tso: np.ndarray, chunk: Chunk, lo: int, hi: int, first_seq: int | None = None,
+           end_seq: int | None = None) -> tuple[int, int, np.ndarray | None] | None:
+    """Which rows of a chunk (or view) with final ``_tso`` values ``tso`` a read keeps.
+
+    ``lo < _tso <= hi`` and ``first_seq <= _seq < end_seq`` (when given). Returns ``(a, b,
+    None)`` for the contiguous rows ``[a, b)`` (a sorted chunk: two binary searches), ``(a, b,
+    idx)`` for the rows ``idx`` within ``[a, b)`` (lanes merged: by mask), None for no row.
+    """
     if chunk.sorted:
         start = int(np.searchsorted(tso, lo, side="right"))
         stop = int(np.searchsorted(tso, hi, side="right"))
@@ -158,39 +182,116 @@ def chunk_records(table: pa.Table, chunk: Chunk, lo: int, hi: int, schema: pa.Sc
             start = max(start, first_seq - chunk.seq)
         if end_seq is not None:
             stop = min(stop, end_seq - chunk.seq)
-        if stop <= start:
-            return None
-        body = table.drop_columns([RAW_TSO]).slice(at + start, stop - start)
-        part = tso[start:stop]
-        seq = np.arange(chunk.seq + start, chunk.seq + stop, dtype=np.int64)
-    else:  # lanes merged: times overlap along the rows, so keep by mask
-        mask = (tso > lo) & (tso <= hi)
-        if first_seq is not None and first_seq > chunk.seq:
-            mask[:first_seq - chunk.seq] = False
-        if end_seq is not None and end_seq < chunk.seq + chunk.rows:
-            mask[max(end_seq - chunk.seq, 0):] = False
-        idx = np.flatnonzero(mask)
-        if not len(idx):
-            return None
-        a, b = int(idx[0]), int(idx[-1]) + 1
-        body = table.drop_columns([RAW_TSO])
-        body = body.slice(at + a, b - a) if b - a == len(idx) else body.take(pa.array(idx + at))
-        part = tso[idx]
-        seq = idx.astype(np.int64) + chunk.seq
+        return (start, stop, None) if stop > start else None
+    # lanes merged: times overlap along the rows, so keep by mask
+    mask = (tso > lo) & (tso <= hi)
+    if first_seq is not None and first_seq > chunk.seq:
+        mask[:first_seq - chunk.seq] = False
+    if end_seq is not None and end_seq < chunk.seq + chunk.rows:
+        mask[max(end_seq - chunk.seq, 0):] = False
+    idx = np.flatnonzero(mask)
+    if not len(idx):
+        return None
+    a, b = int(idx[0]), int(idx[-1]) + 1
+    return (a, b, None) if b - a == len(idx) else (a, b, idx)
+
+
+def assemble(body: pa.Table, tso: np.ndarray, seq: np.ndarray, seg: int, schema: pa.Schema) -> pa.Table:
+    """Records with system columns: ``body`` (user columns of the rows kept) and their
+    ``_tso``/``_seq`` values, in segment ``seg``."""
     body = conform(body, schema)
-    n = len(part)
-    ts = pa.array(part >> LOGICAL_BITS, pa.int64()).view(pa.timestamp("ms", tz="UTC"))
-    system = [ts, pa.array(part, pa.int64()), pa.array(np.full(n, chunk.seg, dtype=np.int64)), pa.array(seq)]
+    ts = pa.array(tso >> LOGICAL_BITS, pa.int64()).view(pa.timestamp("ms", tz="UTC"))
+    system = [ts, pa.array(tso, pa.int64()), pa.array(np.full(len(tso), seg, dtype=np.int64)), pa.array(seq)]
     return pa.Table.from_arrays(list(body.columns) + system, schema=full_schema(schema))
+
+
+def chunk_records(table: pa.Table, chunk: Chunk, lo: int, hi: int, schema: pa.Schema,
+                  first_seq: int | None = None, end_seq: int | None = None, base: int = 0) -> pa.Table | None:
+    """The records of a decoded chunk with ``lo < _tso <= hi`` (and ``first_seq <= _seq <
+    end_seq`` when given), with system columns. ``table`` holds the chunk's file from row
+    ``base`` on; the chunk's rows are ``[offset, offset + rows)`` of that file."""
+    tso = view_tsos(table, chunk, base)
+    pick = select(tso, chunk, lo, hi, first_seq, end_seq)
+    if pick is None:
+        return None
+    a, b, idx = pick
+    at = chunk.offset - base
+    body = table.drop_columns([RAW_TSO])
+    if idx is None:
+        return assemble(body.slice(at + a, b - a), tso[a:b],
+                        np.arange(chunk.seq + a, chunk.seq + b, dtype=np.int64), chunk.seg, schema)
+    return assemble(body.take(pa.array(idx + at)), tso[idx], idx.astype(np.int64) + chunk.seq, chunk.seg, schema)
+
+
+class _FileRows:
+    """One fetched chunk file, decoded a row group at a time.
+
+    Only the raw timestamp column of the groups a read covers is decoded up front (a read
+    needs every ``_tso`` to choose its rows); the user columns are decoded one row group at a
+    time as the kept rows reach it, so a read holds one decoded row group, not a whole
+    (macro-)chunk, and Spark starts receiving batches after the first group.
+    """
+
+    def __init__(self, store: Store, views: Sequence[Chunk], data: bytes) -> None:
+        self.store, self.views = store, views
+        try:
+            self.file = pq.ParquetFile(pa.BufferReader(data))
+            self.starts = _group_starts(self.file)
+            self.groups = _covering(self.starts, views)
+            self.base = int(self.starts[self.groups[0]]) if self.groups else 0
+            names = self.file.schema_arrow.names
+            raw = self.file.read_row_groups(self.groups, columns=[RAW_TSO]) if RAW_TSO in names else None
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise _corrupt(store, views[0], e) from e
+        rows = int(self.starts[-1])
+        expected = max(v.offset + v.rows for v in views)
+        if raw is None or expected > rows or (_whole(views[0], views) and rows != views[0].rows):
+            raise _overwritten(store, views[0], rows, expected)
+        self.raw = raw
+        self.columns = [n for n in names if n != RAW_TSO]
+        self._group: tuple[int, pa.Table] | None = None
+
+    def group(self, g: int) -> pa.Table:
+        """User columns of row group ``g`` (the last one decoded is kept)."""
+        if self._group is None or self._group[0] != g:
+            try:
+                self._group = (g, self.file.read_row_group(g, columns=self.columns))
+            except (pa.ArrowException, OSError, ValueError) as e:
+                raise _corrupt(self.store, self.views[0], e) from e
+        return self._group[1]
+
+    def records(self, view: Chunk, lo: int, hi: int, schema: pa.Schema, first_seq: int | None,
+                end_seq: int | None) -> Iterator[pa.Table]:
+        """The records of ``view`` in range, one table per row group they span."""
+        tso = view_tsos(self.raw, view, self.base)
+        pick = select(tso, view, lo, hi, first_seq, end_seq)
+        if pick is None:
+            return
+        a, b, idx = pick
+        starts, at = self.starts, view.offset
+        first = int(np.searchsorted(starts, at + a, side="right")) - 1
+        for g in range(first, len(starts) - 1):
+            g0, g1 = int(starts[g]), int(starts[g + 1])
+            r0, r1 = max(at + a, g0) - at, min(at + b, g1) - at  # view rows in this group
+            if r1 <= r0:
+                break
+            if idx is None:
+                body = self.group(g).slice(at + r0 - g0, r1 - r0)
+                yield assemble(body, tso[r0:r1], np.arange(view.seq + r0, view.seq + r1, dtype=np.int64),
+                               view.seg, schema)
+                continue
+            sel = idx[np.searchsorted(idx, r0):np.searchsorted(idx, r1)]
+            if len(sel):
+                body = self.group(g).take(pa.array(sel + (at - g0)))
+                yield assemble(body, tso[sel], sel.astype(np.int64) + view.seq, view.seg, schema)
 
 
 def _records(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi: int,
              starts: dict[int, int], ends: dict[int, int]) -> Iterator[tuple[Chunk, pa.Table]]:
     for views, data in fetch_files(store, chunks):
-        table, base = decode_file(store, views[0], data, views)
+        rows = _FileRows(store, views, data)
         for chunk in views:
-            part = chunk_records(table, chunk, lo, hi, schema, starts.get(chunk.seg), ends.get(chunk.seg), base)
-            if part is not None:
+            for part in rows.records(chunk, lo, hi, schema, starts.get(chunk.seg), ends.get(chunk.seg)):
                 yield chunk, part
 
 
@@ -202,14 +303,15 @@ def read_task(store: Store, schema: pa.Schema, task: ReadTask) -> Iterator[pa.Re
 
 def read_table(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi: int) -> pa.Table:
     """All records of ``chunks`` in ``(lo, hi]`` as one table, in :data:`READ_ORDER`."""
-    parts, ordered = [], True
+    parts, seen, ordered = [], set(), True
     for chunk, part in _records(store, schema, chunks, lo, hi, {}, {}):
         parts.append(part)
+        seen.add(id(chunk))
         ordered = ordered and chunk.sorted
     if not parts:
         return full_schema(schema).empty_table()
     table = pa.concat_tables(parts)
-    if len(parts) == 1 and ordered:
+    if len(seen) == 1 and ordered:  # one sorted chunk's row groups, in order
         return table
     # chunks of one segment overlap in time (writer lanes): ties on _tso go by identity
     return table.sort_by(READ_ORDER)

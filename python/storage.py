@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import InvalidPathError, StorageError, TStreamError, UnsupportedOperationError
-from .localfs import is_temp_name, local_create, local_read, local_replace, memory_create
+from .localfs import is_temp_name, local_create, local_map, local_read, local_replace, memory_create
 from .store_errors import (RetryPolicy, is_backend_error, is_precondition_failed, is_transient,
                            secret_values)
 
@@ -282,8 +282,12 @@ class Store:
             return self._call("read", rel, lambda: local_read(path))
         return self._call("read", rel, lambda: self.fs.cat_file(path, **self._cat_kwargs))
 
-    def read_many(self, rels: Sequence[str]) -> list[bytes]:
+    def read_many(self, rels: Sequence[str], *, mapped: bool = False) -> list[bytes]:
         """Several whole objects, in the order asked; ``FileNotFoundError`` if any is absent.
+
+        ``mapped=True`` (for immutable objects such as chunk files): local files come back
+        memory-mapped (read-only buffers, no copy) instead of read into new ``bytes``; a chunk
+        decoded from the page cache then costs no copy and no fresh memory.
 
         On object stores the GETs run concurrently (at most 32 in flight) and a retry re-fetches
         only the objects that failed; duplicates are fetched once. It is one store call for the
@@ -306,7 +310,7 @@ class Store:
         def fetch() -> None:
             todo = [rel for rel in unique if rel not in got]
             if self.protocol == "file":
-                fetch_each(todo, local_read)
+                fetch_each(todo, local_map if mapped else local_read)
             elif getattr(self.fs, "async_impl", False):
                 from fsspec.asyn import sync
 
