@@ -40,13 +40,18 @@ def local_map(path: str) -> bytes:
     """A local file's bytes, memory-mapped read-only (a buffer, not a copy).
 
     Only for files never rewritten in place (chunks: tstream replaces files by rename, and an
-    unlinked file stays mapped). An empty file is read instead (it cannot be mapped).
+    unlinked file stays mapped). An empty file is read instead (it cannot be mapped), and so is
+    a file on a filesystem that cannot map files (some FUSE mounts: ``mmap`` fails with
+    ``ENODEV``/``EINVAL``/``EACCES``).
     """
     with open(path, "rb") as f:
         if os.fstat(f.fileno()).st_size == 0:
             return b""
-        # the mapping outlives the descriptor; typed as bytes: callers only read it as a buffer
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # type: ignore[return-value]
+        try:
+            # the mapping outlives the descriptor; typed as bytes: callers only read it as a buffer
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # type: ignore[return-value]
+        except OSError:
+            return f.read()
 
 
 def _publish(path: str, data: bytes, place: Callable[[str, str], None]) -> None:

@@ -186,3 +186,24 @@ def test_local_chunk_reads_are_memory_mapped(tmp_path: Path) -> None:
     mem = Store(f"memory://rg-{os.getpid()}-{id(tmp_path)}/m")
     mem.write("a.bin", b"xyz")
     assert mem.read_many(["a.bin"], mapped=True) == [b"xyz"]
+
+
+def test_files_that_cannot_be_mapped_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A filesystem without mmap (some FUSE mounts fail with ENODEV) still serves chunk reads."""
+    import errno
+    import mmap as mmap_mod
+
+    from pyspark_tstream import localfs
+
+    def no_mmap(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENODEV, "No such device")
+
+    monkeypatch.setattr(localfs.mmap, "mmap", no_mmap)
+    assert localfs.mmap is mmap_mod
+    store = Store(f"file://{tmp_path}/m")
+    store.write("a.bin", b"abc" * 1000)
+    assert store.read_many(["a.bin"], mapped=True) == [b"abc" * 1000]
+    stream = _fill(f"file://{tmp_path}/s", appends=3)
+    got = stream.read().sort_by(ORDER)
+    assert got.num_rows == 90
+    assert sorted(got.column("s").to_pylist()) == sorted(f"row-{b}-{i}" for b in range(3) for i in range(30))
