@@ -21,6 +21,26 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _forget_memory_objects() -> Iterator[None]:
+    """Drop the ``memory://`` objects a test module made, when the module ends.
+
+    fsspec's memory filesystem is one process-wide dict, and its listings (and ``histories.
+    clone``) scan all of it: the 100,000-commit histories of the budget tests, left there, made
+    every later ``memory://`` test several times slower (a compaction crash test: 20 s alone,
+    190 s after them). Module scope, because module fixtures and caches (``test_budgets``'
+    history, ``test_budgets_scale._history``) keep their streams across a module's tests.
+    """
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    before = set(MemoryFileSystem.store)
+    dirs_before = set(MemoryFileSystem.pseudo_dirs)
+    yield
+    for key in set(MemoryFileSystem.store) - before:
+        MemoryFileSystem.store.pop(key, None)
+    MemoryFileSystem.pseudo_dirs[:] = [d for d in MemoryFileSystem.pseudo_dirs if d in dirs_before]
+
+
 @pytest.fixture(params=["memory", "file"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh stream URL on a fast backend (the S3 servers have their own fixtures)."""
