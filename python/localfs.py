@@ -1,8 +1,9 @@
 """Local-file and in-memory primitives behind :class:`~pyspark_tstream.storage.Store`.
 
 ``file://`` publishes by writing a temp file, fsyncing it and hard-linking (create-if-absent)
-or renaming (replace) it into place, so readers never see a torn object; ``memory://`` makes
-its check-and-store one step under a process-wide lock.
+or renaming (replace) it into place, so readers never see a torn object, and chunk files are
+read memory-mapped; ``memory://`` makes its check-and-store one step under a process-wide lock
+and writes in O(1) (fsspec's own write scans every object of the process).
 """
 
 from __future__ import annotations
