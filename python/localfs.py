@@ -2,8 +2,7 @@
 
 ``file://`` publishes by writing a temp file, fsyncing it and hard-linking (create-if-absent)
 or renaming (replace) it into place, so readers never see a torn object, and chunk files are
-read memory-mapped; ``memory://`` makes its check-and-store one step under a process-wide lock
-and writes in O(1) (fsspec's own write scans every object of the process).
+read memory-mapped; ``memory://`` makes its check-and-store one step under a process-wide lock.
 """
 
 from __future__ import annotations
@@ -89,19 +88,5 @@ def memory_create(fs: Any, path: str, data: bytes) -> None:
     with _MEMORY_LOCK:
         if fs._strip_protocol(path) in fs.store:
             raise FileExistsError(errno.EEXIST, "exists", path)
-        memory_write(fs, path, data)
+        fs.pipe_file(path, data)
 
-
-def memory_write(fs: Any, path: str, data: bytes) -> None:
-    """Create or overwrite an object on ``memory://`` in O(1).
-
-    Not ``fs.pipe_file``: fsspec's memory filesystem checks that no parent folder of the path
-    is a file by an ``info`` per level, and each ``info`` scans every key in the process, so
-    each write cost O(objects) and building a long history O(objects²).
-    """
-    from fsspec.implementations.memory import MemoryFile
-
-    key = fs._strip_protocol(path)
-    if key in fs.pseudo_dirs:
-        raise IsADirectoryError(errno.EISDIR, "is a folder", path)
-    MemoryFile(fs, key, bytes(data)).commit()

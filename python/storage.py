@@ -35,8 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import InvalidPathError, StorageError, TStreamError, UnsupportedOperationError
-from .localfs import (is_temp_name, local_create, local_map, local_read, local_replace, memory_create,
-                      memory_write)
+from .localfs import is_temp_name, local_create, local_map, local_read, local_replace, memory_create
 from .store_errors import (RetryPolicy, is_backend_error, is_precondition_failed, is_transient,
                            secret_values)
 
@@ -391,8 +390,6 @@ class Store:
         path = self.full(rel)
         if self.protocol == "file":
             self._call("write", rel, lambda: local_replace(path, data))
-        elif self.protocol == "memory":
-            self._call("write", rel, lambda: memory_write(self.fs, path, data))
         else:
             self._call("write", rel, lambda: self.fs.pipe_file(path, data))
 
