@@ -10,9 +10,11 @@ reader slices a time range by binary search. Two input kinds get two rules (docs
 
 * **unordered** input (a Spark task: a shuffle, a join or a file scan decided its row order) is
   a set. Each segment's rows are ordered by client time (stable) before stamping, so no record
-  moves because of where it happened to sit in the task. A task buffers a bounded run of rows
-  per segment and writes each run as its own chunk (memory stays bounded; chunks of one commit
-  may overlap in time, which readers and the committer allow);
+  moves because of where it happened to sit in the task. While a segment's rows arrive in
+  client-time order (a scan of time-ordered files or topics) they are already sorted: they are
+  streamed into one chunk a row group at a time. From its first row out of order on, a segment
+  buffers a bounded run of rows and writes each run as its own chunk (memory stays bounded;
+  chunks of one commit may overlap in time, which readers and the committer allow);
 * **ordered** input (``Stream.append``, the CLI) is a sequence: input order is stream order and
   S2's running-max rule applies in that order (42, 44, 42, 50 → 42, 44, 44, 50).
 """
@@ -247,8 +249,9 @@ class _Run:
 class ChunkWriter:
     """Routes record batches of one task to segments and writes time-sorted Parquet chunks.
 
-    ``ordered=False`` (a Spark task): a segment's rows are buffered in bounded runs, each run is
-    ordered by client time and written as one chunk. ``ordered=True`` (``Stream.append``): one
+    ``ordered=False`` (a Spark task): a segment's rows are streamed into one chunk while they
+    arrive in client-time order; after that they are buffered in bounded runs, each run ordered
+    by client time and written as one chunk. ``ordered=True`` (``Stream.append``): one
     chunk per segment, streamed in row groups, stamped with the running max in input order.
     ``finish`` closes everything and returns the chunks' :class:`ChunkInfo`.
     """
@@ -260,7 +263,11 @@ class ChunkWriter:
         self.arrival = now_ms()
         self._done: list[ChunkInfo] = []
         self._runs: dict[int, _Run] = {}
-        self._run_bytes = 0
+        self._run_bytes = 0  # bytes buffered by runs and by streamed chunks (unordered input)
+        # unordered input: the last client time streamed per segment; segments seen out of order
+        self._last_ms: dict[int, int] = {}
+        self._unsorted: set[int] = set()
+        self._stream_bytes: dict[int, int] = {}
         # ordered input: one open file per segment, stamped as rows arrive
         self._prev: dict[int, int] = {}
         self._buffers: dict[int, list[pa.Table]] = {}
@@ -311,6 +318,19 @@ class ChunkWriter:
         if self.ordered:
             self._append(idx, body, ms, n_capped)
             return
+        if idx not in self._unsorted:
+            if _ascending(ms) and ms[0] >= self._last_ms.get(idx, ms[0]):
+                # still in client-time order: stamping it now is stamping the sorted whole, and it
+                # leaves memory a row group at a time instead of a run at a time
+                self._last_ms[idx] = int(ms[-1])
+                nbytes = body.nbytes
+                self._stream_bytes[idx] = self._stream_bytes.get(idx, 0) + nbytes
+                self._run_bytes += nbytes
+                self._append(idx, body, ms, n_capped)
+                self._bound_memory()
+                return
+            self._unsorted.add(idx)
+            self._close_streamed(idx)  # its sorted prefix is one chunk; the rest goes in runs
         run = self._runs.get(idx)
         if run is None:
             run = self._runs[idx] = _Run()
@@ -322,8 +342,19 @@ class ChunkWriter:
         self._run_bytes += body.nbytes + ms.nbytes
         if run.rows >= RUN_ROWS:
             self._write_run(idx)
-        while self._run_bytes > RUN_BUFFER_BYTES and self._runs:
-            self._write_run(max(self._runs, key=lambda i: self._runs[i].nbytes))
+        self._bound_memory()
+
+    def _bound_memory(self) -> None:
+        """Write out the largest buffer (a run, or a streamed chunk's pending rows) while the
+        task holds more than :data:`RUN_BUFFER_BYTES`."""
+        while self._run_bytes > RUN_BUFFER_BYTES and (self._runs or self._stream_bytes):
+            run = max(self._runs, key=lambda i: self._runs[i].nbytes, default=None)
+            streamed = max(self._stream_bytes, key=self._stream_bytes.__getitem__, default=None)
+            if streamed is None or (run is not None and
+                                    self._runs[run].nbytes >= self._stream_bytes[streamed]):
+                self._write_run(run)  # type: ignore[arg-type]
+            else:
+                self._drain(streamed, final=True)
 
     def _route(self, table: pa.Table) -> np.ndarray:
         n = table.num_rows
@@ -422,6 +453,9 @@ class ChunkWriter:
     def _drain(self, idx: int, final: bool = False) -> None:
         parts = self._buffers.pop(idx, [])
         self._buffered[idx] = 0
+        pending = self._stream_bytes.pop(idx, None)
+        if pending is not None:
+            self._run_bytes -= pending
         if not parts:
             return
         table = pa.concat_tables(parts)
@@ -430,9 +464,13 @@ class ChunkWriter:
             # (a few hundred rows, each with its own pages and dictionary) after every full one
             whole = table.num_rows - table.num_rows % ROW_GROUP_ROWS
             if whole < table.num_rows:
-                self._buffers[idx] = [table.slice(whole)]
-                self._buffered[idx] = table.num_rows - whole
+                rest = table.slice(whole)
+                self._buffers[idx] = [rest]
+                self._buffered[idx] = rest.num_rows
                 table = table.slice(0, whole)
+                if pending is not None:
+                    self._stream_bytes[idx] = rest.nbytes
+                    self._run_bytes += rest.nbytes
         if idx not in self._writers:
             f, w, rel = self._open_chunk(idx, table)
             self._writers[idx] = (w, f, rel)
@@ -468,18 +506,23 @@ class ChunkWriter:
         for idx in sorted(self._runs):
             self._write_run(idx)
         for idx in sorted(self._rows):
-            self._drain(idx, final=True)
-            w, f, rel = self._writers.pop(idx)
-            w.close()
-            size = f.tell()
-            f.close()
-            self._done.append(self._info(idx, rel, self._rows[idx], size, self._first[idx], self._prev[idx],
-                                         self._lane_raised.get(idx, 0), self._capped.get(idx, 0),
-                                         self._marks.pop(idx).marks()))
-        self._rows.clear()
+            self._close_streamed(idx)
         order = {s: i for i, s in enumerate(self.spec.segment_ids)}
         done, self._done = sorted(self._done, key=lambda c: order[c.seg]), []
         return done
+
+    def _close_streamed(self, idx: int) -> None:
+        """Write a streamed chunk's pending rows and close it (no-op if ``idx`` has none open)."""
+        if idx not in self._rows:
+            return
+        self._drain(idx, final=True)
+        w, f, rel = self._writers.pop(idx)
+        w.close()
+        size = f.tell()
+        f.close()
+        self._done.append(self._info(idx, rel, self._rows.pop(idx), size, self._first.pop(idx),
+                                     self._prev.pop(idx), self._lane_raised.pop(idx, 0),
+                                     self._capped.pop(idx, 0), self._marks.pop(idx).marks()))
 
     def abort(self) -> list[str]:
         """Close and forget open files; returns the paths written so far (orphans until cleaned)."""
@@ -498,6 +541,10 @@ class ChunkWriter:
 
 def _with_raw(body: pa.Table, raw: np.ndarray) -> pa.Table:
     return body.append_column(pa.field(RAW_TSO, pa.int64(), nullable=False), pa.array(raw, pa.int64()))
+
+
+def _ascending(ms: np.ndarray) -> bool:
+    return len(ms) < 2 or bool(np.all(ms[1:] >= ms[:-1]))
 
 
 def _moved(raw: np.ndarray, ms: np.ndarray) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from pyspark_tstream.errors import UnsupportedFormatError
@@ -80,6 +81,72 @@ def test_large_unordered_task_writes_bounded_sorted_runs(url: str, monkeypatch: 
     got = s.read()
     assert got.num_rows == n and _moved(got) == 0
     assert got["t"].to_pylist() == sorted(t.tolist())
+
+
+def _chunk_file(s: Stream, chunk: Any) -> pq.ParquetFile:
+    return pq.ParquetFile(pa.BufferReader(s.store.read(chunk.path)))
+
+
+def test_time_ordered_task_input_streams_into_one_chunk(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows that arrive in client-time order (a scan of time-ordered data) are already sorted:
+    each segment's rows stream into one chunk a row group at a time, not into RUN_ROWS runs,
+    and are stamped exactly as the sort of the whole would stamp them."""
+    monkeypatch.setattr(writing, "RUN_ROWS", 1_000)
+    monkeypatch.setattr(writing, "ROW_GROUP_ROWS", 512)
+    s = Stream.create(url, segments=2)
+    n, step = 5_000, 700
+    t = T0 + np.arange(n) // 3  # each millisecond three times, ties across batch boundaries
+    table = pa.table({"k": [f"k{i % 7}" for i in range(n)], "t": t})
+    spec = s.write_spec(table.schema, key="k", timestamp="t")
+    chunks = write_batches(spec, [table.slice(i, step) for i in range(0, n, step)])
+    assert len(chunks) == 2 and sum(c.rows for c in chunks) == n  # one per segment, not 5+ runs
+    for c in chunks:
+        f = _chunk_file(s, c)
+        assert f.num_row_groups == -(-c.rows // 512)  # streamed in whole row groups
+        raw = f.read([writing.RAW_TSO])[writing.RAW_TSO].to_numpy()
+        ms = f.read(["t"])["t"].to_numpy()
+        assert raw.tolist() == writing.raw_hybrid(ms).tolist()  # the whole's stamps
+        assert (c.raw_lo, c.raw_hi) == (int(raw[0]), int(raw[-1]))
+    s.commit(chunks, schema=table.schema)
+    got = s.read()
+    assert got.num_rows == n and _moved(got) == 0
+
+
+def test_a_segment_out_of_order_keeps_its_streamed_prefix_and_sorts_the_rest(url: str) -> None:
+    """Once a segment's rows arrive out of order, its streamed prefix is closed as one chunk and
+    the rest is sorted in runs: every chunk time-sorted, no record moved, none lost."""
+    s = Stream.create(url, segments=1)
+    first = T0 + np.arange(3_000)
+    rest = T0 + np.random.default_rng(3).permutation(3_000)  # earlier than the prefix's end
+    table = pa.table({"t": np.concatenate([first, rest])})
+    spec = s.write_spec(table.schema, timestamp="t")
+    chunks = write_batches(spec, [table.slice(i, 1_000) for i in range(0, 6_000, 1_000)])
+    assert [c.rows for c in chunks] == [3_000, 3_000]
+    for c in chunks:
+        raw = _chunk_file(s, c).read([writing.RAW_TSO])[writing.RAW_TSO].to_numpy()
+        assert np.all(np.diff(raw) > 0)
+    s.commit(chunks, schema=table.schema)
+    got = s.read()
+    assert got.num_rows == 6_000 and _moved(got) == 0
+    assert sorted(got["t"].to_pylist()) == sorted(table["t"].to_pylist())
+
+
+def test_streamed_rows_count_against_the_task_memory_bound(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pending rows of streamed chunks are written out early when the task holds too much."""
+    monkeypatch.setattr(writing, "RUN_BUFFER_BYTES", 20_000)  # about 1,200 rows of this table
+    s = Stream.create(url, segments=1)
+    n = 10_000
+    table = pa.table({"t": T0 + np.arange(n), "v": np.arange(n, dtype=np.float64)})
+    spec = s.write_spec(table.schema, timestamp="t")
+    writer = writing.ChunkWriter(spec)
+    for i in range(0, n, 500):
+        writer.add(table.slice(i, 500))
+        assert writer._run_bytes <= 20_000
+    chunks = writer.finish()
+    assert len(chunks) == 1 and chunks[0].rows == n
+    assert _chunk_file(s, chunks[0]).num_row_groups > 1  # drained early, in small row groups
+    s.commit(chunks, schema=table.schema)
+    assert s.read()["t"].to_pylist() == table["t"].to_pylist()
 
 
 def test_three_writers_one_a_month_ahead_share_a_segment(url: str) -> None:

@@ -3,9 +3,11 @@
     python tests/benchmarks/bench_writer_memory.py            # 2.5M and 25M rows per task
     python tests/benchmarks/bench_writer_memory.py --smoke    # 0.2M and 2M rows
 
-Each case runs in a fresh process that streams shuffled 10k-row Arrow batches (as a Spark task
+Each case runs in a fresh process that streams 10k-row Arrow batches (as a Spark task
 receives them) through ``write_batches`` on a ``file://`` stream with 4 segments, and reports
-rows/s, chunks written, Arrow's peak pool allocation and the process's peak RSS. The default
+rows/s, chunks written, Arrow's peak pool allocation and the process's peak RSS, for three
+inputs: ``shuffled`` event times (sorted in bounded runs), ``time-ordered`` ones (a scan of
+time-ordered data: streamed a row group at a time) and ``ordered`` (``Stream.append``). The default
 sizes are today's benchmark micro-batch per task (5M rows on 2 tasks) and ten times that.
 Figures are printed, not asserted (CI runs ``--smoke``).
 """
@@ -22,7 +24,10 @@ import time
 BATCH = 10_000
 
 
-def _case(rows: int, ordered: bool) -> dict:
+MODES = ("shuffled", "time-ordered", "ordered")
+
+
+def _case(rows: int, mode: str) -> dict:
     import resource
 
     import numpy as np
@@ -39,22 +44,23 @@ def _case(rows: int, ordered: bool) -> dict:
     keys = pa.array([f"dev-{i}" for i in range(1000)])
     bodies = pa.array([f"payload-{i:012d}-abcdefghij" for i in range(BATCH)])
 
-    def batches():  # a Spark task's input: shuffled event times, a key, a payload
+    def batches():  # a Spark task's input: event times (shuffled or ascending), a key, a payload
         for start in range(0, rows, BATCH):
             n = min(BATCH, rows - start)
             ids = start + np.arange(n)
+            t = t0 + (rng.integers(0, 3_600_000, n) if mode == "shuffled" else ids)
             yield pa.record_batch({
                 "id": ids, "key": keys.take(pa.array(ids % 1000)), "val": rng.random(n),
                 "body": bodies.take(pa.array(np.arange(n))),
-                "t": pa.array(t0 + rng.integers(0, 3_600_000, n), pa.timestamp("ms", tz="UTC"))})
+                "t": pa.array(t, pa.timestamp("ms", tz="UTC"))})
 
     first = next(batches())
     spec = s.write_spec(first.schema, key="key", timestamp="t")
     pool = pa.default_memory_pool()
     began = time.perf_counter()
-    chunks = write_batches(spec, batches(), ordered=ordered)
+    chunks = write_batches(spec, batches(), ordered=mode == "ordered")
     elapsed = time.perf_counter() - began
-    return {"rows": rows, "mode": "ordered" if ordered else "unordered", "seconds": elapsed,
+    return {"rows": rows, "mode": mode, "seconds": elapsed,
             "chunks": len(chunks), "arrow_peak_mb": pool.max_memory() / 2**20,
             "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
@@ -66,13 +72,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.case:
         rows, mode = args.case.split(":")
-        print(json.dumps(_case(int(rows), mode == "ordered")))
+        print(json.dumps(_case(int(rows), mode)))
         return
     sizes = [200_000, 2_000_000] if args.smoke else [2_500_000, 25_000_000]
     print("| rows per task | input | chunks | rows/s | Arrow peak | RSS peak |")
     print("|---|---|---|---|---|---|")
     for rows in sizes:
-        for mode in ("unordered", "ordered"):
+        for mode in MODES:
             if mode == "ordered" and rows == sizes[-1]:
                 continue  # ordered input is Stream.append's: one in-memory table, not a task stream
             out = subprocess.run([sys.executable, __file__, "--case", f"{rows}:{mode}"], check=True,
