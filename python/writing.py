@@ -56,6 +56,8 @@ RUN_ROWS = 1 << 20
 #: Unordered input: when a task's buffered rows take more memory than this, its largest
 #: segment buffer is written out (bounds a task's memory whatever its input size).
 RUN_BUFFER_BYTES = 128 << 20
+#: A run whose time order is at most this many stretches of its rows is reordered by slicing.
+REORDER_SLICES_MAX = 64
 
 
 @dataclass(frozen=True)
@@ -268,6 +270,7 @@ class ChunkWriter:
         self._last_ms: dict[int, int] = {}
         self._unsorted: set[int] = set()
         self._stream_bytes: dict[int, int] = {}
+        self._prefix_ms: dict[int, list[np.ndarray]] = {}  # client times of an unwritten prefix
         # ordered input: one open file per segment, stamped as rows arrive
         self._prev: dict[int, int] = {}
         self._buffers: dict[int, list[pa.Table]] = {}
@@ -323,6 +326,8 @@ class ChunkWriter:
                 # still in client-time order: stamping it now is stamping the sorted whole, and it
                 # leaves memory a row group at a time instead of a run at a time
                 self._last_ms[idx] = int(ms[-1])
+                if idx not in self._writers:  # kept until the prefix is written (see below)
+                    self._prefix_ms.setdefault(idx, []).append(ms)
                 nbytes = body.nbytes
                 self._stream_bytes[idx] = self._stream_bytes.get(idx, 0) + nbytes
                 self._run_bytes += nbytes
@@ -330,10 +335,13 @@ class ChunkWriter:
                 self._bound_memory()
                 return
             self._unsorted.add(idx)
-            self._close_streamed(idx)  # its sorted prefix is one chunk; the rest goes in runs
+            if idx in self._writers:
+                self._close_streamed(idx)  # a written sorted prefix stays one chunk
         run = self._runs.get(idx)
         if run is None:
-            run = self._runs[idx] = _Run()
+            # a prefix not yet written (under a row group) joins the run rather than make a
+            # small chunk of its own: shuffled input writes no more chunks than it did unstreamed
+            run = self._runs[idx] = self._unstream(idx)
         run.bodies.append(body)
         run.ms.append(ms)
         run.capped += n_capped
@@ -343,6 +351,24 @@ class ChunkWriter:
         if run.rows >= RUN_ROWS:
             self._write_run(idx)
         self._bound_memory()
+
+    def _unstream(self, idx: int) -> _Run:
+        """A run holding segment ``idx``'s streamed rows that no file holds yet (unstamped again)."""
+        run = _Run()
+        parts, ms = self._buffers.pop(idx, []), self._prefix_ms.pop(idx, [])
+        if not parts:
+            return run
+        self._run_bytes -= self._stream_bytes.pop(idx, 0)
+        self._buffered.pop(idx, None)
+        for d in (self._rows, self._first, self._prev, self._lane_raised, self._marks):
+            d.pop(idx, None)
+        run.capped = self._capped.pop(idx, 0)
+        run.bodies = [p.drop_columns([RAW_TSO]) for p in parts]
+        run.ms = ms
+        run.rows = sum(p.num_rows for p in parts)
+        run.nbytes = sum(b.nbytes for b in run.bodies) + sum(m.nbytes for m in ms)
+        self._run_bytes += run.nbytes
+        return run
 
     def _bound_memory(self) -> None:
         """Write out the largest buffer (a run, or a streamed chunk's pending rows) while the
@@ -417,7 +443,7 @@ class ChunkWriter:
         if len(ms) > 1 and bool(np.any(ms[1:] < ms[:-1])):
             order = np.argsort(ms, kind="stable")
             ms = ms[order]
-            body = body.take(pa.array(order))
+            body = _reordered(body, order)
         raw = raw_hybrid(ms)
         table = _with_raw(body, raw)
         f, w, rel = self._open_chunk(idx, table)
@@ -474,6 +500,7 @@ class ChunkWriter:
         if idx not in self._writers:
             f, w, rel = self._open_chunk(idx, table)
             self._writers[idx] = (w, f, rel)
+            self._prefix_ms.pop(idx, None)
         self._writers[idx][0].write_table(table, row_group_size=ROW_GROUP_ROWS)
 
     # -- shared -----------------------------------------------------------------------------------
@@ -541,6 +568,20 @@ class ChunkWriter:
 
 def _with_raw(body: pa.Table, raw: np.ndarray) -> pa.Table:
     return body.append_column(pa.field(RAW_TSO, pa.int64(), nullable=False), pa.array(raw, pa.int64()))
+
+
+def _reordered(body: pa.Table, order: np.ndarray) -> pa.Table:
+    """``body.take(order)``; by zero-copy slices when ``order`` is a few stretches of rows.
+
+    A run often holds whole time-sorted stretches (input files or topic partitions, each in
+    order, read in another order): putting them in order needs no copy.
+    """
+    cuts = np.flatnonzero(np.diff(order) != 1) + 1
+    if len(cuts) >= REORDER_SLICES_MAX:
+        return body.take(pa.array(order))
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [len(order)]))
+    return pa.concat_tables([body.slice(int(order[a]), int(b - a)) for a, b in zip(starts, ends)])
 
 
 def _ascending(ms: np.ndarray) -> bool:

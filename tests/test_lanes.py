@@ -112,9 +112,11 @@ def test_time_ordered_task_input_streams_into_one_chunk(url: str, monkeypatch: p
     assert got.num_rows == n and _moved(got) == 0
 
 
-def test_a_segment_out_of_order_keeps_its_streamed_prefix_and_sorts_the_rest(url: str) -> None:
-    """Once a segment's rows arrive out of order, its streamed prefix is closed as one chunk and
+def test_a_segment_out_of_order_keeps_its_streamed_prefix_and_sorts_the_rest(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a segment's rows arrive out of order, its written prefix is closed as one chunk and
     the rest is sorted in runs: every chunk time-sorted, no record moved, none lost."""
+    monkeypatch.setattr(writing, "ROW_GROUP_ROWS", 1_000)
     s = Stream.create(url, segments=1)
     first = T0 + np.arange(3_000)
     rest = T0 + np.random.default_rng(3).permutation(3_000)  # earlier than the prefix's end
@@ -129,6 +131,34 @@ def test_a_segment_out_of_order_keeps_its_streamed_prefix_and_sorts_the_rest(url
     got = s.read()
     assert got.num_rows == 6_000 and _moved(got) == 0
     assert sorted(got["t"].to_pylist()) == sorted(table["t"].to_pylist())
+
+
+def test_an_unwritten_prefix_joins_the_run(url: str) -> None:
+    """Shuffled input breaks order at its second batch: the few rows streamed before that are
+    not yet in a file, so they join the run instead of making a small chunk of their own."""
+    s = Stream.create(url, segments=1)
+    t = T0 + np.random.default_rng(5).permutation(4_000)
+    table = pa.table({"t": t})
+    spec = s.write_spec(table.schema, timestamp="t")
+    chunks = write_batches(spec, [table.slice(0, 1), table.slice(1, 999)] +
+                           [table.slice(i, 1_000) for i in range(1_000, 4_000, 1_000)])
+    assert [c.rows for c in chunks] == [4_000]
+    s.commit(chunks, schema=table.schema)
+    got = s.read()
+    assert got["t"].to_pylist() == sorted(t.tolist()) and _moved(got) == 0
+
+
+def test_a_run_of_sorted_stretches_is_reordered_without_copying() -> None:
+    """Stretches of rows, each in order (files read out of time order), are put in order by
+    zero-copy slices; anything else by a take. Both give ``take``'s rows."""
+    body = pa.table({"v": np.arange(9_000, dtype=np.int64)})
+    order = np.concatenate([np.arange(6_000, 9_000), np.arange(0, 3_000), np.arange(3_000, 6_000)])
+    got = writing._reordered(body, order)
+    assert got.equals(body.take(pa.array(order)))
+    base = body.column("v").chunk(0).buffers()[1].address
+    assert {c.buffers()[1].address for c in got.column("v").chunks} == {base}  # no copy
+    shuffled = np.random.default_rng(2).permutation(9_000)
+    assert writing._reordered(body, shuffled).equals(body.take(pa.array(shuffled)))
 
 
 def test_streamed_rows_count_against_the_task_memory_bound(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
