@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSourceReader
 
 from pyspark_tstream.conf.options import SourceOptions
-from pyspark_tstream.planning import check_data_loss, start_bound
+from pyspark_tstream.read_start import check_data_loss, start_bound
 from pyspark_tstream.timestamps import LOGICAL_MASK, pack
 
 from .handle import StreamHandle

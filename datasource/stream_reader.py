@@ -18,7 +18,7 @@ from pyspark.sql.datasource import DataSourceStreamReader
 
 from pyspark_tstream.conf.options import SourceOptions
 from pyspark_tstream.planner import Limits, Plan, plan
-from pyspark_tstream.planning import check_data_loss, start_bound
+from pyspark_tstream.read_start import check_data_loss, start_bound
 
 from .compat import has
 from .handle import StreamHandle

@@ -10,7 +10,7 @@ Invariants:
   their files are garbage, deleted later by :func:`collect_garbage`;
 * retention never removes what a registered consumer group has not consumed;
 * a reader whose position fell behind the head learns exactly which segments, ``_seq`` ranges
-  and times it lost (see :func:`pyspark_tstream.planning.check_data_loss`).
+  and times it lost (see :func:`pyspark_tstream.read_start.check_data_loss`).
 
 Retention config (``retention``): comma-separated ``age=7d``, ``size=10GB``, ``count=1000000``,
 ``groups=true`` (consumption-based: keep what any consumer group still needs).

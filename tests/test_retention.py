@@ -13,7 +13,7 @@ import pytest
 from pyspark_tstream.errors import DataLossError
 from pyspark_tstream.groups import Group
 from pyspark_tstream.entries import HEAD
-from pyspark_tstream.planning import check_data_loss
+from pyspark_tstream.read_start import check_data_loss
 from pyspark_tstream.stream import Stream
 from pyspark_tstream.writing import write_batches
 
