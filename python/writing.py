@@ -22,7 +22,7 @@ reader slices a time range by binary search. Two input kinds get two rules (docs
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -309,12 +309,22 @@ class ChunkWriter:
         cuts = np.flatnonzero(np.diff(sorted_segs)) + 1
         starts = np.concatenate(([0], cuts))
         ends = np.concatenate((cuts, [len(order)]))
-        taken = body.take(pa.array(order))
-        ms_sorted = ms[order]
-        capped_sorted = capped[order] if capped is not None else None
+        if self.ordered or not self._unsorted:
+            # every segment streams (leaves memory within a row group): one take, sliced
+            taken = body.take(pa.array(order))
+            ms_sorted = ms[order]
+            capped_sorted = capped[order] if capped is not None else None
+            for s, e in zip(starts, ends):
+                self._take(int(sorted_segs[s]), taken.slice(s, e - s), ms_sorted[s:e],
+                           capped_sorted[s:e] if capped_sorted is not None else None)
+            return
+        # runs: one take per segment, so a segment's rows own their buffers and writing its run
+        # frees them (slices of one take kept all segments' rows of a batch alive until the last
+        # of them was written: a task held up to twice RUN_BUFFER_BYTES)
         for s, e in zip(starts, ends):
-            self._take(int(sorted_segs[s]), taken.slice(s, e - s), ms_sorted[s:e],
-                       capped_sorted[s:e] if capped_sorted is not None else None)
+            rows = order[s:e]
+            self._take(int(sorted_segs[s]), body.take(pa.array(rows)), ms[rows],
+                       capped[rows] if capped is not None else None)
 
     def _take(self, idx: int, body: pa.Table, ms: np.ndarray, capped: np.ndarray | None) -> None:
         n_capped = int(np.count_nonzero(capped)) if capped is not None else 0
@@ -440,17 +450,23 @@ class ChunkWriter:
         ms = np.concatenate(run.ms) if len(run.ms) > 1 else run.ms[0]
         body = pa.concat_tables(run.bodies) if len(run.bodies) > 1 else run.bodies[0]
         run.bodies.clear()
+        order = None
         if len(ms) > 1 and bool(np.any(ms[1:] < ms[:-1])):
             order = np.argsort(ms, kind="stable")
             ms = ms[order]
-            body = _reordered(body, order)
         raw = raw_hybrid(ms)
-        table = _with_raw(body, raw)
-        f, w, rel = self._open_chunk(idx, table)
+        f = w = None
+        at = 0
         try:
-            w.write_table(table, row_group_size=ROW_GROUP_ROWS)
+            for part in _in_order(body, order, ROW_GROUP_ROWS):
+                table = _with_raw(part, raw[at: at + part.num_rows])
+                at += part.num_rows
+                if w is None:
+                    f, w, rel = self._open_chunk(idx, table)
+                w.write_table(table, row_group_size=ROW_GROUP_ROWS)
         finally:
-            w.close()
+            if w is not None:
+                w.close()
         size = f.tell()
         f.close()
         self._done.append(self._info(idx, rel, len(raw), size, int(raw[0]), int(raw[-1]),
@@ -570,18 +586,25 @@ def _with_raw(body: pa.Table, raw: np.ndarray) -> pa.Table:
     return body.append_column(pa.field(RAW_TSO, pa.int64(), nullable=False), pa.array(raw, pa.int64()))
 
 
-def _reordered(body: pa.Table, order: np.ndarray) -> pa.Table:
-    """``body.take(order)``; by zero-copy slices when ``order`` is a few stretches of rows.
+def _in_order(body: pa.Table, order: np.ndarray | None, rows: int) -> Iterator[pa.Table]:
+    """``body.take(order)`` (``body`` if ``order`` is None), ``rows`` rows at a time.
 
     A run often holds whole time-sorted stretches (input files or topic partitions, each in
-    order, read in another order): putting them in order needs no copy.
+    order, read in another order): then zero-copy slices put it in order. Otherwise each piece
+    is taken on its own, so a sorted run costs one piece of memory on top of the run, not a copy
+    of it.
     """
-    cuts = np.flatnonzero(np.diff(order) != 1) + 1
-    if len(cuts) >= REORDER_SLICES_MAX:
-        return body.take(pa.array(order))
-    starts = np.concatenate(([0], cuts))
-    ends = np.concatenate((cuts, [len(order)]))
-    return pa.concat_tables([body.slice(int(order[a]), int(b - a)) for a, b in zip(starts, ends)])
+    if order is not None:
+        cuts = np.flatnonzero(np.diff(order) != 1) + 1
+        if len(cuts) >= REORDER_SLICES_MAX:
+            for at in range(0, len(order), rows):
+                yield body.take(pa.array(order[at: at + rows]))
+            return
+        starts = np.concatenate(([0], cuts))
+        ends = np.concatenate((cuts, [len(order)]))
+        body = pa.concat_tables([body.slice(int(order[a]), int(b - a)) for a, b in zip(starts, ends)])
+    for at in range(0, body.num_rows, rows):
+        yield body.slice(at, rows)
 
 
 def _ascending(ms: np.ndarray) -> bool:
