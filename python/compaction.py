@@ -83,7 +83,7 @@ from .schema import RAW_TSO, conform
 from .state import StreamState, segment_number
 from .storage import Store
 from .units import size_bytes
-from .writing import column_codecs, dictionary_columns
+from .column_encoding import column_codecs, dictionary_columns
 
 log = logging.getLogger("pyspark_tstream")
 

@@ -347,7 +347,8 @@ def python_costs(table: pa.Table, source_url: str, root: str, profile: bool) -> 
     """What one Spark task's Python code costs per row, next to plain pyarrow doing the same."""
     from pyspark_tstream.datasource.partitions import read_partition
     from pyspark_tstream.stream import Stream
-    from pyspark_tstream.writing import ROW_GROUP_ROWS, column_codecs, dictionary_columns, write_batches
+    from pyspark_tstream.column_encoding import column_codecs, dictionary_columns
+    from pyspark_tstream.writing import ROW_GROUP_ROWS, write_batches
 
     n = table.num_rows
     rows: list[list[Any]] = []
