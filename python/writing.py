@@ -194,7 +194,8 @@ class ChunkWriter:
         self._unsorted: set[int] = set()
         self._stream_bytes: dict[int, int] = {}
         self._prefix_ms: dict[int, list[np.ndarray]] = {}  # client times of an unwritten prefix
-        # ordered input: one open file per segment, stamped as rows arrive
+        # streamed chunks (ordered input; unordered segments still in time order): one open file
+        # per segment, stamped as rows arrive
         self._prev: dict[int, int] = {}
         self._buffers: dict[int, list[pa.Table]] = {}
         self._buffered: dict[int, int] = {}
@@ -395,7 +396,7 @@ class ChunkWriter:
         self._done.append(self._info(idx, rel, len(raw), size, int(raw[0]), int(raw[-1]),
                                      _moved(raw, ms), run.capped, raw_marks(raw)))
 
-    # -- ordered input: one streamed chunk per segment ------------------------------------------
+    # -- streamed chunks (ordered input, time-ordered segments): one per segment -----------------
     def _append(self, idx: int, body: pa.Table, ms: np.ndarray, capped: int) -> None:
         prev = self._prev.get(idx)
         raw = raw_hybrid(ms)
