@@ -233,22 +233,15 @@ class ChunkWriter:
         cuts = np.flatnonzero(np.diff(sorted_segs)) + 1
         starts = np.concatenate(([0], cuts))
         ends = np.concatenate((cuts, [len(order)]))
-        if self.ordered or not self._unsorted:
-            # every segment streams (leaves memory within a row group): one take, sliced
-            taken = body.take(pa.array(order))
-            ms_sorted = ms[order]
-            capped_sorted = capped[order] if capped is not None else None
-            for s, e in zip(starts, ends):
-                self._take(int(sorted_segs[s]), taken.slice(s, e - s), ms_sorted[s:e],
-                           capped_sorted[s:e] if capped_sorted is not None else None)
-            return
-        # runs: one take per segment, so a segment's rows own their buffers and writing its run
-        # frees them (slices of one take kept all segments' rows of a batch alive until the last
-        # of them was written: a task held up to twice RUN_BUFFER_BYTES)
+        # While every segment streams (leaving memory within a row group), one take sliced by
+        # segment is cheapest. With runs, each segment's rows are taken on their own, so they own
+        # their buffers and writing a run frees them (slices of one take kept all segments' rows
+        # of a batch alive until the last of them was written: up to twice RUN_BUFFER_BYTES).
+        taken = body.take(pa.array(order)) if self.ordered or not self._unsorted else None
         for s, e in zip(starts, ends):
             rows = order[s:e]
-            self._take(int(sorted_segs[s]), body.take(pa.array(rows)), ms[rows],
-                       capped[rows] if capped is not None else None)
+            part = taken.slice(s, e - s) if taken is not None else body.take(pa.array(rows))
+            self._take(int(sorted_segs[s]), part, ms[rows], capped[rows] if capped is not None else None)
 
     def _take(self, idx: int, body: pa.Table, ms: np.ndarray, capped: np.ndarray | None) -> None:
         n_capped = int(np.count_nonzero(capped)) if capped is not None else 0
@@ -375,7 +368,7 @@ class ChunkWriter:
         body = pa.concat_tables(run.bodies) if len(run.bodies) > 1 else run.bodies[0]
         run.bodies.clear()
         order = None
-        if len(ms) > 1 and bool(np.any(ms[1:] < ms[:-1])):
+        if not _ascending(ms):
             order = np.argsort(ms, kind="stable")
             ms = ms[order]
         raw = raw_hybrid(ms)
