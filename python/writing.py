@@ -171,6 +171,31 @@ class _Run:
         self.nbytes = 0
 
 
+class _Streamed:
+    """One segment's chunk written as its rows arrive (ordered input; unordered segments still
+    in client-time order): the file, once a row group is ready, the stamped rows waiting for
+    it, and what the chunk's description needs."""
+
+    __slots__ = ("file", "writer", "rel", "rows", "first", "prev", "lane_raised", "capped", "marks",
+                 "pending", "pending_rows", "pending_bytes", "last_ms", "prefix_ms")
+
+    def __init__(self) -> None:
+        self.file: Any = None  # the open output and its ParquetWriter (None: no row group yet)
+        self.writer: Any = None
+        self.rel = ""
+        self.rows = 0  # stamped so far (written or pending)
+        self.first = 0  # first raw timestamp
+        self.prev: int | None = None  # last raw timestamp: the running max continues from it
+        self.lane_raised = 0
+        self.capped = 0
+        self.marks = MarkSampler()
+        self.pending: list[pa.Table] = []  # stamped rows not yet written (under a row group)
+        self.pending_rows = 0
+        self.pending_bytes = 0  # counted in the task's buffered bytes (unordered input's bound)
+        self.last_ms = 0  # unordered input: the last client time streamed
+        self.prefix_ms: list[np.ndarray] = []  # unordered input: client times while no file holds a row
+
+
 class ChunkWriter:
     """Routes record batches of one task to segments and writes time-sorted Parquet chunks.
 
@@ -188,23 +213,9 @@ class ChunkWriter:
         self.arrival = now_ms()
         self._done: list[ChunkInfo] = []
         self._runs: dict[int, _Run] = {}
-        self._run_bytes = 0  # bytes buffered by runs and by streamed chunks (unordered input)
-        # unordered input: the last client time streamed per segment; segments seen out of order
-        self._last_ms: dict[int, int] = {}
-        self._unsorted: set[int] = set()
-        self._stream_bytes: dict[int, int] = {}
-        self._prefix_ms: dict[int, list[np.ndarray]] = {}  # client times of an unwritten prefix
-        # streamed chunks (ordered input; unordered segments still in time order): one open file
-        # per segment, stamped as rows arrive
-        self._prev: dict[int, int] = {}
-        self._buffers: dict[int, list[pa.Table]] = {}
-        self._buffered: dict[int, int] = {}
-        self._writers: dict[int, tuple[Any, Any, str]] = {}
-        self._rows: dict[int, int] = {}
-        self._first: dict[int, int] = {}
-        self._lane_raised: dict[int, int] = {}
-        self._capped: dict[int, int] = {}
-        self._marks: dict[int, MarkSampler] = {}
+        self._run_bytes = 0  # bytes buffered by runs and by streamed chunks' pending rows
+        self._streamed: dict[int, _Streamed] = {}
+        self._unsorted: set[int] = set()  # unordered input: segments seen out of client-time order
         self._rotate = 0
         self._checked = False
         self._hash_distinct = True  # until a batch shows mostly distinct keys
@@ -249,20 +260,19 @@ class ChunkWriter:
             self._append(idx, body, ms, n_capped)
             return
         if idx not in self._unsorted:
-            if _ascending(ms) and ms[0] >= self._last_ms.get(idx, ms[0]):
+            s = self._streamed.get(idx)
+            if _ascending(ms) and (s is None or ms[0] >= s.last_ms):
                 # still in client-time order: stamping it now is stamping the sorted whole, and it
                 # leaves memory a row group at a time instead of a run at a time
-                self._last_ms[idx] = int(ms[-1])
-                if idx not in self._writers:  # kept until the prefix is written (see below)
-                    self._prefix_ms.setdefault(idx, []).append(ms)
-                nbytes = body.nbytes
-                self._stream_bytes[idx] = self._stream_bytes.get(idx, 0) + nbytes
-                self._run_bytes += nbytes
+                s = s or self._streamed.setdefault(idx, _Streamed())
+                s.last_ms = int(ms[-1])
+                if s.file is None:  # kept until the prefix is written (see below)
+                    s.prefix_ms.append(ms)
                 self._append(idx, body, ms, n_capped)
                 self._bound_memory()
                 return
             self._unsorted.add(idx)
-            if idx in self._writers:
+            if s is not None and s.file is not None:
                 self._close_streamed(idx)  # a written sorted prefix stays one chunk
         run = self._runs.get(idx)
         if run is None:
@@ -282,29 +292,29 @@ class ChunkWriter:
     def _unstream(self, idx: int) -> _Run:
         """A run holding segment ``idx``'s streamed rows that no file holds yet (unstamped again)."""
         run = _Run()
-        parts, ms = self._buffers.pop(idx, []), self._prefix_ms.pop(idx, [])
-        if not parts:
+        s = self._streamed.pop(idx, None)
+        if s is None:
             return run
-        self._run_bytes -= self._stream_bytes.pop(idx, 0)
-        self._buffered.pop(idx, None)
-        for d in (self._rows, self._first, self._prev, self._lane_raised, self._marks):
-            d.pop(idx, None)
-        run.capped = self._capped.pop(idx, 0)
-        run.bodies = [p.drop_columns([RAW_TSO]) for p in parts]
-        run.ms = ms
-        run.rows = sum(p.num_rows for p in parts)
-        run.nbytes = sum(b.nbytes for b in run.bodies) + sum(m.nbytes for m in ms)
+        self._run_bytes -= s.pending_bytes
+        run.capped = s.capped
+        run.bodies = [p.drop_columns([RAW_TSO]) for p in s.pending]
+        run.ms = s.prefix_ms
+        run.rows = s.pending_rows
+        run.nbytes = sum(b.nbytes for b in run.bodies) + sum(m.nbytes for m in run.ms)
         self._run_bytes += run.nbytes
         return run
 
     def _bound_memory(self) -> None:
         """Write out the largest buffer (a run, or a streamed chunk's pending rows) while the
         task holds more than :data:`RUN_BUFFER_BYTES`."""
-        while self._run_bytes > RUN_BUFFER_BYTES and (self._runs or self._stream_bytes):
+        while self._run_bytes > RUN_BUFFER_BYTES:
             run = max(self._runs, key=lambda i: self._runs[i].nbytes, default=None)
-            streamed = max(self._stream_bytes, key=self._stream_bytes.__getitem__, default=None)
+            streamed = max((i for i, s in self._streamed.items() if s.pending),
+                           key=lambda i: self._streamed[i].pending_bytes, default=None)
+            if run is None and streamed is None:
+                return
             if streamed is None or (run is not None and
-                                    self._runs[run].nbytes >= self._stream_bytes[streamed]):
+                                    self._runs[run].nbytes >= self._streamed[streamed].pending_bytes):
                 self._write_run(run)  # type: ignore[arg-type]
             else:
                 self._drain(streamed, final=True)
@@ -391,30 +401,32 @@ class ChunkWriter:
 
     # -- streamed chunks (ordered input, time-ordered segments): one per segment -----------------
     def _append(self, idx: int, body: pa.Table, ms: np.ndarray, capped: int) -> None:
-        prev = self._prev.get(idx)
+        s = self._streamed.get(idx) or self._streamed.setdefault(idx, _Streamed())
         raw = raw_hybrid(ms)
-        if prev is not None and len(raw):
+        if s.prev is not None:
             # keep the running max across batches: a_i >= prev + 1 + i
-            raw = np.maximum(raw, prev + 1 + np.arange(len(raw), dtype=np.int64))
-        if len(raw):
-            self._prev[idx] = int(raw[-1])
-            self._first.setdefault(idx, int(raw[0]))
-        self._lane_raised[idx] = self._lane_raised.get(idx, 0) + _moved(raw, ms)
-        self._capped[idx] = self._capped.get(idx, 0) + capped
-        self._marks.setdefault(idx, MarkSampler()).add(raw)
+            raw = np.maximum(raw, s.prev + 1 + np.arange(len(raw), dtype=np.int64))
+        else:
+            s.first = int(raw[0])
+        s.prev = int(raw[-1])
+        s.lane_raised += _moved(raw, ms)
+        s.capped += capped
+        s.marks.add(raw)
         part = _with_raw(body, raw)
-        self._buffers.setdefault(idx, []).append(part)
-        self._buffered[idx] = self._buffered.get(idx, 0) + part.num_rows
-        self._rows[idx] = self._rows.get(idx, 0) + part.num_rows
-        if self._buffered[idx] >= ROW_GROUP_ROWS:
+        s.pending.append(part)
+        s.pending_rows += part.num_rows
+        s.pending_bytes += part.nbytes
+        self._run_bytes += part.nbytes
+        s.rows += part.num_rows
+        if s.pending_rows >= ROW_GROUP_ROWS:
             self._drain(idx)
 
     def _drain(self, idx: int, final: bool = False) -> None:
-        parts = self._buffers.pop(idx, [])
-        self._buffered[idx] = 0
-        pending = self._stream_bytes.pop(idx, None)
-        if pending is not None:
-            self._run_bytes -= pending
+        """Write segment ``idx``'s pending rows to its chunk: whole row groups, or all if ``final``."""
+        s = self._streamed[idx]
+        parts, s.pending, s.pending_rows = s.pending, [], 0
+        self._run_bytes -= s.pending_bytes
+        s.pending_bytes = 0
         if not parts:
             return
         table = pa.concat_tables(parts)
@@ -424,17 +436,13 @@ class ChunkWriter:
             whole = table.num_rows - table.num_rows % ROW_GROUP_ROWS
             if whole < table.num_rows:
                 rest = table.slice(whole)
-                self._buffers[idx] = [rest]
-                self._buffered[idx] = rest.num_rows
+                s.pending, s.pending_rows, s.pending_bytes = [rest], rest.num_rows, rest.nbytes
+                self._run_bytes += rest.nbytes
                 table = table.slice(0, whole)
-                if pending is not None:
-                    self._stream_bytes[idx] = rest.nbytes
-                    self._run_bytes += rest.nbytes
-        if idx not in self._writers:
-            f, w, rel = self._open_chunk(idx, table)
-            self._writers[idx] = (w, f, rel)
-            self._prefix_ms.pop(idx, None)
-        self._writers[idx][0].write_table(table, row_group_size=ROW_GROUP_ROWS)
+        if s.file is None:
+            s.file, s.writer, s.rel = self._open_chunk(idx, table)
+            s.prefix_ms = []
+        s.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
 
     # -- shared -----------------------------------------------------------------------------------
     def _open_chunk(self, idx: int, table: pa.Table) -> tuple[Any, Any, str]:
@@ -465,35 +473,36 @@ class ChunkWriter:
         """Write what is buffered and close every chunk; returns them in segment order."""
         for idx in sorted(self._runs):
             self._write_run(idx)
-        for idx in sorted(self._rows):
+        for idx in sorted(self._streamed):
             self._close_streamed(idx)
         order = {s: i for i, s in enumerate(self.spec.segment_ids)}
         done, self._done = sorted(self._done, key=lambda c: order[c.seg]), []
         return done
 
     def _close_streamed(self, idx: int) -> None:
-        """Write a streamed chunk's pending rows and close it (no-op if ``idx`` has none open)."""
-        if idx not in self._rows:
+        """Write a streamed chunk's pending rows and close it (no-op if ``idx`` has none)."""
+        if idx not in self._streamed:
             return
         self._drain(idx, final=True)
-        w, f, rel = self._writers.pop(idx)
-        w.close()
-        size = f.tell()
-        f.close()
-        self._done.append(self._info(idx, rel, self._rows.pop(idx), size, self._first.pop(idx),
-                                     self._prev.pop(idx), self._lane_raised.pop(idx, 0),
-                                     self._capped.pop(idx, 0), self._marks.pop(idx).marks()))
+        s = self._streamed.pop(idx)
+        s.writer.close()
+        size = s.file.tell()
+        s.file.close()
+        self._done.append(self._info(idx, s.rel, s.rows, size, s.first, s.prev, s.lane_raised, s.capped,
+                                     s.marks.marks()))
 
     def abort(self) -> list[str]:
         """Close and forget open files; returns the paths written so far (orphans until cleaned)."""
         paths = [c.path for c in self._done]
-        for w, f, rel in self._writers.values():
+        for s in self._streamed.values():
+            if s.file is None:
+                continue
             try:
-                w.close()
+                s.writer.close()
             finally:
-                f.close()
-            paths.append(rel)
-        self._writers.clear()
+                s.file.close()
+            paths.append(s.rel)
+        self._streamed.clear()
         self._runs.clear()
         self._done.clear()
         return paths
