@@ -31,9 +31,8 @@ def check_chunk(c: Any) -> None:
     need(len(c) < 11 or (isinstance(c[10], list) and all(is_int(m) for m in c[10])), "a chunk's marks")
 
 
-def check_entry(d: Any) -> None:
-    """Shape of a journal entry (and its state) before it is trusted: a wrong-shaped object
-    must fail here, not as a wrong answer later."""
+def check_delta(d: Any) -> None:
+    """Shape of what a journal entry did (position, op, chunks, info), without its state."""
     need(isinstance(d, dict), "the entry")
     for k in ("pos", "wall"):
         need(is_int(d.get(k)), k)
@@ -42,6 +41,12 @@ def check_entry(d: Any) -> None:
     for c in d["chunks"]:
         check_chunk(c)
     need(isinstance(d.get("info", {}), dict), "info")
+
+
+def check_entry(d: Any) -> None:
+    """Shape of a journal entry (and its state) before it is trusted: a wrong-shaped object
+    must fail here, not as a wrong answer later."""
+    check_delta(d)
     st = d.get("state")
     need(isinstance(st, dict), "state")
     for k in ("pos", "epoch", "tick", "max_tso", "wall", "created"):

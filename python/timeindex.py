@@ -187,7 +187,7 @@ class TimeIndex:
             node_no = items[0][COL_ID] // FANOUT
             content: dict[str, Any] = {"level": level + 1, "node": node_no, "items": items}
             if level == 0:
-                content["entries"] = [e.delta_json() for e in self.log.read_entries([i[COL_ID] for i in items])]
+                content["entries"] = self.log.read_deltas([i[COL_ID] for i in items])
             self.store.write(node_path(level + 1, node_no), json.dumps(content, separators=(",", ":")).encode())
             last = items[-1]
             state.index[level] = []

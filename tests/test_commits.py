@@ -298,3 +298,41 @@ def test_crash_points_of_scale_and_truncation(url: str, operation: str) -> None:
         final = sorted(Stream.open(name).read()["batch"].to_pylist())
         assert final == expected_after or (operation == "scale" and final == expected_after + [9] * 20)
         _check_segments(Stream.open(name).read(), from_zero=operation == "scale")
+
+
+def test_index_node_holds_each_entrys_delta_exactly(url: str) -> None:
+    """A level-1 index node copies what its 32 entries did, read without decoding their states:
+    chunk lists (marks, keys), writer and batch, info of scale and compaction entries — equal
+    to each entry's own ``delta_json``. A damaged delta fails naming the entry; a damaged state
+    does not stop the flush (the node needs none of it)."""
+    import json
+
+    from pyspark_tstream.entries import FORMAT_VERSION, Entry, entry_path
+    from pyspark_tstream.errors import CorruptMetadataError, TStreamError
+    from pyspark_tstream.timeindex import FANOUT, node_path
+
+    s = Stream.create(url, segments=2, compaction="off")
+    t0 = 1_700_000_000_000
+    for b in range(FANOUT + 2):
+        s.append(pa.table({"key": [f"k{b % 5}", f"k{b % 3}"], "t": [t0 + b, t0 + b + 1]}), key="key",
+                 timestamp="t", writer_id=f"w{b % 2}", batch_id=b)
+        if b == 10:
+            s.scale(split=s.state.segments[0].id, parts=2)
+        if b == 20:
+            s.compact(full=True)
+    node = json.loads(s.store.read(node_path(1, 0)))
+    assert [d["pos"] for d in node["entries"]] == list(range(FANOUT))
+    expected = [Entry.decode(s.store.read(entry_path(p)), path=entry_path(p)).delta_json() for p in range(FANOUT)]
+    assert json.dumps(node["entries"]) == json.dumps(expected)  # same bytes: fsck rebuilds nodes
+    assert any(d.get("info") for d in expected) and any(d.get("writer") for d in expected)
+    assert any(len(c) > 10 for d in expected for c in d["chunks"])  # chunks with marks
+
+    head = s.refresh().pos
+    bad = json.loads(s.store.read(entry_path(head)))
+    with pytest.raises(CorruptMetadataError, match="journal entry.*x"):
+        Entry.decode_delta(json.dumps({**bad, "chunks": [["x"]]}).encode(), path="x")
+    with pytest.raises(TStreamError, match=f"format {FORMAT_VERSION + 1}|version {FORMAT_VERSION + 1}"):
+        Entry.decode_delta(json.dumps({**bad, "v": FORMAT_VERSION + 1}).encode(), path="x")
+    # an entry whose state is damaged still gives its delta to the next node
+    assert Entry.decode_delta(json.dumps({**bad, "state": {"pos": "?"}}).encode(), path="x") == \
+        Entry.decode(s.store.read(entry_path(head)), path="x").delta_json()
