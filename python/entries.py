@@ -110,14 +110,8 @@ class Entry:
     info: dict[str, Any] = field(default_factory=dict)
 
     def delta_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"pos": self.pos, "op": self.op, "wall": self.wall, "nonce": self.nonce,
-                             "chunks": [c.to_json() for c in self.chunks]}
-        if self.writer is not None:
-            d["writer"] = self.writer
-            d["batch"] = self.batch
-        if self.info:
-            d["info"] = self.info
-        return d
+        return _delta(self.pos, self.op, self.wall, self.nonce, [c.to_json() for c in self.chunks],
+                      self.writer, self.batch, self.info)
 
     def encode(self) -> bytes:
         d = self.delta_json()
@@ -134,14 +128,9 @@ class Entry:
             d = json.loads(data)
             check_delta(d)
             check_version(d.get("v"), path)
-            out = {k: d[k] for k in ("pos", "op", "wall", "nonce")}
-            out["chunks"] = [Chunk.from_json(c).to_json() for c in d["chunks"]]
-            if d.get("writer") is not None:
-                out["writer"] = d["writer"]
-                out["batch"] = d.get("batch")
-            if d.get("info"):
-                out["info"] = d["info"]
-            return out
+            chunks = [Chunk.from_json(c).to_json() for c in d["chunks"]]
+            return _delta(d["pos"], d["op"], d["wall"], d["nonce"], chunks, d.get("writer"), d.get("batch"),
+                          d.get("info", {}))
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
             raise corrupt("journal entry", path, e) from e
 
@@ -158,6 +147,18 @@ class Entry:
                        state=StreamState.from_json(d["state"]))
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
             raise corrupt("journal entry", path, e) from e
+
+
+def _delta(pos: int, op: str, wall: int, nonce: str, chunks: list[list[Any]], writer: str | None, batch: Any,
+           info: dict[str, Any]) -> dict[str, Any]:
+    """What an entry did, as stored (in entries and in level-1 index nodes, byte for byte)."""
+    d: dict[str, Any] = {"pos": pos, "op": op, "wall": wall, "nonce": nonce, "chunks": chunks}
+    if writer is not None:
+        d["writer"] = writer
+        d["batch"] = batch
+    if info:
+        d["info"] = info
+    return d
 
 
 class EntryLog:
