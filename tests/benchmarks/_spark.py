@@ -24,15 +24,16 @@ SESSION_CONF = {
 }
 
 
-def build_session(app: str = "tstream-bench", extra: dict[str, str] | None = None) -> SparkSession:
-    """A ``local[2]`` session named ``app`` with :data:`SESSION_CONF` (then ``extra``) and
-    ``tstream`` registered explicitly; its Python workers run this interpreter."""
+def build_session(app: str = "tstream-bench", extra: dict[str, str] | None = None,
+                  master: str = "local[2]") -> SparkSession:
+    """A ``master`` (default ``local[2]``) session named ``app`` with :data:`SESSION_CONF` (then
+    ``extra``) and ``tstream`` registered explicitly; its Python workers run this interpreter."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     import pyspark_tstream
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master("local[2]").appName(app)
+    builder = SparkSession.builder.master(master).appName(app)
     for key, value in {**SESSION_CONF, **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

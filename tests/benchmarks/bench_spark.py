@@ -67,9 +67,9 @@ SINK_OPTIONS = {"keyColumn": "key", "timestampColumn": "ts"}
 DURATIONS = ("triggerExecution", "latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 
 
-def build_session(extra: dict[str, str] | None = None) -> Any:
+def build_session(extra: dict[str, str] | None = None, master: str = "local[2]") -> Any:
     """The benchmark session (:mod:`_spark`) with the ``benchfloor`` floor source registered too."""
-    spark = _session("tstream-bench", extra)
+    spark = _session("tstream-bench", extra, master)
     import _floors
     from pyspark import cloudpickle
 
@@ -488,6 +488,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-breakdown", action="store_true", help="skip tiny batches and Python costs")
     ap.add_argument("--no-floors", action="store_true", help="skip the do-nothing Python data source runs")
     ap.add_argument("--profile", action="store_true", help="cProfile tstream's Python read and write")
+    ap.add_argument("--master", default="local[2]",
+                    help="Spark master: local[1] leaves a core per task for its Python worker, as an "
+                         "executor with spark.task.cpus=2 does (local[2]: every core runs a task)")
     ap.add_argument("--dir", default=None, help="work folder (default: a new temp folder, removed after)")
     args = ap.parse_args(argv)
     if args.smoke:
@@ -504,7 +507,7 @@ def main(argv: list[str] | None = None) -> None:
         write_input(table, input_dir)
         gen = time.perf_counter() - t0
         t0 = time.perf_counter()
-        spark = build_session()
+        spark = build_session(master=args.master)
         boot = time.perf_counter() - t0
         source_url = "file://" + os.path.join(root, f"source-{uuid.uuid4().hex[:8]}")
         t0 = time.perf_counter()
@@ -513,7 +516,7 @@ def main(argv: list[str] | None = None) -> None:
         prep = time.perf_counter() - t0
         bench = Bench(spark, root, args.rows, input_dir, source_url)
         bench.expected = bench._agg(spark.read.parquet(input_dir))
-        print(f"# tstream vs native Parquet through Spark {spark.version}, local[2]\n")
+        print(f"# tstream vs native Parquet through Spark {spark.version}, {args.master}\n")
         print(f"data: {args.rows:,} rows (ts, key ×{1000}, val, body {args.body} 64 B), "
               f"{table.nbytes / 1e6:.0f} MB decoded; generated in {gen:.1f} s; session {boot:.1f} s; "
               f"source stream written in {prep:.1f} s (includes the first Python use). Python "
@@ -544,8 +547,8 @@ def main(argv: list[str] | None = None) -> None:
             print("\n## tstream's Python code alone (this process, one thread)\n")
             costs = python_costs(table, source_url, root, args.profile)
             print(render(["work", "wall s", "CPU s", "Mrows/CPU-s", "CPU ns/row", "note"], costs))
-            print("\nA Spark task runs exactly this code; with local[2] two tasks share 2 cores with the "
-                  "JVM (Arrow IPC, noop/aggregate, the Parquet scan of the file source).")
+            print(f"\nA Spark task runs exactly this code; with {args.master} on {os.cpu_count()} cores the "
+                  "tasks share them with the JVM (Arrow IPC, noop/aggregate, the Parquet scan of the file source).")
         spark.stop()
         print(f"\ntotal {time.perf_counter() - started:.0f} s")
     finally:
