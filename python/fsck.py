@@ -259,7 +259,7 @@ class _Checker:
                 actual: Any = None
                 if raw is not None:
                     try:
-                        actual = decode_node(raw, self.store.uri(rel), level)
+                        actual = decode_node(raw, self.store.uri(rel), level, deltas=True)
                         actual.pop("deltas", None)
                         if len(actual["items"]) != FANOUT:
                             actual = None

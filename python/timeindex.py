@@ -39,8 +39,14 @@ def node_path(level: int, node: int) -> str:
     return f"{META}/index/{level}/{node:012d}.json"
 
 
-def decode_node(data: bytes, path: str, level: int | None = None) -> dict[str, Any]:
-    """An index node; CorruptMetadataError (naming ``path`` and the remedy) if it is not one."""
+def decode_node(data: bytes, path: str, level: int | None = None, *, deltas: bool = False) -> dict[str, Any]:
+    """An index node; CorruptMetadataError (naming ``path`` and the remedy) if it is not one.
+
+    Its summaries are checked; a level-1 node's entries are decoded into ``node["deltas"]``
+    only when ``deltas`` is asked for (:func:`node_entries` does it later): a search reads
+    one node per level and uses only the summaries, and checking 32 entries' chunks made a
+    seek over 1,000 commits cost 3x what it did before nodes were shape-checked.
+    """
     try:
         node = json.loads(data)
         need(isinstance(node, dict) and isinstance(node.get("items"), list) and node["items"], "the node")
@@ -48,8 +54,20 @@ def decode_node(data: bytes, path: str, level: int | None = None) -> dict[str, A
             need(isinstance(i, list) and len(i) >= COLUMNS and all(is_int(x) for x in i), "an item")
         if level == 1 or "entries" in node:
             need(isinstance(node.get("entries"), list), "entries")
-            node["deltas"] = [Delta.from_json(d) for d in node["entries"]]
-        return node
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+        raise corrupt("index node", path, e) from e
+    if deltas and "entries" in node:
+        node["deltas"] = node_entries(node, path)
+    return node
+
+
+def node_entries(node: dict[str, Any], path: str) -> list[Delta]:
+    """The deltas a level-1 node (from :func:`decode_node`) holds, shape-checked.
+
+    CorruptMetadataError naming ``path`` and the remedy if one is not a delta.
+    """
+    try:
+        return [Delta.from_json(d) for d in node["entries"]]
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
         raise corrupt("index node", path, e) from e
 
@@ -129,7 +147,7 @@ class TimeIndex:
                 missing = e.filename if isinstance(e.filename, str) else self.store.uri(rels[0])
                 raise corrupt("index node", missing, e) from e
             for rel, data in zip(rels, blobs):
-                node = decode_node(data, self.store.uri(rel), 1)
+                node = decode_node(data, self.store.uri(rel), 1, deltas=True)
                 out.extend(d for d in node["deltas"] if first <= d.pos <= flushed_last)
         out.extend(Delta.of(e) for e in self.log.read_entries(range(max(first, open0), last + 1)))
         return out
@@ -145,8 +163,12 @@ class TimeIndex:
         open0 = first_open(state)
         if hi < open0:
             content = (read_node or self.read_node)(1, node)
+            path = self.store.uri(node_path(1, node))
             ticks = {int(i[COL_ID]): int(i[COL_TICK]) for i in content["items"]}
-            return [(Delta.from_json(d), ticks[d["pos"]]) for d in content["entries"] if lo <= d["pos"] <= hi]
+            kept = [d for d in node_entries(content, path) if lo <= d.pos <= hi]
+            if any(d.pos not in ticks for d in kept):
+                raise corrupt("index node", path, ValueError("an entry has no summary"))
+            return [(d, ticks[d.pos]) for d in kept]
         rest = [p for p in range(lo, hi + 1) if p not in known]
         return [(Delta.of(e), e.state.tick) for e in self.log.read_entries(rest)]
 

@@ -336,3 +336,39 @@ def test_index_node_holds_each_entrys_delta_exactly(url: str) -> None:
     # an entry whose state is damaged still gives its delta to the next node
     assert Entry.decode_delta(json.dumps({**bad, "state": {"pos": "?"}}).encode(), path="x") == \
         Entry.decode(s.store.read(entry_path(head)), path="x").delta_json()
+
+
+def test_search_reads_node_summaries_and_reads_check_their_entries(url: str) -> None:
+    """A seek uses only a node's summaries, so an entry damaged inside a level-1 node does not
+    stop it; every read that needs the node's entries (a read of the range, a micro-batch plan,
+    fsck) still refuses the node, naming it and a remedy, and repair rebuilds it."""
+    import json
+
+    from pyspark_tstream.errors import CorruptMetadataError
+    from pyspark_tstream.timeindex import COL_MAX_TSO, FANOUT, node_path
+    from pyspark_tstream.timestamps import pack
+
+    s = Stream.create(url, segments=1, compaction="off")
+    t0 = 1_700_000_000_000
+    for b in range(2 * FANOUT + 3):
+        s.append(pa.table({"key": ["k"], "t": [t0 + 1000 * b]}), key="key", timestamp="t")
+    target = pack(t0 + 1000 * 40)
+    want = s.journal.search(s.refresh(), COL_MAX_TSO, target)
+    assert FANOUT <= want < 2 * FANOUT  # found inside level-1 node 1
+
+    rel = node_path(1, 1)
+    node = json.loads(s.store.read(rel))
+    node["entries"][5]["chunks"] = [["x"]]
+    s.store.write(rel, json.dumps(node).encode())
+
+    fresh = Stream.open(url)
+    assert fresh.journal.search(fresh.state, COL_MAX_TSO, target) == want
+    uri = fresh.store.uri(rel)
+    with pytest.raises(CorruptMetadataError, match=f"{uri}.*tstream (repair|fsck)"):
+        fresh.read()
+    with pytest.raises(CorruptMetadataError, match=f"{uri}.*tstream (repair|fsck)"):
+        list(fresh.journal.node_deltas(fresh.state, 1))
+    report = fresh.verify()
+    assert any(rel in p for p in map(str, report.problems)), report.problems
+    fresh.repair()
+    assert len(Stream.open(url).read()) == 2 * FANOUT + 3
