@@ -22,7 +22,7 @@ from typing import Any
 
 from .entries import META, Chunk, Entry, EntryLog
 from .errors import CorruptMetadataError, corrupt
-from .shapes import check_chunk, is_int, need
+from .shapes import check_delta, is_int, need
 from .state import StreamState
 
 FANOUT = 32
@@ -91,9 +91,7 @@ class Delta:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Delta:
-        need(isinstance(d, dict) and is_int(d.get("pos")) and isinstance(d.get("chunks"), list), "a delta")
-        for c in d["chunks"]:
-            check_chunk(c)
+        check_delta(d)  # a node holds each entry's delta_json: the entry's own shape check
         return cls(pos=d["pos"], op=d["op"], wall=d["wall"],
                    chunks=tuple(Chunk.from_json(c) for c in d["chunks"]),
                    writer=d.get("writer"), batch=d.get("batch"), info=d.get("info", {}))

@@ -372,3 +372,13 @@ def test_search_reads_node_summaries_and_reads_check_their_entries(url: str) -> 
     assert any(rel in p for p in map(str, report.problems)), report.problems
     fresh.repair()
     assert len(Stream.open(url).read()) == 2 * FANOUT + 3
+
+    # a node's entries get the journal entry's own delta check (op, nonce, wall, info too)
+    for field, value in (("op", 7), ("nonce", None), ("info", [])):
+        node = json.loads(s.store.read(rel))
+        node["entries"][5][field] = value
+        s.store.write(rel, json.dumps(node).encode())
+        with pytest.raises(CorruptMetadataError, match=f"{uri}.*tstream (repair|fsck)"):
+            Stream.open(url).read()
+        Stream.open(url).repair()
+    assert len(Stream.open(url).read()) == 2 * FANOUT + 3
