@@ -46,9 +46,28 @@ def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
         idx = batch.schema.get_field_index(f.name)
         col = batch.column(idx) if idx >= 0 else pa.nulls(batch.num_rows, f.type)
         if col.type != f.type:
-            col = col.cast(f.type)
+            col = _to_micros(col, f.type) or col.cast(f.type)
         columns.append(col)
     return pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def _to_micros(col: pa.Array, target: pa.DataType) -> pa.Array | None:
+    """A millisecond timestamp column without nulls as Spark's microseconds (None otherwise).
+
+    Every batch a source yields has one (``_timestamp``). Doing it in numpy, not with
+    ``cast``, keeps ``pyarrow.compute`` (~25 ms to import) out of a reading task's worker,
+    which PySpark starts with only pyarrow and numpy loaded (``tests/test_startup.py``); see
+    :mod:`pyspark_tstream.arrow_arrays` for why not ``pa.array``.
+    """
+    if not (pa.types.is_timestamp(col.type) and col.type.unit == "ms" and pa.types.is_timestamp(target)
+            and target.unit == "us" and col.null_count == 0):
+        return None
+    import numpy as np
+
+    from pyspark_tstream.arrow_arrays import int64s, numbers
+
+    ms = numbers(col.view(pa.int64()), np.int64)
+    return int64s(np.multiply(ms, 1000)).view(target)
 
 
 def user_arrow_schema(spark_struct: StructType) -> pa.Schema:

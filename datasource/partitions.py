@@ -1,7 +1,7 @@
 """Spark input partitions that carry everything an executor needs, and the read that uses only them.
 
 Invariant: a :class:`TStreamPartition` is self-sufficient, like Spark's
-``KafkaBatchInputPartition``: it holds its :class:`~pyspark_tstream.planner.ReadTask` and a
+``KafkaBatchInputPartition``: it holds its :class:`~pyspark_tstream.reading.ReadTask` and a
 :class:`ReadSpec` (the store, which pickles as its URL and storage options; the stream's Arrow
 schema; the exact Arrow schema Spark expects). :func:`read_partition` reads nothing else, so a
 reader's ``read`` works on any pickled copy of the reader, on any executor. A partition pickles
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import InputPartition
 
 from pyspark_tstream.entries import Chunk
-from pyspark_tstream.planner import ReadTask, plan_tasks
+from pyspark_tstream.reading import ReadTask, read_task
 from pyspark_tstream.storage import Store
 
 if TYPE_CHECKING:
@@ -98,6 +98,8 @@ def plan_partitions(chunks: Sequence[Chunk], lo: int, hi: int, *, spec: ReadSpec
     """The Spark partitions of a plan: :func:`~pyspark_tstream.planner.plan_tasks` with the
     ``minPartitions``/``maxPartitions`` options and Spark's default parallelism, each carrying
     ``spec``."""
+    from pyspark_tstream.planner import plan_tasks  # the driver's: executors only read partitions
+
     tasks = plan_tasks(chunks, lo, hi, parallelism=spark_parallelism(), min_partitions=min_partitions,
                        max_partitions=max_partitions, start_cut=start_cut, end_cut=end_cut)
     return [TStreamPartition(t, spec) for t in tasks]
@@ -105,8 +107,6 @@ def plan_partitions(chunks: Sequence[Chunk], lo: int, hi: int, *, spec: ReadSpec
 
 def read_partition(partition: TStreamPartition) -> Iterator[pa.RecordBatch]:
     """Arrow record batches of one partition, shaped exactly as Spark expects."""
-    from pyspark_tstream.reading import read_task
-
     from .arrow import to_spark_batch
 
     spec = partition.spec

@@ -6,7 +6,9 @@ Each batch is ``(start.tso, end.tso]`` with ``end.tso`` at or below the tick pub
 runner for the whole query; through its :class:`~.handle.StreamHandle` it keeps a bounded
 :class:`~pyspark_tstream.planner.Window` of index nodes ahead of its position (never the
 history). ``read`` runs on executors from a pickled copy and uses only the partition it is
-given (:mod:`.partitions`).
+given (:mod:`.partitions`), so the planner is imported only where the driver plans: every
+executor unpickles this module, and a Python worker starts no faster than its imports
+(``tests/test_startup.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSourceStreamReader
 
 from pyspark_tstream.conf.options import SourceOptions
-from pyspark_tstream.planner import Limits, Plan, plan
 from pyspark_tstream.read_start import check_data_loss, start_bound
 
 from .compat import has
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.datasource import ReadLimit
     from pyspark.sql.types import StructType
 
-    from pyspark_tstream.planner import Window
+    from pyspark_tstream.planner import Limits, Plan, Window
     from pyspark_tstream.stream import Stream
 
 if has("read_limits"):
@@ -56,6 +57,8 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self._available_now: TStreamOffset | None = None
         self._last_end: TStreamOffset | None = None
         self._initial: dict[str, Any] | None = None
+        from pyspark_tstream.planner import Limits
+
         if not has("read_limits") and not Limits(options.max_records_per_trigger, options.max_bytes_per_trigger,
                                                   options.max_files_per_trigger).unlimited:
             import logging
@@ -100,6 +103,8 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return ReadAllAvailable()
 
     def _limits(self, limit: ReadLimit | None) -> Limits:
+        from pyspark_tstream.planner import Limits
+
         if not has("read_limits"):
             # PySpark < 4.2 runs Trigger.AvailableNow/Once as one batch it cannot tell us about:
             # a limit there would leave data unread, so limits do not apply (README, compat.py)
@@ -149,8 +154,10 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return TStreamOffset(state.tick, state.pos).to_dict()
 
     # -- planning -----------------------------------------------------------------------------
-    def _plan(self, lo: int, hi: int, last_pos: int, limits: Limits = Limits()) -> Plan:
-        p = plan(self._window, self.stream.state, lo, hi, limits, last_pos=last_pos)
+    def _plan(self, lo: int, hi: int, last_pos: int, limits: Limits | None = None) -> Plan:
+        from pyspark_tstream.planner import Limits, plan
+
+        p = plan(self._window, self.stream.state, lo, hi, limits or Limits(), last_pos=last_pos)
         self._window.forget_before(p.first_pos)  # behind every future batch: tsos only move forward
         return p
 

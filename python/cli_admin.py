@@ -14,7 +14,7 @@ from typing import Any
 from .cli_common import add_command, add_progress, open_stream, positive_int, time_ms
 from .routing import fraction
 from .stream import Stream
-from .stream_truncate import GC_GRACE_MS, ORPHAN_GRACE_MS
+from .config import GC_GRACE_MS, ORPHAN_GRACE_MS
 from .timestamps import iso, physical
 
 EPILOG_SCALE = """\

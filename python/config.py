@@ -15,6 +15,10 @@ from .errors import ConfigError
 
 TIMESTAMPING_MODES = ("client-prefer", "client-require", "arrival")
 COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "none")
+#: Chunks of a truncation stay this long for readers that planned before it.
+GC_GRACE_MS = 10 * 60_000
+#: Unreferenced data files younger than this may belong to a commit still in flight.
+ORPHAN_GRACE_MS = 6 * 3_600_000
 
 #: Python-API name → public (Spark option) name, for messages. The option names and their
 #: defaults are defined once, in :mod:`pyspark_tstream.conf.keys`.

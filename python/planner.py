@@ -44,6 +44,7 @@ import numpy as np
 from .compacted import plan_from_map, substitute
 from .entries import Chunk
 from .journal import Journal
+from .reading import ReadTask
 from .timeindex import COL_MAX_TSO, COL_ROWS, FANOUT, Delta, first_open
 from .state import StreamState
 from .timestamps import LOGICAL_MASK, mark_step
@@ -73,25 +74,6 @@ class Limits:
     @property
     def unlimited(self) -> bool:
         return self.max_records is None and self.max_bytes is None and self.max_files is None
-
-
-@dataclass(frozen=True)
-class ReadTask:
-    """A unit of reading (one Spark partition): chunks and the ``_tso`` range to keep."""
-
-    chunks: tuple[Chunk, ...]
-    lo: int  # exclusive
-    hi: int  # inclusive
-    start_cut: tuple[tuple[int, int], ...] = ()  # (segment, first _seq kept)
-    end_cut: tuple[tuple[int, int], ...] = ()  # (segment, first _seq not kept)
-
-    @property
-    def rows(self) -> int:
-        return sum(c.rows for c in self.chunks)
-
-    @property
-    def bytes(self) -> int:
-        return sum(c.bytes for c in self.chunks)
 
 
 @dataclass(frozen=True)

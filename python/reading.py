@@ -16,26 +16,47 @@ instead of a binary search. Local chunk files are memory-mapped, not copied.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .arrow_arrays import int64s, numbers
 from .errors import CorruptChunkError
 from .entries import Chunk
 from .schema import RAW_TSO, conform, full_schema
 from .storage import Store
 from .timestamps import LOGICAL_BITS, apply_floor
 
-if TYPE_CHECKING:  # the planner makes tasks; reading only reads them
-    from .planner import ReadTask
-
 #: Chunks up to this size are fetched together in one batched call.
 BATCH_FETCH_BYTES = 64 << 20
 BATCH_ROWS = 65_536
 #: The order of records in a read: by time, ties by identity (``_segment``, ``_seq``).
 READ_ORDER = [("_tso", "ascending"), ("_segment", "ascending"), ("_seq", "ascending")]
+
+
+@dataclass(frozen=True)
+class ReadTask:
+    """A unit of reading (one Spark partition): chunks and the ``_tso`` range to keep.
+
+    The planner (:func:`~pyspark_tstream.planner.plan_tasks`) makes them on the driver; it is
+    defined here, with the code that reads it, so an executor unpickling one loads no planner.
+    """
+
+    chunks: tuple[Chunk, ...]
+    lo: int  # exclusive
+    hi: int  # inclusive
+    start_cut: tuple[tuple[int, int], ...] = ()  # (segment, first _seq kept)
+    end_cut: tuple[tuple[int, int], ...] = ()  # (segment, first _seq not kept)
+
+    @property
+    def rows(self) -> int:
+        return sum(c.rows for c in self.chunks)
+
+    @property
+    def bytes(self) -> int:
+        return sum(c.bytes for c in self.chunks)
 
 
 def _corrupt(store: Store, chunk: Chunk, e: Exception) -> CorruptChunkError:
@@ -130,8 +151,7 @@ def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Ch
 def view_tsos(table: pa.Table, chunk: Chunk, base: int = 0) -> np.ndarray:
     """Final ``_tso`` of a chunk's rows, from its decoded file (``base``: the table's first row)."""
     col = table.column(RAW_TSO)
-    raw = (col.chunk(0) if col.num_chunks == 1 else col).to_numpy()
-    raw = raw[chunk.offset - base: chunk.offset - base + chunk.rows].astype(np.int64, copy=False)
+    raw = numbers(col, np.int64)[chunk.offset - base: chunk.offset - base + chunk.rows]
     # tso_j = max(raw_j, floor + j) over the rows j of the file; usually the floor is below
     # every raw timestamp (a floor only raises records its writer stamped late): then the raw
     # column is the answer, zero-copy, without the floor's two arrays
@@ -200,8 +220,8 @@ def assemble(body: pa.Table, tso: np.ndarray, seq: np.ndarray, seg: int, schema:
     """Records with system columns: ``body`` (user columns of the rows kept) and their
     ``_tso``/``_seq`` values, in segment ``seg``."""
     body = conform(body, schema)
-    ts = pa.array(tso >> LOGICAL_BITS, pa.int64()).view(pa.timestamp("ms", tz="UTC"))
-    system = [ts, pa.array(tso, pa.int64()), pa.array(np.full(len(tso), seg, dtype=np.int64)), pa.array(seq)]
+    ts = int64s(tso >> LOGICAL_BITS).view(pa.timestamp("ms", tz="UTC"))
+    system = [ts, int64s(tso), int64s(np.full(len(tso), seg, dtype=np.int64)), int64s(seq)]
     return pa.Table.from_arrays(list(body.columns) + system, schema=full_schema(schema))
 
 
@@ -220,7 +240,7 @@ def chunk_records(table: pa.Table, chunk: Chunk, lo: int, hi: int, schema: pa.Sc
     if idx is None:
         return assemble(body.slice(at + a, b - a), tso[a:b],
                         np.arange(chunk.seq + a, chunk.seq + b, dtype=np.int64), chunk.seg, schema)
-    return assemble(body.take(pa.array(idx + at)), tso[idx], idx.astype(np.int64) + chunk.seq, chunk.seg, schema)
+    return assemble(body.take(int64s(idx + at)), tso[idx], idx.astype(np.int64) + chunk.seq, chunk.seg, schema)
 
 
 class _FileRows:
@@ -282,7 +302,7 @@ class _FileRows:
                 continue
             sel = idx[np.searchsorted(idx, r0):np.searchsorted(idx, r1)]
             if len(sel):
-                body = self.group(g).take(pa.array(sel + (at - g0)))
+                body = self.group(g).take(int64s(sel + (at - g0)))
                 yield assemble(body, tso[sel], sel.astype(np.int64) + view.seq, view.seg, schema)
 
 

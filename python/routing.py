@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from .arrow_arrays import numbers
 from .errors import SchemaMismatchError
 
 KEY_SPACE = 1 << 64
@@ -30,10 +30,20 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
         return z ^ (z >> _U64(31))
 
 
+def _filled(arr: pa.Array, value: object) -> pa.Array:
+    """``arr`` with nulls replaced by ``value``; no call when there are none (the common case,
+    and ``fill_null`` makes a ``pa.scalar``, which imports pandas: see :mod:`.arrow_arrays`)."""
+    if not arr.null_count:
+        return arr
+    import pyarrow.compute as pc  # here, not at the top: planners import this module for KEY_SPACE
+
+    return pc.fill_null(arr, value)
+
+
 def _bytes_hash(arr: pa.Array) -> np.ndarray:
     """Polynomial hash of each value's bytes: ``sum(b_j * P**j) mod 2**64`` then splitmix64."""
     arr = arr.cast(pa.large_binary()) if not pa.types.is_large_binary(arr.type) else arr
-    arr = pc.fill_null(arr, b"")
+    arr = _filled(arr, b"")
     n = len(arr)
     buffers = arr.buffers()
     offsets = np.frombuffer(buffers[1], dtype=np.int64)[arr.offset: arr.offset + n + 1]
@@ -71,12 +81,11 @@ def key_hash(column: pa.Array | pa.ChunkedArray, *, name: str = "key") -> np.nda
             pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
         return _bytes_hash(column.cast(pa.large_binary()))
     if pa.types.is_integer(t) or pa.types.is_temporal(t) or pa.types.is_boolean(t):
-        ints = pc.fill_null(column.cast(pa.int64()) if not pa.types.is_temporal(t) else
-                            column.view(pa.int64()) if t.bit_width == 64 else column.cast(pa.int64()),
-                            0)
-        return _splitmix64(ints.to_numpy(zero_copy_only=False).view(np.int64))
+        ints = _filled(column.cast(pa.int64()) if not pa.types.is_temporal(t) else
+                       column.view(pa.int64()) if t.bit_width == 64 else column.cast(pa.int64()), 0)
+        return _splitmix64(numbers(ints, np.int64))
     if pa.types.is_floating(t):
-        floats = pc.fill_null(column.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+        floats = numbers(_filled(column.cast(pa.float64()), 0.0), np.float64)
         return _splitmix64(floats.view(np.int64))
     if pa.types.is_decimal(t):
         return _bytes_hash(column.cast(pa.string()))

@@ -18,39 +18,58 @@ journal, newest entry) and testable alone:
 Spark-free. The Spark sink and source are thin adapters over the same calls: ``write_spec`` +
 :mod:`~pyspark_tstream.writing` on the tasks, ``commit`` on the driver, ``plan`` +
 :mod:`~pyspark_tstream.reading` for sources.
+
+Each part is built, and its module imported, on first use: a process that only plans reads
+(the streaming source's driver) never loads the writer, compaction or fsck, whose imports
+would cost each query's start ~60 ms (``tests/test_startup.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from .commit import Ack
 from .conf import keys as K
-from .config import StreamConfig
+from .config import GC_GRACE_MS, ORPHAN_GRACE_MS, StreamConfig
 from .errors import StreamNotFoundError
-from .fsck import Report
 from .entries import Entry
 from .journal import Journal
-from .planner import Plan
 from .schema import check_names, encode_schema, normalize, user_schema
 from .sealed import SealedMap
 from .state import StreamState
 from .storage import Store
-from .stream_append import Appender, Producer
-from .stream_epochs import Epochs, initial_segments
 from .stream_context import StreamContext
-from .stream_info import describe
-from .stream_maintain import Maintenance
-from .stream_read import Reader
-from .stream_truncate import GC_GRACE_MS, ORPHAN_GRACE_MS, Truncation
-from .stream_upkeep import Upkeep
 from .timestamps import TimeLike, now_ms
-from .writing import ChunkInfo, WriteSpec
+
+if TYPE_CHECKING:
+    from .commit import Ack
+    from .fsck import Report
+    from .planner import Plan
+    from .stream_append import Appender, Producer
+    from .stream_epochs import Epochs
+    from .stream_maintain import Maintenance
+    from .stream_read import Reader
+    from .stream_truncate import Truncation
+    from .stream_upkeep import Upkeep
+    from .writing import ChunkInfo, WriteSpec
 
 __all__ = ["Ack", "Producer", "Stream"]
+
+
+def __getattr__(name: str) -> Any:
+    # the names this module has always exported, loaded on first use like the parts
+    if name == "Ack":
+        from .commit import Ack
+
+        return Ack
+    if name == "Producer":
+        from .stream_append import Producer
+
+        return Producer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Stream:
@@ -62,13 +81,51 @@ class Stream:
     """
 
     def __init__(self, store: Store, entry: Entry) -> None:
-        self.context = ctx = StreamContext(store, entry)
-        self.reading = Reader(ctx)
-        self.epochs = Epochs(ctx)
-        self.truncation = Truncation(ctx, self.reading)
-        self.maintenance = Maintenance(ctx)
-        self.upkeep = Upkeep(ctx, trim=self.truncation.trim)
-        self.appending = Appender(ctx, after_commit=self.upkeep.after_data_commit)
+        self.context = StreamContext(store, entry)
+
+    # -- the parts, built on first use (module docstring) -------------------------------------
+    @cached_property
+    def reading(self) -> Reader:
+        """Reads, plans and seeks."""
+        from .stream_read import Reader
+
+        return Reader(self.context)
+
+    @cached_property
+    def epochs(self) -> Epochs:
+        """Scaling and the segment history."""
+        from .stream_epochs import Epochs
+
+        return Epochs(self.context)
+
+    @cached_property
+    def truncation(self) -> Truncation:
+        """Cuts, truncation, trim and vacuum."""
+        from .stream_truncate import Truncation
+
+        return Truncation(self.context, self.reading)
+
+    @cached_property
+    def maintenance(self) -> Maintenance:
+        """Compaction, verify and repair."""
+        from .stream_maintain import Maintenance
+
+        return Maintenance(self.context)
+
+    @cached_property
+    def upkeep(self) -> Upkeep:
+        """What runs after a data commit (auto-scaling, retention, automatic compaction)."""
+        from .stream_upkeep import Upkeep
+
+        # retention needs the truncation part only when it runs
+        return Upkeep(self.context, trim=lambda: self.truncation.trim())
+
+    @cached_property
+    def appending(self) -> Appender:
+        """Write specs, commits, appends and producer sessions."""
+        from .stream_append import Appender
+
+        return Appender(self.context, after_commit=self.upkeep.after_data_commit)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -87,6 +144,8 @@ class Stream:
 
     @classmethod
     def _create(cls, store: Store, cfg: StreamConfig, schema: pa.Schema | None) -> Stream:
+        from .stream_epochs import initial_segments
+
         if schema is not None:
             schema = normalize(user_schema(schema))
             check_names(schema)
@@ -163,6 +222,8 @@ class Stream:
 
     def info(self) -> dict[str, Any]:
         """Tick, epochs, segments, writers, first/last ids, size: a snapshot for humans and tools."""
+        from .stream_info import describe
+
         state = self.refresh()
         return describe(self.url, state, self.schema)
 

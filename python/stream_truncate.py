@@ -10,6 +10,7 @@ lists folders.
 from __future__ import annotations
 
 from .compaction_gc import collect_replaced, gc_position
+from .config import GC_GRACE_MS, ORPHAN_GRACE_MS
 from .grouplog import group_positions
 from .entries import Entry
 from .timeindex import COL_MAX_TSO
@@ -21,10 +22,6 @@ from .stream_context import StreamContext
 from .stream_read import Reader
 from .timestamps import TimeLike, now_ms, pack, to_ms
 
-#: Chunks of a truncation stay this long for readers that planned before it.
-GC_GRACE_MS = 10 * 60_000
-#: Unreferenced data files younger than this may belong to a commit still in flight.
-ORPHAN_GRACE_MS = 6 * 3_600_000
 
 
 class Truncation:

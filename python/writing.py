@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .arrow_arrays import int64s, numbers
 from .column_encoding import column_codecs, dictionary_columns
 from .errors import SchemaMismatchError, TimestampError
 from .routing import KEY_SPACE, key_hash, route
@@ -143,7 +144,7 @@ def client_ms(spec: WriteSpec, table: pa.Table, arrival: int) -> tuple[np.ndarra
             "timestamping=client-require; fill them or use client-prefer (nothing was written)")
     if nulls:
         col = pc.fill_null(col, arrival)
-    ms = col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    ms = numbers(col, np.int64)
     if n:
         lo, hi = int(ms.min()), int(ms.max())
         if lo < 0 or hi > MAX_MS:
@@ -248,10 +249,10 @@ class ChunkWriter:
         # segment is cheapest. With runs, each segment's rows are taken on their own, so they own
         # their buffers and writing a run frees them (slices of one take kept all segments' rows
         # of a batch alive until the last of them was written: up to twice RUN_BUFFER_BYTES).
-        taken = body.take(pa.array(order)) if self.ordered or not self._unsorted else None
+        taken = body.take(int64s(order)) if self.ordered or not self._unsorted else None
         for s, e in zip(starts, ends):
             rows = order[s:e]
-            part = taken.slice(s, e - s) if taken is not None else body.take(pa.array(rows))
+            part = taken.slice(s, e - s) if taken is not None else body.take(int64s(rows))
             self._take(int(sorted_segs[s]), part, ms[rows], capped[rows] if capped is not None else None)
 
     def _take(self, idx: int, body: pa.Table, ms: np.ndarray, capped: np.ndarray | None) -> None:
@@ -350,7 +351,7 @@ class ChunkWriter:
             if self._known is not None:
                 idx = pc.index_in(arr, options=self._known_lookup)
                 if idx.null_count == 0:
-                    return self._known_segs[idx.to_numpy()]
+                    return self._known_segs[numbers(idx, np.int32)]
                 fresh = pc.unique(arr.filter(pc.is_null(idx)))
             else:
                 fresh = pc.unique(arr)
@@ -366,7 +367,7 @@ class ChunkWriter:
                 self._known = pa.concat_arrays([self._known, fresh])
                 self._known_segs = np.concatenate([self._known_segs, segs])
             self._known_lookup = pc.SetLookupOptions(value_set=self._known, skip_nulls=False)
-            return self._known_segs[pc.index_in(arr, options=self._known_lookup).to_numpy()]
+            return self._known_segs[numbers(pc.index_in(arr, options=self._known_lookup), np.int32)]
         return route(key_hash(column, name=key), bounds)
 
     # -- unordered input: sorted runs -----------------------------------------------------------
@@ -509,7 +510,7 @@ class ChunkWriter:
 
 
 def _with_raw(body: pa.Table, raw: np.ndarray) -> pa.Table:
-    return body.append_column(pa.field(RAW_TSO, pa.int64(), nullable=False), pa.array(raw, pa.int64()))
+    return body.append_column(pa.field(RAW_TSO, pa.int64(), nullable=False), int64s(raw))
 
 
 def _in_order(body: pa.Table, order: np.ndarray | None, rows: int) -> Iterator[pa.Table]:
@@ -524,7 +525,7 @@ def _in_order(body: pa.Table, order: np.ndarray | None, rows: int) -> Iterator[p
         cuts = np.flatnonzero(np.diff(order) != 1) + 1
         if len(cuts) >= REORDER_SLICES_MAX:
             for at in range(0, len(order), rows):
-                yield body.take(pa.array(order[at: at + rows]))
+                yield body.take(int64s(order[at: at + rows]))
             return
         starts = np.concatenate(([0], cuts))
         ends = np.concatenate((cuts, [len(order)]))

@@ -42,18 +42,36 @@ class RowsPartition(InputPartition):
 
 
 def _batch(rows: int) -> Any:
-    """One batch shaped like tstream's output (built once per task: no decode cost)."""
+    """One batch shaped like tstream's output (built once per task: no decode cost).
+
+    Built from numpy buffers: ``pa.array`` would import pandas (~0.2 s per worker process, see
+    ``pyspark_tstream/arrow_arrays.py``), and a Python list of keys would cost the floor ~20 ms
+    per task, neither of which is PySpark's cost.
+    """
     import numpy as np
     import pyarrow as pa
 
     target = pa.schema([("ts", pa.int64()), ("key", pa.string()), ("val", pa.int64()), ("body", pa.string()),
                         ("_timestamp", pa.timestamp("us", tz="UTC")), ("_tso", pa.int64()),
                         ("_segment", pa.int64()), ("_seq", pa.int64())])  # as Spark expects SCHEMA
+
+    def ints(values: Any) -> Any:
+        return pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(np.ascontiguousarray(values))])
+
+    def texts(width: int, data: Any) -> Any:
+        offsets = np.arange(0, (rows + 1) * width, width, dtype=np.int32)
+        return pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
     ids = np.arange(rows, dtype=np.int64)
-    body = pa.array([b"0123456789abcdef" * 4] * rows, pa.binary()).cast(pa.string())
-    cols = [pa.array(ids), pa.array([f"key-{i % 1000:04d}" for i in range(rows)]), pa.array(ids), body,
-            pa.array(ids * 1000).cast(pa.timestamp("us", tz="UTC")), pa.array(ids), pa.array(ids % 4),
-            pa.array(ids)]
+    digits = np.frombuffer(b"0123456789", dtype=np.uint8)
+    keys = np.empty((rows, 8), dtype=np.uint8)  # "key-0000" .. "key-0999"
+    keys[:, :4] = np.frombuffer(b"key-", dtype=np.uint8)
+    k = ids % 1000
+    for i, place in enumerate((1000, 100, 10, 1)):
+        keys[:, 4 + i] = digits[(k // place) % 10]
+    body = np.tile(np.frombuffer(b"0123456789abcdef" * 4, dtype=np.uint8), rows)
+    cols = [ints(ids), texts(8, keys.reshape(-1)), ints(ids), texts(64, body),
+            ints(ids * 1000).view(pa.timestamp("us", tz="UTC")), ints(ids), ints(ids % 4), ints(ids)]
     return pa.RecordBatch.from_arrays(cols, schema=target)
 
 
