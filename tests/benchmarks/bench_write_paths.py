@@ -77,7 +77,10 @@ def main() -> None:
         spark = build_session("tstream-write-paths")
         fns = variants(spark, source)
         walls: dict[str, list[float]] = {name: [] for name in fns}
-        fns["native df.write.parquet"](os.path.join(root, "warm-up"))  # JVM and file cache warm-up
+        for name, fn in fns.items():  # warm-up: JIT, file cache, Python workers
+            out = os.path.join(root, f"warm-{uuid.uuid4().hex[:8]}")
+            fn(out)
+            shutil.rmtree(out, ignore_errors=True)
         for r in range(rounds):
             # interleaved, each round in another order: the shared VM's drift hits all alike
             order = list(fns.items())
