@@ -46,7 +46,7 @@ MAX_FILES_PER_TRIGGER = "maxFilesPerTrigger"
 
 #: Bounds on the number of Spark tasks (partitions) a read or micro-batch is split into. Default:
 #: one per ~128 MB of data, at least Spark's default parallelism when the planner can know it
-#: (else 8) while each task still gets 4 MB; never more than the chunks read.
+#: (else 8) while each task still gets 8 MB; never more than the chunks read.
 MIN_PARTITIONS = "minPartitions"
 MAX_PARTITIONS = "maxPartitions"
 

@@ -383,8 +383,12 @@ def tail_bound(journal: Journal, state: StreamState, n: int,
 
 #: One task per this much data by default (like spark.sql.files.maxPartitionBytes).
 TARGET_PARTITION_BYTES = 128 << 20
-#: Below this per task, more tasks cost more than they save (a Python task costs ~40 ms).
-MIN_PARTITION_BYTES = 4 << 20
+#: Below this per task, more tasks cost more than they save: a Python task costs ~40 ms however
+#: little it reads, and reading costs ~5 ms per MB of chunk (decode in Python, rows in the JVM).
+#: At 4 MB a small micro-batch ran in two waves of tasks on 2 cores instead of one: the
+#: steady-state benchmark's 17 MB micro-batches took 0.27–0.31 s, at 8 MB 0.24–0.27 s
+#: (tests/benchmarks/bench_stream_steady.py).
+MIN_PARTITION_BYTES = 8 << 20
 #: Task slots assumed when Spark's default parallelism cannot be known.
 DEFAULT_PARALLELISM = 8
 

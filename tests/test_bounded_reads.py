@@ -146,7 +146,8 @@ def test_partition_count_options_and_defaults(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(os, "cpu_count", lambda: 1000)  # the driver's cores must not matter
     mb = 1 << 20
-    assert planner.partition_count(10 * mb, 100) == 2  # small: ~4 MB per task at least
+    assert planner.partition_count(10 * mb, 100) == 1  # small: 8 MB per task at least
+    assert planner.partition_count(17 * mb, 100) == 2  # one wave on 2 cores, not two
     assert planner.partition_count(1000 * mb, 100) == planner.DEFAULT_PARALLELISM
     assert planner.partition_count(1000 * mb, 100, parallelism=2) == 8  # one per ~128 MB
     assert planner.partition_count(1000 * mb, 100, parallelism=64) == 64
