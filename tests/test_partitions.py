@@ -16,22 +16,16 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from process_roles import T0
+from process_roles import stream as _roles_stream
 from pyspark_tstream.datasource.partitions import TStreamPartition, read_partition
 from pyspark_tstream.datasource.source import TStreamDataSource
 from pyspark_tstream.stream import Stream
 
-T0 = 1_700_000_000_000
-
 
 def _stream(tmp_path: Path, appends: int = 6, rows: int = 50) -> str:
-    url = f"file://{tmp_path}/s"
-    s = Stream.create(url, segments=2)
-    for a in range(appends):
-        ids = list(range(a * rows, (a + 1) * rows))
-        s.append(pa.table({"id": ids, "k": [f"k{i % 5}" for i in ids],
-                           "t": pa.array([T0 + i for i in ids], pa.timestamp("ms", tz="UTC"))}),
-                 key="k", timestamp="t")
-    return url
+    """Two segments: ``appends`` appends of ``rows`` records (``id``, key ``k``, time ``t``)."""
+    return _roles_stream(tmp_path, appends, rows)
 
 
 @pytest.fixture
