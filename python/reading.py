@@ -73,6 +73,13 @@ def _overwritten(store: Store, chunk: Chunk, rows: int, expected: int) -> Corrup
         "the command that truncates past them)", path=store.uri(chunk.path))
 
 
+def _check_raw(store: Store, chunk: Chunk, table: pa.Table) -> None:
+    """A writer never stores a null raw timestamp: a file that has one is not what it wrote."""
+    nulls = table.column(RAW_TSO).null_count
+    if nulls:
+        raise _corrupt(store, chunk, ValueError(f"{nulls} null value(s) in its {RAW_TSO} column"))
+
+
 def _whole(chunk: Chunk, views: Sequence[Chunk]) -> bool:
     """A plain chunk read alone: its file holds exactly its rows (a macro-chunk's views do not)."""
     return len(views) == 1 and chunk.offset == 0 and chunk.floor != 0
@@ -99,6 +106,7 @@ def decode_file(store: Store, chunk: Chunk, data: bytes, views: Sequence[Chunk] 
     short = [v for v in views if v.offset + v.rows > base + table.num_rows]
     if (_whole(chunk, views) and table.num_rows != chunk.rows) or short or RAW_TSO not in table.column_names:
         raise _overwritten(store, chunk, table.num_rows, max(v.offset + v.rows for v in views))
+    _check_raw(store, chunk, table)
     return table, base
 
 
@@ -171,6 +179,7 @@ def read_tsos(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, np
                 f"chunk {store.uri(views[0].path)} is corrupt ({e}); put the file back if you have a "
                 f"copy, else truncate the stream past it (`tstream fsck {store.display_url}` prints "
                 "the command)", path=store.uri(views[0].path)) from e
+        _check_raw(store, views[0], raw)
         for c in views:
             yield c, view_tsos(raw, c)
 
@@ -267,6 +276,7 @@ class _FileRows:
         expected = max(v.offset + v.rows for v in views)
         if raw is None or expected > rows or (_whole(views[0], views) and rows != views[0].rows):
             raise _overwritten(store, views[0], rows, expected)
+        _check_raw(store, views[0], raw)
         self.raw = raw
         self.columns = [n for n in names if n != RAW_TSO]
         self._group: tuple[int, pa.Table] | None = None

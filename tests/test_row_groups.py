@@ -20,6 +20,7 @@ from pyspark_tstream import compaction as compaction_mod
 from pyspark_tstream import reading
 from pyspark_tstream import writing
 from pyspark_tstream.entries import Chunk
+from pyspark_tstream.errors import CorruptChunkError
 from pyspark_tstream.reading import chunk_records, decode_file, fetch_files, read_table
 from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.storage import Store
@@ -171,6 +172,20 @@ def test_short_or_garbage_files_still_fail_with_the_chunk_named(tmp_path: Path) 
     (tmp_path / "raw" / "f.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(Exception, match=r"f\.parquet is corrupt.*fsck"):
         _grouped(store, schema, [too_long], 0, 1000)
+
+
+def test_null_raw_timestamps_fail_with_the_chunk_named(tmp_path: Path) -> None:
+    store, path = _file_with_groups(tmp_path)
+    raw = pa.array([None if i == 13 else i * 10 + 10 for i in range(40)], pa.int64())
+    pq.write_table(pa.table({"v": np.arange(40, dtype=np.int64), RAW_TSO: raw}), tmp_path / "raw" / path,
+                   row_group_size=8)
+    schema = pa.schema([pa.field("v", pa.int64())])
+    chunk = Chunk(seg=0, path=path, rows=40, bytes=1, seq=0, floor=1, lo=10, hi=400)
+    for read in (lambda: _grouped(store, schema, [chunk], 0, 1000),  # a task's read
+                 lambda: reading.chunks_tsos(store, [chunk]),  # a planner's cut inside the chunk
+                 lambda: _reference(store, schema, [chunk], 0, 1000)):  # the whole-file decode
+        with pytest.raises(CorruptChunkError, match=r"f\.parquet is corrupt \(1 null value.*fsck"):
+            read()
 
 
 def test_local_chunk_reads_are_memory_mapped(tmp_path: Path) -> None:
