@@ -73,11 +73,20 @@ def _overwritten(store: Store, chunk: Chunk, rows: int, expected: int) -> Corrup
         "the command that truncates past them)", path=store.uri(chunk.path))
 
 
-def _check_raw(store: Store, chunk: Chunk, table: pa.Table) -> None:
-    """A writer never stores a null raw timestamp: a file that has one is not what it wrote."""
-    nulls = table.column(RAW_TSO).null_count
-    if nulls:
-        raise _corrupt(store, chunk, ValueError(f"{nulls} null value(s) in its {RAW_TSO} column"))
+def _checked_raw(store: Store, chunk: Chunk, table: pa.Table) -> pa.Table:
+    """``table`` with its raw timestamps in one piece, which a writer never leaves null.
+
+    A decoded file holds a piece per row group; each view of a macro-chunk reads its rows of
+    the column, and pieces would be joined once per view (200 views of a 1M-row file: 62 ms,
+    against 1.3 ms joined once here). A null means the file is not what a writer stored.
+    """
+    col = table.column(RAW_TSO)
+    if col.null_count:
+        raise _corrupt(store, chunk, ValueError(f"{col.null_count} null value(s) in its {RAW_TSO} column"))
+    if col.num_chunks == 1:
+        return table
+    return table.set_column(table.schema.get_field_index(RAW_TSO), table.schema.field(RAW_TSO),
+                            col.combine_chunks())
 
 
 def _whole(chunk: Chunk, views: Sequence[Chunk]) -> bool:
@@ -106,8 +115,7 @@ def decode_file(store: Store, chunk: Chunk, data: bytes, views: Sequence[Chunk] 
     short = [v for v in views if v.offset + v.rows > base + table.num_rows]
     if (_whole(chunk, views) and table.num_rows != chunk.rows) or short or RAW_TSO not in table.column_names:
         raise _overwritten(store, chunk, table.num_rows, max(v.offset + v.rows for v in views))
-    _check_raw(store, chunk, table)
-    return table, base
+    return _checked_raw(store, chunk, table), base
 
 
 def _group_starts(f: pq.ParquetFile) -> np.ndarray:
@@ -175,11 +183,8 @@ def read_tsos(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, np
         try:
             raw = pq.read_table(pa.BufferReader(data), columns=[RAW_TSO])
         except (pa.ArrowException, OSError, ValueError, KeyError) as e:
-            raise CorruptChunkError(
-                f"chunk {store.uri(views[0].path)} is corrupt ({e}); put the file back if you have a "
-                f"copy, else truncate the stream past it (`tstream fsck {store.display_url}` prints "
-                "the command)", path=store.uri(views[0].path)) from e
-        _check_raw(store, views[0], raw)
+            raise _corrupt(store, views[0], e) from e
+        raw = _checked_raw(store, views[0], raw)
         for c in views:
             yield c, view_tsos(raw, c)
 
@@ -276,8 +281,7 @@ class _FileRows:
         expected = max(v.offset + v.rows for v in views)
         if raw is None or expected > rows or (_whole(views[0], views) and rows != views[0].rows):
             raise _overwritten(store, views[0], rows, expected)
-        _check_raw(store, views[0], raw)
-        self.raw = raw
+        self.raw = _checked_raw(store, views[0], raw)
         self.columns = [n for n in names if n != RAW_TSO]
         self._group: tuple[int, pa.Table] | None = None
 
