@@ -19,6 +19,7 @@ from pyspark.sql.datasource import InputPartition
 from pyspark_tstream.entries import Chunk
 from pyspark_tstream.reading import ReadTask, read_task
 from pyspark_tstream.storage import Store
+from pyspark_tstream.task_memory import keep_freed_memory
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -110,5 +111,6 @@ def read_partition(partition: TStreamPartition) -> Iterator[pa.RecordBatch]:
     from .arrow import to_spark_batch
 
     spec = partition.spec
+    keep_freed_memory()  # a worker process's row groups reuse each other's memory
     for batch in read_task(spec.store, spec.schema, partition.task):
         yield to_spark_batch(batch, spec.target)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark_tstream.conf.options import SinkOptions
+from pyspark_tstream.task_memory import keep_freed_memory
 from pyspark_tstream.writing import ChunkInfo, WriteSpec, write_batches
 
 from pyspark_tstream.datasource.compat import has
@@ -96,6 +97,7 @@ class TaskChunkWriter:
     def write(self, iterator: Iterator[Any]) -> TaskCommitMessage:
         """Write this task's rows (Arrow batches, or Rows on PySpark 4.0) as chunks."""
         partition, attempt = _task()
+        keep_freed_memory()  # a worker process's batches reuse each other's memory
         chunks = write_batches(self.spec, _to_batches(iterator, self.input_schema),
                                task=f"p{partition}a{attempt}")
         return TaskCommitMessage(partition, attempt, [c.to_json() for c in chunks])

@@ -5,7 +5,7 @@ worker per task slot (it unpickles the reader or writer, then reads or writes) a
 a batch write's commit. :func:`run` does one such role's real work — unpickle what Spark ships,
 then plan, read, write or commit — in a new interpreter that starts as a PySpark worker does
 (PySpark, pyarrow and numpy loaded), and reports what the role cost that process: the seconds
-from unpickling to done, and the modules it loaded.
+from unpickling to done, the modules it loaded and the memory pool it left pyarrow with.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ elif role == "commit":  # a batch write's commit: Spark's pickled writer commits
 else:
     raise ValueError(role)
 seconds = time.perf_counter() - began
-print(json.dumps([seconds, sorted(set(sys.modules) - before)]))
+print(json.dumps([seconds, sorted(set(sys.modules) - before), pyarrow.default_memory_pool().backend_name]))
 """
 
 
@@ -58,6 +58,7 @@ class Outcome:
 
     seconds: float  # from unpickling the job to its end
     modules: frozenset[str]  # modules the role loaded
+    pool: str  # pyarrow's default memory pool when the role was done (task_memory)
 
 
 def run(role: str, payload: Any, scratch: Path) -> Outcome:
@@ -67,8 +68,8 @@ def run(role: str, payload: Any, scratch: Path) -> Outcome:
     done = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise AssertionError(f"role {role!r} failed in its process:\n{done.stderr[-3000:]}")
-    seconds, modules = json.loads(done.stdout.strip().splitlines()[-1])
-    return Outcome(seconds, frozenset(modules))
+    seconds, modules, pool = json.loads(done.stdout.strip().splitlines()[-1])
+    return Outcome(seconds, frozenset(modules), pool)
 
 
 def stream(folder: Path, appends: int = 3, rows: int = 40) -> str:
