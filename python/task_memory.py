@@ -24,6 +24,7 @@ Linux with glibc only; elsewhere, and when the worker's environment sets
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 
@@ -39,21 +40,14 @@ TOP_PAD = 64 << 20
 # mallopt parameters (glibc's malloc.h)
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
 
-_state: list[bool] = []  # [applied] once decided in this process
 
-
+@functools.cache
 def keep_freed_memory() -> bool:
     """Make this worker process keep freed memory for reuse (once per process; see the module).
 
     Returns whether it is in effect. Never raises: a worker that cannot tune its allocators
     runs as before.
     """
-    if not _state:
-        _state.append(_apply())
-    return _state[0]
-
-
-def _apply() -> bool:
     if os.environ.get(ENV, "keep").strip().lower() == "default" or not sys.platform.startswith("linux"):
         return False
     try:
