@@ -163,7 +163,7 @@ def mark_step(rows: int) -> int:
 def raw_marks(raw: np.ndarray, rows: int | None = None) -> tuple[int, ...]:
     """The writer's sample for ``ChunkInfo.marks``: the raw timestamps of the mark rows of a
     chunk whose raw column is ``raw`` (all ``rows`` of it)."""
-    return tuple(int(x) for x in raw[:: mark_step(len(raw) if rows is None else rows)])
+    return tuple(raw[:: mark_step(len(raw) if rows is None else rows)].tolist())
 
 
 class MarkSampler:
@@ -177,12 +177,15 @@ class MarkSampler:
 
     def add(self, raw: np.ndarray) -> None:
         """Sample the next rows' raw timestamps."""
-        first = (-self.rows) % self.step
-        self.kept.extend(int(x) for x in raw[first:: self.step])
-        self.rows += len(raw)
-        while len(self.kept) > 2 * MARKS_MAX:
+        end = self.rows + len(raw)
+        # the step the sample needs once these rows are in, raised before sampling them: a
+        # chunk's first piece of 64k rows would otherwise become 64k Python ints, then 64
+        while -(-end // self.step) > 2 * MARKS_MAX:
             self.step *= 2
             self.kept = self.kept[::2]
+        first = (-self.rows) % self.step
+        self.kept.extend(raw[first:: self.step].tolist())
+        self.rows = end
 
     def marks(self) -> tuple[int, ...]:
         """The raw timestamps at rows ``0, step, 2*step, …`` with ``step = mark_step(rows)``."""

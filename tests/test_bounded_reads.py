@@ -109,13 +109,15 @@ def test_marks_sample_final_tso_and_sampler_matches_whole_column() -> None:
         tsos = chunk_tsos(s.store, c)
         assert c.marks == tuple(int(x) for x in tsos[:: mark_step(c.rows)])
     rng = np.random.default_rng(7)
-    for rows in (1, 5, 32, 33, 1000, 100_003):
+    for rows, piece in ((1, 5000), (5, 5000), (32, 5000), (33, 5000), (1000, 5000), (100_003, 5000),
+                        (100_003, 70_000), (300_000, 140_000)):  # and pieces of whole row groups
         raw = raw_hybrid(np.sort(rng.integers(0, 10**6, rows)))
         sampler, at = MarkSampler(), 0
         while at < rows:
-            k = int(rng.integers(1, 5000))
+            k = int(rng.integers(1, piece))
             sampler.add(raw[at: at + k])
             at += k
+            assert len(sampler.kept) <= 64  # bounded memory, also within a long piece
         assert sampler.marks() == raw_marks(raw) and len(raw_marks(raw)) <= 32
 
 

@@ -69,6 +69,7 @@ def test_shuffled_batch_keeps_every_event_time(url: str) -> None:
 def test_large_unordered_task_writes_bounded_sorted_runs(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A task larger than a run writes several time-sorted chunks instead of holding it all."""
     monkeypatch.setattr(writing, "RUN_ROWS", 1_000)
+    monkeypatch.setattr(writing, "GATHER_ROWS", 1)  # each batch on its own (a run overshoots by one)
     s = Stream.create(url, segments=1)
     n, step = 5_000, 700
     t = T0 + np.random.default_rng(1).permutation(n)
@@ -81,6 +82,39 @@ def test_large_unordered_task_writes_bounded_sorted_runs(url: str, monkeypatch: 
     got = s.read()
     assert got.num_rows == n and _moved(got) == 0
     assert got["t"].to_pylist() == sorted(t.tolist())
+
+
+def test_a_task_gathers_small_batches_before_routing_them(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark hands a task 10k-row batches: the writer routes them in groups of GATHER_ROWS rows
+    (or GATHER_BYTES, for wide rows), zero-copy, and writes exactly what it wrote batch by batch."""
+    seen: list[int] = []
+    gather = writing.GATHER_ROWS
+    assert gather == 1 << 16
+    add = writing.ChunkWriter.add
+    monkeypatch.setattr(writing.ChunkWriter, "add", lambda self, data: (seen.append(data.num_rows), add(self, data)))
+    n = 100_000
+    rng = np.random.default_rng(5)
+    table = pa.table({"k": [f"k{i % 11}" for i in range(n)], "t": T0 + np.sort(rng.integers(0, 50_000, n)),
+                      "v": rng.integers(0, 1 << 40, n)})
+    batches = table.to_batches(max_chunksize=10_000)
+
+    def written(gather_rows: int) -> list[tuple[int, list[int], list[int]]]:
+        monkeypatch.setattr(writing, "GATHER_ROWS", gather_rows)
+        s = Stream.open(url)
+        chunks = write_batches(s.write_spec(table.schema, key="k", timestamp="t"), iter(batches))
+        files = [_chunk_file(s, c).read() for c in chunks]
+        return sorted((c.seg, f["v"].to_pylist(), f[writing.RAW_TSO].to_pylist()) for c, f in zip(chunks, files))
+
+    Stream.create(url, segments=3)
+    one_by_one = written(1)
+    assert seen == [10_000] * 10
+    seen.clear()
+    assert written(gather) == one_by_one  # same chunks, rows and stamps
+    assert seen == [70_000, 30_000]  # 7 batches reach 64k rows; the rest at the end
+    seen.clear()
+    monkeypatch.setattr(writing, "GATHER_BYTES", 2 * batches[0].nbytes)
+    assert written(gather) == one_by_one
+    assert seen == [20_000] * 5  # wide rows: at most GATHER_BYTES gathered
 
 
 def _chunk_file(s: Stream, chunk: Any) -> pq.ParquetFile:
@@ -117,6 +151,7 @@ def test_a_segment_out_of_order_keeps_its_streamed_prefix_and_sorts_the_rest(
     """Once a segment's rows arrive out of order, its written prefix is closed as one chunk and
     the rest is sorted in runs: every chunk time-sorted, no record moved, none lost."""
     monkeypatch.setattr(writing, "ROW_GROUP_ROWS", 1_000)
+    monkeypatch.setattr(writing, "GATHER_ROWS", 1)  # the prefix ends at a batch boundary
     s = Stream.create(url, segments=1)
     first = T0 + np.arange(3_000)
     rest = T0 + np.random.default_rng(3).permutation(3_000)  # earlier than the prefix's end
