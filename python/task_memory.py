@@ -18,7 +18,8 @@ same way. A worker's memory then stays near its peak until Spark ends the worker
 idle): the peak is what the task needed anyway, so memory limits are met as before.
 
 Linux with glibc only; elsewhere, and when the worker's environment sets
-``TSTREAM_TASK_MEMORY=default``, nothing changes.
+``TSTREAM_TASK_MEMORY=default``, nothing changes. A pool chosen with Arrow's own
+``ARROW_DEFAULT_MEMORY_POOL`` is left as it is.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def keep_freed_memory() -> bool:
     if not all(mallopt(param, value) == 1 for param, value in (
             (_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD), (_M_TOP_PAD, TOP_PAD))):
         return False
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return True  # a pool the worker's owner chose: glibc's settings only (numpy's arrays)
     import pyarrow as pa
 
     # buffers allocated before keep their own pool; only new ones come from glibc

@@ -76,6 +76,13 @@ def test_the_environment_turns_it_off() -> None:
     assert pool == _fresh_pool()
 
 
+@glibc_linux
+def test_a_pool_the_worker_was_given_is_kept() -> None:
+    applied, pool, _ = _cycles("keep", env={**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"})
+    assert applied == [True, True]  # glibc's settings still apply (numpy's arrays)
+    assert pool == "jemalloc"
+
+
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, object]]:
     folder = tmp_path_factory.mktemp("roles")
