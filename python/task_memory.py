@@ -24,7 +24,6 @@ Linux with glibc only; elsewhere, and when the worker's environment sets
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import sys
@@ -51,6 +50,8 @@ def keep_freed_memory() -> bool:
     """
     if os.environ.get(ENV, "keep").strip().lower() == "default" or not sys.platform.startswith("linux"):
         return False
+    import ctypes  # here: the source's driver imports this module too, and never calls it
+
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the process's own C library
     except (OSError, AttributeError):

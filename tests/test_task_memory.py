@@ -15,6 +15,7 @@ from pathlib import Path
 
 import process_roles
 import pytest
+from pyspark_tstream.task_memory import ENV
 
 glibc_linux = pytest.mark.skipif(
     not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
@@ -43,9 +44,16 @@ print(json.dumps([applied, pa.default_memory_pool().backend_name, returned]))
 """
 
 
-def _cycles(mode: str, env: dict[str, str] | None = None) -> tuple[list[bool], str, list[int]]:
+@pytest.fixture(autouse=True)
+def _plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every process these tests start inherits neither variable that changes the outcome."""
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+
+
+def _cycles(mode: str, **env: str) -> tuple[list[bool], str, list[int]]:
     done = subprocess.run([sys.executable, "-c", _CYCLES, mode], capture_output=True, text=True, timeout=120,
-                          env=env)
+                          env={**os.environ, **env})
     assert done.returncode == 0, done.stderr[-3000:]
     applied, pool, returned = json.loads(done.stdout.strip().splitlines()[-1])
     return applied, pool, returned
@@ -71,14 +79,14 @@ def test_freed_memory_stays_with_the_process() -> None:
 
 @glibc_linux
 def test_the_environment_turns_it_off() -> None:
-    applied, pool, _ = _cycles("keep", env={**os.environ, "TSTREAM_TASK_MEMORY": "default"})
+    applied, pool, _ = _cycles("keep", **{ENV: "default"})
     assert applied == [False, False]
     assert pool == _fresh_pool()
 
 
 @glibc_linux
 def test_a_pool_the_worker_was_given_is_kept() -> None:
-    applied, pool, _ = _cycles("keep", env={**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"})
+    applied, pool, _ = _cycles("keep", ARROW_DEFAULT_MEMORY_POOL="jemalloc")
     assert applied == [True, True]  # glibc's settings still apply (numpy's arrays)
     assert pool == "jemalloc"
 
