@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .arrow_arrays import int64s, numbers
+from .dictionary_pages import decode_dictionaries, dictionary_read_columns
 from .errors import CorruptChunkError
 from .entries import Chunk
 from .schema import RAW_TSO, conform, full_schema
@@ -263,7 +264,9 @@ class _FileRows:
     Only the raw timestamp column of the groups a read covers is decoded up front (a read
     needs every ``_tso`` to choose its rows); the user columns are decoded one row group at a
     time as the kept rows reach it, so a read holds one decoded row group, not a whole
-    (macro-)chunk, and Spark starts receiving batches after the first group.
+    (macro-)chunk, and Spark starts receiving batches after the first group. String columns
+    that a row group holds dictionary-encoded decode through their dictionary
+    (:mod:`.dictionary_pages`).
     """
 
     def __init__(self, store: Store, views: Sequence[Chunk], data: bytes) -> None:
@@ -283,16 +286,32 @@ class _FileRows:
             raise _overwritten(store, views[0], rows, expected)
         self.raw = _checked_raw(store, views[0], raw)
         self.columns = [n for n in names if n != RAW_TSO]
+        self.data = data
+        self._by_dictionary: dict[tuple[str, ...], pq.ParquetFile] = {}
         self._group: tuple[int, pa.Table] | None = None
 
     def group(self, g: int) -> pa.Table:
         """User columns of row group ``g`` (the last one decoded is kept)."""
         if self._group is None or self._group[0] != g:
             try:
-                self._group = (g, self.file.read_row_group(g, columns=self.columns))
+                self._group = (g, self._decode(g))
             except (pa.ArrowException, OSError, ValueError) as e:
                 raise _corrupt(self.store, self.views[0], e) from e
         return self._group[1]
+
+    def _decode(self, g: int) -> pa.Table:
+        # string columns their dictionary holds whole decode as indices, then a take of the
+        # dictionary: half the CPU (dictionary_pages says which columns and why)
+        schema = self.file.schema_arrow
+        names = tuple(n for n in dictionary_read_columns(self.file.metadata.row_group(g), schema)
+                      if n in self.columns)
+        if not names:
+            return self.file.read_row_group(g, columns=self.columns)
+        f = self._by_dictionary.get(names)
+        if f is None:  # shares the footer already parsed, and the bytes (zero-copy)
+            f = self._by_dictionary[names] = pq.ParquetFile(pa.BufferReader(self.data), metadata=self.file.metadata,
+                                                             read_dictionary=list(names))
+        return decode_dictionaries(f.read_row_group(g, columns=self.columns), names, schema)
 
     def records(self, view: Chunk, lo: int, hi: int, schema: pa.Schema, first_seq: int | None,
                 end_seq: int | None) -> Iterator[pa.Table]:

@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from .arrow_arrays import int64s, numbers
 from .column_encoding import column_codecs, dictionary_columns
+from .dictionary_pages import DICTIONARY_PAGE_BYTES
 from .errors import SchemaMismatchError, TimestampError
 from .routing import KEY_SPACE, key_hash, route
 from .schema import RAW_TSO, conform
@@ -464,7 +465,7 @@ class ChunkWriter:
                  and pa.types.is_int64(table.schema.field(c).type)]
         codecs.update({c: "none" for c in delta})
         w = pq.ParquetWriter(f, table.schema, compression=codecs, use_dictionary=dict_cols or False,
-                             write_statistics=[RAW_TSO],
+                             dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES, write_statistics=[RAW_TSO],
                              column_encoding={c: "DELTA_BINARY_PACKED" for c in delta} or None)
         return f, w, rel
 

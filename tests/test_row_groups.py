@@ -220,3 +220,43 @@ def test_files_that_cannot_be_mapped_are_read(tmp_path: Path, monkeypatch: pytes
     got = stream.read().sort_by(ORDER)
     assert got.num_rows == 90
     assert sorted(got.column("s").to_pylist()) == sorted(f"row-{b}-{i}" for b in range(3) for i in range(30))
+
+
+def test_dictionary_columns_decode_through_their_dictionary_only_where_no_page_fell_back(tmp_path: Path) -> None:
+    """String columns whose dictionary holds every value are read as indices plus a take.
+
+    Same values and types as the plain decode; a column whose writer fell back to plain pages
+    (its dictionary outgrew DICTIONARY_PAGE_BYTES) and a nested column are decoded plainly.
+    """
+    from pyspark_tstream.dictionary_pages import DICTIONARY_PAGE_BYTES, dictionary_read_columns
+
+    rows = 40_000
+    ids = np.arange(rows)
+    table = pa.table({
+        "k": pa.array([None if i % 11 == 0 else f"key-{i % 7}" for i in ids]),  # 7 values and nulls
+        "ls": pa.array([f"large-{i % 3}" for i in ids], pa.large_string()),
+        "bin": pa.array([b"\x00\x01" * (i % 2 + 1) for i in ids], pa.binary()),
+        "many": pa.array([f"{i:040d}" for i in ids]),  # 40k distinct 40-byte values: 1.76 MB dictionary
+        "plain": pa.array([f"p{i}" for i in ids]),  # not dictionary-encoded at all
+        "nested": pa.array([[f"n{i % 2}"] for i in ids]),
+        RAW_TSO: pa.array(ids * 10 + 10, pa.int64()),
+    })
+    store = Store(f"file://{tmp_path}/raw")
+    os.makedirs(tmp_path / "raw")
+    pq.write_table(table, tmp_path / "raw" / "f.parquet", row_group_size=rows,
+                   use_dictionary=["k", "ls", "bin", "many", "nested"], dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES)
+    meta = pq.ParquetFile(tmp_path / "raw" / "f.parquet").metadata.row_group(0)
+    many = meta.column(table.schema.get_field_index("many"))
+    assert many.has_dictionary_page and many.total_uncompressed_size > DICTIONARY_PAGE_BYTES  # it fell back
+    schema = pa.schema([f for f in table.schema if f.name != RAW_TSO])
+    assert dictionary_read_columns(meta, table.schema) == ["k", "ls", "bin"]
+
+    chunk = Chunk(seg=0, path="f.parquet", rows=rows, bytes=1, seq=0, floor=1, lo=10, hi=rows * 10)
+    [(views, data)] = list(fetch_files(store, [chunk]))
+    file_rows = reading._FileRows(store, views, data)
+    got = pa.concat_tables(file_rows.records(chunk, 0, rows * 10, schema, None, None))
+    assert list(file_rows._by_dictionary) == [("k", "ls", "bin")]  # the dictionary path was taken
+    want = _reference(store, schema, [chunk], 0, rows * 10)
+    assert got.schema == want.schema and got.schema.field("ls").type == pa.large_string()
+    assert got.equals(want)
+    assert got["k"].to_pylist()[:12] == [None if i % 11 == 0 else f"key-{i % 7}" for i in range(12)]
