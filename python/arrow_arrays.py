@@ -30,3 +30,9 @@ def numbers(arr: pa.Array | pa.ChunkedArray, dtype: type | np.dtype) -> np.ndarr
     if arr.null_count:
         raise ValueError(f"numbers() of an array with {arr.null_count} null(s)")
     return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * np.dtype(dtype).itemsize)
+
+
+def is_text(t: pa.DataType) -> bool:
+    """A variable-width string or binary type (plain or large): values held as offsets and bytes."""
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or \
+        pa.types.is_large_binary(t)

@@ -18,17 +18,14 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from .arrow_arrays import is_text
+
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
 #: The largest dictionary page a chunk writer builds before it falls back to plain pages
 #: (pyarrow's default, passed explicitly because readers rely on it).
 DICTIONARY_PAGE_BYTES = 1 << 20
-
-
-def _text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or \
-        pa.types.is_large_binary(t)
 
 
 def dictionary_read_columns(group: pq.RowGroupMetaData, schema: pa.Schema) -> list[str]:
@@ -42,23 +39,22 @@ def dictionary_read_columns(group: pq.RowGroupMetaData, schema: pa.Schema) -> li
         col = group.column(i)
         name = col.path_in_schema  # a nested column's ("a.list.element") names no top-level field
         if col.has_dictionary_page and col.total_uncompressed_size <= DICTIONARY_PAGE_BYTES and \
-                schema.get_field_index(name) >= 0 and _text(schema.field(name).type):
+                schema.get_field_index(name) >= 0 and is_text(schema.field(name).type):
             out.append(name)
     return out
 
 
-def decode_dictionaries(table: pa.Table, names: tuple[str, ...], schema: pa.Schema) -> pa.Table:
-    """``table`` with its dictionary columns ``names`` as the plain types ``schema`` gives them."""
+def decode_dictionaries(table: pa.Table, names: tuple[str, ...]) -> pa.Table:
+    """``table`` with its dictionary columns ``names`` decoded to their value type (a reader's
+    :func:`~pyspark_tstream.schema.conform` then gives every column the stream's type)."""
     # pyarrow.compute's engine, without the ~20 ms its module spends building Python wrappers
     # for every kernel on import (a task imports no pyarrow.compute: tests/test_startup.py)
     from pyarrow._compute import call_function
 
     for n in names:
-        i, field = table.schema.get_field_index(n), schema.field(n)
+        i = table.schema.get_field_index(n)
         col = table.column(i)
         values = pa.chunked_array([call_function("take", [c.dictionary, c.indices]) for c in col.chunks],
                                   col.type.value_type)
-        if values.type != field.type:  # e.g. a large_string column read as a string dictionary
-            values = values.cast(field.type)
-        table = table.set_column(i, field, values)
+        table = table.set_column(i, table.schema.field(i).with_type(values.type), values)
     return table

@@ -311,7 +311,7 @@ class _FileRows:
         if f is None:  # shares the footer already parsed, and the bytes (zero-copy)
             f = self._by_dictionary[names] = pq.ParquetFile(pa.BufferReader(self.data), metadata=self.file.metadata,
                                                              read_dictionary=list(names))
-        return decode_dictionaries(f.read_row_group(g, columns=self.columns), names, schema)
+        return decode_dictionaries(f.read_row_group(g, columns=self.columns), names)
 
     def records(self, view: Chunk, lo: int, hi: int, schema: pa.Schema, first_seq: int | None,
                 end_seq: int | None) -> Iterator[pa.Table]:

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .arrow_arrays import int64s, numbers
+from .arrow_arrays import int64s, is_text, numbers
 from .column_encoding import column_codecs, dictionary_columns
 from .dictionary_pages import DICTIONARY_PAGE_BYTES
 from .errors import SchemaMismatchError, TimestampError
@@ -352,8 +352,7 @@ class ChunkWriter:
         distinct, or once the task has seen :data:`KNOWN_KEYS_MAX` keys, it hashes every value.
         """
         key, bounds, t = self.spec.key or "", self.spec.bounds, column.type
-        if self._hash_distinct and (pa.types.is_string(t) or pa.types.is_large_string(t) or
-                                    pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+        if self._hash_distinct and is_text(t):
             arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
             if self._known is not None:
                 idx = pc.index_in(arr, options=self._known_lookup)
