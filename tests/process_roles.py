@@ -11,6 +11,7 @@ from unpickling to done, the modules it loaded and the memory pool it left pyarr
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -48,7 +49,8 @@ elif role == "commit":  # a batch write's commit: Spark's pickled writer commits
 else:
     raise ValueError(role)
 seconds = time.perf_counter() - began
-print(json.dumps([seconds, sorted(set(sys.modules) - before), pyarrow.default_memory_pool().backend_name]))
+print(json.dumps([seconds, sorted(set(sys.modules) - before), pyarrow.default_memory_pool().backend_name,
+                  sys.modules["pyspark_tstream"].__file__]))
 """
 
 
@@ -59,17 +61,20 @@ class Outcome:
     seconds: float  # from unpickling the job to its end
     modules: frozenset[str]  # modules the role loaded
     pool: str  # pyarrow's default memory pool when the role was done (task_memory)
+    package: str  # the pyspark_tstream/__init__.py the process imported
 
 
-def run(role: str, payload: Any, scratch: Path) -> Outcome:
-    """Do ``role``'s work on ``payload`` in a fresh interpreter (see the module docstring)."""
+def run(role: str, payload: Any, scratch: Path, env: dict[str, str] | None = None) -> Outcome:
+    """Do ``role``'s work on ``payload`` in a fresh interpreter (see the module docstring), with
+    ``env`` added to this process's environment."""
     path = scratch / f"job-{role}.pickle"
     path.write_bytes(pickle.dumps((role, payload)))
-    done = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env} if env else None)
     if done.returncode != 0:
         raise AssertionError(f"role {role!r} failed in its process:\n{done.stderr[-3000:]}")
-    seconds, modules, pool = json.loads(done.stdout.strip().splitlines()[-1])
-    return Outcome(seconds, frozenset(modules), pool)
+    seconds, modules, pool, package = json.loads(done.stdout.strip().splitlines()[-1])
+    return Outcome(seconds, frozenset(modules), pool, package)
 
 
 def stream(folder: Path, appends: int = 3, rows: int = 40) -> str:
