@@ -60,10 +60,8 @@ def main() -> None:
             folder = Path(tmp) / f"r{i}"
             folder.mkdir()
             url = process_roles.stream(folder)
-            for name, (role, payload) in process_roles.jobs(url, checkpoint=str(folder / "ckpt")).items():
-                for variant in VARIANTS:
-                    if role == "commit" and variant == "source":  # its chunks are committed: a new batch
-                        payload = process_roles.jobs(url, checkpoint=str(folder / "ckpt"))[name][1]
+            for variant in VARIANTS:  # each its own jobs: a commit's chunks can be committed once
+                for name, (role, payload) in process_roles.jobs(url, checkpoint=str(folder / "ckpt")).items():
                     outcome = process_roles.run(role, payload, folder, envs[variant])
                     from_copy = outcome.package.startswith(str(sources))
                     if from_copy != (variant == "source"):
