@@ -13,6 +13,7 @@ reads for a tailing reader. :func:`plan_from_map` reads a long compacted history
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -33,13 +34,15 @@ def compacted_upto(state: StreamState, seg: int) -> int:
     return int(e[0]) if e else 0
 
 
-def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk]) -> list[Chunk]:
+def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk], maps: Any = None) -> list[Chunk]:
     """``chunks`` with those compacted into macro-chunks replaced by views of them.
 
     Consecutive chunks of one macro-chunk become one view; order is kept otherwise (a view
     takes the place of its first chunk). Zero store calls when no chunk is below its segment's
     compacted-up-to ``_seq``; otherwise one batched read of the map versions the state names
     (the bucket each segment's last compaction wrote), plus 2 reads per other bucket touched.
+    ``maps`` stands in for the stored map (anything with ``MacroMap.covering_many``): fsck plans
+    against the map the journal determines (python/macro_rebuild.py) with it.
     """
     segs = segment_summaries(state)
     if not segs:
@@ -51,7 +54,7 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk]) -> lis
             need.setdefault(c.seg, []).append(c)
     if not need:
         return list(chunks)
-    mm = MacroMap(store)
+    mm = maps if maps is not None else MacroMap(store)
     home: dict[tuple[int, int], Macro] = {}
     known = {seg: (int(segs[str(seg)][3]), int(segs[str(seg)][4])) for seg in need
              if len(segs[str(seg)]) >= 5 and segs[str(seg)][4] >= 0}

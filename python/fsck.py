@@ -3,7 +3,8 @@
 Invariant kept: verify only reads. It reports each problem with what is affected and a remedy
 that exists; a problem is *repairable* when the object is derived from the journal (the head
 and anchor hints, time-index nodes, sealed-map shards, epoch records and history chunks) and
-can be rebuilt byte for byte (python/rebuild.py); python/repair.py then writes it. What cannot be derived is reported exactly: a missing chunk as its
+can be rebuilt byte for byte (python/rebuild.py), or is a macro-map bucket the journal
+determines (python/macro_rebuild.py); python/repair.py then writes it. What cannot be derived is reported exactly: a missing chunk as its
 segment, ``_seq`` range and time range, with the stream cut that truncates past it.
 
 Costs: every live journal entry is read once (batched), every live chunk costs one listing per
@@ -13,7 +14,6 @@ every written index node, shard version and epoch record one read.
 
 from __future__ import annotations
 
-import io
 import json
 import struct
 from collections.abc import Callable, Iterable
@@ -23,12 +23,15 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from .compacted import compacted_upto, substitute
+from .compacted import compacted_upto, segment_summaries, substitute
 from .errors import CorruptMetadataError, GroupNotFoundError
 from .grouplog import GROUPS, GroupLog, GroupState
 from .entries import ANCHOR, HEAD, META, Chunk, Entry, entry_path
 from .journal import Journal
-from .timeindex import COL_ID, FANOUT, decode_node, node_path, summary
+from .macro_rebuild import Expected, bucket_of_error, expected
+from .macromap import MacroMap
+from .macromap import bucket_dir as macro_bucket_dir
+from .timeindex import COL_ID, FANOUT, Delta, decode_node, node_path, summary
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
 from .scaling import (
     EPOCH_CHUNK,
@@ -41,7 +44,7 @@ from .scaling import (
 from .sealed import ROOT as SEALED_ROOT
 from .sealed import decode_shard, head_path, shard_dir, shard_of, version_path
 from .state import StreamState, segment_number
-from .storage import Store
+from .storage import RangedFile, Store
 from .timestamps import iso, physical
 
 #: Bytes read from the end of a chunk to get its Parquet footer in one request (most fit).
@@ -56,7 +59,7 @@ Progress = Callable[[int, int], None]
 class Problem:
     """One thing wrong: what, where, and whether :func:`repair` can rebuild it."""
 
-    kind: str  # head, anchor, entry, node, chunk, shard, epoch
+    kind: str  # head, anchor, entry, node, chunk, shard, epoch, macro map, manifest, group
     path: str
     message: str
     repairable: bool
@@ -89,35 +92,6 @@ class Report:
         return "\n".join(lines)
 
 
-class _TailFile(io.RawIOBase):
-    """The last bytes of a file of known size, enough for pyarrow to read the footer."""
-
-    def __init__(self, size: int, tail: bytes) -> None:
-        self._size, self._tail, self._at = size, tail, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        self._at = offset if whence == 0 else (self._at + offset if whence == 1 else self._size + offset)
-        return self._at
-
-    def tell(self) -> int:
-        return self._at
-
-    def readinto(self, b: Any) -> int:
-        start = self._at - (self._size - len(self._tail))
-        if start < 0:
-            raise OSError("footer larger than the bytes read")
-        data = self._tail[start:start + len(b)]
-        b[:len(data)] = data
-        self._at += len(data)
-        return len(data)
-
-
 class _Checker:
     def __init__(self, store: Store, progress: Progress | None) -> None:
         self.store = store
@@ -127,6 +101,7 @@ class _Checker:
         self.total = 0
         self.problems: list[Problem] = []
         self.checked: dict[str, int] = {}
+        self.macro_fixes: dict[tuple[int, int], Expected] = {}  # (segment, bucket) -> the map repair writes
 
     # -- helpers --------------------------------------------------------------------------------
     def _tick(self, n: int = 1) -> None:
@@ -295,24 +270,17 @@ class _Checker:
     # -- chunks ---------------------------------------------------------------------------------
     def chunks(self, state: StreamState, entries: dict[int, Entry]) -> None:
         """Every chunk of a readable record exists with its recorded size and rows."""
-        live: list[Chunk] = []
+        deltas: list[Delta] = []
         for p in range(state.head_pos, state.pos + 1):
             if p in entries:
-                chunks: Iterable[Chunk] = entries[p].chunks
+                deltas.append(Delta.of(entries[p]))
             else:  # an unreadable entry (reported): its delta may be in a level-1 node
                 try:
-                    chunks = [c for d in self.journal.deltas(state, p, p) for c in d.chunks]
+                    deltas += self.journal.deltas(state, p, p)
                 except CorruptMetadataError:
                     continue
-            live.extend(c for c in chunks if c.hi > state.head_tso)
-        # compacted records live in macro-chunks now (their small files go at vacuum): check
-        # the files a read would open, never report a replaced file as lost
-        try:
-            live = substitute(self.store, state, live)
-        except CorruptMetadataError as e:
-            self._problem("macro map", e.path.split(self.store.display_url.rstrip("/") + "/")[-1], str(e), False)
-            live = [c for c in live if c.seq >= compacted_upto(state, c.seg)]
-        sizes: dict[str, int] = {}
+        live = [c for d in deltas for c in d.chunks if c.hi > state.head_tso]
+        sizes: dict[str, int] = {}  # macro-chunks live in their segment's data folder too
         for folder in sorted({c.path.rsplit("/", 1)[0] for c in live}):
             try:
                 listing = self.store._call("list", folder, lambda f=folder: self.store.fs.ls(
@@ -322,6 +290,9 @@ class _Checker:
             for item in listing:
                 name = str(item["name"]).rstrip("/").rsplit("/", 1)[-1]
                 sizes[f"{folder}/{name}"] = int(item.get("size") or 0)
+        # compacted records live in macro-chunks now (their small files go at vacuum): check
+        # the files a read would open, never report a replaced file as lost
+        live = self.macro_map(state, deltas, live, sizes)
         unique = list({c.path: c for c in live}.values())
 
         def footer(c: Chunk) -> tuple[Chunk, int | None, str | None]:
@@ -335,7 +306,7 @@ class _Checker:
                 need = struct.unpack("<I", tail[-8:-4])[0] + 8
                 if need > len(tail):
                     tail = self.store.read_range(c.path, max(0, size - need), size)
-                rows = pq.ParquetFile(_TailFile(size, tail)).metadata.num_rows
+                rows = pq.ParquetFile(RangedFile(size, _tail_of(size, tail))).metadata.num_rows
             except FileNotFoundError:
                 return c, None, "missing"
             except Exception as e:  # noqa: BLE001 - any decode failure is a corrupt chunk
@@ -353,6 +324,54 @@ class _Checker:
                     bad = f"has {sizes[c.path]} bytes, the journal says {c.bytes}"
                 if bad is not None:
                     self._chunk_problem(c, bad)
+
+    def macro_map(self, state: StreamState, deltas: list[Delta], raw: list[Chunk],
+                  sizes: dict[str, int]) -> list[Chunk]:
+        """The files a read of ``raw`` opens. When the stored macro map is unreadable or names
+        a file that is gone, plan against the map the journal determines instead, report each
+        bucket that differs from it (repair rewrites it), and return that plan: a replaced
+        small chunk or a stale map entry is then never reported as lost records."""
+        broken: CorruptMetadataError | None = None
+        try:
+            live = substitute(self.store, state, raw)
+        except CorruptMetadataError as e:
+            broken, live = e, []
+        gone = {c.seg for c in live
+                if c.path not in sizes and (c.floor == 0 or c.seq < compacted_upto(state, c.seg))}
+        if broken is None and not gone:
+            return live
+        want = expected(state, deltas, lambda rel: rel in sizes)
+        segs = [int(s) for s in segment_summaries(state)]
+        where = bucket_of_error(broken, segs) if broken is not None else None
+        if broken is not None and where is None:  # not a bucket version we can place: say what it is
+            self._problem("macro map", broken.path.split(self.store.display_url.rstrip("/") + "/")[-1],
+                          str(broken), False)
+        affected = gone | ({where[0]} if where else set())
+        mm = MacroMap(self.store)
+        for seg, bucket in sorted({k for k in want.entries if k[0] in affected} | ({where} if where else set())):
+            rel = macro_bucket_dir(seg, bucket)
+            why = None
+            try:
+                cur = mm.latest(seg, bucket)
+                lost = sorted(m.path for m in cur.macros if m.path in want.fallback)
+                if cur.v < 0:
+                    why = "is missing"
+                elif lost:
+                    why = (f"names macro-chunk {self.store.uri(lost[0])}, which is gone, while the small chunks "
+                           "it replaced are all still there (repair lists them again and keeps them from vacuum)")
+                elif want.differs(seg, bucket, cur):
+                    why = "does not name macro-chunks the journal committed (a version or its head hint is lost)"
+            except CorruptMetadataError as e:
+                why = f"is unreadable ({e.path.rsplit('/', 1)[-1]})"
+            if why is None and (seg, bucket) == where:
+                why = f"has an unreadable version ({broken.path.rsplit('/', 1)[-1]}) that plans read"
+            if why is not None:
+                self._problem("macro map", rel, f"macro map of segment {seg} bucket {bucket} ({self.store.uri(rel)}) "
+                              f"{why}: reads of its compacted records fail; `tstream repair` rebuilds it from "
+                              "the journal", True, segment=seg, bucket=bucket)
+                self.macro_fixes[(seg, bucket)] = want
+        self._count("macro map buckets", len({k for k in want.entries if k[0] in affected}))
+        return substitute(self.store, state, raw, maps=want)
 
     def _chunk_problem(self, c: Chunk, bad: str) -> None:
         last = c.seq + c.rows - 1
@@ -554,6 +573,16 @@ class _Checker:
         return restore
 
 
+def _tail_of(size: int, tail: bytes) -> Callable[[int, int], bytes]:
+    """Ranged reads served from the last ``len(tail)`` bytes of a ``size``-byte file."""
+    def fetch(start: int, end: int) -> bytes:
+        at = start - (size - len(tail))
+        if at < 0:
+            raise OSError("footer larger than the bytes read")
+        return tail[at:end - (size - len(tail))]
+    return fetch
+
+
 def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict[str, Any]]:
     """Check the stream at ``store``; returns the report and what :func:`repair` can rewrite."""
     ck = _Checker(store, progress)
@@ -578,7 +607,7 @@ def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict
     report = Report(url=store.display_url, position=state.pos, checked=ck.checked, problems=ck.problems)
     fixes = {"head": head_raw if head_raw is not None else None, "newest": newest, "nodes": nodes,
              "epochs": epochs, "epoch_chunks": epoch_chunks, "shards": shards,
-             "groups": groups}
+             "groups": groups, "macros": ck.macro_fixes}
     return report, fixes
 
 

@@ -1,7 +1,7 @@
 """``Stream.repair()`` / ``tstream repair``: rewrite what the journal determines, then verify again.
 
 Writes only derived objects (head and anchor hints, index nodes, epoch records and history
-chunks, sealed-map shards, consumer-group copies) that :func:`~pyspark_tstream.fsck.verify`
+chunks, sealed-map shards, macro-map buckets, consumer-group copies) that :func:`~pyspark_tstream.fsck.verify`
 found missing or unreadable and could rebuild; never a journal entry's facts or a data chunk.
 """
 
@@ -12,6 +12,7 @@ import json
 from .fsck import Progress, Report, verify
 from .entries import ANCHOR, HEAD, Entry, entry_path
 from .journal import Journal
+from .macro_rebuild import rewrite
 from .timeindex import node_path
 from .scaling import epoch_chunk_path, epoch_path
 from .sealed import SealedMap, head_path, version_path
@@ -58,6 +59,8 @@ def repair(store: Store, progress: Progress | None = None) -> Report:
         if latest["v"] >= 0:
             store.write(head_path(shard), json.dumps(latest, separators=(",", ":")).encode())
         done.append(f"sealed shard {shard} head hint rewritten")
+    for (seg, bucket), want in sorted(fixes["macros"].items(), key=lambda kv: kv[0]):
+        done += rewrite(store, state, seg, bucket, want)
     for rel, data in sorted(fixes["groups"].items()):
         store.write(rel, data)
         done.append(f"consumer-group object {rel} rewritten")

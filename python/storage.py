@@ -523,3 +523,34 @@ async def _gather_rm(fs: Any, paths: list[str]) -> None:
 
 def _names_own_path(exc: OSError, display_url: str) -> bool:
     return isinstance(exc.filename, str) and exc.filename.startswith(display_url + "/")
+
+
+class RangedFile(io.RawIOBase):
+    """A read-only, seekable file of ``size`` bytes served by ``fetch(start, end)``: pyarrow
+    reads a Parquet footer or a few columns through it with ranged requests, not the whole
+    object (``fetch`` may be :meth:`Store.read_range` of one object, or bytes already read)."""
+
+    def __init__(self, size: int, fetch: Callable[[int, int], bytes]) -> None:
+        self._size, self._fetch, self._at = size, fetch, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._at = offset if whence == 0 else (self._at + offset if whence == 1 else self._size + offset)
+        return self._at
+
+    def tell(self) -> int:
+        return self._at
+
+    def readinto(self, b: Any) -> int:
+        end = min(self._size, self._at + len(b))
+        if end <= self._at:
+            return 0
+        data = self._fetch(self._at, end)
+        b[:len(data)] = data
+        self._at += len(data)
+        return len(data)

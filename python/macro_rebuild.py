@@ -1,0 +1,264 @@
+"""The macro map as the journal determines it: what ``fsck`` checks a damaged map against and
+``repair`` writes back.
+
+The map (python/macromap.py) is derived data: every macro-chunk a read needs was committed by a
+journal entry of op ``compact`` (its part names the segment, ``_seq`` range, file and size), and
+every chunk a compaction listed as it is (a "passed" chunk) is a data chunk of the journal below
+the segment's compacted-up-to ``_seq``. So the live content of every bucket follows from the
+journal deltas at positions ``[head_pos, pos]`` (older positions hold only truncated records):
+
+1. walk the committed parts of each segment in commit order; a part replaces the parts whose
+   ``_seq`` ranges it covers (a later merge of macro-chunks), and is one level above them;
+2. keep the parts that hold a live record (a chunk of their range with ``_tso`` above the head);
+3. list every live chunk below the compacted-up-to ``_seq`` that no kept part covers, as it is;
+4. a kept part whose file is gone while all the chunks it replaced are still there (not yet
+   collected) is replaced by those chunks, listed as they are: the records stay readable.
+
+A map built this way covers every compacted ``_seq`` a read can ask for, with the same files a
+healthy map names (or the small chunks they replaced), so reads return the same records. It
+does not list a macro-chunk published by a compactor that died before its journal commit: the
+small chunks it merged are all still there, and orphan cleanup removes its file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from .compacted import compacted_upto, segment_summaries
+from .compaction_gc import manifest_path
+from .entries import Chunk
+from .errors import CommitConflictError, CorruptMetadataError
+from .macromap import ROOT, Bucket, Macro, MacroMap, bucket_dir, bucket_of, head_path, version_path
+from .schema import RAW_TSO
+from .state import StreamState, segment_number
+from .storage import RangedFile, Store
+from .timeindex import Delta
+
+#: Versions tried when compactors keep publishing while repair runs.
+_ATTEMPTS = 5
+
+
+@dataclass
+class _Part:
+    """A committed macro-chunk: ``_seq`` range, file, size, merge level."""
+
+    first: int
+    end: int
+    path: str
+    bytes: int
+    level: int
+
+
+@dataclass
+class Expected:
+    """The live entries of each ``(segment, bucket)`` as the journal determines them.
+
+    ``entries`` hold :class:`~pyspark_tstream.macromap.Macro` records whose ``lo``, ``hi`` and
+    ``sorted`` are placeholders for macro-chunks (``floor == 0``) until :meth:`complete` reads
+    them from the files; chunks listed as they are carry their journal values.
+    """
+
+    entries: dict[tuple[int, int], list[Macro]] = field(default_factory=dict)
+    #: macro-chunk (gone) -> the chunks listed in its place, which its compaction's manifest
+    #: names for garbage collection: repair takes them out of it (step 4)
+    fallback: dict[str, list[str]] = field(default_factory=dict)
+
+    def segment(self, seg: int) -> list[Macro]:
+        """Every entry of ``seg``, by first ``_seq``."""
+        return sorted((m for (s, _), ms in self.entries.items() if s == seg for m in ms), key=lambda m: m.first)
+
+    def covering_many(self, ranges: dict[int, list[tuple[int, int]]],
+                      known: dict[int, tuple[int, int]]) -> dict[int, list[Macro]]:
+        """:meth:`MacroMap.covering_many`'s answer from this map (no store calls), so that
+        :func:`~pyspark_tstream.compacted.substitute` can plan against it."""
+        out: dict[int, list[Macro]] = {}
+        for seg, rs in ranges.items():
+            ms = self.segment(seg)
+            out[seg] = [m for m in ms if any(m.first <= a and b <= m.end for a, b in rs)]
+        return out
+
+    def differs(self, seg: int, bucket: int, version: Bucket) -> bool:
+        """Whether a bucket ``version`` lacks an entry this map needs (same ``_seq`` range and file)."""
+        have = {(m.first, m.rows, m.path) for m in version.macros}
+        return any((m.first, m.rows, m.path) not in have for m in self.entries.get((seg, bucket), []))
+
+    def complete(self, store: Store, seg: int, bucket: int) -> tuple[Macro, ...]:
+        """The bucket's entries with each macro-chunk's ``_tso`` range and order read from its
+        file (the raw timestamp column, with ranged reads): what a compaction recorded."""
+        out = []
+        for m in self.entries.get((seg, bucket), []):
+            if m.floor == 0:
+                try:
+                    lo, hi, ordered = _tso_facts(store, m.path)
+                except FileNotFoundError:
+                    lo, hi, ordered = m.lo, m.hi, False  # lost: fsck reports the file itself
+                m = Macro(m.first, m.rows, m.path, m.bytes, lo, hi, ordered, m.level)
+            out.append(m)
+        return tuple(out)
+
+
+def expected(state: StreamState, deltas: Sequence[Delta], exists: Callable[[str], bool]) -> Expected:
+    """The map the journal ``deltas`` (positions ``[head_pos, pos]``) determine; ``exists(path)``
+    says whether a data file is there (step 4 of the module docstring)."""
+    segs = {int(s) for s in segment_summaries(state)}
+    parts: dict[int, list[_Part]] = {s: [] for s in segs}
+    chunks: dict[int, list[Chunk]] = {s: [] for s in segs}
+    for d in deltas:
+        for c in d.chunks:
+            if c.seg in segs and c.floor != 0 and c.seq < compacted_upto(state, c.seg):
+                chunks[c.seg].append(c)
+        if d.op != "compact":
+            continue
+        for p in d.info.get("parts", []):
+            seg = int(p["seg"])
+            if seg not in parts:
+                continue
+            a, b = int(p["from"]), int(p["to"])
+            inside = [q for q in parts[seg] if q.first < b and a < q.end]
+            same = next((q for q in inside if q.path == p["macro"]), None)
+            level = same.level if same else max((q.level for q in inside), default=0) + 1
+            parts[seg] = [q for q in parts[seg] if q not in inside] + [
+                _Part(a, b, p["macro"], int(p.get("bytes", 0)), level)]
+    out = Expected()
+    for seg in segs:
+        live = sorted({c.seq: c for c in chunks[seg] if c.hi > state.head_tso}.values(), key=lambda c: c.seq)
+        firsts = np.array([c.seq for c in live], dtype=np.int64)
+        listed: list[Macro] = []
+        covered: set[int] = set()
+        for q in sorted(parts[seg], key=lambda q: q.first):
+            i, j = np.searchsorted(firsts, [q.first, q.end]).tolist()
+            held = live[i:j]
+            if not held:
+                continue  # every record it holds is truncated
+            if not exists(q.path) and all(exists(c.path) for c in held):
+                out.fallback[q.path] = [c.path for c in held]
+                continue  # its live small chunks are still there: listed as they are below
+            lo, hi = min(c.lo for c in held), max(c.hi for c in held)
+            listed.append(Macro(q.first, q.end - q.first, q.path, q.bytes, lo, hi, False, q.level))
+            covered.update(c.seq for c in held)
+        listed += [Macro(c.seq, c.rows, c.path, c.bytes, c.lo, c.hi, c.sorted, 0, c.floor)
+                   for c in live if c.seq not in covered]
+        for m in listed:
+            out.entries.setdefault((seg, bucket_of(m.first)), []).append(m)
+    for ms in out.entries.values():
+        ms.sort(key=lambda m: m.first)
+    return out
+
+
+def bucket_of_error(e: CorruptMetadataError, segs: Sequence[int]) -> tuple[int, int] | None:
+    """The ``(segment, bucket)`` of an unreadable map version named in ``e``, if it is one."""
+    path = str(getattr(e, "path", ""))
+    if f"/{ROOT}/" not in path:
+        return None
+    parts = path.split(f"/{ROOT}/", 1)[1].split("/")
+    try:
+        number, bucket = int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return None
+    seg = next((s for s in segs if segment_number(s) == number), None)
+    return None if seg is None else (seg, bucket)
+
+
+def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expected) -> list[str]:
+    """Make the bucket's newest version, and the version the state names, hold ``want``'s
+    entries; returns what was written, for the repair report.
+
+    Costs a listing of the bucket and a read of those two versions, plus the raw timestamp
+    column of each macro-chunk listed (ranged reads). First the small chunks listed in place of a
+    lost macro-chunk are taken out of its compaction's manifest (afterwards nothing would tell a
+    later run that vacuum may still delete them). An unreadable version is overwritten in place
+    (nothing can read it), and so is the version the state names when it lacks an entry (plans
+    read that version directly: one naming a lost file fails them); a missing one the state
+    names is written, and version 0 with it, so a search for the newest that starts without the
+    head hint finds the chain; a readable newest version that lacks an entry is followed by a
+    new one (create-if-absent, as compactors publish, so a compactor's version published
+    meanwhile is never overwritten). Run it while no compaction runs: a compactor that read the
+    bucket before the repair may publish a version built on the damaged one (fsck sees it).
+    """
+    mm = MacroMap(store)
+    macros = want.complete(store, seg, bucket)
+    listed = {m.path for m in macros}
+    # first: once a version lists the small chunks, nothing tells a later run that the
+    # manifest of the lost macro-chunk still names them for deletion
+    done = _release(store, {m: cs for m, cs in want.fallback.items() if set(cs) & listed})
+    present = sorted(int(n.removesuffix(".json")) for n in store.list(bucket_dir(seg, bucket))
+                     if n.endswith(".json") and n.removesuffix(".json").isdigit())
+
+    def content(v: int) -> bytes:
+        return Bucket(seg, bucket, v, macros).to_bytes()
+
+    def read(v: int) -> Bucket | None:
+        rel = version_path(seg, bucket, v)
+        try:
+            return mm.decode(store.read(rel), rel)
+        except (CorruptMetadataError, FileNotFoundError):
+            return None
+
+    e = segment_summaries(state).get(str(seg))
+    named = int(e[4]) if e is not None and len(e) >= 5 and int(e[3]) == bucket else -1
+    for v in sorted({v for v in (named, present[-1] if present else -1) if v >= 0}):
+        have = read(v)
+        if have is None or (v == named and want.differs(seg, bucket, have)):
+            what = "missing" if v not in present else "unreadable" if have is None else "stale"
+            for w in sorted({0, v} - set(present) if what == "missing" else {v}):
+                store.write(version_path(seg, bucket, w), content(w))
+                done.append(f"macro map of segment {seg} bucket {bucket}: {what} version {w} rebuilt from the journal")
+            present = sorted(set(present) | {0, v})
+    for _ in range(_ATTEMPTS):
+        newest = present[-1] if present else -1
+        cur = read(newest) if newest >= 0 else Bucket(seg, bucket, -1, ())
+        if cur is not None and not want.differs(seg, bucket, cur):
+            break
+        if store.put_if_absent(version_path(seg, bucket, newest + 1), content(newest + 1)):
+            done.append(f"macro map of segment {seg} bucket {bucket}: version {newest + 1} rebuilt from the journal")
+            present.append(newest + 1)
+            break
+        present.append(newest + 1)  # a compactor published it meanwhile: check that one
+    else:
+        raise CommitConflictError(f"gave up after {_ATTEMPTS} lost races on the macro map of segment {seg} "
+                                  f"(bucket {bucket}): compactors kept publishing; run `tstream repair` again",
+                                  expected=present[-1])
+    latest = read(present[-1])
+    if latest is not None:
+        store.write(head_path(seg, bucket), latest.to_bytes())
+    return done
+
+
+def _release(store: Store, fallback: dict[str, list[str]]) -> list[str]:
+    """Take the chunks listed in place of a lost macro-chunk out of its compaction's manifest,
+    so that garbage collection never deletes the only copy of their records."""
+    done = []
+    for macro, chunks in sorted(fallback.items()):
+        rel = manifest_path(macro)
+        try:
+            manifest = json.loads(store.read(rel))
+        except FileNotFoundError:
+            continue  # collected already, or lost: nothing will delete the chunks
+        except ValueError:
+            manifest = {"seg": None, "macro": macro, "replaced": []}  # unreadable: fsck reported it
+        keep = [p for p in manifest.get("replaced", []) if p not in set(chunks)]
+        if keep != manifest.get("replaced"):
+            manifest["replaced"] = keep
+            store.write(rel, json.dumps(manifest, separators=(",", ":")).encode())
+            done.append(f"compaction manifest {rel}: {len(chunks)} chunk(s) listed in place of the lost "
+                        f"macro-chunk {macro} kept from garbage collection")
+    return done
+
+
+def _tso_facts(store: Store, rel: str) -> tuple[int, int, bool]:
+    """``(min, max, strictly increasing)`` of a macro-chunk's raw timestamp column."""
+    size = store.size(rel)
+    column = pq.ParquetFile(RangedFile(size, lambda a, b: store.read_range(rel, a, b))).read(
+        columns=[RAW_TSO])[RAW_TSO]
+    tso = column.to_numpy()
+    if not len(tso):
+        return 0, 0, True
+    return int(tso.min()), int(tso.max()), bool(np.all(np.diff(tso) > 0))
+
+
+__all__ = ["Expected", "bucket_of_error", "expected", "rewrite"]

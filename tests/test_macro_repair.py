@@ -1,0 +1,266 @@
+"""A damaged macro map: fsck says what the journal can rebuild, repair rebuilds it, nothing is lost.
+
+The map (python/macromap.py) is the only place a read finds compacted records once vacuum has
+collected the small chunks; python/macro_rebuild.py derives it from the journal again.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from conftest import CallLog
+
+from pyspark_tstream import macro_rebuild
+from pyspark_tstream.compaction_gc import manifest_path
+from pyspark_tstream.errors import TStreamError
+from pyspark_tstream.fsck import verify
+from pyspark_tstream.macromap import MacroMap, bucket_dir, head_path, version_path
+from pyspark_tstream.stream import Stream
+
+T0 = 1_700_000_000_000
+ORDER = [("_segment", "ascending"), ("_seq", "ascending")]
+
+
+def _append(s: Stream, first: int, n: int) -> None:
+    for b in range(first, first + n):
+        s.append(pa.table({"k": [f"k{(b * 7 + i) % 11}" for i in range(5)], "b": [b] * 5,
+                           "t": [T0 + b * 100 + i for i in range(5)]}), key="k", timestamp="t")
+
+
+def _compacted_twice(url: str) -> Stream:
+    """Three segments whose buckets have two versions: level-1 macro-chunks, then a full
+    compaction merging them with newer chunks, the replaced files collected each time."""
+    s = Stream.create(url, segments=3, compaction="off")
+    _append(s, 0, 60)
+    assert s.compact()["macros"] >= 3
+    s.vacuum(grace_ms=0)
+    _append(s, 60, 30)
+    assert s.compact(full=True)["macros"] >= 3
+    assert s.vacuum(grace_ms=0)["replaced"] > 0
+    return Stream.open(url)
+
+
+def _seg(s: Stream) -> int:
+    return min(int(k) for k in s.refresh().compaction["segs"])
+
+
+def _versions(s: Stream, seg: int) -> list[str]:
+    return sorted(n for n in s.store.list(bucket_dir(seg, 0)) if n != "head.json")
+
+
+def _same(a: pa.Table, b: pa.Table) -> None:
+    assert a.num_rows == b.num_rows
+    assert a.sort_by(ORDER).equals(b.sort_by(ORDER)), "records differ"
+
+
+def _damage(s: Stream, seg: int, how: str) -> None:
+    newest = version_path(seg, 0, len(_versions(s, seg)) - 1)
+    if how == "newest version and head hint lost":
+        s.store.delete([newest, head_path(seg, 0)])
+    elif how == "whole bucket lost":
+        s.store.delete([f"{bucket_dir(seg, 0)}/{n}" for n in s.store.list(bucket_dir(seg, 0))])
+    elif how == "newest version unreadable":
+        s.store.write(newest, b"{not json")
+    elif how == "newest version and head hint unreadable":
+        s.store.write(newest, b"{not json")
+        s.store.write(head_path(seg, 0), b"[]")
+    else:
+        raise AssertionError(how)
+
+
+DAMAGE = ["newest version and head hint lost", "whole bucket lost", "newest version unreadable",
+          "newest version and head hint unreadable"]
+
+
+@pytest.mark.parametrize("how", DAMAGE)
+def test_repair_rebuilds_a_damaged_macro_map_from_the_journal(url: str, how: str) -> None:
+    s = _compacted_twice(url)
+    before = s.read()
+    window = s.read(start=T0 + 2_000, end=T0 + 7_000)
+    assert 0 < window.num_rows < before.num_rows
+    seg = _seg(s)
+    assert len(_versions(s, seg)) == 2
+    _damage(s, seg, how)
+    with pytest.raises(TStreamError):  # the compacted records' small chunks are collected
+        Stream.open(url).read()
+
+    report = Stream.open(url).verify()
+    # one repairable problem naming the bucket; never "records lost, truncate the stream"
+    assert [(p.kind, p.repairable, p.details["segment"]) for p in report.problems] == [("macro map", True, seg)]
+    assert "tstream repair" in report.problems[0].message and "truncate" not in report.summary()
+    assert ("is missing" in report.problems[0].message) == (how == "whole bucket lost")
+
+    after = Stream.open(url).repair()
+    assert after.ok, after.summary()
+    assert any(f"segment {seg} bucket 0" in line for line in after.repaired)
+    _same(before, Stream.open(url).read())
+    _same(window, Stream.open(url).read(start=T0 + 2_000, end=T0 + 7_000))
+    assert Stream.open(url).verify().ok
+    # plans of the compacted history read the map version the state names again, not the journal
+    fresh = Stream.open(url)
+    st = fresh.refresh()
+    log = CallLog()
+    fresh.store.observer = log
+    fresh.plan(st.head_tso, st.tick)
+    fresh.store.observer = None
+    assert not any(op == "read_many" and "/index/" in rel for op, rel in log.calls), log.calls
+    # the rebuilt map is what compactions build on: more data, compaction, collection, same records
+    s = Stream.open(url)
+    _append(s, 90, 20)
+    more = s.read()
+    s.compact(full=True)
+    s.vacuum(grace_ms=0)
+    _same(more, Stream.open(url).read())
+    assert Stream.open(url).verify().ok
+
+
+def test_rebuilt_entries_carry_the_macro_chunks_recorded_facts(url: str) -> None:
+    """``_tso`` range, order and level of each rebuilt entry are what the compaction recorded."""
+    s = _compacted_twice(url)
+    seg = _seg(s)
+    mm = MacroMap(s.store)
+    healthy = mm.latest(seg, 0)
+    _damage(s, seg, "whole bucket lost")
+    assert Stream.open(url).repair().ok
+    rebuilt = mm.latest(seg, 0)
+    assert rebuilt.macros == healthy.macros
+
+
+def test_a_lost_macro_chunk_whose_small_chunks_remain_is_listed_by_them_and_kept_from_gc(url: str) -> None:
+    """Deleted before vacuum collected what it replaced: repair lists the small chunks in its
+    place and takes them out of the compaction's manifest, so a later vacuum keeps them."""
+    s = Stream.create(url, segments=2, compaction="off")
+    _append(s, 0, 40)
+    before = s.read()
+    assert s.compact()["macros"] == 2
+    seg = _seg(s)
+    macro = next(m for m in MacroMap(s.store).latest(seg, 0).macros if m.floor == 0)
+    replaced = json.loads(s.store.read(manifest_path(macro.path)))["replaced"]
+    s.store.delete([macro.path])
+
+    report = Stream.open(url).verify()
+    assert [(p.kind, p.repairable) for p in report.problems] == [("macro map", True)], report.summary()
+    assert macro.path in report.problems[0].message and "still there" in report.problems[0].message
+    assert Stream.open(url).repair().ok
+    assert json.loads(s.store.read(manifest_path(macro.path)))["replaced"] == []
+    Stream.open(url).vacuum(grace_ms=0)
+    assert all(s.store.exists(p) for p in replaced)
+    _same(before, Stream.open(url).read())
+    # the next compaction merges them again, and then they may go
+    Stream.open(url).compact(full=True)
+    Stream.open(url).vacuum(grace_ms=0)
+    _same(before, Stream.open(url).read())
+    assert Stream.open(url).verify().ok
+
+
+def test_a_lost_macro_chunk_without_its_small_chunks_is_reported_as_lost_records(url: str) -> None:
+    """No copy left: fsck names the records and the cut, and no map problem is invented."""
+    s = _compacted_twice(url)
+    seg = _seg(s)
+    macro = next(m for m in MacroMap(s.store).latest(seg, 0).macros if m.floor == 0)
+    s.store.delete([macro.path])
+    report = Stream.open(url).verify()
+    assert [(p.kind, p.repairable) for p in report.problems] == [("chunk", False)], report.summary()
+    assert macro.path in report.problems[0].path and "truncate" in report.problems[0].message
+    assert report.problems[0].details["first_seq"] == macro.first
+    after = Stream.open(url).repair()
+    assert [p.kind for p in after.problems] == ["chunk"] and not after.repaired
+
+
+def test_repair_publishes_after_a_compactor_that_wins_the_next_version(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Repair creates a new map version as compactors do (create-if-absent): a version another
+    process published meanwhile is never overwritten, and repair publishes after it. (Buckets
+    the state does not name take this path: every bucket but a segment's newest.)"""
+    s = _compacted_twice(url)
+    seg = _seg(s)
+    _damage(s, seg, "newest version and head hint lost")
+    _, fixes = verify(s.store)
+    want = fixes["macros"][(seg, 0)]
+    state = s.refresh()
+    state.compaction["segs"][str(seg)][3] = 7  # as if the segment's newest bucket were another
+    stale = s.store.read(version_path(seg, 0, 0))
+    real = s.store.put_if_absent
+    rivals: list[str] = []
+
+    def rival_first(rel: str, data: bytes) -> bool:
+        if not rivals and "/macros/" in rel:
+            rivals.append(rel)
+            assert real(rel, stale.replace(b'"v":0', b'"v":1'))  # a rival's version lacking entries
+        return real(rel, data)
+
+    monkeypatch.setattr(s.store, "put_if_absent", rival_first)
+    done = macro_rebuild.rewrite(s.store, state, seg, 0, want)
+    assert rivals and s.store.read(rivals[0]) == stale.replace(b'"v":0', b'"v":1')
+    assert any("version 2" in line for line in done)
+    assert not want.differs(seg, 0, MacroMap(s.store).latest(seg, 0))
+
+
+def test_repair_rebuilds_every_damaged_bucket_of_a_segment(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With buckets of 32 ``_seq`` (instead of 2**22), a segment's map spans several buckets;
+    losing all of them (the state names only the newest) is rebuilt bucket by bucket."""
+    from pyspark_tstream import compaction, macromap
+
+    monkeypatch.setattr(macromap, "SPAN", 32)
+    monkeypatch.setattr(compaction, "SPAN", 32)
+    s = _compacted_twice(url)
+    before = s.read()
+    seg = _seg(s)
+    mm = MacroMap(s.store)
+    buckets = sorted(int(n) for n in s.store.list(f"{macromap.ROOT}/{seg}") if n.isdigit())
+    assert len(buckets) >= 3
+    healthy = {b: mm.latest(seg, b).macros for b in buckets}
+    s.store.delete([f"{bucket_dir(seg, b)}/{n}" for b in buckets for n in s.store.list(bucket_dir(seg, b))])
+    report = Stream.open(url).verify()
+    assert {p.details["bucket"] for p in report.problems if p.kind == "macro map"} == set(buckets)
+    assert all(p.repairable for p in report.problems), report.summary()
+    assert Stream.open(url).repair().ok
+    for b in buckets:  # the compaction's entries, and any chunk it left unlisted at a bucket's end
+        rebuilt = mm.latest(seg, b).macros
+        assert set(healthy[b]) <= set(rebuilt)
+        assert all(m.floor != 0 and s.store.exists(m.path) for m in set(rebuilt) - set(healthy[b]))
+    _same(before, Stream.open(url).read())
+
+
+WRITES = ("write", "put_if_absent", "delete")
+
+
+def test_repair_interrupted_at_any_write_completes_on_the_next_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Repair writes only derived objects: a run that dies before any of its writes (map
+    versions, head hint, manifest) leaves a stream the next run repairs, and vacuum never
+    deletes the small chunks listed in a lost macro-chunk's place."""
+    import uuid
+
+    def damaged() -> tuple[str, pa.Table, list[str]]:
+        url = f"memory://ts-{uuid.uuid4().hex}/stream"
+        s = Stream.create(url, segments=2, compaction="off")
+        _append(s, 0, 30)
+        before = s.read()
+        s.compact()
+        seg = _seg(s)
+        macro = next(m for m in MacroMap(s.store).latest(seg, 0).macros if m.floor == 0)
+        replaced = json.loads(s.store.read(manifest_path(macro.path)))["replaced"]
+        s.store.delete([macro.path, head_path(seg, 0)])
+        return url, before, replaced
+
+    url, _, _ = damaged()
+    s = Stream.open(url)
+    log = CallLog()
+    s.store.observer = log
+    s.repair()
+    writes = [i + 1 for i, (op, _) in enumerate(log.calls) if op in WRITES]
+    assert len(writes) >= 3, log.calls  # the version, the head hint, the manifest
+    for at in writes:
+        url, before, replaced = damaged()
+        s = Stream.open(url)
+        log = CallLog()
+        log.fail_at = at
+        s.store.observer = log
+        with pytest.raises(RuntimeError, match="injected crash"):
+            s.repair()
+        s.store.observer = None
+        assert Stream.open(url).repair().ok, f"crash at call {at}"
+        Stream.open(url).vacuum(grace_ms=0)
+        assert all(s.store.exists(p) for p in replaced), f"crash at call {at}"
+        _same(before, Stream.open(url).read())
