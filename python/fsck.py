@@ -29,7 +29,6 @@ from .grouplog import GROUPS, GroupLog, GroupState
 from .entries import ANCHOR, HEAD, META, Chunk, Entry, entry_path
 from .journal import Journal
 from .macro_rebuild import Expected, bucket_of_error, expected
-from .macromap import MacroMap
 from .macromap import bucket_dir as macro_bucket_dir
 from .timeindex import COL_ID, FANOUT, Delta, decode_node, node_path, summary
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
@@ -347,29 +346,12 @@ class _Checker:
             self._problem("macro map", broken.path.split(self.store.display_url.rstrip("/") + "/")[-1],
                           str(broken), False)
         affected = gone | ({where[0]} if where else set())
-        mm = MacroMap(self.store)
-        for seg, bucket in sorted({k for k in want.entries if k[0] in affected} | ({where} if where else set())):
+        for seg, bucket, why in want.damaged(self.store, affected, where, broken):
             rel = macro_bucket_dir(seg, bucket)
-            why = None
-            try:
-                cur = mm.latest(seg, bucket)
-                lost = sorted(m.path for m in cur.macros if m.path in want.fallback)
-                if cur.v < 0:
-                    why = "is missing"
-                elif lost:
-                    why = (f"names macro-chunk {self.store.uri(lost[0])}, which is gone, while the small chunks "
-                           "it replaced are all still there (repair lists them again and keeps them from vacuum)")
-                elif want.differs(seg, bucket, cur):
-                    why = "does not name macro-chunks the journal committed (a version or its head hint is lost)"
-            except CorruptMetadataError as e:
-                why = f"is unreadable ({e.path.rsplit('/', 1)[-1]})"
-            if why is None and (seg, bucket) == where:
-                why = f"has an unreadable version ({broken.path.rsplit('/', 1)[-1]}) that plans read"
-            if why is not None:
-                self._problem("macro map", rel, f"macro map of segment {seg} bucket {bucket} ({self.store.uri(rel)}) "
-                              f"{why}: reads of its compacted records fail; `tstream repair` rebuilds it from "
-                              "the journal", True, segment=seg, bucket=bucket)
-                self.macro_fixes[(seg, bucket)] = want
+            self._problem("macro map", rel, f"macro map of segment {seg} bucket {bucket} ({self.store.uri(rel)}) "
+                          f"{why}: reads of its compacted records fail; `tstream repair` rebuilds it from "
+                          "the journal", True, segment=seg, bucket=bucket)
+            self.macro_fixes[(seg, bucket)] = want
         self._count("macro map buckets", len({k for k in want.entries if k[0] in affected}))
         return substitute(self.store, state, raw, maps=want)
 

@@ -87,6 +87,33 @@ class Expected:
         have = {(m.first, m.rows, m.path) for m in version.macros}
         return any((m.first, m.rows, m.path) not in have for m in self.entries.get((seg, bucket), []))
 
+    def damaged(self, store: Store, segs: set[int], where: tuple[int, int] | None,
+                broken: CorruptMetadataError | None) -> list[tuple[int, int, str]]:
+        """``(segment, bucket, why)`` for each stored bucket of ``segs`` that differs from this
+        map, and the bucket ``where`` whose version plans read failed to decode (``broken``):
+        2 reads per bucket."""
+        mm = MacroMap(store)
+        out = []
+        for seg, bucket in sorted({k for k in self.entries if k[0] in segs} | ({where} if where else set())):
+            why = None
+            try:
+                cur = mm.latest(seg, bucket)
+                lost = sorted(m.path for m in cur.macros if m.path in self.fallback)
+                if cur.v < 0:
+                    why = "is missing"
+                elif lost:
+                    why = (f"names macro-chunk {store.uri(lost[0])}, which is gone, while the small chunks it "
+                           "replaced are all still there (repair lists them again and keeps them from vacuum)")
+                elif self.differs(seg, bucket, cur):
+                    why = "does not name macro-chunks the journal committed (a version or its head hint is lost)"
+            except CorruptMetadataError as e:
+                why = f"is unreadable ({e.path.rsplit('/', 1)[-1]})"
+            if why is None and (seg, bucket) == where and broken is not None:
+                why = f"has an unreadable version ({broken.path.rsplit('/', 1)[-1]}) that plans read"
+            if why is not None:
+                out.append((seg, bucket, why))
+        return out
+
     def complete(self, store: Store, seg: int, bucket: int) -> tuple[Macro, ...]:
         """The bucket's entries with each macro-chunk's ``_tso`` range and order read from its
         file (the raw timestamp column, with ranged reads): what a compaction recorded."""
