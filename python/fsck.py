@@ -4,8 +4,9 @@ Invariant kept: verify only reads. It reports each problem with what is affected
 that exists; a problem is *repairable* when the object is derived from the journal (the head
 and anchor hints, time-index nodes, sealed-map shards, epoch records and history chunks) and
 can be rebuilt byte for byte (python/rebuild.py), or is a macro-map bucket the journal
-determines (python/macro_rebuild.py); python/repair.py then writes it. What cannot be derived is reported exactly: a missing chunk as its
-segment, ``_seq`` range and time range, with the stream cut that truncates past it.
+determines (python/macro_rebuild.py); python/repair.py then writes it. What cannot be derived
+is reported exactly: a missing chunk as its segment, ``_seq`` range and time range, with the
+stream cut that truncates past it.
 
 Costs: every live journal entry is read once (batched), every live chunk costs one listing per
 segment folder (existence and size) and one ranged read of its Parquet footer (concurrent),

@@ -32,15 +32,13 @@ import pyarrow.parquet as pq
 from .compacted import compacted_upto, segment_summaries
 from .compaction_gc import manifest_path
 from .entries import Chunk
-from .errors import CommitConflictError, CorruptMetadataError
+from .errors import CorruptMetadataError
 from .macromap import ROOT, Bucket, Macro, MacroMap, bucket_dir, bucket_of, head_path, version_path
 from .schema import RAW_TSO
 from .state import StreamState, segment_number
 from .storage import RangedFile, Store
 from .timeindex import Delta
 
-#: Versions tried when compactors keep publishing while repair runs.
-_ATTEMPTS = 5
 
 
 @dataclass
@@ -195,15 +193,15 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
     """Make the bucket's newest version, and the version the state names, hold ``want``'s
     entries; returns what was written, for the repair report.
 
-    Costs a listing of the bucket and a read of those two versions, plus the raw timestamp
-    column of each macro-chunk listed (ranged reads). First the small chunks listed in place of a
+    Costs a listing of the bucket, a read of those two versions and of the newest, plus the raw
+    timestamp column of each macro-chunk listed (ranged reads). First the small chunks listed in place of a
     lost macro-chunk are taken out of its compaction's manifest (afterwards nothing would tell a
     later run that vacuum may still delete them). An unreadable version is overwritten in place
     (nothing can read it), and so is the version the state names when it lacks an entry (plans
     read that version directly: one naming a lost file fails them); a missing one the state
     names is written, and version 0 with it, so a search for the newest that starts without the
     head hint finds the chain; a readable newest version that lacks an entry is followed by a
-    new one (create-if-absent, as compactors publish, so a compactor's version published
+    new one (:meth:`MacroMap.update`, as compactors publish, so a compactor's version published
     meanwhile is never overwritten). Run it while no compaction runs: a compactor that read the
     bucket before the repair may publish a version built on the damaged one (fsck sees it).
     """
@@ -232,27 +230,19 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
         have = read(v)
         if have is None or (v == named and want.differs(seg, bucket, have)):
             what = "missing" if v not in present else "unreadable" if have is None else "stale"
-            for w in sorted({0, v} - set(present) if what == "missing" else {v}):
+            written = sorted({0, v} - set(present)) if what == "missing" else [v]
+            for w in written:
                 store.write(version_path(seg, bucket, w), content(w))
                 done.append(f"macro map of segment {seg} bucket {bucket}: {what} version {w} rebuilt from the journal")
-            present = sorted(set(present) | {0, v})
-    for _ in range(_ATTEMPTS):
-        newest = present[-1] if present else -1
-        cur = read(newest) if newest >= 0 else Bucket(seg, bucket, -1, ())
-        if cur is not None and not want.differs(seg, bucket, cur):
-            break
-        if store.put_if_absent(version_path(seg, bucket, newest + 1), content(newest + 1)):
-            done.append(f"macro map of segment {seg} bucket {bucket}: version {newest + 1} rebuilt from the journal")
-            present.append(newest + 1)
-            break
-        present.append(newest + 1)  # a compactor published it meanwhile: check that one
-    else:
-        raise CommitConflictError(f"gave up after {_ATTEMPTS} lost races on the macro map of segment {seg} "
-                                  f"(bucket {bucket}): compactors kept publishing; run `tstream repair` again",
-                                  expected=present[-1])
-    latest = read(present[-1])
-    if latest is not None:
-        store.write(head_path(seg, bucket), latest.to_bytes())
+            present = sorted(set(present) | set(written))
+    newest = read(present[-1]) if present else None
+    if newest is not None:  # the search for the newest starts here, past any damaged older one
+        store.write(head_path(seg, bucket), newest.to_bytes())
+    # a newest version that still lacks an entry gets a successor, published as compactors
+    # publish theirs (create-if-absent, re-checked on a rival's version after a lost race)
+    won = mm.update(seg, bucket, lambda cur: macros if want.differs(seg, bucket, cur) else None)
+    if won is not None:
+        done.append(f"macro map of segment {seg} bucket {bucket}: version {won.v} rebuilt from the journal")
     return done
 
 

@@ -169,7 +169,8 @@ def test_a_lost_macro_chunk_without_its_small_chunks_is_reported_as_lost_records
     assert [p.kind for p in after.problems] == ["chunk"] and not after.repaired
 
 
-def test_repair_publishes_after_a_compactor_that_wins_the_next_version(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_repair_publishes_after_a_compactor_that_wins_the_next_version(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Repair creates a new map version as compactors do (create-if-absent): a version another
     process published meanwhile is never overwritten, and repair publishes after it. (Buckets
     the state does not name take this path: every bucket but a segment's newest.)"""
