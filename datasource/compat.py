@@ -77,8 +77,9 @@ def _detect() -> dict[str, Feature]:
          "`to_arrow_schema(schema, timestamp_utc=True)`: the same Arrow schema, nothing changes"),
         ("stream_arrow_writer", (4, 1), "DataSourceStreamArrowWriter", _stream_arrow_writer,
          "the streaming sink gets Rows and converts them to Arrow with the query's schema: the same "
-         "chunks, more CPU per row (and pyarrow's conversion of Python lists imports pandas, ~0.2 s "
-         "once per worker process)"),
+         "chunks, more CPU per row (PySpark turns each batch into Rows; tstream builds flat columns "
+         "back from numpy buffers, without `pa.array`, which would import pandas into each worker, "
+         "~0.2 s)"),
         ("filter_pushdown", (4, 1), "DataSourceReader.pushFilters", _filter_pushdown,
          "batch reads read every chunk of the time range and Spark filters the rows: the same result, "
          "more I/O; bound reads with `startingTimestamp`/`endingTimestamp` instead"),

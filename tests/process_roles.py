@@ -16,6 +16,7 @@ import pickle
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,8 @@ elif role == "plan":  # the streaming source's driver-side runner: open, plan a 
     start = reader.initialOffset()
     assert reader.partitions(start, reader.latestOffset(start, reader.getDefaultReadLimit()))
 elif role == "write":  # a sink task: Spark's pickled writer writes rows into chunk files
-    writer, batch = payload
-    assert writer.write(iter([batch])).chunks
+    writer, items = payload  # Arrow batches, or Rows (PySpark 4.0's stream sink)
+    assert writer.write(iter(items)).chunks
 elif role == "commit":  # a batch write's commit: Spark's pickled writer commits the tasks' messages
     writer, messages = payload
     writer.commit(messages)
@@ -91,6 +92,17 @@ def stream(folder: Path, appends: int = 3, rows: int = 40) -> str:
     return url
 
 
+def spark_rows(batch: pa.RecordBatch) -> list[Any]:
+    """``batch`` as the Rows PySpark 4.0 hands its stream writer: a TIMESTAMP as a naive
+    datetime in local time."""
+    from pyspark.sql import Row
+
+    def value(v: Any) -> Any:
+        return v.astimezone().replace(tzinfo=None) if isinstance(v, datetime) else v
+
+    return [Row(**{k: value(v) for k, v in r.items()}) for r in batch.to_pylist()]
+
+
 def rows_for(schema: pa.Schema, ids: list[int]) -> pa.RecordBatch:
     """Rows of :func:`stream`'s schema that a sink task receives."""
     return pa.RecordBatch.from_pydict({"id": ids, "k": [f"k{i % 3}" for i in ids],
@@ -121,7 +133,9 @@ def jobs(url: str, checkpoint: str | None = None) -> dict[str, tuple[str, Any]]:
         "source driver (plan a micro-batch)": ("plan", {"path": url}),
         "source task (stream)": ("read", (reader, parts, rows)),
         "source task (batch)": ("read", (batch_reader, list(batch_reader.partitions()), rows)),
-        "sink task (batch)": ("write", (writer, batch)),
-        "sink task (stream)": ("write", (stream_sink.streamWriter(spark_schema, overwrite=False), batch)),
+        "sink task (batch)": ("write", (writer, [batch])),
+        "sink task (stream)": ("write", (stream_sink.streamWriter(spark_schema, overwrite=False), [batch])),
+        "sink task (stream, Rows)": ("write", (stream_sink.streamWriter(spark_schema, overwrite=False),
+                                               spark_rows(batch))),
         "batch write commit": ("commit", (writer, [writer.write(iter([batch]))])),
     }

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 import time
 import types
-from datetime import datetime, timezone
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -219,6 +220,63 @@ def test_rows_become_the_querys_arrow_schema_in_any_local_time_zone(monkeypatch:
     assert got[0]["tags"] == ["x", "y"] and got[0]["m"] == [("k", 2)] and got[0]["name"] == "a"
     assert got[1] == {"id": 2, "name": None, "t": None, "tags": None, "m": None, "inner": None}
     assert batch.schema == compat.arrow_schema(struct)
+
+
+_AWARE = datetime(2023, 11, 5, 5, 30, 0, 123_456, tzinfo=timezone.utc)
+_FLAT = [
+    ([1, None, -(2**63), 2**63 - 1], pa.int64()), ([7, -8, None], pa.int8()), ([None, 2**64 - 1, 0], pa.uint64()),
+    ([1.5, None, float("nan"), float("inf"), 3], pa.float64()), ([0.25, None], pa.float32()),
+    ([True, None, False, True, True, False, False, False, True], pa.bool_()), ([False] * 20, pa.bool_()),
+    (["a", "", None, "ünïcode ✓", "x" * 300], pa.string()), ([b"\x00\xff", None, bytearray(b"ab"), b""], pa.binary()),
+    ([date(1969, 12, 31), None, date(2024, 2, 29), date(1, 1, 1)], pa.date32()),
+    ([_AWARE, None, datetime(1901, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc)], pa.timestamp("us", tz="UTC")),
+    ([datetime(2024, 1, 2, 3, 4, 5, 6), None], pa.timestamp("us")),
+    ([None, None], pa.string()), ([], pa.int64()), (["a", "b"], pa.string()),
+    ([Decimal("1.25"), None], pa.decimal128(5, 2)),  # not built from buffers: pa.array's
+]
+
+
+@pytest.mark.parametrize("values,t", _FLAT, ids=[f"{t}-{i}" for i, (_, t) in enumerate(_FLAT)])
+def test_rows_values_become_the_array_pa_array_makes(values: list[Any], t: pa.DataType) -> None:
+    from pyspark_tstream.arrow_arrays import from_pylist
+
+    got, want = from_pylist(values, t), pa.array(values, type=t)
+    got.validate(full=True)
+    assert got.type == t and got.null_count == want.null_count == sum(v is None for v in values)
+    assert repr(got.to_pylist()) == repr(want.to_pylist())  # repr: nan equals nan
+
+
+def test_naive_timestamps_are_local_time_for_a_zoned_column(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Instants around a daylight-saving change, handed over as PySpark does, come back exact."""
+    from pyspark_tstream.arrow_arrays import from_pylist
+
+    instants = [_AWARE] + [datetime(2024, 3, 10, 6, tzinfo=timezone.utc) + timedelta(microseconds=i * 3_700_001)
+                           for i in range(2_000)]  # 01:00-03:02 New York time, across the skipped hour
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        naive = [t.astimezone().replace(tzinfo=None) for t in instants] + [None]  # what PySpark hands over
+        got = from_pylist(naive, pa.timestamp("us", tz="UTC"))
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    assert got.to_pylist() == instants + [None]
+
+
+@pytest.mark.parametrize("values,t", [([1.5], pa.int64()), (["1"], pa.float64()), ([1], pa.string()),
+                                      (["x"], pa.binary()), ([2**63], pa.int64()), ([1], pa.bool_()),
+                                      ([date(2024, 1, 1)], pa.timestamp("us", tz="UTC"))])
+def test_values_a_type_cannot_take_get_pa_arrays_answer(values: list[Any], t: pa.DataType) -> None:
+    """Where numpy would convert silently (a float truncated, a string parsed), pa.array decides."""
+    from pyspark_tstream.arrow_arrays import from_pylist
+
+    try:
+        want: Any = pa.array(values, type=t)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+        with pytest.raises(type(e)):
+            from_pylist(values, t)
+        return
+    assert from_pylist(values, t).equals(want)
 
 
 # -- read limits without latestOffset(start, limit) -----------------------------------------------

@@ -74,7 +74,7 @@ def test_the_source_driver_imports_no_writer_and_no_maintenance(jobs: dict, tmp_
     _forbidden(loaded, SOURCE_DRIVER_FORBIDDEN, "the streaming source's driver")
 
 
-@pytest.mark.parametrize("name", ["sink task (batch)", "sink task (stream)"])
+@pytest.mark.parametrize("name", ["sink task (batch)", "sink task (stream)", "sink task (stream, Rows)"])
 def test_a_sink_task_imports_only_what_writes_chunks(jobs: dict, name: str, tmp_path: Path) -> None:
     loaded = _loaded(jobs, name, tmp_path)
     assert P + "writing" in loaded
