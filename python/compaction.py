@@ -72,7 +72,7 @@ import pyarrow.parquet as pq
 
 from .compacted import compacted_upto, segment_summaries
 from .conf.keys import COMPACTION_DEFAULT
-from .compaction_gc import discard_unpublished, manifest_path
+from .compaction_gc import discard_unpublished, manifest_bytes, manifest_path
 from .entries import Chunk, Entry
 from .errors import ConfigError
 from .journal import Journal
@@ -414,9 +414,8 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
                 try:
                     for g in merges:
                         macro, replaced = _write_macro(store, schema, seg, g, stream.config.compression, progress)
-                        store.write(manifest_path(macro.path), json.dumps(
-                            {"seg": seg, "macro": macro.path, "from": macro.first, "to": macro.end,
-                             "replaced": replaced}, separators=(",", ":")).encode())
+                        store.write(manifest_path(macro.path),
+                                    manifest_bytes(seg, macro.path, macro.first, macro.end, replaced))
                         new.append((g, macro, replaced))
                 except BaseException:
                     discard_unpublished(store, [m.path for _, m, _ in new])

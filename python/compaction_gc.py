@@ -10,9 +10,11 @@ removed by orphan cleanup (:func:`orphan_manifests`) once older than the grace.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .entries import META
@@ -31,6 +33,75 @@ MANIFESTS = f"{META}/compact"
 def manifest_path(macro_path: str) -> str:
     """The manifest of the compaction that wrote macro-chunk ``macro_path``."""
     return f"{MANIFESTS}/{macro_path.rsplit('/', 1)[-1].removesuffix('.parquet')}.json"
+
+
+def manifest_bytes(seg: int, macro: str, first: int, end: int, replaced: Sequence[str]) -> bytes:
+    """A manifest: macro-chunk ``macro`` holds ``_seq`` ``[first, end)`` of segment ``seg``, and
+    the files ``replaced`` go once its compaction is older than the grace period."""
+    return json.dumps({"seg": seg, "macro": macro, "from": first, "to": end, "replaced": list(replaced)},
+                      separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class CommittedPart:
+    """A macro-chunk a compaction committed: segment, ``_seq`` range, file, size, merge level."""
+
+    seg: int
+    first: int
+    end: int
+    path: str
+    bytes: int
+    level: int
+
+
+def committed_parts(deltas: Sequence[Any],
+                    seen: Callable[[CommittedPart, list[CommittedPart]], None] | None = None,
+                    ) -> dict[int, list[CommittedPart]]:
+    """The macro-chunks still in use per segment after the journal ``deltas`` (commit order).
+
+    Each committed part replaces the earlier parts its ``_seq`` range overlaps (a merge of
+    macro-chunks) and is a level above them; ``seen(part, replaced)`` is told of each. A part
+    committed twice (adopted) keeps its level.
+    """
+    parts: dict[int, list[CommittedPart]] = {}
+    for d in deltas:
+        if d.op != "compact":
+            continue
+        for p in d.info.get("parts", []):
+            seg, a, b = int(p["seg"]), int(p["from"]), int(p["to"])
+            have = parts.setdefault(seg, [])
+            inside = [q for q in have if q.first < b and a < q.end]
+            same = next((q for q in inside if q.path == p["macro"]), None)
+            level = same.level if same else max((q.level for q in inside), default=0) + 1
+            part = CommittedPart(seg, a, b, p["macro"], int(p.get("bytes", 0)), level)
+            if seen is not None:
+                seen(part, [q for q in inside if q.path != part.path])
+            parts[seg] = [q for q in have if q not in inside] + [part]
+    return parts
+
+
+def replaced_by(deltas: Sequence[Any], macros: set[str]) -> dict[str, list[str]]:
+    """What the manifest of each macro-chunk in ``macros`` named, from the journal ``deltas``
+    (commit order, from the head on): the earlier macro-chunks its compaction merged, and the
+    data chunks of its ``_seq`` range none of those holds, by ``_seq``. For a manifest that is lost."""
+    chunks: dict[int, list[tuple[int, str]]] = {}
+    for d in deltas:
+        for c in d.chunks:  # a compaction commits no data chunk
+            chunks.setdefault(c.seg, []).append((c.seq, c.path))
+    for cs in chunks.values():
+        cs.sort()
+    out: dict[str, list[str]] = {}
+
+    def seen(part: CommittedPart, replaced: list[CommittedPart]) -> None:
+        if part.path not in macros:
+            return
+        cs = chunks.get(part.seg, [])
+        held = cs[bisect.bisect_left(cs, (part.first, "")):bisect.bisect_left(cs, (part.end, ""))]
+        smalls = [(seq, path) for seq, path in held if not any(q.first <= seq < q.end for q in replaced)]
+        out[part.path] = [path for _, path in sorted(smalls + [(q.first, q.path) for q in replaced])]
+
+    committed_parts(deltas, seen)
+    return out
 
 
 def discard_unpublished(store: Store, paths: Sequence[str]) -> None:
@@ -64,18 +135,47 @@ def collect_replaced(store: Store, journal: Journal, state: StreamState, upto: i
     upto = min(upto, state.pos + 1)
     if upto <= first:
         return 0, first
-    manifests = [p["manifest"] for d in journal.deltas(state, first, upto - 1, truncated=True)
-                 if d.op == "compact" for p in d.info.get("parts", []) if p.get("manifest")]
-    files = 0
-    for rel in manifests:
+    parts = [(d.pos, p) for d in journal.deltas(state, first, upto - 1, truncated=True)
+             if d.op == "compact" for p in d.info.get("parts", []) if p.get("manifest")]
+    lists: dict[str, list[str] | None] = {}
+    for _, p in parts:
         try:
-            replaced = json.loads(store.read(rel))["replaced"]
+            lists[p["macro"]] = json.loads(store.read(p["manifest"]))["replaced"]
         except FileNotFoundError:
-            continue  # deleted by an earlier run that crashed before committing its position
+            lists[p["macro"]] = None
+    missing = [p for pos, p in parts if lists[p["macro"]] is None and pos >= state.head_pos]
+    lists.update(_unlisted(store, journal, state, missing))  # before any deletes: it checks files
+    files = 0
+    for _, p in parts:
+        replaced = lists[p["macro"]] or []
         store.delete(replaced)
         files += len(replaced)
-    store.delete(manifests)
+    store.delete([p["manifest"] for _, p in parts])
     return files, upto
+
+
+def _unlisted(store: Store, journal: Journal, state: StreamState, parts: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """What each compaction in ``parts``, whose manifest is missing, replaced, as the journal
+    tells it (:func:`replaced_by`; reads the deltas from the head on, so only when one is missing).
+
+    A manifest is missing when an earlier run deleted it and crashed before committing its
+    position (the files are gone: deleting again is harmless) or when it was lost. Nothing is
+    named for a macro-chunk that is gone itself: what it replaced may be all that holds its
+    records (``tstream fsck`` reports it). Compactions below the head merged only truncated
+    records, whose files truncation's garbage collection deletes.
+    """
+    if not parts:
+        return {}
+    named = replaced_by(journal.deltas(state, state.head_pos, state.pos), {p["macro"] for p in parts})
+    out = {}
+    for p in parts:
+        replaced = named.get(p["macro"], [])
+        if replaced and store.exists(p["macro"]):
+            log.warning("tstream: compaction manifest %s is missing (lost, or deleted by a vacuum that stopped "
+                        "before recording its progress); deleting the %d file(s) the journal says its "
+                        "compaction replaced", store.uri(p["manifest"]), len(replaced))
+            out[p["macro"]] = replaced
+    return out
 
 
 def macros_created(deltas: Sequence[Any]) -> list[str]:

@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from .compacted import compacted_upto, segment_summaries, substitute
+from .compaction_gc import manifest_bytes, replaced_by
 from .errors import CorruptMetadataError, GroupNotFoundError
 from .grouplog import GROUPS, GroupLog, GroupState
 from .entries import ANCHOR, HEAD, META, Chunk, Entry, entry_path
@@ -306,7 +307,7 @@ class _Checker:
                 need = struct.unpack("<I", tail[-8:-4])[0] + 8
                 if need > len(tail):
                     tail = self.store.read_range(c.path, max(0, size - need), size)
-                rows = pq.ParquetFile(RangedFile(size, _tail_of(size, tail))).metadata.num_rows
+                rows = pq.ParquetFile(RangedFile.of_tail(size, tail)).metadata.num_rows
             except FileNotFoundError:
                 return c, None, "missing"
             except Exception as e:  # noqa: BLE001 - any decode failure is a corrupt chunk
@@ -369,28 +370,37 @@ class _Checker:
             before=iso(physical(c.hi) + 1))
 
     # -- compaction manifests -------------------------------------------------------------------
-    def manifests(self, state: StreamState, entries: dict[int, Entry]) -> None:
+    def manifests(self, state: StreamState, entries: dict[int, Entry]) -> dict[str, bytes]:
         """The manifest of every compaction not yet collected exists and names its macro-chunk:
-        vacuum reads it to delete the files the compaction replaced."""
+        vacuum reads it to delete the files the compaction replaced. Returns the manifests
+        repair rebuilds from the journal (naming nothing when the macro-chunk is gone)."""
         first = max(int((state.compaction or {}).get("gc", 0)), state.gc_pos)
         parts = [p for pos, e in sorted(entries.items()) if pos >= first and e.op == "compact"
                  for p in e.info.get("parts", []) if p.get("manifest")]
         raws = self._read_all([p["manifest"] for p in parts])
+        bad = []
         for p in parts:
-            rel = p["manifest"]
             self._count("compaction manifests")
-            raw = raws.get(rel)
+            raw = raws.get(p["manifest"])
             try:
                 ok = raw is not None and json.loads(raw).get("macro") == p["macro"] \
                     and isinstance(json.loads(raw).get("replaced"), list)
             except (ValueError, AttributeError):
                 ok = False
             if not ok:
-                what = "missing" if raw is None else "unreadable"
-                self._problem("manifest", rel, f"compaction manifest {self.store.uri(rel)} is {what}: reads "
-                              f"are not affected (macro-chunk {p['macro']} holds the records), but vacuum cannot "
-                              "delete the small files that compaction replaced; they only take space", False,
-                              segment=p.get("seg"), macro=p["macro"])
+                bad.append((p, "missing" if raw is None else "unreadable"))
+        named = replaced_by([Delta.of(e) for _, e in sorted(entries.items())], {p["macro"] for p, _ in bad}) \
+            if bad else {}
+        rebuilt = {}
+        for p, what in bad:
+            kept = self.store.exists(p["macro"])  # else its records are only in what it replaced
+            rebuilt[p["manifest"]] = manifest_bytes(int(p["seg"]), p["macro"], int(p["from"]), int(p["to"]),
+                                                    named.get(p["macro"], []) if kept else [])
+            self._problem("manifest", p["manifest"], f"compaction manifest {self.store.uri(p['manifest'])} is "
+                          f"{what}: reads are not affected, but vacuum cannot delete the files that compaction "
+                          f"replaced; `tstream repair` rebuilds it from the journal", True,
+                          segment=p.get("seg"), macro=p["macro"])
+        return rebuilt
 
     # -- epochs and sealed shards ---------------------------------------------------------------
     def epochs(self, state: StreamState, entries: dict[int, Entry]) -> tuple[dict[int, bytes], list[dict[str, Any]]]:
@@ -556,16 +566,6 @@ class _Checker:
         return restore
 
 
-def _tail_of(size: int, tail: bytes) -> Callable[[int, int], bytes]:
-    """Ranged reads served from the last ``len(tail)`` bytes of a ``size``-byte file."""
-    def fetch(start: int, end: int) -> bytes:
-        at = start - (size - len(tail))
-        if at < 0:
-            raise OSError("footer larger than the bytes read")
-        return tail[at:end - (size - len(tail))]
-    return fetch
-
-
 def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict[str, Any]]:
     """Check the stream at ``store``; returns the report and what :func:`repair` can rewrite."""
     ck = _Checker(store, progress)
@@ -582,7 +582,7 @@ def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict
     entries = ck.entries(state, head_raw)
     nodes = ck.index(state, entries)
     ck.chunks(state, entries)
-    ck.manifests(state, entries)
+    manifests = ck.manifests(state, entries)
     epochs, records = ck.epochs(state, entries)
     epoch_chunks = ck.epoch_chunks(state, records)
     shards = ck.shards(state, records, entries)
@@ -590,7 +590,7 @@ def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict
     report = Report(url=store.display_url, position=state.pos, checked=ck.checked, problems=ck.problems)
     fixes = {"head": head_raw if head_raw is not None else None, "newest": newest, "nodes": nodes,
              "epochs": epochs, "epoch_chunks": epoch_chunks, "shards": shards,
-             "groups": groups, "macros": ck.macro_fixes}
+             "groups": groups, "macros": ck.macro_fixes, "manifests": manifests}
     return report, fixes
 
 

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from .compacted import compacted_upto, segment_summaries
-from .compaction_gc import manifest_path
+from .compaction_gc import committed_parts, manifest_path
 from .entries import Chunk
 from .errors import CorruptMetadataError
 from .macromap import ROOT, Bucket, Macro, MacroMap, bucket_dir, bucket_of, head_path, version_path
@@ -39,17 +39,6 @@ from .state import StreamState, segment_number
 from .storage import RangedFile, Store
 from .timeindex import Delta
 
-
-
-@dataclass
-class _Part:
-    """A committed macro-chunk: ``_seq`` range, file, size, merge level."""
-
-    first: int
-    end: int
-    path: str
-    bytes: int
-    level: int
 
 
 @dataclass
@@ -131,24 +120,13 @@ def expected(state: StreamState, deltas: Sequence[Delta], exists: Callable[[str]
     """The map the journal ``deltas`` (positions ``[head_pos, pos]``) determine; ``exists(path)``
     says whether a data file is there (step 4 of the module docstring)."""
     segs = {int(s) for s in segment_summaries(state)}
-    parts: dict[int, list[_Part]] = {s: [] for s in segs}
     chunks: dict[int, list[Chunk]] = {s: [] for s in segs}
     for d in deltas:
         for c in d.chunks:
             if c.seg in segs and c.floor != 0 and c.seq < compacted_upto(state, c.seg):
                 chunks[c.seg].append(c)
-        if d.op != "compact":
-            continue
-        for p in d.info.get("parts", []):
-            seg = int(p["seg"])
-            if seg not in parts:
-                continue
-            a, b = int(p["from"]), int(p["to"])
-            inside = [q for q in parts[seg] if q.first < b and a < q.end]
-            same = next((q for q in inside if q.path == p["macro"]), None)
-            level = same.level if same else max((q.level for q in inside), default=0) + 1
-            parts[seg] = [q for q in parts[seg] if q not in inside] + [
-                _Part(a, b, p["macro"], int(p.get("bytes", 0)), level)]
+    committed = committed_parts(deltas)
+    parts = {s: committed.get(s, []) for s in segs}
     out = Expected()
     for seg in segs:
         live = sorted({c.seq: c for c in chunks[seg] if c.hi > state.head_tso}.values(), key=lambda c: c.seq)

@@ -1,7 +1,7 @@
 """``Stream.repair()`` / ``tstream repair``: rewrite what the journal determines, then verify again.
 
 Writes only derived objects (head and anchor hints, index nodes, epoch records and history
-chunks, sealed-map shards, macro-map buckets, consumer-group copies) that :func:`~pyspark_tstream.fsck.verify`
+chunks, sealed-map shards, macro-map buckets, compaction manifests, consumer-group copies) that :func:`~pyspark_tstream.fsck.verify`
 found missing or unreadable and could rebuild; never a journal entry's facts or a data chunk.
 """
 
@@ -61,6 +61,10 @@ def repair(store: Store, progress: Progress | None = None) -> Report:
         done.append(f"sealed shard {shard} head hint rewritten")
     for (seg, bucket), want in sorted(fixes["macros"].items(), key=lambda kv: kv[0]):
         done += rewrite(store, state, seg, bucket, want)
+    for rel, data in sorted(fixes["manifests"].items()):
+        store.write(rel, data)
+        done.append(f"compaction manifest {rel} rebuilt from the journal ({len(json.loads(data)['replaced'])} "
+                    "replaced file(s) named)")
     for rel, data in sorted(fixes["groups"].items()):
         store.write(rel, data)
         done.append(f"consumer-group object {rel} rewritten")

@@ -533,6 +533,16 @@ class RangedFile(io.RawIOBase):
     def __init__(self, size: int, fetch: Callable[[int, int], bytes]) -> None:
         self._size, self._fetch, self._at = size, fetch, 0
 
+    @classmethod
+    def of_tail(cls, size: int, tail: bytes) -> RangedFile:
+        """The ``size``-byte file of which only the last ``len(tail)`` bytes were read (a footer)."""
+        def fetch(start: int, end: int) -> bytes:
+            at = start - (size - len(tail))
+            if at < 0:
+                raise OSError("footer larger than the bytes read")
+            return tail[at:end - (size - len(tail))]
+        return cls(size, fetch)
+
     def readable(self) -> bool:
         return True
 

@@ -189,7 +189,7 @@ def test_epoch_history_chunk_checked_and_rebuilt(damage: str) -> None:
     assert _records(url) == before
 
 
-def test_lost_compaction_manifest_is_reported_and_reads_are_unaffected(url: str) -> None:
+def test_lost_compaction_manifest_is_reported_and_repaired_and_reads_are_unaffected(url: str) -> None:
     s = Stream.create(url, segments=2)
     for i in range(20):
         s.append(pa.table({"k": [f"k{j}" for j in range(5)], "v": [i] * 5}), key="k")
@@ -199,7 +199,8 @@ def test_lost_compaction_manifest_is_reported_and_reads_are_unaffected(url: str)
     manifest = next(p["manifest"] for p in s.journal.read_entry(s.refresh().pos).info["parts"])
     s.store.delete([manifest])
     report = Stream.open(url).verify()
-    assert [p.kind for p in report.problems] == ["manifest"] and not report.problems[0].repairable
+    assert [p.kind for p in report.problems] == ["manifest"] and report.problems[0].repairable
     assert manifest.rsplit("/", 1)[-1] in report.problems[0].message and "reads are not affected" in \
-        report.problems[0].message
+        report.problems[0].message and "tstream repair" in report.problems[0].message
     assert Stream.open(url).read().equals(before)
+    assert Stream.open(url).repair().ok and s.store.exists(manifest)  # tests/test_macro_repair.py: its content

@@ -7,6 +7,7 @@ collected the small chunks; python/macro_rebuild.py derives it from the journal 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
@@ -16,7 +17,7 @@ from pyspark_tstream import macro_rebuild
 from pyspark_tstream.compaction_gc import manifest_path
 from pyspark_tstream.errors import TStreamError
 from pyspark_tstream.fsck import verify
-from pyspark_tstream.macromap import MacroMap, bucket_dir, head_path, version_path
+from pyspark_tstream.macromap import Macro, MacroMap, bucket_dir, head_path, version_path
 from pyspark_tstream.stream import Stream
 
 T0 = 1_700_000_000_000
@@ -128,9 +129,9 @@ def test_rebuilt_entries_carry_the_macro_chunks_recorded_facts(url: str) -> None
     assert rebuilt.macros == healthy.macros
 
 
-def test_a_lost_macro_chunk_whose_small_chunks_remain_is_listed_by_them_and_kept_from_gc(url: str) -> None:
-    """Deleted before vacuum collected what it replaced: repair lists the small chunks in its
-    place and takes them out of the compaction's manifest, so a later vacuum keeps them."""
+def _one_compaction(url: str) -> tuple[Stream, pa.Table, Macro, list[str]]:
+    """Two segments compacted once, nothing collected: the records, a macro-chunk of the first
+    segment and the files its manifest names."""
     s = Stream.create(url, segments=2, compaction="off")
     _append(s, 0, 40)
     before = s.read()
@@ -138,6 +139,13 @@ def test_a_lost_macro_chunk_whose_small_chunks_remain_is_listed_by_them_and_kept
     seg = _seg(s)
     macro = next(m for m in MacroMap(s.store).latest(seg, 0).macros if m.floor == 0)
     replaced = json.loads(s.store.read(manifest_path(macro.path)))["replaced"]
+    return s, before, macro, replaced
+
+
+def test_a_lost_macro_chunk_whose_small_chunks_remain_is_listed_by_them_and_kept_from_gc(url: str) -> None:
+    """Deleted before vacuum collected what it replaced: repair lists the small chunks in its
+    place and takes them out of the compaction's manifest, so a later vacuum keeps them."""
+    s, before, macro, replaced = _one_compaction(url)
     s.store.delete([macro.path])
 
     report = Stream.open(url).verify()
@@ -245,23 +253,141 @@ def test_repair_interrupted_at_any_write_completes_on_the_next_run(monkeypatch: 
         s.store.delete([macro.path, head_path(seg, 0)])
         return url, before, replaced
 
+    def after(url: str, before: pa.Table, replaced: list[str], at: int) -> None:
+        assert Stream.open(url).repair().ok, f"crash at call {at}"
+        Stream.open(url).vacuum(grace_ms=0)
+        assert all(Stream.open(url).store.exists(p) for p in replaced), f"crash at call {at}"
+        _same(before, Stream.open(url).read())
+
+    # the version, the head hint, the manifest
+    _crash_at_each_write(damaged, lambda s: s.repair(), after, skip=lambda rel: False)
+
+
+def _crash_at_each_write(damaged: Callable[[], tuple[str, pa.Table, list[str]]], run: Callable[[Stream], object],
+                         after: Callable[[str, pa.Table, list[str], int], None], skip: Callable[[str], bool]) -> None:
+    """``run`` on a fresh ``damaged()`` stream killed at each store write it makes but the ones
+    ``skip`` names (at least 3), then ``after(url, records, files, at)`` checks the next run."""
     url, _, _ = damaged()
     s = Stream.open(url)
     log = CallLog()
     s.store.observer = log
-    s.repair()
-    writes = [i + 1 for i, (op, _) in enumerate(log.calls) if op in WRITES]
-    assert len(writes) >= 3, log.calls  # the version, the head hint, the manifest
+    run(s)
+    writes = [i + 1 for i, (op, rel) in enumerate(log.calls) if op in WRITES and not skip(rel)]
+    assert len(writes) >= 3, log.calls
     for at in writes:
-        url, before, replaced = damaged()
+        url, before, files = damaged()
         s = Stream.open(url)
         log = CallLog()
         log.fail_at = at
         s.store.observer = log
         with pytest.raises(RuntimeError, match="injected crash"):
-            s.repair()
+            run(s)
         s.store.observer = None
-        assert Stream.open(url).repair().ok, f"crash at call {at}"
+        after(url, before, files, at)
+
+
+# -- lost compaction manifests ----------------------------------------------------------------------
+
+def _compacted_unvacuumed(url: str) -> tuple[Stream, dict[str, bytes]]:
+    """Level-1 macro-chunks, then a full compaction merging them with newer chunks, nothing
+    collected yet: every compaction's manifest, by path."""
+    s = Stream.create(url, segments=3, compaction="off")
+    _append(s, 0, 60)
+    assert s.compact()["macros"] >= 3
+    _append(s, 60, 30)
+    assert s.compact(full=True)["macros"] >= 3
+    s = Stream.open(url)
+    rels = [p["manifest"] for d in s.journal.deltas(s.state, 0, s.state.pos) if d.op == "compact"
+            for p in d.info["parts"]]
+    return s, {rel: s.store.read(rel) for rel in rels}
+
+
+def test_the_journal_names_what_every_manifest_named(url: str) -> None:
+    """``replaced_by`` (what repair and vacuum rebuild a lost manifest from) equals, byte for
+    byte, what each compaction wrote: level-1 merges of small chunks, and the full compaction
+    merging macro-chunks with newer small chunks."""
+    from pyspark_tstream.compaction_gc import manifest_bytes, replaced_by
+
+    s, manifests = _compacted_unvacuumed(url)
+    written = {json.loads(raw)["macro"]: json.loads(raw) for raw in manifests.values()}
+    named = replaced_by(s.journal.deltas(s.state, 0, s.state.pos), set(written))
+    # both kinds of merge: small chunks only, and macro-chunks with small chunks
+    assert any(not set(m["replaced"]) & set(written) for m in written.values())
+    assert any(set(m["replaced"]) & set(written) and set(m["replaced"]) - set(written) for m in written.values())
+    for macro, m in written.items():
+        assert named[macro] == m["replaced"], macro
+        assert manifest_bytes(m["seg"], macro, m["from"], m["to"], named[macro]) == manifests[manifest_path(macro)]
+
+
+@pytest.mark.parametrize("how", ["missing", "unreadable"])
+def test_repair_rebuilds_a_lost_manifest_and_vacuum_then_collects(url: str, how: str) -> None:
+    s, manifests = _compacted_unvacuumed(url)
+    before = s.read()
+    for rel in manifests:
+        s.store.delete([rel]) if how == "missing" else s.store.write(rel, b"{oops")
+    report = Stream.open(url).verify()
+    assert {(p.kind, p.repairable) for p in report.problems} == {("manifest", True)}, report.summary()
+    assert len(report.problems) == len(manifests) and how in report.problems[0].message
+    after = Stream.open(url).repair()
+    assert after.ok, after.summary()
+    assert sum("compaction manifest" in d for d in after.repaired) == len(manifests)
+    assert {rel: s.store.read(rel) for rel in manifests} == manifests
+    replaced = [r for raw in manifests.values() for r in json.loads(raw)["replaced"]]
+    assert Stream.open(url).vacuum(grace_ms=0)["replaced"] == len(replaced)
+    assert not any(s.store.exists(r) for r in replaced)
+    _same(before, Stream.open(url).read())
+    assert Stream.open(url).verify().ok
+
+
+def test_vacuum_collects_what_a_compaction_with_a_lost_manifest_replaced(url: str) -> None:
+    """Vacuum running before anyone repairs: it deletes what the journal says the compaction
+    replaced, where the manifest would have told it, and keeps everything a read needs."""
+    s, manifests = _compacted_unvacuumed(url)
+    before = s.read()
+    lost = sorted(manifests)[:2]
+    s.store.delete(lost)
+    replaced = [r for raw in manifests.values() for r in json.loads(raw)["replaced"]]
+    assert Stream.open(url).vacuum(grace_ms=0)["replaced"] == len(replaced)
+    assert not any(s.store.exists(r) for r in replaced)
+    _same(before, Stream.open(url).read())
+    assert Stream.open(url).verify().ok
+
+
+@pytest.mark.parametrize("first", ["vacuum", "repair"])
+def test_a_lost_manifest_of_a_lost_macro_chunk_deletes_nothing(url: str, first: str) -> None:
+    """Macro-chunk and manifest both gone, its small chunks still there: vacuum deletes none of
+    them (before or after repair), repair lists them in the map, and no record is lost."""
+    s, before, macro, replaced = _one_compaction(url)
+    s.store.delete([macro.path, manifest_path(macro.path)])
+    if first == "vacuum":
         Stream.open(url).vacuum(grace_ms=0)
-        assert all(s.store.exists(p) for p in replaced), f"crash at call {at}"
+        assert all(s.store.exists(p) for p in replaced)
+    report = Stream.open(url).repair()
+    assert report.ok and report.repaired, report.summary()
+    if first == "repair":  # rebuilt naming nothing: the small chunks hold the records now
+        assert json.loads(s.store.read(manifest_path(macro.path)))["replaced"] == []
+    Stream.open(url).vacuum(grace_ms=0)
+    assert all(s.store.exists(p) for p in replaced)
+    _same(before, Stream.open(url).read())
+    assert Stream.open(url).verify().ok
+
+
+def test_vacuum_with_a_lost_manifest_interrupted_at_any_write_completes_on_the_next_run() -> None:
+    """Killed before any of its deletes or its commit, the next vacuum (which finds more
+    manifests missing: the ones the dead run deleted) deletes exactly what was replaced."""
+    import uuid
+
+    def damaged() -> tuple[str, pa.Table, list[str]]:
+        url = f"memory://ts-{uuid.uuid4().hex}/stream"
+        s, manifests = _compacted_unvacuumed(url)
+        s.store.delete(sorted(manifests)[:1])
+        return url, s.read(), [r for raw in manifests.values() for r in json.loads(raw)["replaced"]]
+
+    def after(url: str, before: pa.Table, replaced: list[str], at: int) -> None:
+        Stream.open(url).vacuum(grace_ms=0)
+        assert not any(Stream.open(url).store.exists(r) for r in replaced), f"crash at call {at}"
         _same(before, Stream.open(url).read())
+        assert Stream.open(url).verify().ok, f"crash at call {at}"
+
+    # the head hint's write is best effort (a failure there is logged, not raised)
+    _crash_at_each_write(damaged, lambda s: s.vacuum(grace_ms=0), after, skip=lambda rel: rel.endswith("head.json"))
