@@ -140,8 +140,9 @@ def collect_replaced(store: Store, journal: Journal, state: StreamState, upto: i
     lists: dict[str, list[str] | None] = {}
     for _, p in parts:
         try:
-            lists[p["macro"]] = json.loads(store.read(p["manifest"]))["replaced"]
-        except FileNotFoundError:
+            replaced = json.loads(store.read(p["manifest"]))["replaced"]
+            lists[p["macro"]] = replaced if isinstance(replaced, list) else None
+        except (FileNotFoundError, ValueError, KeyError, TypeError):  # missing or unreadable
             lists[p["macro"]] = None
     missing = [p for pos, p in parts if lists[p["macro"]] is None and pos >= state.head_pos]
     lists.update(_unlisted(store, journal, state, missing))  # before any deletes: it checks files
@@ -155,8 +156,8 @@ def collect_replaced(store: Store, journal: Journal, state: StreamState, upto: i
 
 
 def _unlisted(store: Store, journal: Journal, state: StreamState, parts: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """What each compaction in ``parts``, whose manifest is missing, replaced, as the journal
-    tells it (:func:`replaced_by`; reads the deltas from the head on, so only when one is missing).
+    """What each compaction in ``parts``, whose manifest is missing or unreadable, replaced, as
+    the journal tells it (:func:`replaced_by`; reads the deltas from the head on, so only then).
 
     A manifest is missing when an earlier run deleted it and crashed before committing its
     position (the files are gone: deleting again is harmless) or when it was lost. Nothing is
@@ -171,8 +172,8 @@ def _unlisted(store: Store, journal: Journal, state: StreamState, parts: list[di
     for p in parts:
         replaced = named.get(p["macro"], [])
         if replaced and store.exists(p["macro"]):
-            log.warning("tstream: compaction manifest %s is missing (lost, or deleted by a vacuum that stopped "
-                        "before recording its progress); deleting the %d file(s) the journal says its "
+            log.warning("tstream: compaction manifest %s is missing or unreadable (lost, or deleted by a vacuum "
+                        "that stopped before recording its progress); deleting the %d file(s) the journal says its "
                         "compaction replaced", store.uri(p["manifest"]), len(replaced))
             out[p["macro"]] = replaced
     return out

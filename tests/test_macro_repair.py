@@ -339,13 +339,14 @@ def test_repair_rebuilds_a_lost_manifest_and_vacuum_then_collects(url: str, how:
     assert Stream.open(url).verify().ok
 
 
-def test_vacuum_collects_what_a_compaction_with_a_lost_manifest_replaced(url: str) -> None:
+@pytest.mark.parametrize("how", ["missing", "unreadable"])
+def test_vacuum_collects_what_a_compaction_with_a_lost_manifest_replaced(url: str, how: str) -> None:
     """Vacuum running before anyone repairs: it deletes what the journal says the compaction
     replaced, where the manifest would have told it, and keeps everything a read needs."""
     s, manifests = _compacted_unvacuumed(url)
     before = s.read()
-    lost = sorted(manifests)[:2]
-    s.store.delete(lost)
+    for rel in sorted(manifests)[:2]:
+        s.store.delete([rel]) if how == "missing" else s.store.write(rel, b'{"replaced": 3}')
     replaced = [r for raw in manifests.values() for r in json.loads(raw)["replaced"]]
     assert Stream.open(url).vacuum(grace_ms=0)["replaced"] == len(replaced)
     assert not any(s.store.exists(r) for r in replaced)
