@@ -42,6 +42,22 @@ def manifest_bytes(seg: int, macro: str, first: int, end: int, replaced: Sequenc
                       separators=(",", ":")).encode()
 
 
+def manifest_replaced(raw: bytes | None, macro: str) -> list[str] | None:
+    """The files a manifest names for deletion, or None when it is missing, does not decode,
+    names another macro-chunk or lists anything but data files (vacuum deletes what it lists:
+    a damaged one must never make it delete metadata)."""
+    try:
+        doc = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    replaced = doc.get("replaced") if isinstance(doc, dict) and doc.get("macro") == macro else None
+    if not isinstance(replaced, list) or not all(
+            isinstance(r, str) and r.startswith("data/") and r.endswith(".parquet") and ".." not in r
+            for r in replaced):
+        return None
+    return replaced
+
+
 @dataclass(frozen=True)
 class CommittedPart:
     """A macro-chunk a compaction committed: segment, ``_seq`` range, file, size, merge level."""
@@ -140,10 +156,10 @@ def collect_replaced(store: Store, journal: Journal, state: StreamState, upto: i
     lists: dict[str, list[str] | None] = {}
     for _, p in parts:
         try:
-            replaced = json.loads(store.read(p["manifest"]))["replaced"]
-            lists[p["macro"]] = replaced if isinstance(replaced, list) else None
-        except (FileNotFoundError, ValueError, KeyError, TypeError):  # missing or unreadable
-            lists[p["macro"]] = None
+            raw: bytes | None = store.read(p["manifest"])
+        except FileNotFoundError:
+            raw = None
+        lists[p["macro"]] = manifest_replaced(raw, p["macro"])  # None: missing or unreadable
     missing = [p for pos, p in parts if lists[p["macro"]] is None and pos >= state.head_pos]
     lists.update(_unlisted(store, journal, state, missing))  # before any deletes: it checks files
     files = 0

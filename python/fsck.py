@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from .compacted import compacted_upto, segment_summaries, substitute
-from .compaction_gc import manifest_bytes, replaced_by
+from .compaction_gc import manifest_bytes, manifest_replaced, replaced_by
 from .errors import CorruptMetadataError, GroupNotFoundError
 from .grouplog import GROUPS, GroupLog, GroupState
 from .entries import ANCHOR, HEAD, META, Chunk, Entry, entry_path
@@ -382,12 +382,7 @@ class _Checker:
         for p in parts:
             self._count("compaction manifests")
             raw = raws.get(p["manifest"])
-            try:
-                ok = raw is not None and json.loads(raw).get("macro") == p["macro"] \
-                    and isinstance(json.loads(raw).get("replaced"), list)
-            except (ValueError, AttributeError):
-                ok = False
-            if not ok:
+            if manifest_replaced(raw, p["macro"]) is None:
                 bad.append((p, "missing" if raw is None else "unreadable"))
         named = replaced_by([Delta.of(e) for _, e in sorted(entries.items())], {p["macro"] for p, _ in bad}) \
             if bad else {}

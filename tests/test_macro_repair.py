@@ -15,6 +15,7 @@ from conftest import CallLog
 
 from pyspark_tstream import macro_rebuild
 from pyspark_tstream.compaction_gc import manifest_path
+from pyspark_tstream.entries import entry_path
 from pyspark_tstream.errors import TStreamError
 from pyspark_tstream.fsck import verify
 from pyspark_tstream.macromap import Macro, MacroMap, bucket_dir, head_path, version_path
@@ -392,3 +393,23 @@ def test_vacuum_with_a_lost_manifest_interrupted_at_any_write_completes_on_the_n
 
     # the head hint's write is best effort (a failure there is logged, not raised)
     _crash_at_each_write(damaged, lambda s: s.vacuum(grace_ms=0), after, skip=lambda rel: rel.endswith("head.json"))
+
+
+def test_a_manifest_naming_metadata_never_makes_vacuum_delete_it(url: str) -> None:
+    """Vacuum deletes what a manifest lists: one listing anything but data files is taken as
+    unreadable (fsck says so; vacuum uses the journal's list instead)."""
+    s, manifests = _compacted_unvacuumed(url)
+    before = s.read()
+    rel = sorted(manifests)[0]
+    doc = json.loads(manifests[rel])
+    entry = entry_path(s.state.pos)
+    assert s.store.exists("_tstream/head.json") and s.store.exists(entry)
+    s.store.write(rel, json.dumps({**doc, "replaced": ["_tstream/head.json", f"data/0/../../{entry}"]}).encode())
+    report = Stream.open(url).verify()
+    assert [(p.kind, p.repairable) for p in report.problems] == [("manifest", True)], report.summary()
+    assert "unreadable" in report.problems[0].message
+    Stream.open(url).vacuum(grace_ms=0)
+    assert s.store.exists("_tstream/head.json") and s.store.exists(entry)
+    assert not any(s.store.exists(r) for r in doc["replaced"])
+    _same(before, Stream.open(url).read())
+    assert Stream.open(url).verify().ok
