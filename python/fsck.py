@@ -16,13 +16,10 @@ every written index node, shard version and epoch record one read.
 from __future__ import annotations
 
 import json
-import struct
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-
-import pyarrow.parquet as pq
 
 from .compacted import compacted_upto, segment_summaries, substitute
 from .compaction_gc import manifest_bytes, manifest_replaced, replaced_by
@@ -33,6 +30,7 @@ from .journal import Journal
 from .macro_rebuild import Expected, bucket_of_error, expected
 from .macromap import bucket_dir as macro_bucket_dir
 from .timeindex import COL_ID, FANOUT, Delta, decode_node, node_path, summary
+from .reading import footer_rows
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
 from .scaling import (
     EPOCH_CHUNK,
@@ -45,7 +43,7 @@ from .scaling import (
 from .sealed import ROOT as SEALED_ROOT
 from .sealed import decode_shard, head_path, shard_dir, shard_of, version_path
 from .state import StreamState, segment_number
-from .storage import RangedFile, Store
+from .storage import Store
 from .timestamps import iso, physical
 
 #: Bytes read from the end of a chunk to get its Parquet footer in one request (most fit).
@@ -293,55 +291,61 @@ class _Checker:
                 sizes[f"{folder}/{name}"] = int(item.get("size") or 0)
         # compacted records live in macro-chunks now (their small files go at vacuum): check
         # the files a read would open, never report a replaced file as lost
-        live = self.macro_map(state, deltas, live, sizes)
-        unique = list({c.path: c for c in live}.values())
+        planned = self.macro_map(state, deltas, live, sizes)
+        verdicts = self._footers(planned, sizes, {})
+        unreadable = {c.path for c, bad in verdicts.values() if bad is not None and c.floor == 0 and c.path in sizes}
+        if unreadable:  # plan around them where the files they replaced are all still there
+            planned = self.macro_map(state, deltas, live, sizes, frozenset(unreadable))
+            verdicts = self._footers(planned, sizes, verdicts)
+        for path in {c.path: None for c in planned}:
+            c, bad = verdicts[path]
+            self._count("chunks")
+            self._tick()
+            if bad is not None:
+                self._chunk_problem(c, bad)
 
-        def footer(c: Chunk) -> tuple[Chunk, int | None, str | None]:
+    def _footers(self, chunks: list[Chunk], sizes: dict[str, int],
+                 known: dict[str, tuple[Chunk, str | None]]) -> dict[str, tuple[Chunk, str | None]]:
+        """``known`` and, for each file of ``chunks`` not in it, what is wrong with it (None:
+        nothing): missing, not Parquet, or other rows or bytes than the journal's."""
+        def footer(c: Chunk) -> tuple[Chunk, str | None]:
             size = sizes.get(c.path)
             if size is None:
-                return c, None, "missing"
+                return c, "missing"
             try:
-                tail = self.store.read_range(c.path, max(0, size - FOOTER_GUESS), size)
-                if len(tail) < 8 or tail[-4:] != b"PAR1":
-                    return c, None, "not a Parquet file (no footer)"
-                need = struct.unpack("<I", tail[-8:-4])[0] + 8
-                if need > len(tail):
-                    tail = self.store.read_range(c.path, max(0, size - need), size)
-                rows = pq.ParquetFile(RangedFile.of_tail(size, tail)).metadata.num_rows
+                rows = footer_rows(self.store, c.path, size, FOOTER_GUESS)
             except FileNotFoundError:
-                return c, None, "missing"
+                return c, "missing"
             except Exception as e:  # noqa: BLE001 - any decode failure is a corrupt chunk
-                return c, None, f"unreadable ({type(e).__name__}: {e})"
-            return c, rows, None
+                return c, str(e) if isinstance(e, ValueError) and "no footer" in str(e) else \
+                    f"unreadable ({type(e).__name__}: {e})"
+            offset = int(getattr(c, "offset", 0))
+            if rows < offset + c.rows:
+                return c, f"has {rows} rows, the journal says {offset + c.rows}"
+            if offset == 0 and rows == c.rows and size != c.bytes:
+                return c, f"has {size} bytes, the journal says {c.bytes}"
+            return c, None
 
+        todo = [c for c in {c.path: c for c in chunks}.values() if c.path not in known]
         with ThreadPoolExecutor(_THREADS) as pool:
-            for c, rows, bad in pool.map(footer, unique):
-                self._count("chunks")
-                self._tick()
-                offset = int(getattr(c, "offset", 0))
-                if bad is None and rows is not None and rows < offset + c.rows:
-                    bad = f"has {rows} rows, the journal says {offset + c.rows}"
-                if bad is None and offset == 0 and rows == c.rows and sizes[c.path] != c.bytes:
-                    bad = f"has {sizes[c.path]} bytes, the journal says {c.bytes}"
-                if bad is not None:
-                    self._chunk_problem(c, bad)
+            return {**known, **{c.path: (c, bad) for c, bad in pool.map(footer, todo)}}
 
     def macro_map(self, state: StreamState, deltas: list[Delta], raw: list[Chunk],
-                  sizes: dict[str, int]) -> list[Chunk]:
+                  sizes: dict[str, int], unreadable: frozenset[str] = frozenset()) -> list[Chunk]:
         """The files a read of ``raw`` opens. When the stored macro map is unreadable or names
-        a file that is gone, plan against the map the journal determines instead, report each
-        bucket that differs from it (repair rewrites it), and return that plan: a replaced
-        small chunk or a stale map entry is then never reported as lost records."""
+        a file that is gone (or ``unreadable``), plan against the map the journal determines
+        instead, report each bucket that differs from it (repair rewrites it), and return that
+        plan: a replaced file or a stale map entry is then never reported as lost records."""
         broken: CorruptMetadataError | None = None
         try:
             live = substitute(self.store, state, raw)
         except CorruptMetadataError as e:
             broken, live = e, []
-        gone = {c.seg for c in live
-                if c.path not in sizes and (c.floor == 0 or c.seq < compacted_upto(state, c.seg))}
+        gone = {c.seg for c in live if (c.path not in sizes or c.path in unreadable)
+                and (c.floor == 0 or c.seq < compacted_upto(state, c.seg))}
         if broken is None and not gone:
             return live
-        want = expected(state, deltas, lambda rel: rel in sizes)
+        want = expected(state, deltas, lambda rel: rel in sizes and rel not in unreadable)
         segs = [int(s) for s in segment_summaries(state)]
         where = bucket_of_error(broken, segs) if broken is not None else None
         if broken is not None and where is None:  # not a bucket version we can place: say what it is

@@ -11,8 +11,9 @@ journal deltas at positions ``[head_pos, pos]`` (older positions hold only trunc
    ``_seq`` ranges it covers (a later merge of macro-chunks), and is one level above them;
 2. keep the parts that hold a live record (a chunk of their range with ``_tso`` above the head);
 3. list every live chunk below the compacted-up-to ``_seq`` that no kept part covers, as it is;
-4. a kept part whose file is gone while all the chunks it replaced are still there (not yet
-   collected) is replaced by those chunks, listed as they are: the records stay readable.
+4. a kept part whose file is gone or unreadable while all the files it replaced are still
+   there (not yet collected) is replaced by them: the macro-chunks it merged (each checked the
+   same way) and its small chunks, listed as they are. The records stay readable.
 
 A map built this way covers every compacted ``_seq`` a read can ask for, with the same files a
 healthy map names (or the small chunks they replaced), so reads return the same records. It
@@ -30,7 +31,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from .compacted import compacted_upto, segment_summaries
-from .compaction_gc import committed_parts, manifest_path
+from .compaction_gc import CommittedPart, committed_parts, manifest_path
 from .entries import Chunk
 from .errors import CorruptMetadataError
 from .macromap import ROOT, Bucket, Macro, MacroMap, bucket_dir, bucket_of, head_path, version_path
@@ -51,8 +52,8 @@ class Expected:
     """
 
     entries: dict[tuple[int, int], list[Macro]] = field(default_factory=dict)
-    #: macro-chunk (gone) -> the chunks listed in its place, which its compaction's manifest
-    #: names for garbage collection: repair takes them out of it (step 4)
+    #: macro-chunk (gone or unreadable) -> the files listed in its place, which its
+    #: compaction's manifest names for garbage collection: repair takes them out of it (step 4)
     fallback: dict[str, list[str]] = field(default_factory=dict)
 
     def segment(self, seg: int) -> list[Macro]:
@@ -89,8 +90,9 @@ class Expected:
                 if cur.v < 0:
                     why = "is missing"
                 elif lost:
-                    why = (f"names macro-chunk {store.uri(lost[0])}, which is gone, while the small chunks it "
-                           "replaced are all still there (repair lists them again and keeps them from vacuum)")
+                    why = (f"names macro-chunk {store.uri(lost[0])}, which is gone or unreadable, while the "
+                           "files it replaced are all still there (repair lists them again and keeps them from "
+                           "vacuum)")
                 elif self.differs(seg, bucket, cur):
                     why = "does not name macro-chunks the journal committed (a version or its head hint is lost)"
             except CorruptMetadataError as e:
@@ -118,32 +120,52 @@ class Expected:
 
 def expected(state: StreamState, deltas: Sequence[Delta], exists: Callable[[str], bool]) -> Expected:
     """The map the journal ``deltas`` (positions ``[head_pos, pos]``) determine; ``exists(path)``
-    says whether a data file is there (step 4 of the module docstring)."""
+    says whether a data file is there and readable (step 4 of the module docstring)."""
     segs = {int(s) for s in segment_summaries(state)}
     chunks: dict[int, list[Chunk]] = {s: [] for s in segs}
     for d in deltas:
         for c in d.chunks:
             if c.seg in segs and c.floor != 0 and c.seq < compacted_upto(state, c.seg):
                 chunks[c.seg].append(c)
-    committed = committed_parts(deltas)
-    parts = {s: committed.get(s, []) for s in segs}
+    members: dict[str, list[CommittedPart]] = {}
+    committed = committed_parts(deltas, lambda part, replaced: members.__setitem__(part.path, replaced))
     out = Expected()
     for seg in segs:
         live = sorted({c.seq: c for c in chunks[seg] if c.hi > state.head_tso}.values(), key=lambda c: c.seq)
         firsts = np.array([c.seq for c in live], dtype=np.int64)
+
+        def held(first: int, end: int) -> list[Chunk]:
+            i, j = np.searchsorted(firsts, [first, end]).tolist()
+            return live[i:j]
+
+        def pieces(q: CommittedPart) -> list[CommittedPart | Chunk] | None:
+            """``q``, or (gone) what it replaced that holds live records, or None: some are gone."""
+            if exists(q.path):
+                return [q]
+            subs: list[CommittedPart | Chunk] = []
+            for r in members.get(q.path, []):
+                if held(r.first, r.end):
+                    got = pieces(r)
+                    if got is None:
+                        return None
+                    subs += got
+            smalls = [c for c in held(q.first, q.end) if not any(r.first <= c.seq < r.end for r in members.get(q.path, []))]
+            if not all(exists(c.path) for c in smalls):
+                return None
+            out.fallback[q.path] = [x.path for x in subs if isinstance(x, CommittedPart)] + [c.path for c in smalls]
+            return subs + smalls
+
         listed: list[Macro] = []
         covered: set[int] = set()
-        for q in sorted(parts[seg], key=lambda q: q.first):
-            i, j = np.searchsorted(firsts, [q.first, q.end]).tolist()
-            held = live[i:j]
-            if not held:
+        for q in sorted(committed.get(seg, []), key=lambda q: q.first):
+            if not held(q.first, q.end):
                 continue  # every record it holds is truncated
-            if not exists(q.path) and all(exists(c.path) for c in held):
-                out.fallback[q.path] = [c.path for c in held]
-                continue  # its live small chunks are still there: listed as they are below
-            lo, hi = min(c.lo for c in held), max(c.hi for c in held)
-            listed.append(Macro(q.first, q.end - q.first, q.path, q.bytes, lo, hi, False, q.level))
-            covered.update(c.seq for c in held)
+            for x in pieces(q) or [q]:  # None: records lost (fsck reports the file)
+                if isinstance(x, CommittedPart):
+                    h = held(x.first, x.end)
+                    listed.append(Macro(x.first, x.end - x.first, x.path, x.bytes, min(c.lo for c in h),
+                                        max(c.hi for c in h), False, x.level))
+                    covered.update(c.seq for c in h)
         listed += [Macro(c.seq, c.rows, c.path, c.bytes, c.lo, c.hi, c.sorted, 0, c.floor)
                    for c in live if c.seq not in covered]
         for m in listed:
@@ -225,8 +247,8 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
 
 
 def _release(store: Store, fallback: dict[str, list[str]]) -> list[str]:
-    """Take the chunks listed in place of a lost macro-chunk out of its compaction's manifest,
-    so that garbage collection never deletes the only copy of their records."""
+    """Take the files listed in place of a lost or unreadable macro-chunk out of its compaction's
+    manifest, so that garbage collection never deletes the only copy of their records."""
     done = []
     for macro, chunks in sorted(fallback.items()):
         rel = manifest_path(macro)
@@ -240,8 +262,8 @@ def _release(store: Store, fallback: dict[str, list[str]]) -> list[str]:
         if keep != manifest.get("replaced"):
             manifest["replaced"] = keep
             store.write(rel, json.dumps(manifest, separators=(",", ":")).encode())
-            done.append(f"compaction manifest {rel}: {len(chunks)} chunk(s) listed in place of the lost "
-                        f"macro-chunk {macro} kept from garbage collection")
+            done.append(f"compaction manifest {rel}: {len(chunks)} file(s) listed in place of the lost or "
+                        f"unreadable macro-chunk {macro} kept from garbage collection")
     return done
 
 

@@ -15,6 +15,7 @@ instead of a binary search. Local chunk files are memory-mapped, not copied.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -27,7 +28,7 @@ from .dictionary_pages import decode_dictionaries, dictionary_read_columns
 from .errors import CorruptChunkError
 from .entries import Chunk
 from .schema import RAW_TSO, conform, full_schema
-from .storage import Store
+from .storage import RangedFile, Store
 from .timestamps import LOGICAL_BITS, apply_floor
 
 #: Chunks up to this size are fetched together in one batched call.
@@ -60,18 +61,36 @@ class ReadTask:
         return sum(c.bytes for c in self.chunks)
 
 
+def footer_rows(store: Store, rel: str, size: int, guess: int) -> int:
+    """The rows a ``size``-byte Parquet file's footer records: one ranged read of its last
+    ``guess`` bytes (two when the footer is bigger); ValueError when it has no Parquet footer."""
+    tail = store.read_range(rel, max(0, size - guess), size)
+    if len(tail) < 8 or tail[-4:] != b"PAR1":
+        raise ValueError("not a Parquet file (no footer)")
+    need = struct.unpack("<I", tail[-8:-4])[0] + 8
+    if need > len(tail):
+        tail = store.read_range(rel, max(0, size - need), size)
+    return int(pq.ParquetFile(RangedFile.of_tail(size, tail)).metadata.num_rows)
+
+
+def _advice(store: Store) -> str:
+    """What to do about a chunk that cannot be read (fsck tells which remedy applies)."""
+    return (f"run `tstream fsck {store.display_url}`: it says whether `tstream repair` can read its records "
+            "from the files a compaction replaced, or lists them and the command that truncates the stream "
+            "past them")
+
+
 def _corrupt(store: Store, chunk: Chunk, e: Exception) -> CorruptChunkError:
     return CorruptChunkError(
-        f"chunk {store.uri(chunk.path)} is corrupt ({e}); put the file back if you have a copy, "
-        f"else truncate the stream past it (`tstream fsck {store.display_url}` prints the command)",
+        f"chunk {store.uri(chunk.path)} is corrupt ({e}); put the file back if you have a copy, else "
+        f"{_advice(store)}",
         path=store.uri(chunk.path))
 
 
 def _overwritten(store: Store, chunk: Chunk, rows: int, expected: int) -> CorruptChunkError:
     return CorruptChunkError(
         f"chunk {store.uri(chunk.path)} has {rows} rows, the journal says {expected}; it was "
-        f"overwritten or truncated (`tstream fsck {store.display_url}` lists the records it held and "
-        "the command that truncates past them)", path=store.uri(chunk.path))
+        f"overwritten or truncated: {_advice(store)}", path=store.uri(chunk.path))
 
 
 def _checked_raw(store: Store, chunk: Chunk, table: pa.Table) -> pa.Table:
@@ -150,8 +169,7 @@ def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Ch
             missing = e.filename if isinstance(e.filename, str) else store.uri(group[0][0].path)
             raise CorruptChunkError(
                 f"chunk {missing} named by the journal is missing; put the file back if you have a "
-                f"copy, else truncate the stream past it (`tstream fsck {store.display_url}` prints "
-                "the command)", path=missing) from e
+                f"copy, else {_advice(store)}", path=missing) from e
         yield from zip(group, blobs)
 
     for views in by_path.values():

@@ -198,7 +198,8 @@ def _compacted_template() -> tuple[str, dict[str, Any]]:
         _COMPACTED.update(url=url, records=sorted(s.read()["t"].cast(pa.int64()).to_pylist()), targets={
             "macro map version": f"{bucket_dir(seg, 0)}/{versions[-1]}",
             "macro map head": macro_head_path(seg, 0),
-            "compaction manifest": part["manifest"]})
+            "compaction manifest": part["manifest"],
+            "macro-chunk (its replaced files remain)": part["macro"]})
     return _COMPACTED["url"], _COMPACTED
 
 
@@ -211,7 +212,8 @@ def _compacted_cases() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("kind,damage", _compacted_cases())
 def test_damaged_compaction_object_fails_clearly_and_repair_restores_it(kind: str, damage: str) -> None:
     """A read works or names the object and a remedy; `repair` then leaves a sound stream with
-    every record, and vacuum afterwards keeps them all."""
+    every record (a damaged macro-chunk: read from the files it replaced, which vacuum keeps),
+    and vacuum afterwards keeps them all."""
     url0, t = _compacted_template()
     url = _copy(url0)
     s = Stream.open(url)

@@ -413,3 +413,32 @@ def test_a_manifest_naming_metadata_never_makes_vacuum_delete_it(url: str) -> No
     assert not any(s.store.exists(r) for r in doc["replaced"])
     _same(before, Stream.open(url).read())
     assert Stream.open(url).verify().ok
+
+
+@pytest.mark.parametrize("how", ["cut short", "another file's bytes"])
+def test_an_unreadable_macro_chunk_whose_replaced_files_remain_is_read_from_them(url: str, how: str) -> None:
+    """A macro-chunk that merged macro-chunks and newer small chunks is damaged before vacuum
+    collected them: fsck reports one repairable bucket (no truncate advice, which would drop
+    readable records), repair lists what it replaced, vacuum keeps those, and the next
+    compaction merges them again."""
+    s, manifests = _compacted_unvacuumed(url)
+    before = s.read()
+    top = next(json.loads(raw) for raw in manifests.values()
+               if set(json.loads(raw)["replaced"]) & {json.loads(r)["macro"] for r in manifests.values()})
+    other = next(r for r in top["replaced"] if "/m-" not in r)
+    s.store.write(top["macro"], s.store.read(top["macro"])[:-100] if how == "cut short" else s.store.read(other))
+    with pytest.raises(TStreamError, match="tstream repair"):
+        Stream.open(url).read()
+    report = Stream.open(url).verify()
+    assert [(p.kind, p.repairable) for p in report.problems] == [("macro map", True)], report.summary()
+    assert "truncate" not in report.summary() and "unreadable" in report.problems[0].message
+    after = Stream.open(url).repair()
+    assert after.ok, after.summary()
+    _same(before, Stream.open(url).read())
+    Stream.open(url).vacuum(grace_ms=0)
+    assert all(s.store.exists(r) for r in top["replaced"])
+    _same(before, Stream.open(url).read())
+    Stream.open(url).compact(full=True)
+    Stream.open(url).vacuum(grace_ms=0)
+    _same(before, Stream.open(url).read())
+    assert Stream.open(url).verify().ok
