@@ -88,9 +88,12 @@ def rows_to_batch(rows: list[Row], schema: pa.Schema) -> pa.RecordBatch:
     """
     from pyspark_tstream.arrow_arrays import from_pylist
 
+    if not rows:
+        return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
     columns = []
-    for i, f in enumerate(schema):
-        values = [r[i] for r in rows]
+    # a Row is a tuple: zip transposes in C, where r[i] calls Row.__getitem__ (Python) per value
+    for f, column in zip(schema, zip(*rows)):
+        values = list(column)
         if pa.types.is_nested(f.type):
             convert = _converter(f.type)
             columns.append(pa.array(values if convert is None else [convert(v) for v in values], type=f.type))

@@ -59,34 +59,38 @@ def from_pylist(values: list[Any], t: pa.DataType) -> pa.Array:
     zone takes a naive ``datetime`` as local time (how PySpark hands a TIMESTAMP to Python).
     """
     n = len(values)
-    nulls = np.fromiter((v is None for v in values), dtype=bool, count=n)
-    null_count = int(nulls.sum())
+    null_count = values.count(None)  # counted in C; the mask only when there are nulls
     if null_count == n:
         return pa.nulls(n, t)
+    nulls = np.fromiter(map(_is_none, values), dtype=bool, count=n) if null_count else None
     try:
         buffers = _buffers([v for v in values if v is not None] if null_count else values, t)
     except (TypeError, ValueError, OverflowError, AttributeError):
         buffers = None
     if buffers is None:
         return pa.array(values, type=t)
-    if null_count:
+    if nulls is not None:
         buffers = _spread(buffers, nulls, t)
     if pa.types.is_boolean(t):
         buffers = [np.packbits(buffers[0], bitorder="little")]
-    validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if null_count else None
+    validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if nulls is not None else None
     return pa.Array.from_buffers(t, n, [validity, *(pa.py_buffer(b) for b in buffers)], null_count=null_count)
+
+
+def _is_none(v: Any) -> bool:
+    return v is None
 
 
 def _buffers(present: list[Any], t: pa.DataType) -> list[Any] | None:
     """The data buffers of non-null ``present`` values of type ``t`` (None: not a type built here)."""
     n = len(present)
     if pa.types.is_boolean(t):
-        if not all(type(v) is bool for v in present):
+        if not set(map(type, present)) <= {bool}:
             return None
         return [np.fromiter(present, dtype=bool, count=n)]
     if t in _NUMBERS:
-        kinds = (int,) if pa.types.is_integer(t) else (int, float)
-        if not all(type(v) in kinds for v in present):
+        kinds = {int} if pa.types.is_integer(t) else {int, float}
+        if not set(map(type, present)) <= kinds:
             return None  # numpy would truncate a float, or parse a string, where pa.array raises
         return [np.fromiter(present, dtype=_NUMBERS[t], count=n)]
     if pa.types.is_date32(t):
@@ -94,7 +98,7 @@ def _buffers(present: list[Any], t: pa.DataType) -> list[Any] | None:
     if pa.types.is_timestamp(t) and t.unit == "us":
         return [_micros(present, t.tz is not None)]
     if pa.types.is_string(t) or pa.types.is_binary(t):
-        pieces = [v.encode() for v in present] if pa.types.is_string(t) else present
+        pieces = list(map(str.encode, present)) if pa.types.is_string(t) else present
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=n), out=offsets[1:])
         if offsets[-1] >= 2**31:  # only a large_string/large_binary holds that

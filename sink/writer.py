@@ -10,9 +10,12 @@ and the messages; nothing but the opened stream (re-opened there) lives in memor
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from itertools import islice
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +34,9 @@ if TYPE_CHECKING:
     from pyspark_tstream.stream import Stream
 
 logger = logging.getLogger(__name__)
+
+#: Rows (PySpark 4.0's stream writer) gathered into one Arrow batch.
+ROWS_PER_BATCH = 10_000
 
 if has("stream_arrow_writer"):
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamBase
@@ -70,17 +76,40 @@ def _to_batches(iterator: Iterator[Any], schema: Any) -> Iterator[Any]:
 
     from pyspark_tstream.datasource.arrow import rows_to_batch
 
-    rows: list[Any] = []
-    for item in iterator:
-        if isinstance(item, pa.RecordBatch):
-            yield item
-            continue
-        rows.append(item)
-        if len(rows) >= 10_000:
-            yield rows_to_batch(rows, schema)
-            rows = []
-    if rows:
-        yield rows_to_batch(rows, schema)
+    it = iter(iterator)
+    first = next(it, None)
+    if first is None:
+        return
+    if isinstance(first, pa.RecordBatch):
+        yield first
+        yield from it
+        return
+    ahead = [first]
+    while True:
+        # Python's cyclic GC paused while a batch's Rows live: every few hundred new Rows it
+        # would scan them (and promote them to be scanned again), which cost the task more
+        # than converting them does. Rows are tuples of plain values (no cycles): reference
+        # counting frees them as soon as their batch is built.
+        with _gc_paused():
+            rows = ahead + list(islice(it, ROWS_PER_BATCH - len(ahead)))
+            ahead = []
+            batch = rows_to_batch(rows, schema) if rows else None
+            del rows
+        if batch is None:
+            return
+        yield batch
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off inside (if it was on), back on after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 @dataclass(frozen=True)

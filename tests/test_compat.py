@@ -222,6 +222,56 @@ def test_rows_become_the_querys_arrow_schema_in_any_local_time_zone(monkeypatch:
     assert batch.schema == compat.arrow_schema(struct)
 
 
+def test_a_sink_task_gathers_rows_into_batches_and_passes_arrow_through() -> None:
+    """PySpark 4.0 hands a stream writer Rows one by one: they become batches of
+    ``ROWS_PER_BATCH`` with every value in order; Arrow batches (4.1+) pass as they are."""
+    from pyspark.sql import Row
+
+    from pyspark_tstream.sink.writer import ROWS_PER_BATCH, _to_batches
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
+    n = 2 * ROWS_PER_BATCH + 1
+    batches = list(_to_batches(iter(Row(id=i, name=None if i % 7 == 0 else f"n{i}") for i in range(n)), schema))
+    assert [b.num_rows for b in batches] == [ROWS_PER_BATCH, ROWS_PER_BATCH, 1]
+    table = pa.Table.from_batches(batches)
+    assert table.schema == schema and table["id"].to_pylist() == list(range(n))
+    assert table["name"].to_pylist() == [None if i % 7 == 0 else f"n{i}" for i in range(n)]
+    arrow = [pa.record_batch({"id": [1, 2]}), pa.record_batch({"id": [3]})]
+    assert list(_to_batches(iter(arrow), schema)) == arrow
+    assert list(_to_batches(iter([]), schema)) == []
+
+
+def test_gathering_rows_pauses_the_cyclic_gc_only_while_it_holds_them() -> None:
+    """The collector is paused while a batch's Rows live (it would scan them over and over),
+    on again between batches and after an error, and left off if it was off."""
+    import gc
+
+    from pyspark.sql import Row
+
+    from pyspark_tstream.sink.writer import _to_batches
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+    seen = []
+
+    def rows() -> Any:
+        for i in range(3):
+            seen.append(gc.isenabled())
+            yield Row(id=i)
+
+    batches = _to_batches(rows(), schema)
+    assert next(batches).num_rows == 3 and gc.isenabled()
+    assert seen[1:] == [False, False]  # the first Row is read before Rows are known to come
+    with pytest.raises(pa.ArrowInvalid):  # pa.array's own error for a value the column cannot take
+        list(_to_batches(iter([Row(id=1), Row(id="x")]), pa.schema([pa.field("id", pa.int64())])))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        list(_to_batches(rows(), schema))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 _AWARE = datetime(2023, 11, 5, 5, 30, 0, 123_456, tzinfo=timezone.utc)
 _FLAT = [
     ([1, None, -(2**63), 2**63 - 1], pa.int64()), ([7, -8, None], pa.int8()), ([None, 2**64 - 1, 0], pa.uint64()),

@@ -14,16 +14,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark.sql import datasource as _api
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
-    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+# PySpark 4.0 has neither: its stream writers get Rows (the floor then drops Rows, what any
+# Python sink pays there), and its stream readers no Trigger.AvailableNow (one batch anyway)
+_StreamWriter = getattr(_api, "DataSourceStreamArrowWriter", _api.DataSourceStreamWriter)
+try:
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+except ImportError:
+    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
 #: tstream's output: the user columns, then the four system columns.
 SCHEMA = ("ts bigint, key string, val bigint, body string, _timestamp timestamp, _tso bigint, "
@@ -138,9 +145,11 @@ class FloorWriter(DataSourceArrowWriter):
         pass
 
 
-class FloorStreamWriter(DataSourceStreamArrowWriter):
+class FloorStreamWriter(_StreamWriter):  # type: ignore[misc,valid-type]
     def write(self, iterator: Iterator[Any]) -> Done:
-        return Done(sum(b.num_rows for b in iterator))
+        import pyarrow as pa
+
+        return Done(sum(b.num_rows if isinstance(b, pa.RecordBatch) else 1 for b in iterator))
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         pass

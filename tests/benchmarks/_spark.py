@@ -61,5 +61,5 @@ def build_session(app: str = "tstream-bench", extra: dict[str, str] | None = Non
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(pyspark_tstream.DefaultSource)
+    pyspark_tstream.register(spark)  # spark.dataSource.register refuses a discovered name on 4.0
     return spark

@@ -137,7 +137,7 @@ def soak(minutes: float, kill_every: float) -> int:
                  .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
                  .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
                  .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-        spark.dataSource.register(pyspark_tstream.DefaultSource)
+        pyspark_tstream.register(spark)
         jvm = _jvm_pid()
         rss_jvm0 = _rss_kb(jvm) if jvm else 0
         seen: dict[int, list[int]] = {}
