@@ -42,6 +42,18 @@ def manifest_bytes(seg: int, macro: str, first: int, end: int, replaced: Sequenc
                       separators=(",", ":")).encode()
 
 
+def holds_its_records(store: Store, part: dict[str, Any]) -> bool:
+    """Whether a committed part's macro-chunk is there and readable with the rows its compaction
+    recorded. Only then may the files it replaced go: otherwise they may be the only copy."""
+    from .reading import footer_rows  # a footer read, only where a manifest is rebuilt
+
+    try:
+        rel = part["macro"]
+        return footer_rows(store, rel, store.size(rel)) >= int(part.get("rows", 0))
+    except Exception:  # noqa: BLE001 - missing or any decode failure: not readable
+        return False
+
+
 def manifest_replaced(raw: bytes | None, macro: str) -> list[str] | None:
     """The files a manifest names for deletion, or None when it is missing, does not decode,
     names another macro-chunk or lists anything but data files (vacuum deletes what it lists:
@@ -177,8 +189,8 @@ def _unlisted(store: Store, journal: Journal, state: StreamState, parts: list[di
 
     A manifest is missing when an earlier run deleted it and crashed before committing its
     position (the files are gone: deleting again is harmless) or when it was lost. Nothing is
-    named for a macro-chunk that is gone itself: what it replaced may be all that holds its
-    records (``tstream fsck`` reports it). Compactions below the head merged only truncated
+    named for a macro-chunk that is gone or unreadable itself (:func:`holds_its_records`): what
+    it replaced may be all that holds its records (``tstream fsck`` reports it). Compactions below the head merged only truncated
     records, whose files truncation's garbage collection deletes.
     """
     if not parts:
@@ -187,7 +199,7 @@ def _unlisted(store: Store, journal: Journal, state: StreamState, parts: list[di
     out = {}
     for p in parts:
         replaced = named.get(p["macro"], [])
-        if replaced and store.exists(p["macro"]):
+        if replaced and holds_its_records(store, p):
             log.warning("tstream: compaction manifest %s is missing or unreadable (lost, or deleted by a vacuum "
                         "that stopped before recording its progress); deleting the %d file(s) the journal says its "
                         "compaction replaced", store.uri(p["manifest"]), len(replaced))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .compacted import compacted_upto, segment_summaries, substitute
-from .compaction_gc import manifest_bytes, manifest_replaced, replaced_by
+from .compaction_gc import holds_its_records, manifest_bytes, manifest_replaced, replaced_by
 from .errors import CorruptMetadataError, GroupNotFoundError
 from .grouplog import GROUPS, GroupLog, GroupState
 from .entries import ANCHOR, HEAD, META, Chunk, Entry, entry_path
@@ -30,7 +30,7 @@ from .journal import Journal
 from .macro_rebuild import Expected, bucket_of_error, expected
 from .macromap import bucket_dir as macro_bucket_dir
 from .timeindex import COL_ID, FANOUT, Delta, decode_node, node_path, summary
-from .reading import footer_rows
+from .reading import FOOTER_GUESS, footer_rows
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
 from .scaling import (
     EPOCH_CHUNK,
@@ -47,7 +47,6 @@ from .storage import Store
 from .timestamps import iso, physical
 
 #: Bytes read from the end of a chunk to get its Parquet footer in one request (most fit).
-FOOTER_GUESS = 64 * 1024
 _BATCH = 256
 _THREADS = 16
 
@@ -377,7 +376,7 @@ class _Checker:
     def manifests(self, state: StreamState, entries: dict[int, Entry]) -> dict[str, bytes]:
         """The manifest of every compaction not yet collected exists and names its macro-chunk:
         vacuum reads it to delete the files the compaction replaced. Returns the manifests
-        repair rebuilds from the journal (naming nothing when the macro-chunk is gone)."""
+        repair rebuilds from the journal (naming nothing when the macro-chunk is gone or unreadable)."""
         first = max(int((state.compaction or {}).get("gc", 0)), state.gc_pos)
         parts = [p for pos, e in sorted(entries.items()) if pos >= first and e.op == "compact"
                  for p in e.info.get("parts", []) if p.get("manifest")]
@@ -392,7 +391,7 @@ class _Checker:
             if bad else {}
         rebuilt = {}
         for p, what in bad:
-            kept = self.store.exists(p["macro"])  # else its records are only in what it replaced
+            kept = holds_its_records(self.store, p)  # else its records are only in what it replaced
             rebuilt[p["manifest"]] = manifest_bytes(int(p["seg"]), p["macro"], int(p["from"]), int(p["to"]),
                                                     named.get(p["macro"], []) if kept else [])
             self._problem("manifest", p["manifest"], f"compaction manifest {self.store.uri(p['manifest'])} is "

@@ -23,7 +23,6 @@ small chunks it merged are all still there, and orphan cleanup removes its file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -31,7 +30,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from .compacted import compacted_upto, segment_summaries
-from .compaction_gc import CommittedPart, committed_parts, manifest_path
+from .compaction_gc import CommittedPart, committed_parts, manifest_bytes, manifest_path, manifest_replaced
 from .entries import Chunk
 from .errors import CorruptMetadataError
 from .macromap import ROOT, Bucket, Macro, MacroMap, bucket_dir, bucket_of, head_path, version_path
@@ -55,6 +54,8 @@ class Expected:
     #: macro-chunk (gone or unreadable) -> the files listed in its place, which its
     #: compaction's manifest names for garbage collection: repair takes them out of it (step 4)
     fallback: dict[str, list[str]] = field(default_factory=dict)
+    #: each such macro-chunk's committed part (what its manifest describes)
+    replaced_parts: dict[str, CommittedPart] = field(default_factory=dict)
 
     def segment(self, seg: int) -> list[Macro]:
         """Every entry of ``seg``, by first ``_seq``."""
@@ -153,6 +154,7 @@ def expected(state: StreamState, deltas: Sequence[Delta], exists: Callable[[str]
             if not all(exists(c.path) for c in smalls):
                 return None
             out.fallback[q.path] = [x.path for x in subs if isinstance(x, CommittedPart)] + [c.path for c in smalls]
+            out.replaced_parts[q.path] = q
             return subs + smalls
 
         listed: list[Macro] = []
@@ -210,7 +212,7 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
     listed = {m.path for m in macros}
     # first: once a version lists the small chunks, nothing tells a later run that the
     # manifest of the lost macro-chunk still names them for deletion
-    done = _release(store, {m: cs for m, cs in want.fallback.items() if set(cs) & listed})
+    done = _release(store, {want.replaced_parts[m]: cs for m, cs in want.fallback.items() if set(cs) & listed})
     present = sorted(int(n.removesuffix(".json")) for n in store.list(bucket_dir(seg, bucket))
                      if n.endswith(".json") and n.removesuffix(".json").isdigit())
 
@@ -246,24 +248,23 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
     return done
 
 
-def _release(store: Store, fallback: dict[str, list[str]]) -> list[str]:
+def _release(store: Store, fallback: dict[CommittedPart, list[str]]) -> list[str]:
     """Take the files listed in place of a lost or unreadable macro-chunk out of its compaction's
-    manifest, so that garbage collection never deletes the only copy of their records."""
+    manifest, so that garbage collection never deletes the only copy of their records (an
+    unreadable manifest is written naming nothing)."""
     done = []
-    for macro, chunks in sorted(fallback.items()):
-        rel = manifest_path(macro)
+    for part, files in sorted(fallback.items(), key=lambda kv: kv[0].path):
+        rel = manifest_path(part.path)
         try:
-            manifest = json.loads(store.read(rel))
+            raw = store.read(rel)
         except FileNotFoundError:
-            continue  # collected already, or lost: nothing will delete the chunks
-        except ValueError:
-            manifest = {"seg": None, "macro": macro, "replaced": []}  # unreadable: fsck reported it
-        keep = [p for p in manifest.get("replaced", []) if p not in set(chunks)]
-        if keep != manifest.get("replaced"):
-            manifest["replaced"] = keep
-            store.write(rel, json.dumps(manifest, separators=(",", ":")).encode())
-            done.append(f"compaction manifest {rel}: {len(chunks)} file(s) listed in place of the lost or "
-                        f"unreadable macro-chunk {macro} kept from garbage collection")
+            continue  # collected already, or lost: nothing will delete the files
+        named = manifest_replaced(raw, part.path)
+        keep = [p for p in named or [] if p not in set(files)]
+        if keep != named:
+            store.write(rel, manifest_bytes(part.seg, part.path, part.first, part.end, keep))
+            done.append(f"compaction manifest {rel}: {len(files)} file(s) listed in place of the lost or "
+                        f"unreadable macro-chunk {part.path} kept from garbage collection")
     return done
 
 

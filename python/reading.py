@@ -61,7 +61,11 @@ class ReadTask:
         return sum(c.bytes for c in self.chunks)
 
 
-def footer_rows(store: Store, rel: str, size: int, guess: int) -> int:
+#: Bytes read from a file's end to find its Parquet footer (a second read if it is bigger).
+FOOTER_GUESS = 64 * 1024
+
+
+def footer_rows(store: Store, rel: str, size: int, guess: int = FOOTER_GUESS) -> int:
     """The rows a ``size``-byte Parquet file's footer records: one ranged read of its last
     ``guess`` bytes (two when the footer is bigger); ValueError when it has no Parquet footer."""
     tail = store.read_range(rel, max(0, size - guess), size)

@@ -442,3 +442,27 @@ def test_an_unreadable_macro_chunk_whose_replaced_files_remain_is_read_from_them
     Stream.open(url).vacuum(grace_ms=0)
     _same(before, Stream.open(url).read())
     assert Stream.open(url).verify().ok
+
+
+@pytest.mark.parametrize("manifest", ["missing", "not an object"])
+@pytest.mark.parametrize("first", ["vacuum", "repair"])
+def test_a_damaged_manifest_of_an_unreadable_macro_chunk_deletes_nothing(url: str, manifest: str, first: str) -> None:
+    """Macro-chunk corrupt (present, unreadable) and its manifest damaged: neither vacuum nor
+    repair takes the journal's list of replaced files for deletion, since those files are the
+    only readable copy of the records."""
+    s, manifests = _compacted_unvacuumed(url)
+    before = s.read()
+    top = next(json.loads(raw) for raw in manifests.values()
+               if set(json.loads(raw)["replaced"]) & {json.loads(r)["macro"] for r in manifests.values()})
+    s.store.write(top["macro"], s.store.read(top["macro"])[:-100])
+    rel = manifest_path(top["macro"])
+    s.store.delete([rel]) if manifest == "missing" else s.store.write(rel, b"[1, 2, 3]")
+    if first == "vacuum":
+        Stream.open(url).vacuum(grace_ms=0)
+        assert all(s.store.exists(r) for r in top["replaced"])
+    after = Stream.open(url).repair()
+    assert after.ok, after.summary()
+    Stream.open(url).vacuum(grace_ms=0)
+    assert all(s.store.exists(r) for r in top["replaced"])
+    _same(before, Stream.open(url).read())
+    assert Stream.open(url).verify().ok
