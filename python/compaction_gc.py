@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,30 +82,38 @@ class CommittedPart:
     level: int
 
 
-def committed_parts(deltas: Sequence[Any],
-                    seen: Callable[[CommittedPart, list[CommittedPart]], None] | None = None,
-                    ) -> dict[int, list[CommittedPart]]:
-    """The macro-chunks still in use per segment after the journal ``deltas`` (commit order).
+@dataclass
+class CompactionParts:
+    """The macro-chunks the journal's compactions committed, walked in commit order."""
+
+    #: per segment, the parts still in use (none of them replaced by a later one)
+    live: dict[int, list[CommittedPart]]
+    #: macro-chunk -> its part, and the earlier parts it replaced (merged macro-chunks)
+    parts: dict[str, CommittedPart]
+    merged: dict[str, list[CommittedPart]]
+
+
+def committed_parts(deltas: Sequence[Any]) -> CompactionParts:
+    """The compaction parts of the journal ``deltas`` (commit order).
 
     Each committed part replaces the earlier parts its ``_seq`` range overlaps (a merge of
-    macro-chunks) and is a level above them; ``seen(part, replaced)`` is told of each. A part
-    committed twice (adopted) keeps its level.
+    macro-chunks) and is a level above them. A part committed twice (adopted) keeps its level.
     """
-    parts: dict[int, list[CommittedPart]] = {}
+    out = CompactionParts({}, {}, {})
     for d in deltas:
         if d.op != "compact":
             continue
         for p in d.info.get("parts", []):
             seg, a, b = int(p["seg"]), int(p["from"]), int(p["to"])
-            have = parts.setdefault(seg, [])
+            have = out.live.setdefault(seg, [])
             inside = [q for q in have if q.first < b and a < q.end]
             same = next((q for q in inside if q.path == p["macro"]), None)
             level = same.level if same else max((q.level for q in inside), default=0) + 1
             part = CommittedPart(seg, a, b, p["macro"], int(p.get("bytes", 0)), level)
-            if seen is not None:
-                seen(part, [q for q in inside if q.path != part.path])
-            parts[seg] = [q for q in have if q not in inside] + [part]
-    return parts
+            out.parts[part.path] = part
+            out.merged[part.path] = [q for q in inside if q.path != part.path]
+            out.live[seg] = [q for q in have if q not in inside] + [part]
+    return out
 
 
 def replaced_by(deltas: Sequence[Any], macros: set[str]) -> dict[str, list[str]]:
@@ -118,17 +126,14 @@ def replaced_by(deltas: Sequence[Any], macros: set[str]) -> dict[str, list[str]]
             chunks.setdefault(c.seg, []).append((c.seq, c.path))
     for cs in chunks.values():
         cs.sort()
+    walk = committed_parts(deltas)
     out: dict[str, list[str]] = {}
-
-    def seen(part: CommittedPart, replaced: list[CommittedPart]) -> None:
-        if part.path not in macros:
-            return
+    for path in macros & set(walk.parts):
+        part, merged = walk.parts[path], walk.merged[path]
         cs = chunks.get(part.seg, [])
         held = cs[bisect.bisect_left(cs, (part.first, "")):bisect.bisect_left(cs, (part.end, ""))]
-        smalls = [(seq, path) for seq, path in held if not any(q.first <= seq < q.end for q in replaced)]
-        out[part.path] = [path for _, path in sorted(smalls + [(q.first, q.path) for q in replaced])]
-
-    committed_parts(deltas, seen)
+        smalls = [(seq, rel) for seq, rel in held if not any(q.first <= seq < q.end for q in merged)]
+        out[path] = [rel for _, rel in sorted(smalls + [(q.first, q.path) for q in merged])]
     return out
 
 

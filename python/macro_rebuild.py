@@ -128,8 +128,7 @@ def expected(state: StreamState, deltas: Sequence[Delta], exists: Callable[[str]
         for c in d.chunks:
             if c.seg in segs and c.floor != 0 and c.seq < compacted_upto(state, c.seg):
                 chunks[c.seg].append(c)
-    members: dict[str, list[CommittedPart]] = {}
-    committed = committed_parts(deltas, lambda part, replaced: members.__setitem__(part.path, replaced))
+    walk = committed_parts(deltas)
     out = Expected()
     for seg in segs:
         live = sorted({c.seq: c for c in chunks[seg] if c.hi > state.head_tso}.values(), key=lambda c: c.seq)
@@ -144,13 +143,13 @@ def expected(state: StreamState, deltas: Sequence[Delta], exists: Callable[[str]
             if exists(q.path):
                 return [q]
             subs: list[CommittedPart | Chunk] = []
-            for r in members.get(q.path, []):
+            for r in walk.merged.get(q.path, []):
                 if held(r.first, r.end):
                     got = pieces(r)
                     if got is None:
                         return None
                     subs += got
-            smalls = [c for c in held(q.first, q.end) if not any(r.first <= c.seq < r.end for r in members.get(q.path, []))]
+            smalls = [c for c in held(q.first, q.end) if not any(r.first <= c.seq < r.end for r in walk.merged.get(q.path, []))]
             if not all(exists(c.path) for c in smalls):
                 return None
             out.fallback[q.path] = [x.path for x in subs if isinstance(x, CommittedPart)] + [c.path for c in smalls]
@@ -159,7 +158,7 @@ def expected(state: StreamState, deltas: Sequence[Delta], exists: Callable[[str]
 
         listed: list[Macro] = []
         covered: set[int] = set()
-        for q in sorted(committed.get(seg, []), key=lambda q: q.first):
+        for q in sorted(walk.live.get(seg, []), key=lambda q: q.first):
             if not held(q.first, q.end):
                 continue  # every record it holds is truncated
             for x in pieces(q) or [q]:  # None: records lost (fsck reports the file)
