@@ -112,6 +112,8 @@ def run_compact(args: argparse.Namespace) -> int:
                      f"{counts['macros']:,} macro-chunks ({counts['bytes']:,} bytes)"
                      + (f", adopted {counts['adopted']}" if counts["adopted"] else "")
                      + (f", {counts['lost']} lost to another compactor" if counts["lost"] else "")
+                     + (f", {counts['unreadable']} unreadable chunk(s) left as they are: run `tstream fsck`"
+                        if counts["unreadable"] else "")
                      + f"; a full read now opens {len({c.path for c in plan}):,} files"
                      + ("" if before == s.state.compaction else "; replaced files go at `tstream vacuum`")
                      + "\n")

@@ -74,11 +74,11 @@ from .compacted import compacted_upto, segment_summaries
 from .conf.keys import COMPACTION_DEFAULT
 from .compaction_gc import discard_unpublished, manifest_bytes, manifest_path
 from .entries import Chunk, Entry
-from .errors import ConfigError
+from .errors import ConfigError, CorruptChunkError
 from .journal import Journal
 from .macromap import SPAN, Macro, MacroMap, bucket_of
 from .policytext import policy_parts
-from .reading import decode_file, fetch_files, view_tsos
+from .reading import check_times, decode_file, fetch_files, view_tsos
 from .schema import RAW_TSO, conform
 from .state import StreamState, segment_number
 from .storage import Store
@@ -247,6 +247,7 @@ def _write_macro(store: Store, schema: pa.Schema, seg: int, members: Sequence[Pi
             table, base = decode_file(store, views[0], data, views)
             for c in views:
                 tso = view_tsos(table, c, base)
+                check_times(store, c, tso)
                 body = conform(table.drop_columns([RAW_TSO]).slice(c.offset - base, c.rows), schema)
                 if len(tso):
                     ordered = ordered and (c.sorted or bool(np.all(np.diff(tso) > 0))) \
@@ -280,6 +281,41 @@ def _write_macro(store: Store, schema: pa.Schema, seg: int, members: Sequence[Pi
     macro = Macro(first=members[0].first, rows=rows, path=rel, bytes=size, lo=lo or 0, hi=hi or 0,
                   sorted=ordered, level=level)
     return macro, [p.chunk.path for p in members]
+
+
+def _merge_around(store: Store, schema: pa.Schema, seg: int, group: list[Piece], compression: str,
+                  progress: Callable[[int, int], None] | None, new: list[tuple[list[Piece], Macro, list[str]]],
+                  left: list[Piece], unreadable: list[Piece]) -> None:
+    """Merge ``group`` into one macro-chunk (and its manifest) appended to ``new``.
+
+    A member that cannot be read (missing, corrupt, overwritten) is left as it is, in
+    ``unreadable``, and the runs either side of it are merged instead (a run of one piece goes
+    to ``left``). Readers then meet that chunk's error exactly as before, and ``tstream fsck``
+    names the same remedy; one damaged chunk does not stop its segment's compaction for good.
+    """
+    try:
+        macro, replaced = _write_macro(store, schema, seg, group, compression, progress)
+    except CorruptChunkError as e:
+        bad = next((i for i, x in enumerate(group) if store.uri(x.chunk.path) == e.path), None)
+        if bad is None:
+            raise
+        log.warning("compaction: left %s as it is, it cannot be read (%s); see `tstream fsck`",
+                    e.path, e)
+        unreadable.append(group[bad])
+        for run in (group[:bad], group[bad + 1:]):
+            if len(run) > 1:
+                _merge_around(store, schema, seg, run, compression, progress, new, left, unreadable)
+            else:
+                left.extend(run)
+        return
+    store.write(manifest_path(macro.path), manifest_bytes(seg, macro.path, macro.first, macro.end, replaced))
+    new.append((group, macro, replaced))
+
+
+def _listed(x: Piece) -> Macro:
+    """A small chunk listed in the map as it is (merged into nothing), floor and all."""
+    return Macro(x.first, x.chunk.rows, x.chunk.path, x.chunk.bytes, x.chunk.lo, x.chunk.hi, x.chunk.sorted, 0,
+                 x.chunk.floor)
 
 
 # -- the journal commit -------------------------------------------------------------------------
@@ -341,7 +377,7 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
     from .timestamps import now_ms
 
     state: StreamState = stream.refresh()
-    counts = {"macros": 0, "chunks": 0, "rows": 0, "bytes": 0, "adopted": 0, "lost": 0}
+    counts = {"macros": 0, "chunks": 0, "rows": 0, "bytes": 0, "adopted": 0, "lost": 0, "unreadable": 0}
     schema = stream.schema
     if schema is None:
         return counts
@@ -406,20 +442,22 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
                 end = max([end] + [x.end for x in smalls])
             # chunks left as they are below the settled end are listed too: the map then covers
             # every compacted _seq, so a planner can read it instead of the journal
-            passed = [Macro(x.first, x.chunk.rows, x.chunk.path, x.chunk.bytes, x.chunk.lo, x.chunk.hi,
-                            x.chunk.sorted, 0, x.chunk.floor)
-                      for g in groups if len(g) == 1 for x in g if x.pos >= 0 and x.end <= end]
+            passed = [_listed(x) for g in groups if len(g) == 1 for x in g if x.pos >= 0 and x.end <= end]
             if merges or passed:
                 new: list[tuple[list[Piece], Macro, list[str]]] = []
+                left: list[Piece] = []  # members of a merge left as they are (beside a damaged one)
+                unreadable: list[Piece] = []
                 try:
                     for g in merges:
-                        macro, replaced = _write_macro(store, schema, seg, g, stream.config.compression, progress)
-                        store.write(manifest_path(macro.path),
-                                    manifest_bytes(seg, macro.path, macro.first, macro.end, replaced))
-                        new.append((g, macro, replaced))
+                        _merge_around(store, schema, seg, g, stream.config.compression, progress, new, left,
+                                      unreadable)
                 except BaseException:
                     discard_unpublished(store, [m.path for _, m, _ in new])
                     raise
+                # settled like the merges they belonged to: the map must list them, or a plan
+                # reading it for these _seq would miss their records
+                passed += [_listed(x) for x in left + unreadable if x.pos >= 0]
+                counts["unreadable"] += len(unreadable)
                 gone = {x.chunk.path for g, _, _ in new for x in g if x.level != 0}
                 dead = {m.path for m in cur.macros if m.hi <= state.head_tso}
                 ranges = [(m.first, m.end) for _, m, _ in new] + [(m.first, m.end) for m in passed]

@@ -30,7 +30,8 @@ from .journal import Journal
 from .macro_rebuild import Expected, bucket_of_error, expected
 from .macromap import bucket_dir as macro_bucket_dir
 from .timeindex import COL_ID, FANOUT, Delta, decode_node, node_path, summary
-from .reading import FOOTER_GUESS, footer_rows
+from .reading import FOOTER_GUESS, footer_times, times_outside
+from .reading import footer as read_footer
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
 from .scaling import (
     EPOCH_CHUNK,
@@ -306,23 +307,26 @@ class _Checker:
     def _footers(self, chunks: list[Chunk], sizes: dict[str, int],
                  known: dict[str, tuple[Chunk, str | None]]) -> dict[str, tuple[Chunk, str | None]]:
         """``known`` and, for each file of ``chunks`` not in it, what is wrong with it (None:
-        nothing): missing, not Parquet, or other rows or bytes than the journal's."""
+        nothing): missing, not Parquet, or other rows, bytes or times than the journal's."""
         def footer(c: Chunk) -> tuple[Chunk, str | None]:
             size = sizes.get(c.path)
             if size is None:
                 return c, "missing"
+            offset = int(getattr(c, "offset", 0))  # (a map entry has none)
             try:
-                rows = footer_rows(self.store, c.path, size, FOOTER_GUESS)
+                meta = read_footer(self.store, c.path, size, FOOTER_GUESS)
+                times = footer_times(meta, c) if offset == 0 else None
             except FileNotFoundError:
                 return c, "missing"
             except Exception as e:  # noqa: BLE001 - any decode failure is a corrupt chunk
                 return c, str(e) if isinstance(e, ValueError) and "no footer" in str(e) else \
                     f"unreadable ({type(e).__name__}: {e})"
-            offset = int(getattr(c, "offset", 0))
-            if rows < offset + c.rows:
+            if (rows := meta.num_rows) < offset + c.rows:
                 return c, f"has {rows} rows, the journal says {offset + c.rows}"
             if offset == 0 and rows == c.rows and size != c.bytes:
                 return c, f"has {size} bytes, the journal says {c.bytes}"
+            if times is not None and times_outside(c, *times, first_exact=c.sorted or c.floor == 0):
+                return c, f"holds records timed {times[0]}..{times[1]} (_tso), outside the journal's {c.lo}..{c.hi}"
             return c, None
 
         todo = [c for c in {c.path: c for c in chunks}.values() if c.path not in known]

@@ -96,12 +96,20 @@ class Journal(EntryLog):
         compared before treating it as a conflict.
         """
         newest = state if state is not None else self.head().state
+        lost = 0
 
         def attempt() -> tuple[Entry | None, StreamState] | Lost:
-            nonlocal newest
+            nonlocal newest, lost
             out = self._attempt(build, newest)
             if isinstance(out, StreamState):  # another commit took the slot: rebuild on its state
                 newest = out
+                lost += 1
+                if lost >= 2:
+                    # lost twice in a row: we may be far behind (a long vacuum or compaction
+                    # under many commits a second). Walking one slot per lost race would cost a
+                    # rebuild and a create per commit we missed, and fall further behind while
+                    # others commit; the head (a read, and a probe past it) is the newest
+                    newest = max(newest, self.head().state, key=lambda st: st.pos)
                 return LOST
             return out
 

@@ -29,7 +29,7 @@ from .errors import CorruptChunkError
 from .entries import Chunk
 from .schema import RAW_TSO, conform, full_schema
 from .storage import RangedFile, Store
-from .timestamps import LOGICAL_BITS, apply_floor
+from .timestamps import LOGICAL_BITS, apply_floor, final_bounds
 
 #: Chunks up to this size are fetched together in one batched call.
 BATCH_FETCH_BYTES = 64 << 20
@@ -65,16 +65,46 @@ class ReadTask:
 FOOTER_GUESS = 64 * 1024
 
 
-def footer_rows(store: Store, rel: str, size: int, guess: int = FOOTER_GUESS) -> int:
-    """The rows a ``size``-byte Parquet file's footer records: one ranged read of its last
-    ``guess`` bytes (two when the footer is bigger); ValueError when it has no Parquet footer."""
+def footer(store: Store, rel: str, size: int, guess: int = FOOTER_GUESS) -> pq.FileMetaData:
+    """The footer of a ``size``-byte Parquet file: one ranged read of its last ``guess`` bytes
+    (two when the footer is bigger); ValueError when it has no Parquet footer."""
     tail = store.read_range(rel, max(0, size - guess), size)
     if len(tail) < 8 or tail[-4:] != b"PAR1":
         raise ValueError("not a Parquet file (no footer)")
     need = struct.unpack("<I", tail[-8:-4])[0] + 8
     if need > len(tail):
         tail = store.read_range(rel, max(0, size - need), size)
-    return int(pq.ParquetFile(RangedFile.of_tail(size, tail)).metadata.num_rows)
+    return pq.ParquetFile(RangedFile.of_tail(size, tail)).metadata
+
+
+def footer_rows(store: Store, rel: str, size: int, guess: int = FOOTER_GUESS) -> int:
+    """The rows a ``size``-byte Parquet file's footer records (see :func:`footer`)."""
+    return int(footer(store, rel, size, guess).num_rows)
+
+
+def footer_times(meta: pq.FileMetaData, chunk: Chunk) -> tuple[int, int] | None:
+    """The first and last final ``_tso`` of a chunk stored alone in a file (all its rows, from
+    its first), from the footer's statistics of the raw timestamps; None where they are absent.
+
+    The last is exact: ``max(raw_max, floor + rows - 1)``. So is the first of a sorted chunk
+    (for other chunks it is only a lower bound).
+    """
+    names = meta.schema.to_arrow_schema().names
+    if RAW_TSO not in names or meta.num_rows != chunk.rows or not meta.num_row_groups:
+        return None
+    col = names.index(RAW_TSO)
+    stats = [meta.row_group(g).column(col).statistics for g in range(meta.num_row_groups)]
+    if any(st is None or not st.has_min_max for st in stats):
+        return None
+    return final_bounds(min(int(st.min) for st in stats), max(int(st.max) for st in stats), chunk.rows,
+                        chunk.floor)
+
+
+def times_outside(chunk: Chunk, first: int, last: int, *, first_exact: bool = True) -> bool:
+    """Whether records timed ``first``..``last`` break the range the journal recorded for
+    ``chunk``: the file holds other records. ``first_exact``: ``first`` is the records' least
+    time, not only a lower bound on it (which proves nothing)."""
+    return (first_exact and first < chunk.lo) or last > chunk.hi
 
 
 def _advice(store: Store) -> str:
@@ -198,6 +228,24 @@ def view_tsos(table: pa.Table, chunk: Chunk, base: int = 0) -> np.ndarray:
     if len(raw) and int(raw.min()) >= top:
         return raw
     return apply_floor(raw, chunk.floor + chunk.offset)
+
+
+def check_times(store: Store, chunk: Chunk, tso: np.ndarray) -> None:
+    """Raise if a chunk's final ``_tso`` fall outside the range its commit recorded (``lo``..``hi``).
+
+    A file overwritten with another chunk of the same row count decodes cleanly and passes the
+    row check; its times give it away (and a planner pruning by ``lo``/``hi`` would be wrong about
+    it). Reads and compaction check each chunk, so compaction never turns such damage into a
+    macro-chunk that looks sound, and a read fails instead of returning other records.
+    """
+    if not len(tso):
+        return
+    lo, hi = (int(tso[0]), int(tso[-1])) if chunk.sorted else (int(tso.min()), int(tso.max()))
+    if times_outside(chunk, lo, hi):
+        raise CorruptChunkError(
+            f"chunk {store.uri(chunk.path)} holds records timed {lo}..{hi} (_tso), outside the "
+            f"{chunk.lo}..{chunk.hi} the journal says; it was overwritten: {_advice(store)}",
+            path=store.uri(chunk.path))
 
 
 def read_tsos(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, np.ndarray]]:
@@ -339,6 +387,7 @@ class _FileRows:
                 end_seq: int | None) -> Iterator[pa.Table]:
         """The records of ``view`` in range, one table per row group they span."""
         tso = view_tsos(self.raw, view, self.base)
+        check_times(self.store, view, tso)
         pick = select(tso, view, lo, hi, first_seq, end_seq)
         if pick is None:
             return

@@ -12,7 +12,7 @@ from conftest import CallLog
 
 from pyspark_tstream.journal import Journal
 from pyspark_tstream.stream import Stream
-from pyspark_tstream.timestamps import now_ms
+from pyspark_tstream.timestamps import now_ms, physical
 
 
 def _batch(writer: str, batch: int, rows: int = 20) -> pa.Table:
@@ -382,3 +382,46 @@ def test_search_reads_node_summaries_and_reads_check_their_entries(url: str) -> 
             Stream.open(url).read()
         Stream.open(url).repair()
     assert len(Stream.open(url).read()) == 2 * FANOUT + 3
+
+
+@pytest.mark.parametrize("operation", ["vacuum", "compact"])
+def test_a_commit_far_behind_catches_up_in_a_few_reads(url: str, operation: str) -> None:
+    """Found by the soak: a vacuum deleting files for a while under ~25 commits/s reached its
+    journal commit hundreds of positions behind and walked them one lost race at a time (each
+    a rebuild, a conditional create and a read), so it fell further behind and gave up after
+    1000 "lost races". A committer behind by more than the one slot it just lost now jumps to
+    the newest entry through the head."""
+    s = Stream.create(url, segments=1, compaction="target=1MB,min=1000")  # only this test compacts
+    for b in range(20):
+        s.append([{"k": "x", "b": b}], key="k")
+    if operation == "vacuum":
+        s.truncate(physical(s.refresh().tick))  # something for it to delete
+    other = Stream.open(url)
+    behind = 400
+    log = CallLog()
+
+    def meanwhile(op: str, rel: str) -> None:
+        log(op, rel)
+        if op in ("delete", "open_output") and not fired:
+            fired.append(True)
+            for b in range(behind):  # these land while the operation works
+                other.append([{"k": "x", "b": b}], key="k")
+            log.reset()
+
+    fired: list[bool] = []
+    mine = Stream.open(url)
+    mine.refresh()
+    mine.store.observer = meanwhile
+    if operation == "vacuum":
+        assert mine.vacuum(grace_ms=0)["chunks"] >= 19
+    else:
+        assert mine.compact(full=True)["chunks"] == 20
+    mine.store.observer = None
+    assert fired
+    st = Stream.open(url).refresh()
+    assert st.pos >= behind + 21
+    ops = [Stream.open(url).journal.read_entry(p).op for p in range(st.pos - 3, st.pos + 1)]
+    assert ("gc" if operation == "vacuum" else "compact") in ops
+    # a handful of journal calls, not one per position it was behind
+    journal = [op for op, rel in log.calls if rel.startswith("_tstream/journal/")]
+    assert journal.count("put_if_absent") <= 3 and journal.count("read") <= 8, log.calls

@@ -17,6 +17,7 @@ import pytest
 from pyspark_tstream.cli import main
 from pyspark_tstream.compacted import substitute
 from pyspark_tstream.entries import ANCHOR, HEAD, Entry, entry_path
+from pyspark_tstream.errors import CorruptChunkError
 from pyspark_tstream.timeindex import FANOUT, node_path
 from pyspark_tstream.scaling import EPOCH_CHUNK, epoch_chunk_path, epoch_path
 from pyspark_tstream.stream import Stream
@@ -122,6 +123,25 @@ def test_chunk_with_wrong_rows_is_found(url: str) -> None:
     s.store.write(victim.path, s.store.read(other.path))
     (problem,) = Stream.open(url).verify().problems
     assert problem.kind == "chunk" and "rows" in problem.message
+
+
+def test_chunk_overwritten_with_another_of_the_same_size_is_found(url: str) -> None:
+    """Another chunk's file of the same rows and bytes passed every check: a read returned its
+    records under this chunk's _seq, and fsck found nothing. Their times give it away."""
+    s = Stream.create(url, segments=1, compaction="off")
+    for b in range(6):
+        s.append(pa.table({"k": ["a", "b"], "t": [T0 + b * 1000, T0 + b * 1000 + 1]}), key="k", timestamp="t")
+    before = Stream.open(url).read()
+    victim, other = (s.journal.read_entry(p).chunks[0] for p in (5, 3))
+    assert (victim.rows, victim.bytes) == (other.rows, other.bytes)  # what the older checks compare
+    saved = s.store.read(victim.path)
+    s.store.write(victim.path, s.store.read(other.path))
+    with pytest.raises(CorruptChunkError, match=r"holds records timed .* outside .*tstream fsck"):
+        Stream.open(url).read()
+    (problem,) = Stream.open(url).verify().problems
+    assert problem.kind == "chunk" and "outside" in problem.message and victim.path in problem.message
+    s.store.write(victim.path, saved)
+    assert Stream.open(url).verify().ok and Stream.open(url).read().equals(before)
 
 
 def test_fsck_cost_is_batched(url: str) -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from pyspark_tstream import read_native
 from pyspark_tstream.datasource import native
+from pyspark_tstream.entries import Chunk
 from pyspark_tstream.errors import UnsupportedOperationError
 from pyspark_tstream.stream import Stream
 from pyspark_tstream.timestamps import iso
@@ -217,16 +218,21 @@ def test_chunk_views_of_one_file(spark: Any, tmp_path: Path, monkeypatch: pytest
     # per view: floors above the records' times, so they decide _tso (and each view needs its own)
     raise_ = (lambda n: chunk.hi - chunk.floor + n) if floors == "per view" else (lambda n: 0)
 
+    def view(rows: int, at: int) -> Chunk:
+        floor = chunk.floor + raise_(at)
+        # times as a commit records them: a floor above every record decides them all
+        lo, hi = (floor + at, floor + at + rows - 1) if floors == "per view" else (chunk.lo, chunk.hi)
+        return dataclasses.replace(chunk, rows=rows, seq=chunk.seq + at, floor=floor, offset=at, lo=lo, hi=hi)
+
     # two views, not adjacent, of one file: a row range each (and a floor each: the join)
-    views = [dataclasses.replace(chunk, rows=3, seq=chunk.seq + 2, floor=chunk.floor + raise_(2), offset=2),
-             dataclasses.replace(chunk, rows=4, seq=chunk.seq + 6, floor=chunk.floor + raise_(6), offset=6)]
+    views = [view(3, 2), view(4, 6)]
     monkeypatch.setattr(Stream, "plan", lambda self, lo, hi, **kw: views)
     got = _same_as_core(spark, url)
     assert [r[0] for r in got] == [2, 3, 4, 6, 7, 8, 9]
     assert (min(r[-3] for r in got) > chunk.hi) == (floors == "per view")
     assert [r[-1] for r in got] == [2, 3, 4, 6, 7, 8, 9]  # _seq numbers the file's rows
     # adjacent views of one file share one row range
-    views[1:] = [dataclasses.replace(views[1], rows=5, seq=chunk.seq + 5, floor=chunk.floor + raise_(5), offset=5)]
+    views[1:] = [view(5, 5)]
     assert [r[0] for r in _same_as_core(spark, url)] == list(range(2, 10))
 
 

@@ -3,7 +3,7 @@
 Usage::
 
     python tests/benchmarks/soak.py --minutes 30     # the real soak
-    python tests/benchmarks/soak.py --smoke          # ~1 minute, a kill every 15 s (CI)
+    python tests/benchmarks/soak.py --smoke          # ~1 minute, a kill every 15 s, a scale every 20 s (CI)
 
 What runs, on its own SeaweedFS (``weed mini`` on loopback, stopped by PID at the end):
 
@@ -20,15 +20,27 @@ What runs, on its own SeaweedFS (``weed mini`` on loopback, stopped by PID at th
   and started again from its checkpoint: the sink's
   exactly-once commit, not the producer, keeps its records from being lost or duplicated;
 * one Spark consumer query (``local[2]``): ``consumerGroup=soak``, a zero-delay watermark on
-  ``_timestamp``, ``foreachBatch`` storing each micro-batch's ids under its batch id (a replay
-  overwrites, so the store holds what Spark delivered exactly once or not);
+  ``_timestamp``, ``foreachBatch`` storing each micro-batch's ids, ``_tso`` and ``_timestamp``
+  under its batch id (a replay overwrites, so the store holds what Spark delivered exactly once
+  or not); every third kill it too is stopped where it is and started again from its checkpoint;
+* a second consumer query, ``consumerGroup=windows``: counts per 5-second window of
+  ``_timestamp`` with a zero-delay watermark in append mode (a window is emitted once the
+  watermark passes it, and a record arriving after that would be dropped). Every emitted
+  window's count must equal the number of delivered records in it (§3.4: tick-aligned
+  micro-batches drop nothing);
+* every ``--scale-every`` seconds the stream scales while everyone writes and reads: a split of
+  an active segment, then a merge of two adjacent ones, in turn (§3.5: one writer's records of
+  one key must reach the consumer in ``_tso`` order with ids increasing across the scales);
+* every ``--vacuum-every`` seconds ``vacuum(grace_ms=30 s)`` deletes what retention truncated
+  and what compaction replaced, while the queries read;
 * this process's Python RSS and the Spark JVM's RSS are sampled at start and end.
 
 At the end the producers are stopped (sessions closed), the consumer catches up to the tick, and
 the table prints records in (``info()["rows"]``) and out, lost (committed, never delivered) and
 duplicated (delivered twice), RSS, chunk and metadata object counts (compaction is on, as by
 default: macro-chunks are counted apart), and the tick lag (now - tick) seen while running.
-Exit code 1 if anything was lost or duplicated, or if the Spark producer's ids have a gap.
+Exit code 1 if anything was lost or duplicated, if the Spark producer's ids have a gap, if one
+writer's records of one key were delivered out of order, or if a window's count is wrong.
 """
 
 from __future__ import annotations
@@ -56,6 +68,49 @@ SKEWS_MS = (0, -3_000, 2_000)
 #: Ids of the Spark producer's records: SPARK_IDS + the rate source's ``value`` (0, 1, 2, ...).
 SPARK_IDS = 9 * 10**12
 ROWS = 200
+#: Window of the windowed consumer's counts.
+WINDOW_MS = 5_000
+VACUUM_GRACE_MS = 30_000
+
+
+def writer_key(i: int) -> tuple[int, int]:
+    """(writer, key) of a record id, as the producers built them: writer 0-2 or 9 (Spark)."""
+    if i >= SPARK_IDS:
+        return 9, (i - SPARK_IDS) % 97
+    return i // 10**12, i % 97
+
+
+def order_breaks(rows: list[tuple[int, int, int]]) -> int:
+    """Delivered (id, tso, ms) rows where one writer's later record of a key precedes an earlier
+    one in ``_tso`` order (§3.5): each producer numbers its records in time order."""
+    last: dict[tuple[int, int], int] = {}
+    breaks = 0
+    for i, _, _ in sorted(rows, key=lambda r: r[1]):
+        wk = writer_key(i)
+        if last.get(wk, -1) > i:
+            breaks += 1
+        last[wk] = max(last.get(wk, -1), i)
+    return breaks
+
+
+def window_errors(rows: list[tuple[int, int, int]], windows: dict[int, int]) -> tuple[int, int]:
+    """(windows whose emitted count differs from the delivered records in them, records counted)."""
+    truth = Counter(ms // WINDOW_MS * WINDOW_MS for _, _, ms in rows)
+    wrong = sum(1 for start, n in windows.items() if truth.get(start, 0) != n)
+    return wrong, sum(windows.values())
+
+
+def scale_once(stream: Any, split_turn: bool) -> str:
+    """Split the first active segment, or merge the first two adjacent ones (whichever is due)."""
+    segs = sorted(stream.refresh().segments, key=lambda g: g.lo)
+    if split_turn or len(segs) < 2:
+        stream.scale(split=segs[0].id)
+        return "split"
+    for a, b in zip(segs, segs[1:]):
+        if a.hi == b.lo:
+            stream.scale(merge=[a.id, b.id])
+            return "merge"
+    return "none"
 
 
 def _opts(endpoint: str) -> dict[str, Any]:
@@ -114,9 +169,10 @@ def _spawn(url: str, endpoint: str, i: int, log: Path) -> subprocess.Popen[bytes
                             start_new_session=True)
 
 
-def soak(minutes: float, kill_every: float) -> int:
+def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: float) -> int:
     import pyspark_tstream
     from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
     from pyspark_tstream.groups import Group
     from pyspark_tstream.stream import Stream
     from pyspark_tstream.timestamps import physical
@@ -131,8 +187,9 @@ def soak(minutes: float, kill_every: float) -> int:
         schema = pa.schema([("id", pa.int64()), ("key", pa.string()), ("t", pa.int64())])
         stream = Stream.create(url, segments=4, schema=schema, retention="age=1m,groups=true",
                                writer_lease_ms=5_000, storage_options=opts)
-        # registered before any record exists: retention must wait for it from the first record
+        # registered before any record exists: retention must wait for them from the first record
         Group.create(stream, "soak", start="0")
+        Group.create(stream, "windows", start="0")
         spark = (SparkSession.builder.master("local[2]").appName("tstream-soak")
                  .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
                  .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
@@ -140,18 +197,33 @@ def soak(minutes: float, kill_every: float) -> int:
         pyspark_tstream.register(spark)
         jvm = _jvm_pid()
         rss_jvm0 = _rss_kb(jvm) if jvm else 0
-        seen: dict[int, list[int]] = {}
+        seen: dict[int, list[tuple[int, int, int]]] = {}
+        windows: dict[int, dict[int, int]] = {}
 
-        def collect(df: Any, batch_id: int) -> None:
-            seen[batch_id] = [r.id for r in df.select("id").collect()]  # a replay overwrites
+        def collect(df: Any, batch_id: int) -> None:  # a replay overwrites
+            seen[batch_id] = [tuple(r) for r in df.selectExpr("id", "_tso", "unix_millis(_timestamp)").collect()]
+
+        def collect_windows(df: Any, batch_id: int) -> None:
+            windows[batch_id] = {r[0]: r[1] for r in df.selectExpr("unix_millis(window.start)", "count").collect()}
 
         sopts = {"storage.endpoint_url": endpoint, "storage.key": s3servers.ACCESS_KEY,
                  "storage.secret": s3servers.SECRET_KEY,
                  "storage.client_kwargs": json.dumps({"region_name": s3servers.REGION})}
-        q = (spark.readStream.format("tstream").options(**sopts).option("consumerGroup", "soak").load(url)
-             .withWatermark("_timestamp", "0 seconds")
-             .writeStream.foreachBatch(collect).option("checkpointLocation", str(work / "ckpt"))
-             .trigger(processingTime="2 seconds").start())
+
+        def consumer() -> Any:
+            return (spark.readStream.format("tstream").options(**sopts).option("consumerGroup", "soak").load(url)
+                    .withWatermark("_timestamp", "0 seconds")
+                    .writeStream.foreachBatch(collect).option("checkpointLocation", str(work / "ckpt"))
+                    .trigger(processingTime="2 seconds").start())
+
+        def window_consumer() -> Any:
+            return (spark.readStream.format("tstream").options(**sopts).option("consumerGroup", "windows")
+                    .load(url).withWatermark("_timestamp", "0 seconds")
+                    .groupBy(F.window("_timestamp", f"{WINDOW_MS // 1000} seconds")).count()
+                    .writeStream.outputMode("append").foreachBatch(collect_windows)
+                    .option("checkpointLocation", str(work / "windows-ckpt"))
+                    .trigger(processingTime="3 seconds").start())
+
         def spark_producer() -> Any:
             return (spark.readStream.format("rate").option("rowsPerSecond", 200).load()
                     .selectExpr(f"{SPARK_IDS} + value AS id", "concat('k', CAST(value % 97 AS STRING)) AS key",
@@ -161,11 +233,14 @@ def soak(minutes: float, kill_every: float) -> int:
                     .option("checkpointLocation", str(work / "producer-ckpt"))
                     .trigger(processingTime="1 second").start(url))
 
+        q, wq = consumer(), window_consumer()
         producer_q = spark_producer()
         procs = [_spawn(url, endpoint, i, work / f"w{i}.log") for i in range(3)]
-        kills, max_lag, victim, restarts, restart_due = 0, 0, 0, 0, False
+        kills, max_lag, victim, restarts, restart_due, consumer_restarts = 0, 0, 0, 0, False, 0
+        scales: Counter[str] = Counter()
+        vacuumed: Counter[str] = Counter()
         began = time.monotonic()
-        next_kill = began + kill_every
+        next_kill, next_scale, next_vacuum = began + kill_every, began + scale_every, began + vacuum_every
         try:
             while time.monotonic() - began < minutes * 60:
                 time.sleep(1)
@@ -179,7 +254,17 @@ def soak(minutes: float, kill_every: float) -> int:
                     kills += 1
                     victim = (victim + 1) % 3
                     restart_due = True
+                    if kills % 3 == 0:  # the consumer too, wherever it is
+                        q.stop()
+                        q = consumer()
+                        consumer_restarts += 1
                     next_kill = time.monotonic() + kill_every  # a slow restart does not bunch kills
+                if time.monotonic() >= next_scale:
+                    scales[scale_once(Stream.open(url, opts), scales["split"] <= scales["merge"])] += 1
+                    next_scale = time.monotonic() + scale_every
+                if time.monotonic() >= next_vacuum:
+                    vacuumed.update(Stream.open(url, opts).vacuum(grace_ms=VACUUM_GRACE_MS))
+                    next_vacuum = time.monotonic() + vacuum_every
                 if restart_due and any(p["numInputRows"] for p in producer_q.recentProgress):
                     # it has committed since its start: stop it wherever it is now, perhaps
                     # inside a micro-batch; its checkpoint resumes it
@@ -187,10 +272,9 @@ def soak(minutes: float, kill_every: float) -> int:
                     producer_q = spark_producer()
                     restarts += 1
                     restart_due = False
-                if producer_q.exception() is not None:
-                    raise RuntimeError(f"Spark producer failed: {producer_q.exception()}")
-                if q.exception() is not None:
-                    raise RuntimeError(f"consumer failed: {q.exception()}")
+                for name, query in (("Spark producer", producer_q), ("consumer", q), ("window consumer", wq)):
+                    if query.exception() is not None:
+                        raise RuntimeError(f"{name} failed: {query.exception()}")
         finally:
             producer_q.stop()
             for p in procs:
@@ -208,17 +292,28 @@ def soak(minutes: float, kill_every: float) -> int:
         final = s.refresh()
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            delivered = {i for ids in seen.values() for i in ids}
+            delivered = {r[0] for rows in seen.values() for r in rows}
             if len(delivered) >= final.rows:
                 break
             time.sleep(2)
+        time.sleep(8)  # the window query's last batches
         q.stop()
+        wq.stop()
         rss_py1, rss_jvm1 = _rss_kb(os.getpid()), (_rss_kb(jvm) if jvm else 0)
         spark.stop()
-        counts = Counter(i for ids in seen.values() for i in ids)
+        rows = [r for batch in seen.values() for r in batch]
+        counts = Counter(r[0] for r in rows)
         out_total = sum(counts.values())
         lost = final.rows - len(counts)
         dup = out_total - len(counts)
+        breaks = order_breaks(list({r[0]: r for r in rows}.values()))
+        emitted: dict[int, int] = {}
+        twice = 0
+        for batch in windows.values():
+            for start, n in batch.items():
+                twice += start in emitted
+                emitted[start] = n
+        wrong, counted = window_errors(list({r[0]: r for r in rows}.values()), emitted)
         spark_ids = sorted(i - SPARK_IDS for i in counts if i >= SPARK_IDS)
         spark_gaps = (spark_ids[-1] + 1 - len(spark_ids)) if spark_ids else 0
         objects = s3servers.boto3_client(endpoint).get_paginator("list_objects_v2")
@@ -228,24 +323,35 @@ def soak(minutes: float, kill_every: float) -> int:
         chunks = sum(1 for k in keys if k[len(prefix):].startswith("data/"))
         macros = sum(1 for k in keys if k[len(prefix):].startswith("data/") and "/m-" in k)
         meta = sum(1 for k in keys if k[len(prefix):].startswith("_tstream/"))
-        rows = [("minutes", f"{minutes:g}"), ("producer kills", kills), ("Spark producer restarts", restarts),
-                ("records in (committed)", final.rows), ("records out (delivered)", out_total),
-                ("lost", lost), ("duplicated", dup),
-                ("Spark producer records / id gaps", f"{len(spark_ids)} / {spark_gaps}"),
-                ("head (truncated by retention)", final.head_pos),
-                ("Python RSS start/end MB", f"{rss_py0 // 1024} / {rss_py1 // 1024}"),
-                ("Spark JVM RSS start/end MB", f"{rss_jvm0 // 1024} / {rss_jvm1 // 1024}"),
-                ("chunk objects (of them macro-chunks)", f"{chunks} ({macros})"), ("metadata objects", meta),
-                ("max tick lag s", f"{max_lag / 1000:.1f}")]
-        width = max(len(r[0]) for r in rows)
-        print("\n".join(f"{k:<{width}}  {v}" for k, v in rows))
-        return 0 if lost == 0 and dup == 0 and spark_gaps == 0 and spark_ids else 1
+        table = [("minutes", f"{minutes:g}"), ("producer kills", kills), ("Spark producer restarts", restarts),
+                 ("consumer restarts", consumer_restarts),
+                 ("scales (split / merge)", f"{scales['split']} / {scales['merge']}; epoch {final.epoch}"),
+                 ("vacuum (files / metadata deleted)",
+                  " / ".join(f"{k} {v}" for k, v in sorted(vacuumed.items()) if v) or "nothing"),
+                 ("records in (committed)", final.rows), ("records out (delivered)", out_total),
+                 ("lost", lost), ("duplicated", dup),
+                 ("Spark producer records / id gaps", f"{len(spark_ids)} / {spark_gaps}"),
+                 ("per-key order breaks", breaks),
+                 ("windows emitted / wrong / emitted twice", f"{len(emitted)} / {wrong} / {twice}"),
+                 ("records counted in emitted windows", counted),
+                 ("head (truncated by retention)", final.head_pos),
+                 ("Python RSS start/end MB", f"{rss_py0 // 1024} / {rss_py1 // 1024}"),
+                 ("Spark JVM RSS start/end MB", f"{rss_jvm0 // 1024} / {rss_jvm1 // 1024}"),
+                 ("chunk objects (of them macro-chunks)", f"{chunks} ({macros})"), ("metadata objects", meta),
+                 ("max tick lag s", f"{max_lag / 1000:.1f}")]
+        width = max(len(r[0]) for r in table)
+        print("\n".join(f"{k:<{width}}  {v}" for k, v in table))
+        # the windows must count most records, or their check says nothing
+        ok_windows = wrong == 0 and twice == 0 and counted >= len(counts) // 2
+        return 0 if lost == 0 and dup == 0 and spark_gaps == 0 and spark_ids and breaks == 0 and ok_windows else 1
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--kill-every", type=float, default=60.0, help="seconds between producer kills")
+    ap.add_argument("--scale-every", type=float, default=45.0, help="seconds between scales (split, merge)")
+    ap.add_argument("--vacuum-every", type=float, default=60.0, help="seconds between vacuums")
     ap.add_argument("--smoke", action="store_true", help="about a minute, a kill every 15 s")
     ap.add_argument("--producer", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
@@ -256,8 +362,8 @@ def main() -> int:
         producer(args.url, args.endpoint, args.producer, args.skew)
         return 0
     if args.smoke:
-        return soak(1.0, 15.0)
-    return soak(args.minutes, args.kill_every)
+        return soak(1.0, 15.0, 20.0, 30.0)
+    return soak(args.minutes, args.kill_every, args.scale_every, args.vacuum_every)
 
 
 if __name__ == "__main__":
