@@ -30,7 +30,7 @@ from .journal import Journal
 from .macro_rebuild import Expected, bucket_of_error, expected
 from .macromap import bucket_dir as macro_bucket_dir
 from .timeindex import COL_ID, FANOUT, Delta, decode_node, node_path, summary
-from .reading import FOOTER_GUESS, footer_times, times_outside
+from .reading import FOOTER_GUESS, footer_times, times_problem
 from .reading import footer as read_footer
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
 from .scaling import (
@@ -325,9 +325,7 @@ class _Checker:
                 return c, f"has {rows} rows, the journal says {offset + c.rows}"
             if offset == 0 and rows == c.rows and size != c.bytes:
                 return c, f"has {size} bytes, the journal says {c.bytes}"
-            if times is not None and times_outside(c, *times, first_exact=c.sorted or c.floor == 0):
-                return c, f"holds records timed {times[0]}..{times[1]} (_tso), outside the journal's {c.lo}..{c.hi}"
-            return c, None
+            return c, times_problem(c, *times) if times is not None else None
 
         todo = [c for c in {c.path: c for c in chunks}.values() if c.path not in known]
         with ThreadPoolExecutor(_THREADS) as pool:

@@ -51,11 +51,9 @@ class Expected:
     """
 
     entries: dict[tuple[int, int], list[Macro]] = field(default_factory=dict)
-    #: macro-chunk (gone or unreadable) -> the files listed in its place, which its
-    #: compaction's manifest names for garbage collection: repair takes them out of it (step 4)
-    fallback: dict[str, list[str]] = field(default_factory=dict)
-    #: each such macro-chunk's committed part (what its manifest describes)
-    replaced_parts: dict[str, CommittedPart] = field(default_factory=dict)
+    #: macro-chunk (gone or unreadable) -> its committed part, and the files listed in its place,
+    #: which its compaction's manifest names for garbage collection: repair takes them out (step 4)
+    fallback: dict[str, tuple[CommittedPart, list[str]]] = field(default_factory=dict)
 
     def segment(self, seg: int) -> list[Macro]:
         """Every entry of ``seg``, by first ``_seq``."""
@@ -152,8 +150,8 @@ def expected(state: StreamState, deltas: Sequence[Delta], exists: Callable[[str]
             smalls = [c for c in held(q.first, q.end) if not any(r.first <= c.seq < r.end for r in walk.merged.get(q.path, []))]
             if not all(exists(c.path) for c in smalls):
                 return None
-            out.fallback[q.path] = [x.path for x in subs if isinstance(x, CommittedPart)] + [c.path for c in smalls]
-            out.replaced_parts[q.path] = q
+            out.fallback[q.path] = (q, [x.path for x in subs if isinstance(x, CommittedPart)]
+                                    + [c.path for c in smalls])
             return subs + smalls
 
         listed: list[Macro] = []
@@ -211,7 +209,7 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
     listed = {m.path for m in macros}
     # first: once a version lists the small chunks, nothing tells a later run that the
     # manifest of the lost macro-chunk still names them for deletion
-    done = _release(store, {want.replaced_parts[m]: cs for m, cs in want.fallback.items() if set(cs) & listed})
+    done = _release(store, [(part, files) for part, files in want.fallback.values() if set(files) & listed])
     present = sorted(int(n.removesuffix(".json")) for n in store.list(bucket_dir(seg, bucket))
                      if n.endswith(".json") and n.removesuffix(".json").isdigit())
 
@@ -247,12 +245,12 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
     return done
 
 
-def _release(store: Store, fallback: dict[CommittedPart, list[str]]) -> list[str]:
+def _release(store: Store, fallback: list[tuple[CommittedPart, list[str]]]) -> list[str]:
     """Take the files listed in place of a lost or unreadable macro-chunk out of its compaction's
     manifest, so that garbage collection never deletes the only copy of their records (an
     unreadable manifest is written naming nothing)."""
     done = []
-    for part, files in sorted(fallback.items(), key=lambda kv: kv[0].path):
+    for part, files in sorted(fallback, key=lambda pf: pf[0].path):
         rel = manifest_path(part.path)
         try:
             raw = store.read(rel)

@@ -82,12 +82,12 @@ def footer_rows(store: Store, rel: str, size: int, guess: int = FOOTER_GUESS) ->
     return int(footer(store, rel, size, guess).num_rows)
 
 
-def footer_times(meta: pq.FileMetaData, chunk: Chunk) -> tuple[int, int] | None:
-    """The first and last final ``_tso`` of a chunk stored alone in a file (all its rows, from
-    its first), from the footer's statistics of the raw timestamps; None where they are absent.
-
-    The last is exact: ``max(raw_max, floor + rows - 1)``. So is the first of a sorted chunk
-    (for other chunks it is only a lower bound).
+def footer_times(meta: pq.FileMetaData, chunk: Chunk) -> tuple[int | None, int] | None:
+    """The least and greatest final ``_tso`` of a chunk stored alone in a file (all its rows,
+    from its first), from the footer's statistics of the raw timestamps; None where they are
+    absent. The greatest is exact: ``max(raw_max, floor + rows - 1)``. The least is exact for a
+    macro-chunk (floor 0: raw is final) and a sorted chunk; otherwise it is only a lower bound,
+    which proves nothing, and is None.
     """
     names = meta.schema.to_arrow_schema().names
     if RAW_TSO not in names or meta.num_rows != chunk.rows or not meta.num_row_groups:
@@ -96,15 +96,19 @@ def footer_times(meta: pq.FileMetaData, chunk: Chunk) -> tuple[int, int] | None:
     stats = [meta.row_group(g).column(col).statistics for g in range(meta.num_row_groups)]
     if any(st is None or not st.has_min_max for st in stats):
         return None
-    return final_bounds(min(int(st.min) for st in stats), max(int(st.max) for st in stats), chunk.rows,
-                        chunk.floor)
+    first, last = final_bounds(min(int(st.min) for st in stats), max(int(st.max) for st in stats), chunk.rows,
+                               chunk.floor)
+    return (first if chunk.sorted or chunk.floor == 0 else None), last
 
 
-def times_outside(chunk: Chunk, first: int, last: int, *, first_exact: bool = True) -> bool:
-    """Whether records timed ``first``..``last`` break the range the journal recorded for
-    ``chunk``: the file holds other records. ``first_exact``: ``first`` is the records' least
-    time, not only a lower bound on it (which proves nothing)."""
-    return (first_exact and first < chunk.lo) or last > chunk.hi
+def times_problem(chunk: Chunk, first: int | None, last: int) -> str | None:
+    """What is wrong when a chunk's records are timed ``first``..``last`` (least and greatest;
+    ``first`` None: unknown) outside the range the journal recorded for it, else None: the
+    file holds other records (and a planner pruning by ``lo``/``hi`` would be wrong about it)."""
+    if (first is None or first >= chunk.lo) and last <= chunk.hi:
+        return None
+    return (f"holds records timed {'?' if first is None else first}..{last} (_tso), outside the "
+            f"{chunk.lo}..{chunk.hi} the journal says")
 
 
 def _advice(store: Store) -> str:
@@ -234,18 +238,16 @@ def check_times(store: Store, chunk: Chunk, tso: np.ndarray) -> None:
     """Raise if a chunk's final ``_tso`` fall outside the range its commit recorded (``lo``..``hi``).
 
     A file overwritten with another chunk of the same row count decodes cleanly and passes the
-    row check; its times give it away (and a planner pruning by ``lo``/``hi`` would be wrong about
-    it). Reads and compaction check each chunk, so compaction never turns such damage into a
-    macro-chunk that looks sound, and a read fails instead of returning other records.
+    row check; its times give it away. Reads and compaction check each chunk, so compaction
+    never turns such damage into a macro-chunk that looks sound, and a read fails instead of
+    returning other records.
     """
     if not len(tso):
         return
     lo, hi = (int(tso[0]), int(tso[-1])) if chunk.sorted else (int(tso.min()), int(tso.max()))
-    if times_outside(chunk, lo, hi):
-        raise CorruptChunkError(
-            f"chunk {store.uri(chunk.path)} holds records timed {lo}..{hi} (_tso), outside the "
-            f"{chunk.lo}..{chunk.hi} the journal says; it was overwritten: {_advice(store)}",
-            path=store.uri(chunk.path))
+    if (problem := times_problem(chunk, lo, hi)) is not None:
+        raise CorruptChunkError(f"chunk {store.uri(chunk.path)} {problem}; it was overwritten: {_advice(store)}",
+                                path=store.uri(chunk.path))
 
 
 def read_tsos(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, np.ndarray]]:

@@ -306,14 +306,15 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
         out_total = sum(counts.values())
         lost = final.rows - len(counts)
         dup = out_total - len(counts)
-        breaks = order_breaks(list({r[0]: r for r in rows}.values()))
+        once = list({r[0]: r for r in rows}.values())  # each record once (duplicates counted above)
+        breaks = order_breaks(once)
         emitted: dict[int, int] = {}
         twice = 0
         for batch in windows.values():
             for start, n in batch.items():
                 twice += start in emitted
                 emitted[start] = n
-        wrong, counted = window_errors(list({r[0]: r for r in rows}.values()), emitted)
+        wrong, counted = window_errors(once, emitted)
         spark_ids = sorted(i - SPARK_IDS for i in counts if i >= SPARK_IDS)
         spark_gaps = (spark_ids[-1] + 1 - len(spark_ids)) if spark_ids else 0
         objects = s3servers.boto3_client(endpoint).get_paginator("list_objects_v2")
