@@ -23,6 +23,10 @@ numberings); Spark prunes both with the system columns when a query does not use
 are only added when some chunk needs them (a cut row range, a chunk straddling ``lo`` or
 ``hi``): a full read of whole chunks scans exactly like ``spark.read.parquet``.
 
+Before Spark opens them, the driver checks each planned file's size and footer against the
+journal (:func:`.file_checks.check_files`: two store calls per file, in parallel): the Parquet
+scan would otherwise return a foreign file's rows, which tstream's own read refuses.
+
 Spark must reach the store itself: ``file://`` works everywhere; ``s3://`` needs the
 ``hadoop-aws`` connector on Spark's classpath (its ``s3a`` file system) and fails clearly
 without it; ``memory://`` is only visible to Python, so it is refused.
@@ -39,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark_tstream.conf.options import SourceOptions
 from pyspark_tstream.errors import UnsupportedOperationError
 from pyspark_tstream.entries import Chunk
+from pyspark_tstream.file_checks import check_files
 from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.timestamps import LOGICAL_BITS
 
@@ -95,6 +100,9 @@ def read(spark: SparkSession, url: str, **options: Any) -> DataFrame:
     described = _descriptions(chunks, start_cut, end_cut)
     if not described:
         return spark.createDataFrame([], out_schema)
+    # Spark's scan reads whatever file is there: a missing, cut-short or foreign one (another
+    # chunk's, even of the same rows and bytes) fails here, as tstream's own read fails
+    check_files(stream.store, [c for c, *_ in described])
     user_fields = [f for f in out_schema.fields if f.name not in ("_timestamp", "_tso", "_segment", "_seq")]
     scan_schema = StructType(user_fields + [StructField(RAW_TSO, LongType(), True)])
     files = sorted({c.path for c, *_ in described})  # chunks the cuts emptied are not scanned

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +29,7 @@ from .journal import Journal
 from .macro_rebuild import Expected, bucket_of_error, expected
 from .macromap import bucket_dir as macro_bucket_dir
 from .timeindex import COL_ID, FANOUT, Delta, decode_node, node_path, summary
-from .reading import FOOTER_GUESS, footer_times, times_problem
-from .reading import footer as read_footer
+from .file_checks import file_problems
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
 from .scaling import (
     EPOCH_CHUNK,
@@ -47,9 +45,8 @@ from .state import StreamState, segment_number
 from .storage import Store
 from .timestamps import iso, physical
 
-#: Bytes read from the end of a chunk to get its Parquet footer in one request (most fit).
+#: Metadata records read per batched call.
 _BATCH = 256
-_THREADS = 16
 
 Progress = Callable[[int, int], None]
 
@@ -308,28 +305,7 @@ class _Checker:
                  known: dict[str, tuple[Chunk, str | None]]) -> dict[str, tuple[Chunk, str | None]]:
         """``known`` and, for each file of ``chunks`` not in it, what is wrong with it (None:
         nothing): missing, not Parquet, or other rows, bytes or times than the journal's."""
-        def footer(c: Chunk) -> tuple[Chunk, str | None]:
-            size = sizes.get(c.path)
-            if size is None:
-                return c, "missing"
-            offset = int(getattr(c, "offset", 0))  # (a map entry has none)
-            try:
-                meta = read_footer(self.store, c.path, size, FOOTER_GUESS)
-                times = footer_times(meta, c) if offset == 0 else None
-            except FileNotFoundError:
-                return c, "missing"
-            except Exception as e:  # noqa: BLE001 - any decode failure is a corrupt chunk
-                return c, str(e) if isinstance(e, ValueError) and "no footer" in str(e) else \
-                    f"unreadable ({type(e).__name__}: {e})"
-            if (rows := meta.num_rows) < offset + c.rows:
-                return c, f"has {rows} rows, the journal says {offset + c.rows}"
-            if offset == 0 and rows == c.rows and size != c.bytes:
-                return c, f"has {size} bytes, the journal says {c.bytes}"
-            return c, times_problem(c, *times) if times is not None else None
-
-        todo = [c for c in {c.path: c for c in chunks}.values() if c.path not in known]
-        with ThreadPoolExecutor(_THREADS) as pool:
-            return {**known, **{c.path: (c, bad) for c, bad in pool.map(footer, todo)}}
+        return {**known, **file_problems(self.store, [c for c in chunks if c.path not in known], sizes)}
 
     def macro_map(self, state: StreamState, deltas: list[Delta], raw: list[Chunk],
                   sizes: dict[str, int], unreadable: frozenset[str] = frozenset()) -> list[Chunk]:
@@ -594,4 +570,4 @@ def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict
     return report, fixes
 
 
-__all__ = ["FOOTER_GUESS", "META", "Problem", "Report", "verify"]
+__all__ = ["META", "Problem", "Report", "verify"]

@@ -256,3 +256,89 @@ def test_files_of_one_name_in_two_folders(spark: Any, tmp_path: Path, monkeypatc
     monkeypatch.setattr(Stream, "plan", lambda self, lo, hi, **kw: views)
     got = _same_as_core(spark, url)
     assert sorted(r[-1] for r in got) == list(range(20))  # _seq: each file numbered as its chunk says
+
+
+def _damaged(tmp_path: Path) -> tuple[str, Stream, Chunk, Chunk]:
+    """A one-segment stream of six two-record chunks (no compaction): its URL, the stream, the
+    chunk of the last append and one of the same rows and bytes."""
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=1, compaction="off")
+    for b in range(6):
+        s.append(pa.table({"id": [2 * b, 2 * b + 1], "t": [T0 + b * 1000, T0 + b * 1000 + 1]}), timestamp="t")
+    victim, other = (s.journal.read_entry(p).chunks[0] for p in (5, 3))
+    assert (victim.rows, victim.bytes) == (other.rows, other.bytes)
+    return url, s, victim, other
+
+
+def test_damaged_chunks_fail_the_read_instead_of_returning_other_records(spark: Any, tmp_path: Path) -> None:
+    """Spark's Parquet scan reads whatever file is there: the native read checks each planned
+    file's footer first (rows, bytes, times), as fsck does, and fails as the Python read does."""
+    from pyspark_tstream.errors import CorruptChunkError
+
+    url, s, victim, other = _damaged(tmp_path)
+    before = _same(spark, url)
+    saved = s.store.read(victim.path)
+    s.store.write(victim.path, s.store.read(other.path))  # same rows and bytes, other records
+    with pytest.raises(CorruptChunkError, match=r"holds records timed .* outside .*tstream fsck") as e:
+        read_native(spark, url)
+    assert e.value.path == s.store.uri(victim.path)
+    s.store.write(victim.path, saved[: len(saved) // 2])  # cut short
+    with pytest.raises(CorruptChunkError, match=f"{victim.path}.*tstream fsck"):
+        read_native(spark, url)
+    s.store.delete([victim.path])
+    with pytest.raises(CorruptChunkError, match=f"{victim.path} missing.*tstream fsck"):
+        read_native(spark, url)
+    # a read that does not plan the damaged chunk is not stopped by it
+    assert len(_rows(read_native(spark, url, endingTimestamp=iso(T0 + 3_500)))) == 8
+    s.store.write(victim.path, saved)
+    assert _same(spark, url) == before
+
+
+def test_damaged_macro_chunk_fails_the_read(spark: Any, tmp_path: Path) -> None:
+    """A macro-chunk's views name rows of a larger file: one with too few rows is refused."""
+    from pyspark_tstream.errors import CorruptChunkError
+
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=1)
+    for b in range(4):
+        s.append(pa.table({"id": list(range(b * 50, b * 50 + 50)), "t": [T0 + b * 100 + i for i in range(50)]}),
+                 timestamp="t")
+    s.compact()
+    views = Stream.open(url).plan(s.state.head_tso, s.state.tick)
+    assert {c.floor for c in views} == {0}, views  # read from the macro-chunk
+    before = _same(spark, url)
+    macro = views[0].path
+    saved = s.store.read(macro)
+    small = s.journal.read_entry(2).chunks[0]  # a file the compaction replaced, still there
+    s.store.write(macro, s.store.read(small.path))  # a sound Parquet file of 50 of its 200 rows
+    with pytest.raises(CorruptChunkError, match=f"{macro} has 50 rows, the journal says 200.*tstream fsck"):
+        read_native(spark, url)
+    s.store.write(macro, saved[:100])  # cut short
+    with pytest.raises(CorruptChunkError, match=f"{macro}.*tstream fsck"):
+        read_native(spark, url)
+    s.store.write(macro, saved)
+    assert _same(spark, url) == before
+
+
+def test_checking_the_files_costs_two_calls_each(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check reads each planned file's size and footer (a ranged read): O(what the read
+    returns), never the files a bounded read does not plan."""
+    from conftest import CallLog
+
+    from pyspark_tstream.storage import Store
+
+    url, s, _, _ = _damaged(tmp_path)
+    log = CallLog()
+    init = Store.__init__
+
+    def observed(self: Store, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.observer = log
+
+    monkeypatch.setattr(Store, "__init__", observed)
+    for ending, files in ((None, 6), (iso(T0 + 1_500), 2)):
+        log.reset()
+        read_native(spark, url, **({"endingTimestamp": ending} if ending else {}))
+        data = [(op, rel) for op, rel in log.calls if not rel.startswith("_tstream/")]
+        assert sorted(op for op, _ in data) == ["read_range"] * files + ["size"] * files, data
+        assert len({rel for _, rel in data}) == files

@@ -1,0 +1,83 @@
+"""Checking chunk files against the journal from their Parquet footers alone.
+
+A file's footer says how many rows it holds and, in the raw timestamp column's statistics, the
+range of their times: enough to tell a missing, cut-short or foreign file (another chunk's,
+even of the same rows and bytes) from the one the journal recorded, at one ranged read per file
+and no decode. fsck checks every file a read would open this way; the native read
+(``read_native``), whose rows come from Spark's Parquet scan and so are never checked by
+tstream's decoder, checks the files it planned before Spark opens them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from .entries import Chunk
+from .errors import CorruptChunkError
+from .reading import advice, footer, footer_times, times_problem
+from .storage import Store
+
+#: Footers read at once (ranged reads of object stores are latency-bound).
+THREADS = 16
+
+
+def file_problem(store: Store, chunk: Chunk, size: int | None) -> str | None:
+    """What is wrong with the ``size``-byte file (None: absent) holding ``chunk``, judged from
+    its footer: None when nothing is; else that it is missing, not Parquet, or holds other rows,
+    bytes or times than the journal recorded. For a view of rows ``[offset, offset + rows)``
+    of a larger file (a macro-chunk), that the file has those rows."""
+    if size is None:
+        return "missing"
+    offset = int(getattr(chunk, "offset", 0))  # (a macro map entry has none)
+    try:
+        meta = footer(store, chunk.path, size)
+        times = footer_times(meta, chunk) if offset == 0 else None
+    except FileNotFoundError:
+        return "missing"
+    except Exception as e:  # noqa: BLE001 - any decode failure is a corrupt chunk
+        return str(e) if isinstance(e, ValueError) and "no footer" in str(e) else \
+            f"unreadable ({type(e).__name__}: {e})"
+    if (rows := meta.num_rows) < offset + chunk.rows:
+        return f"has {rows} rows, the journal says {offset + chunk.rows}"
+    if offset == 0 and rows == chunk.rows and size != chunk.bytes:
+        return f"has {size} bytes, the journal says {chunk.bytes}"
+    return times_problem(chunk, *times) if times is not None else None
+
+
+def file_problems(store: Store, chunks: Sequence[Chunk], sizes: Mapping[str, int] | None = None
+                  ) -> dict[str, tuple[Chunk, str | None]]:
+    """Per file of ``chunks``: the chunk judged (of a file's views, the one reaching furthest
+    into it) and what is wrong with the file (see :func:`file_problem`). File sizes come from
+    ``sizes`` (a listing) or else from one size call per file."""
+    furthest: dict[str, Chunk] = {}
+    for c in chunks:
+        had = furthest.get(c.path)
+        if had is None or _end(c) > _end(had):
+            furthest[c.path] = c
+
+    def judge(c: Chunk) -> tuple[Chunk, str | None]:
+        if sizes is not None:
+            return c, file_problem(store, c, sizes.get(c.path))
+        try:
+            size: int | None = store.size(c.path)
+        except FileNotFoundError:
+            size = None
+        return c, file_problem(store, c, size)
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        return {c.path: (c, bad) for c, bad in pool.map(judge, furthest.values())}
+
+
+def check_files(store: Store, chunks: Sequence[Chunk]) -> None:
+    """Raise :class:`CorruptChunkError` naming the first file of ``chunks`` that is not what the
+    journal recorded (two store calls per file: its size and its footer)."""
+    for path, (_, bad) in file_problems(store, chunks).items():
+        if bad is not None:
+            uri = store.uri(path)
+            raise CorruptChunkError(f"chunk {uri} {bad}: put the file back if you have a copy, else "
+                                    f"{advice(store)}", path=uri)
+
+
+def _end(c: Chunk) -> int:
+    return int(getattr(c, "offset", 0)) + c.rows
