@@ -428,19 +428,26 @@ class Store:
         rels = list(rels)
         if not rels:
             return
-        paths = [self.full(r) for r in rels]
+        # a retry deletes only what is still there to delete: retrying the whole batch would
+        # make a batch of n deletes n times as likely to fail on every attempt
+        pending = dict.fromkeys(self.full(r) for r in rels)
 
         def rm() -> None:
             if getattr(self.fs, "async_impl", False):
                 from fsspec.asyn import sync
 
-                sync(self.fs.loop, _gather_rm, self.fs, paths)
+                failures = sync(self.fs.loop, _gather_rm, self.fs, list(pending))
+                for p in [p for p in pending if p not in failures]:
+                    del pending[p]
+                if failures:
+                    raise next(iter(failures.values()))
                 return
-            for p in paths:
+            for p in list(pending):
                 try:
                     self.fs.rm_file(p)
                 except FileNotFoundError:
                     pass  # already gone: the goal of a delete
+                del pending[p]
 
         self._call("delete", rels[0] if len(rels) == 1 else f"{rels[0]} (+{len(rels) - 1})", rm)
 
@@ -502,8 +509,8 @@ async def _gather_cat(fs: Any, paths: list[str], kwargs: dict[str, Any]) -> list
     return await asyncio.gather(*(one(p) for p in paths), return_exceptions=True)
 
 
-async def _gather_rm(fs: Any, paths: list[str]) -> None:
-    """DELETE ``paths`` concurrently (DELETE of a missing key succeeds on S3)."""
+async def _gather_rm(fs: Any, paths: list[str]) -> dict[str, BaseException]:
+    """DELETE ``paths`` concurrently (DELETE of a missing key succeeds on S3); the failures."""
     import asyncio
 
     gate = asyncio.Semaphore(_READ_MANY_CONCURRENCY)
@@ -516,9 +523,7 @@ async def _gather_rm(fs: Any, paths: list[str]) -> None:
                 pass  # already gone: the goal of a delete
 
     results = await asyncio.gather(*(one(p) for p in paths), return_exceptions=True)
-    failure = next((r for r in results if isinstance(r, BaseException)), None)
-    if failure is not None:
-        raise failure
+    return {p: r for p, r in zip(paths, results) if isinstance(r, BaseException)}
 
 
 def _names_own_path(exc: OSError, display_url: str) -> bool:

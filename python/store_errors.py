@@ -46,12 +46,16 @@ class RetryPolicy:
     """Bounded retry of transient store failures: ``attempts`` tries in all, jittered backoff.
 
     The delay before retry ``n`` (from 0) is drawn from ``[d/2, d]`` with
-    ``d = min(max_delay, base_delay * 2**n)``: the defaults wait at most 0.75 s in all, enough
-    for a dropped connection or a brief SlowDown; a longer outage surfaces as a retriable
+    ``d = min(max_delay, base_delay * 2**n)``: the defaults wait 2.6–5.2 s in all over 8
+    attempts, enough for dropped connections and a burst of SlowDown (S3 asks clients to back
+    off for seconds; Hadoop's S3A retries for longer). A streaming query's driver-side calls
+    (``latestOffset``, planning, a sink's commit) have no retry loop above them but Spark's,
+    which fails the query: 5 attempts within 0.75 s (the earlier default) let a soak at a 3 %
+    fault rate lose a query's ``latestOffset`` to one read. A longer outage surfaces as a retriable
     :class:`StorageError` for the caller's own retry loop (a Spark task retry, a commit retry).
     """
 
-    attempts: int = 5
+    attempts: int = 8
     base_delay: float = 0.05
     max_delay: float = 2.0
 

@@ -25,6 +25,7 @@ import collections
 import contextlib
 import http.client
 import os
+import random
 import shutil
 import signal
 import socket
@@ -253,6 +254,11 @@ def store_url(request: pytest.FixtureRequest,
 
 
 # -- fault injection ---------------------------------------------------------------------------
+class _ProxyServer(ThreadingHTTPServer):
+    # the default backlog of 5 refuses connections when a soak's many clients connect at once
+    request_queue_size = 128
+
+
 class FaultProxy:
     """An HTTP/1.1 proxy on 127.0.0.1 that forwards to an S3 server, with scripted faults.
 
@@ -273,7 +279,7 @@ class FaultProxy:
         self.requests: list[tuple[str, str, str]] = []
         self._plan: collections.deque[str] = collections.deque()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer((HOST, 0), self._handler_class())
+        self._server = _ProxyServer((HOST, 0), self._handler_class())
         self._server.daemon_threads = True
         self.endpoint = f"http://{HOST}:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -294,6 +300,9 @@ class FaultProxy:
             action = self._plan.popleft() if self._plan else "pass"
             self.requests.append((method, path, action))
             return action
+
+    def _upstream_failed(self) -> None:
+        """The server did not answer a forwarded request (a subclass may count it)."""
 
     def start(self) -> FaultProxy:
         """Serve in a daemon thread; returns self."""
@@ -327,17 +336,21 @@ class FaultProxy:
                 if action in ("503", "500", "403"):
                     self._error(int(action))
                     return
-                conn = http.client.HTTPConnection(proxy.upstream, timeout=30)
-                conn.putrequest(self.command, self.path, skip_host=True,
-                                skip_accept_encoding=True)
-                for key, value in self.headers.items():
-                    # the signature covers Host, so it is forwarded unchanged
-                    if key.lower() not in ("connection", "expect"):
-                        conn.putheader(key, value)
-                conn.endheaders(body or None)
-                resp = conn.getresponse()
-                data = resp.read()
-                conn.close()
+                try:
+                    conn = http.client.HTTPConnection(proxy.upstream, timeout=30)
+                    conn.putrequest(self.command, self.path, skip_host=True,
+                                    skip_accept_encoding=True)
+                    for key, value in self.headers.items():
+                        # the signature covers Host, so it is forwarded unchanged
+                        if key.lower() not in ("connection", "expect"):
+                            conn.putheader(key, value)
+                    conn.endheaders(body or None)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                    conn.close()
+                except Exception:
+                    proxy._upstream_failed()
+                    raise  # the client sees its connection closed without an answer
                 if action == "apply-drop":
                     self._drop()
                     return
@@ -376,6 +389,35 @@ class FaultProxy:
             do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _handle
 
         return Handler
+
+
+class RandomFaultProxy(FaultProxy):
+    """A :class:`FaultProxy` that fails a random ``rate`` of requests, each with one of
+    :data:`RANDOM_FAULTS` (soaks: an object store's everyday 503s, 500s and dropped connections,
+    including the ambiguous kind where the server applied the request). ``counts`` tallies the
+    actions taken; requests are not recorded (a soak sends millions)."""
+
+    def __init__(self, upstream: str, rate: float, seed: int = 0) -> None:
+        super().__init__(upstream)
+        self.rate = rate
+        self.counts: collections.Counter[str] = collections.Counter()
+        self._rng = random.Random(seed)
+        # a soak kills clients mid-request on purpose: their resets are not worth a traceback
+        self._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
+
+    def _next(self, method: str, path: str) -> str:
+        with self._lock:
+            action = self._rng.choice(RANDOM_FAULTS) if self._rng.random() < self.rate else "pass"
+            self.counts[action] += 1
+            return action
+
+    def _upstream_failed(self) -> None:
+        with self._lock:
+            self.counts["upstream error"] += 1
+
+
+#: What :class:`RandomFaultProxy` does to a request it fails.
+RANDOM_FAULTS = ("503", "500", "drop", "apply-drop")
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import uuid
 from typing import Any
 from urllib.parse import quote
 
@@ -276,6 +277,31 @@ def test_transient_faults_are_retried(fault_proxy: Any) -> None:
     assert not store.exists("a")
     actions = [a for _, _, a in fault_proxy.requests]
     assert actions.count("pass") >= 1 and "503" in actions and "drop" in actions
+
+
+@pytest.mark.s3
+def test_a_batch_delete_retries_only_what_failed(moto_server: str) -> None:
+    """Each attempt of a batch delete meets one failure, on another object each time. Retrying
+    the whole batch failed every attempt (a batch of n fails n times as often as one delete):
+    vacuums of thousands of files gave up under a 3 % fault rate in the soak."""
+    from s3servers import TargetedFaultProxy
+
+    proxy = TargetedFaultProxy(moto_server).start()
+    try:
+        store = _proxied(proxy, f"delete-retry-{uuid.uuid4().hex[:8]}", retry=RetryPolicy(attempts=3))
+        names = [f"data/{c}" for c in "abcd"]
+        for n in names:
+            store.write(n, b"x")
+        proxy.reset()
+        # a fails the first attempt; b would fail the second, c the third, were they retried
+        for n, fault_at in zip(names, (0, 1, 2)):
+            proxy.on("DELETE", n, *(["pass"] * fault_at + ["503"]))
+        store.delete(names)
+        deletes = [(p.rsplit("/", 1)[1], a) for m, p, a in proxy.requests if m == "DELETE"]
+        assert sorted(deletes) == [("a", "503"), ("a", "pass"), ("b", "pass"), ("c", "pass"), ("d", "pass")]
+        assert not any(store.exists(n) for n in names)
+    finally:
+        proxy.stop()
 
 
 @pytest.mark.s3

@@ -3,7 +3,8 @@
 Usage::
 
     python tests/benchmarks/soak.py --minutes 30     # the real soak
-    python tests/benchmarks/soak.py --smoke          # ~1 minute, a kill every 15 s, a scale every 20 s (CI)
+    python tests/benchmarks/soak.py --smoke          # ~1 minute, a kill every 15 s, a scale every 20 s,
+                                                     # 2 % of store requests failed (CI)
 
 What runs, on its own SeaweedFS (``weed mini`` on loopback, stopped by PID at the end):
 
@@ -33,7 +34,15 @@ What runs, on its own SeaweedFS (``weed mini`` on loopback, stopped by PID at th
   one key must reach the consumer in ``_tso`` order with ids increasing across the scales);
 * every ``--vacuum-every`` seconds ``vacuum(grace_ms=30 s)`` deletes what retention truncated
   and what compaction replaced, while the queries read;
-* this process's Python RSS and the Spark JVM's RSS are sampled at start and end.
+* with ``--faults F``, every store request of everyone (producers, Spark's tasks and drivers,
+  this process's scales and vacuums) goes through a proxy that fails a random fraction ``F`` of
+  them: an S3 ``503 SlowDown`` or ``500 InternalError``, a connection dropped unanswered, or
+  one dropped after the server applied the request (a PUT that landed, a conditional create the
+  client cannot tell it won). The store's own retries must absorb them; a producer whose append
+  still fails appends the same batch id again;
+* this process's Python RSS and the Spark JVM's RSS are sampled at start and end, and the RSS
+  of each Python streaming-source runner (the driver-side process where a query's stream
+  reader plans its micro-batches) 30 s in and at the end.
 
 At the end the producers are stopped (sessions closed), the consumer catches up to the tick, and
 the table prints records in (``info()["rows"]``) and out, lost (committed, never delivered) and
@@ -46,6 +55,7 @@ writer's records of one key were delivered out of order, or if a window's count 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import signal
@@ -132,11 +142,62 @@ def producer(url: str, endpoint: str, writer: str, skew: int) -> None:
     while not stop["now"]:
         now = int(time.time() * 1000) + skew
         ids = [n * 10**12 + batch * 1000 + i for i in range(ROWS)]
-        p.append(pa.table({"id": ids, "key": [f"k{i % 97}" for i in ids], "t": [now + i // 50 for i in range(ROWS)]}),
-                 key="key", timestamp="t", batch_id=batch)
+        try:
+            p.append(pa.table({"id": ids, "key": [f"k{i % 97}" for i in ids],
+                               "t": [now + i // 50 for i in range(ROWS)]}), key="key", timestamp="t", batch_id=batch)
+        except Exception as e:  # noqa: BLE001 - a store failure past its retries: the same batch again
+            print(f"append failed: {type(e).__name__}: {e}", flush=True)
+            time.sleep(1)
+            continue  # (its id makes the retry idempotent if the failed append did commit)
         batch += 1
         time.sleep(0.2)
     p.close()
+
+
+def fault_proxy(upstream: str, rate: float, stats: str) -> None:
+    """Child process: a :class:`s3servers.RandomFaultProxy` failing ``rate`` of the requests to
+    ``upstream``; prints its endpoint, serves until SIGTERM, then writes its counts to ``stats``."""
+    import threading
+
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    proxy = s3servers.RandomFaultProxy(upstream, rate, seed=int(time.time())).start()
+    print(proxy.endpoint, flush=True)
+    while not done.wait(1):
+        pass
+    Path(stats).write_text(json.dumps(proxy.counts))
+    proxy.stop()
+
+
+def _start_proxy(upstream: str, rate: float, stats: Path) -> tuple[subprocess.Popen[str], str]:
+    """The fault proxy in its own process (it handles every request: in this one it would compete
+    with the consumers' Python for the GIL): (process, endpoint)."""
+    proc = subprocess.Popen([sys.executable, __file__, "--proxy-for", upstream, "--faults", str(rate),
+                             "--stats", str(stats)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout is not None
+    atexit.register(lambda: proc.poll() is None and proc.kill())  # a soak that fails stops it too
+    return proc, proc.stdout.readline().strip()
+
+
+def _stop_proxy(proc: subprocess.Popen[str], stats: Path) -> Counter[str]:
+    proc.terminate()
+    proc.wait(timeout=30)
+    return Counter(json.loads(stats.read_text())) if stats.exists() else Counter()
+
+
+def _source_runners(jvm: int | None) -> dict[int, int]:
+    """RSS (kB) of each Python streaming-source runner the Spark JVM started: one long-lived
+    process per running query, where a tstream stream reader plans every micro-batch."""
+    out: dict[int, int] = {}
+    for d in Path("/proc").iterdir() if jvm else ():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().split()[3]) == jvm and \
+                        b"python_streaming_source_runner" in (d / "cmdline").read_bytes():
+                    out[int(d.name)] = _rss_kb(int(d.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
 
 
 def _rss_kb(pid: int) -> int:
@@ -169,7 +230,7 @@ def _spawn(url: str, endpoint: str, i: int, log: Path) -> subprocess.Popen[bytes
                             start_new_session=True)
 
 
-def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: float) -> int:
+def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: float, faults: float = 0.0) -> int:
     import pyspark_tstream
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
@@ -179,7 +240,10 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
 
     work = Path(tempfile.mkdtemp(prefix="tstream-soak-"))
     rss_py0 = _rss_kb(os.getpid())
-    with s3servers.running_seaweedfs() as endpoint:
+    with s3servers.running_seaweedfs() as direct:
+        # every client (producers, Spark, this driver's scales and vacuums) goes through the
+        # proxy when faults are asked for; the final listing goes to the server itself
+        proxy, endpoint = _start_proxy(direct, faults, work / "faults.json") if faults else (None, direct)
         opts = _opts(endpoint)
         url = f"s3://{s3servers.BUCKET}/soak-{uuid.uuid4().hex[:8]}/stream"
         import pyarrow as pa
@@ -241,9 +305,12 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
         vacuumed: Counter[str] = Counter()
         began = time.monotonic()
         next_kill, next_scale, next_vacuum = began + kill_every, began + scale_every, began + vacuum_every
+        runners0: dict[int, int] = {}
         try:
             while time.monotonic() - began < minutes * 60:
                 time.sleep(1)
+                if not runners0 and time.monotonic() - began >= 30:  # once the queries are warm
+                    runners0 = _source_runners(jvm)
                 tick = Stream.open(url, opts).state.tick
                 if tick:
                     max_lag = max(max_lag, int(time.time() * 1000) - physical(tick))
@@ -299,6 +366,7 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
         time.sleep(8)  # the window query's last batches
         q.stop()
         wq.stop()
+        runners1 = _source_runners(jvm)
         rss_py1, rss_jvm1 = _rss_kb(os.getpid()), (_rss_kb(jvm) if jvm else 0)
         spark.stop()
         rows = [r for batch in seen.values() for r in batch]
@@ -317,7 +385,10 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
         wrong, counted = window_errors(once, emitted)
         spark_ids = sorted(i - SPARK_IDS for i in counts if i >= SPARK_IDS)
         spark_gaps = (spark_ids[-1] + 1 - len(spark_ids)) if spark_ids else 0
-        objects = s3servers.boto3_client(endpoint).get_paginator("list_objects_v2")
+        injected = _stop_proxy(proxy, work / "faults.json") if proxy is not None else Counter()
+        retried = sum(log.read_text(errors="replace").count("append failed")
+                      for log in work.glob("w*.log"))
+        objects = s3servers.boto3_client(direct).get_paginator("list_objects_v2")
         prefix = url.split(f"s3://{s3servers.BUCKET}/", 1)[1] + "/"
         keys = [o["Key"] for page in objects.paginate(Bucket=s3servers.BUCKET, Prefix=prefix)
                 for o in page.get("Contents", [])]
@@ -329,6 +400,10 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                  ("scales (split / merge)", f"{scales['split']} / {scales['merge']}; epoch {final.epoch}"),
                  ("vacuum (files / metadata deleted)",
                   " / ".join(f"{k} {v}" for k, v in sorted(vacuumed.items()) if v) or "nothing"),
+                 ("store requests / faults injected",
+                  f"{sum(injected.values())} / " + (", ".join(f"{k} {v}" for k, v in sorted(injected.items())
+                                                             if k != "pass") or "none")),
+                 ("producer appends failed and retried", retried),
                  ("records in (committed)", final.rows), ("records out (delivered)", out_total),
                  ("lost", lost), ("duplicated", dup),
                  ("Spark producer records / id gaps", f"{len(spark_ids)} / {spark_gaps}"),
@@ -338,6 +413,11 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                  ("head (truncated by retention)", final.head_pos),
                  ("Python RSS start/end MB", f"{rss_py0 // 1024} / {rss_py1 // 1024}"),
                  ("Spark JVM RSS start/end MB", f"{rss_jvm0 // 1024} / {rss_jvm1 // 1024}"),
+                 # the queries that ran throughout (the consumer restarts): a stream reader that
+                 # kept history would grow here
+                 ("source runner RSS at 30 s / end MB",
+                  ", ".join(f"{runners0[p] // 1024} / {runners1[p] // 1024}" for p in sorted(runners0)
+                            if p in runners1) or "-"),
                  ("chunk objects (of them macro-chunks)", f"{chunks} ({macros})"), ("metadata objects", meta),
                  ("max tick lag s", f"{max_lag / 1000:.1f}")]
         width = max(len(r[0]) for r in table)
@@ -353,18 +433,25 @@ def main() -> int:
     ap.add_argument("--kill-every", type=float, default=60.0, help="seconds between producer kills")
     ap.add_argument("--scale-every", type=float, default=45.0, help="seconds between scales (split, merge)")
     ap.add_argument("--vacuum-every", type=float, default=60.0, help="seconds between vacuums")
+    ap.add_argument("--faults", type=float, default=0.0,
+                    help="fraction of store requests failed (503, 500, dropped, applied then dropped)")
     ap.add_argument("--smoke", action="store_true", help="about a minute, a kill every 15 s")
+    ap.add_argument("--proxy-for", help=argparse.SUPPRESS)
+    ap.add_argument("--stats", help=argparse.SUPPRESS)
     ap.add_argument("--producer", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--endpoint", help=argparse.SUPPRESS)
     ap.add_argument("--skew", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.proxy_for:
+        fault_proxy(args.proxy_for, args.faults, args.stats)
+        return 0
     if args.producer:
         producer(args.url, args.endpoint, args.producer, args.skew)
         return 0
     if args.smoke:
-        return soak(1.0, 15.0, 20.0, 30.0)
-    return soak(args.minutes, args.kill_every, args.scale_every, args.vacuum_every)
+        return soak(1.0, 15.0, 20.0, 30.0, faults=0.02)
+    return soak(args.minutes, args.kill_every, args.scale_every, args.vacuum_every, args.faults)
 
 
 if __name__ == "__main__":
