@@ -24,7 +24,7 @@ are only added when some chunk needs them (a cut row range, a chunk straddling `
 ``hi``): a full read of whole chunks scans exactly like ``spark.read.parquet``.
 
 Before Spark opens them, the driver checks each planned file's size and footer against the
-journal (:func:`.file_checks.check_files`: two store calls per file, in parallel): the Parquet
+journal (:func:`.file_checks.check_files`: a footer read per chunk file, in parallel): the Parquet
 scan would otherwise return a foreign file's rows, which tstream's own read refuses.
 
 Spark must reach the store itself: ``file://`` works everywhere; ``s3://`` needs the

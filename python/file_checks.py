@@ -49,7 +49,7 @@ def file_problems(store: Store, chunks: Sequence[Chunk], sizes: Mapping[str, int
                   ) -> dict[str, tuple[Chunk, str | None]]:
     """Per file of ``chunks``: the chunk judged (of a file's views, the one reaching furthest
     into it) and what is wrong with the file (see :func:`file_problem`). File sizes come from
-    ``sizes`` (a listing) or else from one size call per file."""
+    ``sizes`` (a listing), else from the journal (a chunk alone in its file) or a size call."""
     furthest: dict[str, Chunk] = {}
     for c in chunks:
         had = furthest.get(c.path)
@@ -59,6 +59,9 @@ def file_problems(store: Store, chunks: Sequence[Chunk], sizes: Mapping[str, int
     def judge(c: Chunk) -> tuple[Chunk, str | None]:
         if sizes is not None:
             return c, file_problem(store, c, sizes.get(c.path))
+        if _alone(c) and file_problem(store, c, c.bytes) is None:
+            # its footer read at the size the journal recorded: one call where all is well
+            return c, None
         try:
             size: int | None = store.size(c.path)
         except FileNotFoundError:
@@ -71,12 +74,19 @@ def file_problems(store: Store, chunks: Sequence[Chunk], sizes: Mapping[str, int
 
 def check_files(store: Store, chunks: Sequence[Chunk]) -> None:
     """Raise :class:`CorruptChunkError` naming the first file of ``chunks`` that is not what the
-    journal recorded (two store calls per file: its size and its footer)."""
+    journal recorded: one store call per chunk file (its footer, at the size the journal
+    recorded), two per macro-chunk and per damaged file (its size, then its footer)."""
     for path, (_, bad) in file_problems(store, chunks).items():
         if bad is not None:
             uri = store.uri(path)
             raise CorruptChunkError(f"chunk {uri} {bad}: put the file back if you have a copy, else "
                                     f"{advice(store)}", path=uri)
+
+
+def _alone(c: Chunk) -> bool:
+    """Whether ``c`` is all of its file, so its ``bytes`` are the file's size (a view of a
+    macro-chunk has a share of them)."""
+    return c.floor != 0 and int(getattr(c, "offset", 0)) == 0
 
 
 def _end(c: Chunk) -> int:

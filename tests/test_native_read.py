@@ -320,9 +320,11 @@ def test_damaged_macro_chunk_fails_the_read(spark: Any, tmp_path: Path) -> None:
     assert _same(spark, url) == before
 
 
-def test_checking_the_files_costs_two_calls_each(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The check reads each planned file's size and footer (a ranged read): O(what the read
-    returns), never the files a bounded read does not plan."""
+def test_checking_the_files_costs_one_call_per_chunk_file(spark: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check reads each planned chunk file's footer at the size the journal recorded (one
+    ranged read), a macro-chunk's size first (its views do not know it): O(what the read
+    returns), never a file a bounded read does not plan."""
     from conftest import CallLog
 
     from pyspark_tstream.storage import Store
@@ -335,10 +337,18 @@ def test_checking_the_files_costs_two_calls_each(spark: Any, tmp_path: Path, mon
         init(self, *args, **kwargs)
         self.observer = log
 
-    monkeypatch.setattr(Store, "__init__", observed)
-    for ending, files in ((None, 6), (iso(T0 + 1_500), 2)):
+    def data_calls(**options: Any) -> list[tuple[str, str]]:
         log.reset()
-        read_native(spark, url, **({"endingTimestamp": ending} if ending else {}))
-        data = [(op, rel) for op, rel in log.calls if not rel.startswith("_tstream/")]
-        assert sorted(op for op, _ in data) == ["read_range"] * files + ["size"] * files, data
+        read_native(spark, url, **options)
+        return [(op, rel) for op, rel in log.calls if not rel.startswith("_tstream/")]
+
+    monkeypatch.setattr(Store, "__init__", observed)
+    for options, files in (({}, 6), ({"endingTimestamp": iso(T0 + 1_500)}, 2)):
+        data = data_calls(**options)
+        assert sorted(op for op, _ in data) == ["read_range"] * files, data
         assert len({rel for _, rel in data}) == files
+    monkeypatch.undo()
+    s.compact()
+    (macro,) = {c.path for c in Stream.open(url).plan(s.state.head_tso, s.state.tick)}
+    monkeypatch.setattr(Store, "__init__", observed)
+    assert sorted(data_calls()) == [("read_range", macro), ("size", macro)]
