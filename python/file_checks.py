@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from .entries import Chunk
-from .errors import CorruptChunkError
+from .errors import CorruptChunkError, StorageError
 from .reading import advice, footer, footer_times, times_problem
 from .storage import Store
 
@@ -35,6 +35,8 @@ def file_problem(store: Store, chunk: Chunk, size: int | None) -> str | None:
         times = footer_times(meta, chunk) if offset == 0 else None
     except FileNotFoundError:
         return "missing"
+    except StorageError:
+        raise  # the store failed, not the file: no verdict on the file
     except Exception as e:  # noqa: BLE001 - any decode failure is a corrupt chunk
         return str(e) if isinstance(e, ValueError) and "no footer" in str(e) else \
             f"unreadable ({type(e).__name__}: {e})"
@@ -59,9 +61,13 @@ def file_problems(store: Store, chunks: Sequence[Chunk], sizes: Mapping[str, int
     def judge(c: Chunk) -> tuple[Chunk, str | None]:
         if sizes is not None:
             return c, file_problem(store, c, sizes.get(c.path))
-        if _alone(c) and file_problem(store, c, c.bytes) is None:
-            # its footer read at the size the journal recorded: one call where all is well
-            return c, None
+        if _alone(c):
+            try:
+                if file_problem(store, c, c.bytes) is None:
+                    # its footer read at the size the journal recorded: one call where all is well
+                    return c, None
+            except StorageError:
+                pass  # e.g. S3 refusing a range past the end of a shorter file: judge it by its size
         try:
             size: int | None = store.size(c.path)
         except FileNotFoundError:

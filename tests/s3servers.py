@@ -348,7 +348,7 @@ class FaultProxy:
                     resp = conn.getresponse()
                     data = resp.read()
                     conn.close()
-                except Exception:
+                except Exception:  # counted, then raised: nothing is swallowed
                     proxy._upstream_failed()
                     raise  # the client sees its connection closed without an answer
                 if action == "apply-drop":

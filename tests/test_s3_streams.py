@@ -383,6 +383,18 @@ def test_permanent_403_on_chunk_read_names_the_chunk(
     assert s.read().num_rows == 30  # a later read is unaffected
 
 
+def test_fsck_through_a_failing_store_raises_instead_of_reporting_damage(
+        proxied: tuple[Stream, TargetedFaultProxy]) -> None:
+    """A store that refuses the footer reads says nothing about the chunks: fsck used to report
+    each as "unreadable", with a remedy that truncates the stream past records that are fine."""
+    s, proxy = proxied
+    proxy.on("GET", ".parquet", "403")  # a refusal is not retried
+    with pytest.raises(StorageError) as info:
+        s.verify()
+    assert not info.value.retriable and ".parquet" in str(info.value)
+    assert s.verify().ok  # the store answers again: nothing was wrong with the chunks
+
+
 # -- 5. credentials never leak (Python API side; Spark side in test_s3_spark.py) -----------------
 ACCESS_KEY_ID = "AKIA-TSTREAM-KEYID-7Q"
 SECRET = "S3CR3T-ABC123"
