@@ -363,10 +363,10 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
             if len(delivered) >= final.rows:
                 break
             time.sleep(2)
+        runners1 = _source_runners(jvm)  # while the queries still run
         time.sleep(8)  # the window query's last batches
         q.stop()
         wq.stop()
-        runners1 = _source_runners(jvm)
         rss_py1, rss_jvm1 = _rss_kb(os.getpid()), (_rss_kb(jvm) if jvm else 0)
         spark.stop()
         rows = [r for batch in seen.values() for r in batch]
