@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from .entries import Chunk
-from .errors import CorruptChunkError, StorageError
-from .reading import advice, footer, footer_times, times_problem
+from .errors import StorageError
+from .reading import damaged, footer, footer_times, times_problem
 from .storage import Store
 
 #: Footers read at once (ranged reads of object stores are latency-bound).
@@ -84,9 +84,7 @@ def check_files(store: Store, chunks: Sequence[Chunk]) -> None:
     recorded), two per macro-chunk and per damaged file (its size, then its footer)."""
     for path, (_, bad) in file_problems(store, chunks).items():
         if bad is not None:
-            uri = store.uri(path)
-            raise CorruptChunkError(f"chunk {uri} {bad}: put the file back if you have a copy, else "
-                                    f"{advice(store)}", path=uri)
+            raise damaged(store, store.uri(path), bad)
 
 
 def _alone(c: Chunk) -> bool:

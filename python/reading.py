@@ -111,24 +111,28 @@ def times_problem(chunk: Chunk, first: int | None, last: int) -> str | None:
             f"{chunk.lo}..{chunk.hi} the journal says")
 
 
-def advice(store: Store) -> str:
+def _advice(store: Store) -> str:
     """What to do about a chunk that cannot be read (fsck tells which remedy applies)."""
     return (f"run `tstream fsck {store.display_url}`: it says whether `tstream repair` can read its records "
             "from the files a compaction replaced, or lists them and the command that truncates the stream "
             "past them")
 
 
+def damaged(store: Store, uri: str, what: str) -> CorruptChunkError:
+    """The error for the chunk file at ``uri`` that is ``what`` (missing, corrupt, ...), with
+    the remedies: the file itself, else what fsck says."""
+    return CorruptChunkError(f"chunk {uri} {what}; put the file back if you have a copy, else {_advice(store)}",
+                             path=uri)
+
+
 def _corrupt(store: Store, chunk: Chunk, e: Exception) -> CorruptChunkError:
-    return CorruptChunkError(
-        f"chunk {store.uri(chunk.path)} is corrupt ({e}); put the file back if you have a copy, else "
-        f"{advice(store)}",
-        path=store.uri(chunk.path))
+    return damaged(store, store.uri(chunk.path), f"is corrupt ({e})")
 
 
 def _overwritten(store: Store, chunk: Chunk, rows: int, expected: int) -> CorruptChunkError:
     return CorruptChunkError(
         f"chunk {store.uri(chunk.path)} has {rows} rows, the journal says {expected}; it was "
-        f"overwritten or truncated: {advice(store)}", path=store.uri(chunk.path))
+        f"overwritten or truncated: {_advice(store)}", path=store.uri(chunk.path))
 
 
 def _checked_raw(store: Store, chunk: Chunk, table: pa.Table) -> pa.Table:
@@ -205,9 +209,7 @@ def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Ch
         except FileNotFoundError as e:
             # read_many names the missing object's URI (no probe per chunk needed)
             missing = e.filename if isinstance(e.filename, str) else store.uri(group[0][0].path)
-            raise CorruptChunkError(
-                f"chunk {missing} named by the journal is missing; put the file back if you have a "
-                f"copy, else {advice(store)}", path=missing) from e
+            raise damaged(store, missing, "named by the journal is missing") from e
         yield from zip(group, blobs)
 
     for views in by_path.values():
@@ -246,7 +248,7 @@ def check_times(store: Store, chunk: Chunk, tso: np.ndarray) -> None:
         return
     lo, hi = (int(tso[0]), int(tso[-1])) if chunk.sorted else (int(tso.min()), int(tso.max()))
     if (problem := times_problem(chunk, lo, hi)) is not None:
-        raise CorruptChunkError(f"chunk {store.uri(chunk.path)} {problem}; it was overwritten: {advice(store)}",
+        raise CorruptChunkError(f"chunk {store.uri(chunk.path)} {problem}; it was overwritten: {_advice(store)}",
                                 path=store.uri(chunk.path))
 
 
