@@ -83,8 +83,7 @@ from .schema import RAW_TSO, conform
 from .state import StreamState, segment_number
 from .storage import Store
 from .units import size_bytes
-from .column_encoding import column_codecs, dictionary_columns
-from .dictionary_pages import DICTIONARY_PAGE_BYTES
+from .column_encoding import chunk_encodings
 
 log = logging.getLogger("pyspark_tstream")
 
@@ -233,10 +232,8 @@ def _write_macro(store: Store, schema: pa.Schema, seg: int, members: Sequence[Pi
         whole = table.num_rows if final else table.num_rows - table.num_rows % MACRO_ROW_GROUP
         if writer is None:
             f = store.open_output(rel)
-            dict_cols = dictionary_columns(table)
-            writer = pq.ParquetWriter(f, out_schema, compression=column_codecs(table, compression, dict_cols),
-                                      use_dictionary=dict_cols or False,
-                                      dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES, write_statistics=[RAW_TSO])
+            writer = pq.ParquetWriter(f, out_schema, write_statistics=[RAW_TSO],
+                                      **chunk_encodings(table, compression))
         if whole:
             writer.write_table(table.slice(0, whole), row_group_size=MACRO_ROW_GROUP)
         pending = [table.slice(whole)] if whole < table.num_rows else []

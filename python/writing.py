@@ -32,8 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .arrow_arrays import int64s, is_text, numbers
-from .column_encoding import column_codecs, dictionary_columns
-from .dictionary_pages import DICTIONARY_PAGE_BYTES
+from .column_encoding import chunk_encodings
 from .errors import SchemaMismatchError, TimestampError
 from .routing import KEY_SPACE, key_hash, route
 from .schema import RAW_TSO, conform
@@ -456,16 +455,8 @@ class ChunkWriter:
         seg = self.spec.segment_ids[idx]
         rel = f"data/{segment_number(seg)}/{self.spec.writer_tag}-{self.task}-{uuid.uuid4().hex}.parquet"
         f = self.spec.store.open_output(rel)
-        dict_cols = dictionary_columns(table)
-        codecs = column_codecs(table, self.spec.compression, dict_cols)
-        # the raw timestamps (and an integer client-time column) increase along a chunk: delta
-        # encoding stores them smaller than the codec does, writes ~15 % and decodes ~25 % faster
-        delta = [c for c in (RAW_TSO, self.spec.timestamp) if c in table.schema.names and c not in dict_cols
-                 and pa.types.is_int64(table.schema.field(c).type)]
-        codecs.update({c: "none" for c in delta})
-        w = pq.ParquetWriter(f, table.schema, compression=codecs, use_dictionary=dict_cols or False,
-                             dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES, write_statistics=[RAW_TSO],
-                             column_encoding={c: "DELTA_BINARY_PACKED" for c in delta} or None)
+        w = pq.ParquetWriter(f, table.schema, write_statistics=[RAW_TSO],
+                             **chunk_encodings(table, self.spec.compression))
         return f, w, rel
 
     def _info(self, idx: int, rel: str, rows: int, size: int, raw_lo: int, raw_hi: int,

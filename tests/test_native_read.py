@@ -164,6 +164,36 @@ def test_compacted_views_and_cuts_inside_them(spark: Any, tmp_path: Path, branch
     assert _same_as_core(spark, url, startingTimestamp=T0 + 1_200, endingTimestamp=iso(T0 + 2_500))
 
 
+def test_delta_encoded_time_columns_read_alike(spark: Any, tmp_path: Path) -> None:
+    """Timestamp, date and counter columns are DELTA_BINARY_PACKED in chunks and macro-chunks
+    (``column_encoding.py``); Spark's vectorized reader returns the rows the Python path does."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=2, compaction="off")
+    for b in range(6):
+        ms = T0 + b * 1_000 + np.arange(400)
+        s.append(pa.table({"ts": pa.array(ms * 1000, pa.timestamp("us", tz="UTC")),
+                           "day": pa.array((ms // 86_400_000).astype(np.int32), pa.date32()),
+                           "n": pa.array(b * 400 + np.arange(400), pa.int64()),
+                           "k": [f"k{i % 3}" for i in range(400)]}), key="k", timestamp="ts")
+
+    def encodings() -> set[str]:
+        st = s.refresh()
+        return {e for c in s.plan(st.head_tso, st.tick)
+                for e in pq.ParquetFile(tmp_path / "s" / c.path).metadata.row_group(0).column(0).encodings}
+
+    assert "DELTA_BINARY_PACKED" in encodings()
+    before = _same(spark, url)
+    assert len(before) == 2_400
+    _same(spark, url, startingTimestamp=T0 + 1_500, endingTimestamp=iso(T0 + 4_200))
+    s.compact()
+    s.vacuum(grace_ms=0)
+    assert "DELTA_BINARY_PACKED" in encodings()
+    assert _same(spark, url) == before
+
+
 def test_tick_held_by_a_live_writer_bounds_both_reads(spark: Any, tmp_path: Path) -> None:
     url = f"file://{tmp_path}/s"
     s = Stream.create(url, segments=2, writers=["slow", "fast"])

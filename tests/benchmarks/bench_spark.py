@@ -347,7 +347,7 @@ def python_costs(table: pa.Table, source_url: str, root: str, profile: bool) -> 
     """What one Spark task's Python code costs per row, next to plain pyarrow doing the same."""
     from pyspark_tstream.datasource.partitions import read_partition
     from pyspark_tstream.stream import Stream
-    from pyspark_tstream.column_encoding import column_codecs, dictionary_columns
+    from pyspark_tstream.column_encoding import chunk_encodings
     from pyspark_tstream.writing import ROW_GROUP_ROWS, write_batches
 
     n = table.num_rows
@@ -380,10 +380,9 @@ def python_costs(table: pa.Table, source_url: str, root: str, profile: bool) -> 
     timed("tstream write_batches (1 task, 10k-row batches in)", lambda: write_batches(spec, iter(batches)),
           "routing, raw timestamps, Parquet encode")
     ref = os.path.join(root, "out", "ref.parquet")
-    dict_cols = dictionary_columns(table)
     timed("pyarrow write_table alone, same Parquet options, 1 file", lambda: pq.write_table(
-        table, ref, compression=column_codecs(table, "snappy", dict_cols), use_dictionary=dict_cols or False,
-        row_group_size=ROW_GROUP_ROWS, write_statistics=False), "the Parquet encode inside the line above")
+        table, ref, row_group_size=ROW_GROUP_ROWS, write_statistics=False, **chunk_encodings(table, "snappy")),
+        "the Parquet encode inside the line above")
     shutil.rmtree(scratch[len("file://"):], ignore_errors=True)
 
     stream = Stream.open(source_url)
