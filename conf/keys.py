@@ -17,6 +17,12 @@ PATH = "path"
 #: Prefix of options passed to fsspec with the prefix removed (``storage.endpoint_url``).
 STORAGE_PREFIX = "storage."
 
+#: How long a query's store calls keep retrying transient failures (503 SlowDown, 500s,
+#: dropped connections, timeouts) once the store has answered, before the call and so the
+#: query fail (``90s``, ``5m``; ``0``: give up after the usual 8 attempts, 2.6-5.2 s). In ms.
+STORE_RETRY_TIMEOUT = "storeRetryTimeout"
+STORE_RETRY_TIMEOUT_DEFAULT = 120_000
+
 # --- source (spark.readStream / spark.read) ----------------------------------------------
 
 #: Where a new query starts: ``earliest``, ``latest`` or a JSON stream cut
@@ -136,11 +142,11 @@ STREAM_CONFIG_FIELDS = {
 SOURCE_KEYS: tuple[str, ...] = (
     PATH, STARTING_OFFSETS, STARTING_TIMESTAMP, STARTING_AGO, STARTING_TAIL, ENDING_TIMESTAMP,
     ENDING_OFFSETS, MAX_RECORDS_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, MAX_FILES_PER_TRIGGER,
-    MIN_PARTITIONS, MAX_PARTITIONS, FAIL_ON_DATA_LOSS, CONSUMER_GROUP,
+    MIN_PARTITIONS, MAX_PARTITIONS, FAIL_ON_DATA_LOSS, CONSUMER_GROUP, STORE_RETRY_TIMEOUT,
 )
 
 SINK_KEYS: tuple[str, ...] = (
-    PATH, KEY_COLUMN, TIMESTAMP_COLUMN, WRITER_ID, MERGE_SCHEMA, *STREAM_CONFIG_FIELDS,
+    PATH, KEY_COLUMN, TIMESTAMP_COLUMN, WRITER_ID, MERGE_SCHEMA, STORE_RETRY_TIMEOUT, *STREAM_CONFIG_FIELDS,
 )
 
 #: Keys Spark adds on its own; accepted silently on both sides (the sink reads the first two).

@@ -40,6 +40,7 @@ from pyspark_tstream.conf.parsing import (
 )
 from pyspark_tstream.config import COMPRESSIONS, TIMESTAMPING_MODES, StreamConfig
 from pyspark_tstream.errors import ConfigError
+from pyspark_tstream.store_errors import RetryPolicy
 
 #: A stream cut: segment id → the ``_seq`` to start (or stop) at in that segment.
 StreamCut = dict[int, int]
@@ -197,6 +198,15 @@ def _safe_repr(obj: Any) -> str:
     return f"{type(obj).__name__}({', '.join(parts)})"
 
 
+def _retry_policy(timeout_ms: int) -> RetryPolicy:
+    """The store retries of a Spark query: patient for ``storeRetryTimeout`` once the store answered."""
+    shown = f"{timeout_ms // 1000}s" if timeout_ms % 1000 == 0 else f"{timeout_ms}ms"
+    return RetryPolicy(patience=timeout_ms / 1000,
+                       hint=f"the store kept failing for longer than {K.STORE_RETRY_TIMEOUT}={shown}; "
+                            "raise it to wait out longer outages; the query resumes from its checkpoint "
+                            "when restarted")
+
+
 # --- the options objects ------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -225,6 +235,8 @@ class SourceOptions:
         Fail (default) or skip and report when retention removed records still needed.
     consumer_group : str or None
         Consumer group the query commits its position to.
+    store_retry_timeout_ms : int
+        How long store calls keep retrying transient failures once the store answered.
     storage_options : dict
         fsspec keyword arguments (see :func:`storage_options_from`).
     """
@@ -243,9 +255,15 @@ class SourceOptions:
     max_partitions: int | None = None
     fail_on_data_loss: bool = K.FAIL_ON_DATA_LOSS_DEFAULT
     consumer_group: str | None = None
+    store_retry_timeout_ms: int = K.STORE_RETRY_TIMEOUT_DEFAULT
     storage_options: dict[str, Any] = field(default_factory=dict)
 
     __repr__ = _safe_repr
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """How the query's store calls retry (``storeRetryTimeout``)."""
+        return _retry_policy(self.store_retry_timeout_ms)
 
     @property
     def starting_kind(self) -> str:
@@ -303,6 +321,7 @@ class SourceOptions:
             max_partitions=max_parts,
             fail_on_data_loss=option_as_bool(opts, K.FAIL_ON_DATA_LOSS, K.FAIL_ON_DATA_LOSS_DEFAULT),
             consumer_group=_group_name(opts),
+            store_retry_timeout_ms=option_as_duration_ms(opts, K.STORE_RETRY_TIMEOUT, K.STORE_RETRY_TIMEOUT_DEFAULT),
             storage_options=storage_options_from(options),
         )
 
@@ -368,6 +387,8 @@ class SinkOptions:
         Allow additive schema changes.
     stream_config : StreamConfigOptions
         Config for creating the stream and checking an existing one.
+    store_retry_timeout_ms : int
+        How long store calls keep retrying transient failures once the store answered.
     storage_options : dict
         fsspec keyword arguments (see :func:`storage_options_from`).
     """
@@ -380,9 +401,15 @@ class SinkOptions:
     query_name: str | None = None
     merge_schema: bool = K.MERGE_SCHEMA_DEFAULT
     stream_config: StreamConfigOptions = field(default_factory=StreamConfigOptions)
+    store_retry_timeout_ms: int = K.STORE_RETRY_TIMEOUT_DEFAULT
     storage_options: dict[str, Any] = field(default_factory=dict)
 
     __repr__ = _safe_repr
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """How the query's store calls retry (``storeRetryTimeout``)."""
+        return _retry_policy(self.store_retry_timeout_ms)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> SinkOptions:
@@ -399,5 +426,6 @@ class SinkOptions:
             query_name=option_as_str(opts, K.QUERY_NAME),
             merge_schema=option_as_bool(opts, K.MERGE_SCHEMA, K.MERGE_SCHEMA_DEFAULT),
             stream_config=StreamConfigOptions.from_options(opts),
+            store_retry_timeout_ms=option_as_duration_ms(opts, K.STORE_RETRY_TIMEOUT, K.STORE_RETRY_TIMEOUT_DEFAULT),
             storage_options=storage_options_from(options),
         )

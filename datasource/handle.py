@@ -47,7 +47,7 @@ class StreamHandle:
         if self._stream is None:
             from pyspark_tstream.stream import Stream
 
-            self._stream = Stream.open(self.store.url, self.store.storage_options)
+            self._stream = Stream.at(self.store)  # the store's retry policy, and that it was reached
         return self._stream
 
     @property

@@ -88,8 +88,9 @@ def read(spark: SparkSession, url: str, **options: Any) -> DataFrame:
     from pyspark_tstream.stream import Stream
 
     opts = SourceOptions.from_options({**{k: _option_text(v) for k, v in options.items()}, "path": url})
-    root, reader_options = _spark_location(spark, Store(opts.path, opts.storage_options))
-    stream = Stream.open(opts.path, opts.storage_options)
+    store = Store(opts.path, opts.storage_options, retry=opts.retry)
+    root, reader_options = _spark_location(spark, store)
+    stream = Stream.at(store)
     user = stream.schema
     if user is None:
         raise SchemaMismatchError(f"stream {stream.url} has no schema yet (nothing was written); write "

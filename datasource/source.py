@@ -46,7 +46,7 @@ class TStreamDataSource(DataSource):
         from pyspark_tstream.stream import Stream
 
         options = SourceOptions.from_options(self.options)
-        return options, Stream.open(options.path, options.storage_options)
+        return options, Stream.open(options.path, options.storage_options, retry=options.retry)
 
     def schema(self) -> StructType:
         from .arrow import spark_schema
@@ -98,7 +98,7 @@ class TStreamDataSource(DataSource):
         arrow_in = user_arrow_schema(schema)
         cfg = options.stream_config
         stream = Stream.open_or_create(
-            options.path, storage_options=options.storage_options,
+            options.path, storage_options=options.storage_options, retry=options.retry,
             config={k: v for k, v in cfg.to_config_dict().items() if k in cfg.given},
             schema=normalize(user_schema(arrow_in)) if len(user_schema(arrow_in)) else None)
         spec = stream.write_spec(arrow_in, key=options.key_column, timestamp=options.timestamp_column,

@@ -174,6 +174,9 @@ class Store:
         self.url = url
         self.storage_options = dict(storage_options or {})
         self.retry = retry or RetryPolicy()
+        # whether the store has answered a call (RetryPolicy.patience applies only then); a
+        # pickled copy keeps it, so a Spark task of a query that reached the store is patient too
+        self.reached = False
         self.observer: Observer | None = None
         self._fs: Any = None
         self._secrets = secret_values(self.storage_options)
@@ -183,11 +186,13 @@ class Store:
 
     # -- pickling: workers rebuild the filesystem, never inherit sockets or observers -----------
     def __getstate__(self) -> dict[str, Any]:
-        return {"url": self.url, "storage_options": self.storage_options, "retry": self.retry}
+        return {"url": self.url, "storage_options": self.storage_options, "retry": self.retry,
+                "reached": self.reached}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["url"], state["storage_options"],  # type: ignore[misc]
                       retry=state.get("retry"))
+        self.reached = bool(state.get("reached"))
 
     def __repr__(self) -> str:
         return f"Store({self.display_url!r})"
@@ -240,11 +245,15 @@ class Store:
         """
         if self.observer is not None:
             self.observer(op, rel)
-        attempts = self.retry.attempts
-        for attempt in range(attempts):
+        first_failure: float | None = None
+        attempt = 0
+        while True:
             try:
-                return fn()
+                result = fn()
+                self.reached = True
+                return result
             except FileNotFoundError as e:
+                self.reached = True  # an answer, if not the one hoped for
                 if _names_own_path(e, self.display_url):
                     raise  # read_many already named the missing member
                 # a write meets "not found" only when the bucket (or folder) is missing
@@ -262,16 +271,24 @@ class Store:
                                     "may have created it", self.uri(rel), attempt)
                     raise FileExistsError(errno.EEXIST, "exists", self.uri(rel)) from e
                 transient = is_transient(e)
-                if not transient or attempt == attempts - 1:
-                    tried = f" after {attempts} attempts" if transient else ""
+                now = time.monotonic()
+                first_failure = now if first_failure is None else first_failure
+                if not transient or not self.retry.may_retry(attempt, now - first_failure, self.reached):
                     raise StorageError(
-                        f"{op} {self.uri(rel)} failed{tried}: "
+                        f"{op} {self.uri(rel)} failed{self._gave_up(transient, attempt, now - first_failure)}: "
                         f"{type(e).__name__}: {self._redact(str(e))}",
                         path=self.uri(rel), retriable=transient,
                     ) from e
                 logger.debug("retrying %s %s after %s", op, self.uri(rel), type(e).__name__)
             time.sleep(self.retry.delay(attempt))
-        raise AssertionError("unreachable")
+            attempt += 1
+
+    def _gave_up(self, transient: bool, attempt: int, seconds: float) -> str:
+        """How long a failed call kept trying, for its error (nothing for a permanent failure)."""
+        if not transient:
+            return ""
+        waited = attempt >= self.retry.attempts and self.retry.hint
+        return f" after {attempt + 1} attempts over {seconds:.1f} s" + (f" ({self.retry.hint})" if waited else "")
 
     # -- reads ----------------------------------------------------------------------------------
     def read(self, rel: str) -> bytes:

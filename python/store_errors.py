@@ -53,16 +53,36 @@ class RetryPolicy:
     which fails the query: 5 attempts within 0.75 s (the earlier default) let a soak at a 3 %
     fault rate lose a query's ``latestOffset`` to one read. A longer outage surfaces as a retriable
     :class:`StorageError` for the caller's own retry loop (a Spark task retry, a commit retry).
+
+    ``patience`` (seconds) rides out longer outages once the store has answered: a
+    :class:`~pyspark_tstream.storage.Store` that has completed a call keeps retrying a transient
+    failure past ``attempts`` until ``patience`` seconds have passed since the call first
+    failed, at ``max_delay``. Spark queries set it from ``storeRetryTimeout`` (a streaming
+    query runs for weeks and has no retry loop above it but Spark's, which stops the query);
+    a store that never answered (a wrong endpoint) still fails after ``attempts``. ``hint``
+    ends the error of a call that ran out of patience (which option to raise).
     """
 
     attempts: int = 8
     base_delay: float = 0.05
     max_delay: float = 2.0
+    patience: float = 0.0
+    hint: str = ""
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
             raise ConfigError(f"RetryPolicy.attempts must be >= 1, got {self.attempts}",
                               option="attempts", value=self.attempts)
+        if self.patience < 0:
+            raise ConfigError(f"RetryPolicy.patience must be >= 0 seconds, got {self.patience}",
+                              option="patience", value=self.patience)
+
+    def may_retry(self, attempt: int, failing_for: float, reached: bool) -> bool:
+        """Whether to retry after failed attempt ``attempt`` (0-based) of a call that has been
+        failing for ``failing_for`` seconds, on a store that has answered before (``reached``)."""
+        if attempt < self.attempts - 1:
+            return True
+        return reached and failing_for + self.max_delay <= self.patience
 
     def delay(self, retry: int) -> float:
         """Seconds to sleep before retry number ``retry`` (0-based)."""

@@ -158,16 +158,26 @@ class Stream:
         return cls(store, entry)
 
     @classmethod
-    def open(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> Stream:
-        """Open an existing stream; StreamNotFoundError if there is none."""
-        store = Store(url, storage_options)
+    def open(cls, url: str, storage_options: Mapping[str, Any] | None = None, *,
+             retry: RetryPolicy | None = None) -> Stream:
+        """Open an existing stream; StreamNotFoundError if there is none.
+
+        ``retry`` says how store failures are retried (default :class:`RetryPolicy`; Spark
+        queries pass one with ``patience`` from ``storeRetryTimeout``).
+        """
+        return cls.at(Store(url, storage_options, retry=retry))
+
+    @classmethod
+    def at(cls, store: Store) -> Stream:
+        """Open the existing stream at ``store`` (its retry policy, and whether it was reached)."""
         return cls(store, Journal(store).head())
 
     @classmethod
     def open_or_create(cls, url: str, *, storage_options: Mapping[str, Any] | None = None,
-                       config: Mapping[str, Any] | None = None, schema: pa.Schema | None = None) -> Stream:
+                       config: Mapping[str, Any] | None = None, schema: pa.Schema | None = None,
+                       retry: RetryPolicy | None = None) -> Stream:
         """Open, or create with ``config`` if missing; explicit ``config`` must agree if it exists."""
-        store = Store(url, storage_options)
+        store = Store(url, storage_options, retry=retry)
         given = dict(config or {})
         try:
             stream = cls(store, Journal(store).head())

@@ -267,7 +267,8 @@ class FaultProxy:
     (``InternalError``); ``"drop"`` (close the connection without answering, not forwarded);
     ``"apply-drop"`` (forward, let the server apply it, then close without answering: the
     ambiguous failure); ``"403"`` (``AccessDenied``, not retriable). ``requests`` records
-    ``(method, path, action)`` for every request seen. ``latency`` (seconds) delays every
+    ``(method, path, action)`` for every request seen; ``outage(seconds)`` fails every request
+    for a while. ``latency`` (seconds) delays every
     request, to make loopback behave like a remote store in benchmarks; ``echo_in_errors`` is
     put into error messages (a server that echoes credentials back).
     """
@@ -278,6 +279,8 @@ class FaultProxy:
         self.latency = latency
         self.requests: list[tuple[str, str, str]] = []
         self._plan: collections.deque[str] = collections.deque()
+        self._outage: tuple[float, str] | None = None
+        self.outage_requests = 0
         self._lock = threading.Lock()
         self._server = _ProxyServer((HOST, 0), self._handler_class())
         self._server.daemon_threads = True
@@ -294,6 +297,19 @@ class FaultProxy:
         with self._lock:
             self._plan.clear()
             self.requests.clear()
+
+    def outage(self, seconds: float, action: str = "503") -> None:
+        """Fail every request with ``action`` for the next ``seconds``: a store down for a while
+        (``outage_requests`` counts the requests it failed)."""
+        with self._lock:
+            self._outage = (time.monotonic() + seconds, action)
+
+    def _during_outage(self) -> str | None:
+        with self._lock:
+            if self._outage is not None and time.monotonic() < self._outage[0]:
+                self.outage_requests += 1
+                return self._outage[1]
+            return None
 
     def _next(self, method: str, path: str) -> str:
         with self._lock:
@@ -327,7 +343,7 @@ class FaultProxy:
                 # botocore sends bytes bodies with Content-Length, never chunked
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                action = proxy._next(self.command, self.path)
+                action = proxy._during_outage() or proxy._next(self.command, self.path)
                 if proxy.latency:
                     time.sleep(proxy.latency)
                 if action == "drop":

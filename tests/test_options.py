@@ -10,6 +10,7 @@ import dataclasses
 import pickle
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyspark.sql.datasource import CaseInsensitiveDict
 from pyspark_tstream.conf import keys as K
@@ -302,6 +303,31 @@ def test_fail_on_data_loss_and_consumer_group() -> None:
     assert opts.fail_on_data_loss is False and opts.consumer_group == "billing"
     with pytest.raises(ConfigError, match="failOnDataLoss='no' is not a boolean; use true or false"):
         source(failOnDataLoss="no")
+
+
+@pytest.mark.parametrize("build", [source, sink], ids=["source", "sink"])
+def test_store_retry_timeout(build: Any, tmp_path: Any) -> None:
+    """Both sides: how long a query's store calls wait out an outage, as a RetryPolicy's patience;
+    the data source opens its stream with that policy."""
+    assert build().retry.patience == K.STORE_RETRY_TIMEOUT_DEFAULT / 1000 == 120
+    opts = build(storeRetryTimeout="5m")
+    assert opts.store_retry_timeout_ms == 300_000 and opts.retry.patience == 300
+    assert "storeRetryTimeout=300s" in opts.retry.hint
+    assert build(storeRetryTimeout="0").retry.patience == 0  # the bounded attempts only
+    assert "storeRetryTimeout=1500ms" in build(storeRetryTimeout="1500ms").retry.hint
+    with pytest.raises(ConfigError, match="storeRetryTimeout='soon' is not a duration"):
+        build(storeRetryTimeout="soon")
+    with pytest.raises(ConfigError, match="storeRetryTimeout='5 parsecs' is not a duration"):
+        build(storeRetryTimeout="5 parsecs")
+
+    from pyspark_tstream.datasource.source import TStreamDataSource
+    from pyspark_tstream.stream import Stream
+
+    url = f"file://{tmp_path}/s"
+    Stream.create(url, schema=pa.schema([("x", pa.int64())]))
+    ds = TStreamDataSource(CaseInsensitiveDict({"path": url, "storeRetryTimeout": "45s"}))
+    _, stream = ds._source()
+    assert stream.store.retry.patience == 45 and stream.store.reached
 
 
 # --- unknown options ----------------------------------------------------------------------

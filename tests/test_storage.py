@@ -7,14 +7,16 @@ an HTTP proxy between s3fs and moto so retries are exercised on the real request
 from __future__ import annotations
 
 import pickle
+import re
 import threading
+import time
 import uuid
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
-from pyspark_tstream.errors import InvalidPathError, StorageError, UnsupportedOperationError
+from pyspark_tstream.errors import ConfigError, InvalidPathError, StorageError, UnsupportedOperationError
 from pyspark_tstream.storage import RetryPolicy, Store, is_transient, split_url
 
 StoreUrl = tuple[str, dict[str, Any]]
@@ -321,6 +323,59 @@ def test_gives_up_after_bounded_attempts(fault_proxy: Any, op: str) -> None:
     assert len(fault_proxy.requests) == 3
     fault_proxy.reset()
     assert store.read("a") == b"x"  # nothing was applied by the failed attempts
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("action", ["503", "drop"])
+def test_a_store_that_answered_waits_out_an_outage_within_its_patience(fault_proxy: Any, action: str) -> None:
+    """An outage longer than the bounded attempts (here 3 attempts, ~0.1 s) fails a call unless
+    the policy has patience: then a store that has answered keeps retrying until the outage
+    ends, and nothing is applied twice."""
+    patient = RetryPolicy(attempts=3, base_delay=0.02, max_delay=0.2, patience=6.0, hint="raise storeRetryTimeout")
+    store = _proxied(fault_proxy, f"patient-{action}", retry=patient)
+    store.write("a", b"x")
+    assert store.reached
+    fault_proxy.outage(1.5, action)
+    t0 = time.monotonic()
+    assert store.read("a") == b"x"
+    assert store.put_if_absent("journal/1", b"commit") is True
+    waited = time.monotonic() - t0
+    assert 6.0 > waited >= 1.4
+    assert fault_proxy.outage_requests > 3  # more than the bounded attempts were needed
+
+    # a pickled copy (a Spark task of a query that reached the store) is patient at once
+    copy = pickle.loads(pickle.dumps(store))
+    assert copy.reached and copy.retry == patient
+    fault_proxy.outage(1.0, action)
+    assert copy.read("journal/1") == b"commit"
+
+    # past its patience the call fails, retriable, saying how long it tried and what to raise
+    fault_proxy.outage(30, action)
+    t0 = time.monotonic()
+    with pytest.raises(StorageError) as info:
+        store.read("a")
+    assert 5.5 <= time.monotonic() - t0 < 9.0
+    assert info.value.retriable and "raise storeRetryTimeout" in str(info.value)
+    assert re.search(r"after \d+ attempts over [56]\.\d s", str(info.value)), str(info.value)
+
+
+@pytest.mark.s3
+def test_a_store_never_reached_gives_up_after_its_attempts(fault_proxy: Any) -> None:
+    """A wrong endpoint or a store down from the start fails fast: patience needs an answer first."""
+    store = _proxied(fault_proxy, "never-reached",
+                     retry=RetryPolicy(attempts=3, base_delay=0.02, max_delay=0.2, patience=30.0, hint="raise it"))
+    fault_proxy.outage(30)
+    t0 = time.monotonic()
+    with pytest.raises(StorageError) as info:
+        store.read("a")
+    assert time.monotonic() - t0 < 2.0 and not store.reached
+    assert "after 3 attempts" in str(info.value) and "raise it" not in str(info.value)
+    assert fault_proxy.outage_requests == 3
+
+
+def test_patience_must_not_be_negative() -> None:
+    with pytest.raises(ConfigError, match="patience must be >= 0"):
+        RetryPolicy(patience=-1)
 
 
 @pytest.mark.s3
