@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
+#: The process PySpark commits and aborts a streaming sink's micro-batches in (4.0 and later).
+STREAM_COMMIT_WORKER = "pyspark.sql.worker.python_streaming_sink_runner"
 
 
 @dataclass(frozen=True)
@@ -112,28 +114,46 @@ def arrow_schema(spark_struct: StructType) -> pa.Schema:
     return to_arrow_schema(spark_struct, timestamp_utc=True)
 
 
-def called_for_filter_pushdown(depth: int = 2, reach: int = 4) -> bool:
+def called_for_filter_pushdown() -> bool:
     """Whether the function calling this one was called by PySpark's filter-pushdown worker.
 
     PySpark has no API telling ``DataSource.reader`` that filter pushdown is on, yet a reader with
     ``pushFilters`` fails while it is off; only the pushdown worker (PySpark >= 4.1) asks for a
-    reader when it is on. So look at the module of the nearest ``reach`` frames above the caller
-    (``depth`` = 2 skips this function and its caller). Without frame introspection or without
-    pushdown this is False: the plain reader is always correct, only slower.
+    reader when it is on. Without pushdown this is False: the plain reader is always correct,
+    only slower.
     """
-    if not has("filter_pushdown") or not hasattr(sys, "_getframe"):
+    return has("filter_pushdown") and _called_by(PUSHDOWN_WORKER)
+
+
+def called_for_stream_commit() -> bool:
+    """Whether the function calling this one was called by PySpark's streaming-sink commit runner.
+
+    That runner commits (or aborts) each micro-batch by asking ``DataSource.streamWriter`` for a
+    fresh writer in its own process, so nothing but the caller says the query is already
+    running: it started on the driver, and this batch's tasks have written their chunks. When it
+    cannot be told (not CPython, a PySpark that renamed the runner) this is False, and the
+    commit behaves as a query's start does (see ``storeRetryTimeout``).
+    """
+    return _called_by(STREAM_COMMIT_WORKER)
+
+
+def _called_by(worker: str, reach: int = 4) -> bool:
+    """Whether one of the ``reach`` frames above the caller of this module's public helper
+    (the ``DataSource`` method asking) belongs to module ``worker``."""
+    if not hasattr(sys, "_getframe"):
         return False
     try:
-        frame: Any = sys._getframe(depth)
+        frame: Any = sys._getframe(3)  # past this function, the helper and the DataSource method
     except ValueError:
         return False
+    short = worker.rsplit(".", 1)[-1]
     for _ in range(reach):
         if frame is None:
             break
         g = frame.f_globals
         spec = g.get("__spec__")
         names = (g.get("__name__") or "", getattr(spec, "name", None) or "")
-        if any(n.rsplit(".", 1)[-1] == PUSHDOWN_WORKER.rsplit(".", 1)[-1] for n in names):
+        if any(n.rsplit(".", 1)[-1] == short for n in names):
             return True
         frame = frame.f_back
     return False

@@ -77,12 +77,15 @@ class TStreamDataSource(DataSource):
         options, stream = self._source()
         return TStreamStreamReader(options, schema, stream)
 
-    def _sink(self, schema: StructType, overwrite: bool, streaming: bool) -> tuple[TaskChunkWriter, JournalCommitter]:
-        """The two parts of a writer: what tasks run, and what commits their output."""
+    def _sink(self, schema: StructType, overwrite: bool, streaming: bool,
+              committing: bool = False) -> tuple[TaskChunkWriter, JournalCommitter]:
+        """The two parts of a writer: what tasks run, and what commits their output
+        (``committing``: asked for by PySpark's micro-batch commit runner)."""
         from pyspark_tstream.conf.options import SinkOptions
         from pyspark_tstream.errors import UnsupportedOperationError
         from pyspark_tstream.schema import normalize, user_schema
         from pyspark_tstream.sink.writer import JournalCommitter, TaskChunkWriter
+        from pyspark_tstream.storage import Store
         from pyspark_tstream.stream import Stream
 
         from .handle import StreamHandle
@@ -97,9 +100,12 @@ class TStreamDataSource(DataSource):
 
         arrow_in = user_arrow_schema(schema)
         cfg = options.stream_config
-        stream = Stream.open_or_create(
-            options.path, storage_options=options.storage_options, retry=options.retry,
-            config={k: v for k, v in cfg.to_config_dict().items() if k in cfg.given},
+        store = Store(options.path, options.storage_options, retry=options.retry)
+        # a micro-batch's commit runs on a fresh writer in its own process, but in a query that
+        # reached the store when it started: it waits out an outage as the query's other calls do
+        store.reached = committing
+        stream = Stream.at_or_create(
+            store, config={k: v for k, v in cfg.to_config_dict().items() if k in cfg.given},
             schema=normalize(user_schema(arrow_in)) if len(user_schema(arrow_in)) else None)
         spec = stream.write_spec(arrow_in, key=options.key_column, timestamp=options.timestamp_column,
                                  merge_schema=options.merge_schema)
@@ -110,7 +116,10 @@ class TStreamDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> TStreamStreamWriter:
         from pyspark_tstream.sink.writer import TStreamStreamWriter
 
-        return TStreamStreamWriter(*self._sink(schema, overwrite, streaming=True))
+        from .compat import called_for_stream_commit
+
+        return TStreamStreamWriter(*self._sink(schema, overwrite, streaming=True,
+                                               committing=called_for_stream_commit()))
 
     def writer(self, schema: StructType, overwrite: bool) -> TStreamBatchWriter:
         from pyspark_tstream.sink.writer import TStreamBatchWriter

@@ -287,8 +287,8 @@ class Store:
         """How long a failed call kept trying, for its error (nothing for a permanent failure)."""
         if not transient:
             return ""
-        waited = attempt >= self.retry.attempts and self.retry.hint
-        return f" after {attempt + 1} attempts over {seconds:.1f} s" + (f" ({self.retry.hint})" if waited else "")
+        patient = attempt >= self.retry.attempts and self.retry.hint  # it waited past the attempts
+        return f" after {attempt + 1} attempts over {seconds:.1f} s" + (f" ({self.retry.hint})" if patient else "")
 
     # -- reads ----------------------------------------------------------------------------------
     def read(self, rel: str) -> bytes:

@@ -177,7 +177,12 @@ class Stream:
                        config: Mapping[str, Any] | None = None, schema: pa.Schema | None = None,
                        retry: RetryPolicy | None = None) -> Stream:
         """Open, or create with ``config`` if missing; explicit ``config`` must agree if it exists."""
-        store = Store(url, storage_options, retry=retry)
+        return cls.at_or_create(Store(url, storage_options, retry=retry), config=config, schema=schema)
+
+    @classmethod
+    def at_or_create(cls, store: Store, *, config: Mapping[str, Any] | None = None,
+                     schema: pa.Schema | None = None) -> Stream:
+        """:meth:`open_or_create` on an existing ``store`` (its retry policy, whether it was reached)."""
         given = dict(config or {})
         try:
             stream = cls(store, Journal(store).head())

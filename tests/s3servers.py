@@ -268,7 +268,7 @@ class FaultProxy:
     ``"apply-drop"`` (forward, let the server apply it, then close without answering: the
     ambiguous failure); ``"403"`` (``AccessDenied``, not retriable). ``requests`` records
     ``(method, path, action)`` for every request seen; ``outage(seconds)`` fails every request
-    for a while. ``latency`` (seconds) delays every
+    for a while, ``outage_at(...)`` from a given request on. ``latency`` (seconds) delays every
     request, to make loopback behave like a remote store in benchmarks; ``echo_in_errors`` is
     put into error messages (a server that echoes credentials back).
     """
@@ -280,6 +280,7 @@ class FaultProxy:
         self.requests: list[tuple[str, str, str]] = []
         self._plan: collections.deque[str] = collections.deque()
         self._outage: tuple[float, str] | None = None
+        self._outage_trigger: tuple[str, str, float, str] | None = None
         self.outage_requests = 0
         self._lock = threading.Lock()
         self._server = _ProxyServer((HOST, 0), self._handler_class())
@@ -304,10 +305,20 @@ class FaultProxy:
         with self._lock:
             self._outage = (time.monotonic() + seconds, action)
 
-    def _during_outage(self) -> str | None:
+    def outage_at(self, method: str, fragment: str, seconds: float, action: str = "503") -> None:
+        """Start an :meth:`outage` at the next ``method`` request whose path contains ``fragment``
+        (that request fails too): the store goes down in the middle of one given call."""
         with self._lock:
+            self._outage_trigger = (method, fragment, seconds, action)
+
+    def _during_outage(self, method: str, path: str) -> str | None:
+        with self._lock:
+            trigger = self._outage_trigger
+            if trigger is not None and method == trigger[0] and trigger[1] in path:
+                self._outage, self._outage_trigger = (time.monotonic() + trigger[2], trigger[3]), None
             if self._outage is not None and time.monotonic() < self._outage[0]:
                 self.outage_requests += 1
+                self.requests.append((method, path, f"outage {self._outage[1]}"))
                 return self._outage[1]
             return None
 
@@ -343,7 +354,7 @@ class FaultProxy:
                 # botocore sends bytes bodies with Content-Length, never chunked
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                action = proxy._during_outage() or proxy._next(self.command, self.path)
+                action = proxy._during_outage(self.command, self.path) or proxy._next(self.command, self.path)
                 if proxy.latency:
                     time.sleep(proxy.latency)
                 if action == "drop":

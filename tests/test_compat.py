@@ -88,9 +88,13 @@ def _asks_for_reader() -> bool:
     return compat.called_for_filter_pushdown()  # as DataSource.reader calls it
 
 
-def _call_from_module(name: str) -> bool:
+def _asks_for_stream_writer() -> bool:
+    return compat.called_for_stream_commit()  # as DataSource.streamWriter calls it
+
+
+def _call_from_module(name: str, ask: Any = _asks_for_reader) -> bool:
     mod = types.ModuleType(name)
-    mod.__dict__["reader"] = _asks_for_reader
+    mod.__dict__["reader"] = ask
     exec("def _main():\n    return reader()\n", mod.__dict__)
     return mod._main()
 
@@ -113,6 +117,19 @@ def test_pushdown_shim_is_guarded_by_version_and_by_frame_introspection(monkeypa
     with monkeypatch.context() as m:
         m.delattr(sys, "_getframe")
         assert _call_from_module(compat.PUSHDOWN_WORKER) is False
+
+
+def test_stream_commit_shim_recognizes_the_sink_commit_runner_only() -> None:
+    """A micro-batch's commit asks ``streamWriter`` for a fresh writer from PySpark's runner
+    (it is then patient with the store: the query reached it when it started)."""
+    import importlib
+    import inspect
+
+    runner = importlib.import_module(compat.STREAM_COMMIT_WORKER)  # this PySpark has it, by this name
+    assert "data_source.streamWriter(" in inspect.getsource(runner)
+    assert _call_from_module(compat.STREAM_COMMIT_WORKER, _asks_for_stream_writer) is True
+    assert _call_from_module("pyspark.sql.worker.write_into_data_source", _asks_for_stream_writer) is False
+    assert _asks_for_stream_writer() is False
 
 
 def test_the_caller_sniffing_lives_in_compat_only() -> None:

@@ -20,6 +20,7 @@ from process_roles import T0
 from process_roles import stream as _roles_stream
 from pyspark_tstream.datasource.partitions import TStreamPartition, read_partition
 from pyspark_tstream.datasource.source import TStreamDataSource
+from pyspark_tstream.storage import Store
 from pyspark_tstream.stream import Stream
 
 
@@ -37,7 +38,7 @@ def no_open(monkeypatch: pytest.MonkeyPatch) -> Any:
             def refuse(*args: Any, **kwargs: Any) -> Any:
                 raise AssertionError("an executor opened the stream: its partition should carry what it needs")
 
-            monkeypatch.setattr(Stream, "open", classmethod(refuse))
+            monkeypatch.setattr(Stream, "at", classmethod(refuse))  # Stream.open goes through it
 
     return Armed()
 
@@ -83,6 +84,41 @@ def test_partition_pickles_to_its_chunks_plus_a_small_constant(tmp_path: Path) -
     assert whole - task < 1500, (whole, task)  # store location and two schemas, once per partition
 
 
+def test_a_micro_batch_commit_runner_gets_a_patient_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PySpark commits a micro-batch on a fresh ``streamWriter`` in its commit runner: that writer
+    belongs to a running query, so its store waits out outages (``storeRetryTimeout``) from its
+    first call; the writer a query starts with does not (a wrong endpoint fails in seconds)."""
+    import types
+
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from pyspark_tstream.datasource.compat import STREAM_COMMIT_WORKER
+
+    url = _stream(tmp_path, appends=1)
+    source = TStreamDataSource({"path": url, "keyColumn": "k", "storeRetryTimeout": "90s"})
+    schema = from_arrow_schema(Stream.open(url).schema)
+    runner = types.ModuleType(STREAM_COMMIT_WORKER)
+    runner.__dict__["source"], runner.__dict__["schema"] = source, schema
+    exec("def _main():\n    return source.streamWriter(schema=schema, overwrite=False)\n", runner.__dict__)
+    first_calls: list[bool] = []  # whether each store was patient already at its first call
+    real_call = Store._call
+
+    def recording(self: Store, op: str, rel: str, fn: Any) -> Any:
+        if not getattr(self, "_seen", False):
+            self._seen = True  # type: ignore[attr-defined]
+            first_calls.append(self.reached)
+        return real_call(self, op, rel, fn)
+
+    monkeypatch.setattr(Store, "_call", recording)
+    for make, reached in ((lambda: source.streamWriter(schema, False), False), (runner._main, True)):
+        first_calls.clear()
+        writer = make()
+        assert first_calls and first_calls[0] is reached  # the store it opened the stream with
+        assert writer.committer.handle.store.retry.patience == 90
+        # and the tasks' copy of the store: patient once the driver reached it
+        assert pickle.loads(pickle.dumps(writer.tasks)).spec.store.reached is True
+
+
 def test_writer_tasks_write_without_the_stream_and_commit_reopens_it_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = _stream(tmp_path, appends=1)
@@ -92,13 +128,13 @@ def test_writer_tasks_write_without_the_stream_and_commit_reopens_it_once(
     source = TStreamDataSource({"path": url, "keyColumn": "k", "timestampColumn": "t", "writerId": "w1"})
     shipped = pickle.dumps(source.writer(from_arrow_schema(schema), overwrite=False))
     opened: list[str] = []
-    real_open = Stream.open.__func__  # type: ignore[attr-defined]
+    real_at = Stream.at.__func__  # type: ignore[attr-defined]
 
-    def counting(cls: type, *args: Any, **kwargs: Any) -> Any:
-        opened.append(args[0])
-        return real_open(cls, *args, **kwargs)
+    def counting(cls: type, store: Any) -> Any:  # every open goes through Stream.at
+        opened.append(store.url)
+        return real_at(cls, store)
 
-    monkeypatch.setattr(Stream, "open", classmethod(counting))
+    monkeypatch.setattr(Stream, "at", classmethod(counting))
     ids = list(range(1000, 1100))
     batch = pa.RecordBatch.from_pydict({"id": ids, "k": [f"k{i % 3}" for i in ids],
                                         "t": pa.array([T0 + i for i in ids], pa.timestamp("ms", tz="UTC"))},

@@ -31,7 +31,7 @@ from pyspark_tstream.errors import StreamNotFoundError
 from pyspark_tstream.stream import Stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
-OUTAGE_S = 12.0
+OUTAGE_S = 8.0
 BATCHES, ROWS = 40, 25
 T0 = 1_700_000_000_000
 
@@ -60,9 +60,22 @@ def _wait(pred: Any, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("patient", [True, False], ids=["storeRetryTimeout-default", "storeRetryTimeout-0"])
+#: Where the outage starts: the first request of a kind after the query's first micro-batch.
+PHASES = {
+    "latestOffset": ("GET", "/src/_tstream/head.json"),  # the source's driver-side poll
+    "task-read": ("GET", "/src/data/"),  # a task reading source chunks
+    "task-write": ("PUT", "/dst/data/"),  # a task writing the sink's chunks
+    "commit": ("PUT", "/dst/_tstream/journal/"),  # the sink's commit, in PySpark's commit runner
+}
+
+
+# storeRetryTimeout=0 is shown on the source's poll: a commit whose journal write failed also
+# repeats its conditional create to settle the outcome (journal.RESOLVE_ATTEMPTS), which can
+# outlast a short outage whatever the option says
+@pytest.mark.parametrize("phase,patient", [*((p, True) for p in PHASES), ("latestOffset", False)],
+                         ids=[*(f"{p}-storeRetryTimeout-default" for p in PHASES), "latestOffset-storeRetryTimeout-0"])
 def test_a_streaming_query_rides_out_a_store_outage(spark: Any, moto_server: str, fault_proxy: FaultProxy,
-                                                    tmp_path: Path, patient: bool) -> None:
+                                                    tmp_path: Path, phase: str, patient: bool) -> None:
     proxy = fault_proxy
     tag = uuid.uuid4().hex[:12]
     src, dst = f"s3://{BUCKET}/outage-{tag}/src", f"s3://{BUCKET}/outage-{tag}/dst"
@@ -97,9 +110,12 @@ def test_a_streaming_query_rides_out_a_store_outage(spark: Any, moto_server: str
     try:
         _wait(lambda: len(copied()) >= ROWS, 120, "the first micro-batch")
         feeder.start()
-        time.sleep(1.0)
-        proxy.outage(OUTAGE_S)
+        method, fragment = PHASES[phase]
+        proxy.outage_at(method, fragment, OUTAGE_S)
+        _wait(lambda: proxy.outage_requests, 30, f"the outage to start at a {phase} request")
         started = time.monotonic()
+        first = next(r for r in proxy.requests if r[2].startswith("outage"))
+        assert first[0] == method and fragment in first[1], first
         if not patient:
             # the bounded attempts (<= 5.2 s) run out well inside the outage: the query stops
             _wait(lambda: not q.isActive, OUTAGE_S + 60, "the query to stop")
@@ -110,7 +126,9 @@ def test_a_streaming_query_rides_out_a_store_outage(spark: Any, moto_server: str
             return
         _wait(lambda: time.monotonic() - started > OUTAGE_S, OUTAGE_S + 5, "the outage to end")
         assert q.isActive and q.exception() is None, q.exception()
-        assert proxy.outage_requests > 8  # more failures than one call's bounded attempts
+        failed = [r for r in proxy.requests if r[2].startswith("outage")]
+        # the call under way kept retrying past its 8 attempts
+        assert sum(1 for r in failed if r[0] == method and fragment in r[1]) > 8, failed
         feeder.join(120)
         _wait(lambda: len(copied()) >= BATCHES * ROWS, 180, "every record to be copied")
         time.sleep(2.0)  # one more trigger: nothing may be copied twice

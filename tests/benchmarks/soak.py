@@ -4,7 +4,8 @@ Usage::
 
     python tests/benchmarks/soak.py --minutes 30     # the real soak
     python tests/benchmarks/soak.py --smoke          # ~1 minute, a kill every 15 s, a scale every 20 s,
-                                                     # 2 % of store requests failed (CI)
+                                                     # 2 % of store requests failed, an 8 s outage (CI)
+    python tests/benchmarks/soak.py --minutes 20 --faults 0.03 --outage-every 180 --outage-seconds 20
 
 What runs, on its own SeaweedFS (``weed mini`` on loopback, stopped by PID at the end):
 
@@ -40,6 +41,13 @@ What runs, on its own SeaweedFS (``weed mini`` on loopback, stopped by PID at th
   one dropped after the server applied the request (a PUT that landed, a conditional create the
   client cannot tell it won). The store's own retries must absorb them; a producer whose append
   still fails appends the same batch id again;
+* with ``--outage-every S --outage-seconds D`` that proxy also fails *every* request for ``D``
+  seconds every ``S`` seconds (first after ``S``): the store is down. The Spark queries wait it
+  out (``storeRetryTimeout``, 2 minutes by default); the producers retry their appends; this
+  process's scales, vacuums and tick polls go through one stream opened with a patient
+  ``RetryPolicy``. Kills and query restarts wait until the store is back: a query started
+  while the store is down fails at once, by design (a store that never answered is not waited
+  for, so a wrong endpoint is reported in seconds);
 * this process's Python RSS and the Spark JVM's RSS are sampled at start and end, and the RSS
   of each Python streaming-source runner (the driver-side process where a query's stream
   reader plans its micro-batches) 30 s in and at the end.
@@ -81,6 +89,8 @@ ROWS = 200
 #: Window of the windowed consumer's counts.
 WINDOW_MS = 5_000
 VACUUM_GRACE_MS = 30_000
+#: What the fault proxy reports about outages, apart from its per-request counts.
+OUTAGE_STATS = ("outages", "failed in outages")
 
 
 def writer_key(i: int) -> tuple[int, int]:
@@ -130,14 +140,23 @@ def _opts(endpoint: str) -> dict[str, Any]:
 def producer(url: str, endpoint: str, writer: str, skew: int) -> None:
     """Child process: append forever (until killed or SIGTERM) as session ``writer``."""
     import pyarrow as pa
+    from pyspark_tstream.errors import TStreamError
     from pyspark_tstream.stream import Stream
 
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
-    s = Stream.open(url, _opts(endpoint))
-    done = [b for b, _ in s.state.writers[writer].batches] if writer in s.state.writers else []
+    while True:  # a producer restarted during a store outage waits for the store
+        try:
+            s = Stream.open(url, _opts(endpoint))
+            done = [b for b, _ in s.state.writers[writer].batches] if writer in s.state.writers else []
+            p = s.writer(writer)
+            break
+        except TStreamError as e:
+            if not e.retriable:
+                raise
+            print(f"open failed: {type(e).__name__}: {e}", flush=True)
+            time.sleep(1)
     batch = max(done, default=-1) + 1  # resume after the last committed batch
-    p = s.writer(writer)
     n = int(writer[-1])
     while not stop["now"]:
         now = int(time.time() * 1000) + skew
@@ -154,26 +173,33 @@ def producer(url: str, endpoint: str, writer: str, skew: int) -> None:
     p.close()
 
 
-def fault_proxy(upstream: str, rate: float, stats: str) -> None:
+def fault_proxy(upstream: str, rate: float, stats: str, outage_every: float = 0.0, outage_seconds: float = 0.0) -> None:
     """Child process: a :class:`s3servers.RandomFaultProxy` failing ``rate`` of the requests to
-    ``upstream``; prints its endpoint, serves until SIGTERM, then writes its counts to ``stats``."""
+    ``upstream``, and all of them for ``outage_seconds`` every ``outage_every`` seconds; prints
+    its endpoint, serves until SIGTERM, then writes its counts to ``stats``."""
     import threading
 
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     proxy = s3servers.RandomFaultProxy(upstream, rate, seed=int(time.time())).start()
     print(proxy.endpoint, flush=True)
+    began, outages = time.monotonic(), 0
     while not done.wait(1):
-        pass
-    Path(stats).write_text(json.dumps(proxy.counts))
+        if outage_every and time.monotonic() - began >= (outages + 1) * outage_every:
+            proxy.outage(outage_seconds, "503")
+            outages += 1
+    Path(stats).write_text(json.dumps({**proxy.counts, "outages": outages, "failed in outages": proxy.outage_requests}))
     proxy.stop()
 
 
-def _start_proxy(upstream: str, rate: float, stats: Path) -> tuple[subprocess.Popen[str], str]:
+def _start_proxy(upstream: str, rate: float, stats: Path, outage_every: float,
+                 outage_seconds: float) -> tuple[subprocess.Popen[str], str]:
     """The fault proxy in its own process (it handles every request: in this one it would compete
     with the consumers' Python for the GIL): (process, endpoint)."""
     proc = subprocess.Popen([sys.executable, __file__, "--proxy-for", upstream, "--faults", str(rate),
-                             "--stats", str(stats)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+                             "--stats", str(stats), "--outage-every", str(outage_every),
+                             "--outage-seconds", str(outage_seconds)],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
     assert proc.stdout is not None
     atexit.register(lambda: proc.poll() is None and proc.kill())  # a soak that fails stops it too
     return proc, proc.stdout.readline().strip()
@@ -230,11 +256,13 @@ def _spawn(url: str, endpoint: str, i: int, log: Path) -> subprocess.Popen[bytes
                             start_new_session=True)
 
 
-def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: float, faults: float = 0.0) -> int:
+def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: float, faults: float = 0.0,
+         outage_every: float = 0.0, outage_seconds: float = 0.0) -> int:
     import pyspark_tstream
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
     from pyspark_tstream.groups import Group
+    from pyspark_tstream.storage import RetryPolicy
     from pyspark_tstream.stream import Stream
     from pyspark_tstream.timestamps import physical
 
@@ -243,7 +271,17 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
     with s3servers.running_seaweedfs() as direct:
         # every client (producers, Spark, this driver's scales and vacuums) goes through the
         # proxy when faults are asked for; the final listing goes to the server itself
-        proxy, endpoint = _start_proxy(direct, faults, work / "faults.json") if faults else (None, direct)
+        proxy, endpoint = (_start_proxy(direct, faults, work / "faults.json", outage_every, outage_seconds)
+                           if faults or outage_every else (None, direct))
+        proxy_began = time.monotonic()  # the proxy counts its outages from about now
+
+        def near_outage() -> bool:
+            """Whether the store is down, or goes down within 10 s (or came back under 3 s ago)."""
+            if not outage_every:
+                return False
+            since = time.monotonic() - proxy_began
+            k = max(1, int((since + 10) // outage_every))  # the next outage, or the one under way
+            return k * outage_every - 10 <= since <= k * outage_every + outage_seconds + 3
         opts = _opts(endpoint)
         url = f"s3://{s3servers.BUCKET}/soak-{uuid.uuid4().hex[:8]}/stream"
         import pyarrow as pa
@@ -251,6 +289,9 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
         schema = pa.schema([("id", pa.int64()), ("key", pa.string()), ("t", pa.int64())])
         stream = Stream.create(url, segments=4, schema=schema, retention="age=1m,groups=true",
                                writer_lease_ms=5_000, storage_options=opts)
+        # this process's polls, scales and vacuums: one stream, reached at once, that waits out
+        # an outage as the Spark queries do (a Store is patient only once it has answered)
+        admin = Stream.open(url, opts, retry=RetryPolicy(patience=max(60.0, 3 * outage_seconds)))
         # registered before any record exists: retention must wait for them from the first record
         Group.create(stream, "soak", start="0")
         Group.create(stream, "windows", start="0")
@@ -311,10 +352,12 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                 time.sleep(1)
                 if not runners0 and time.monotonic() - began >= 30:  # once the queries are warm
                     runners0 = _source_runners(jvm)
-                tick = Stream.open(url, opts).state.tick
+                tick = admin.refresh().tick
                 if tick:
                     max_lag = max(max_lag, int(time.time() * 1000) - physical(tick))
-                if time.monotonic() >= next_kill:
+                # a query or producer (re)started while the store is down fails at once, by
+                # design (a store that never answered is not waited for): restarts wait for it
+                if time.monotonic() >= next_kill and not near_outage():
                     os.killpg(procs[victim].pid, signal.SIGKILL)
                     procs[victim].wait()
                     procs[victim] = _spawn(url, endpoint, victim, work / f"w{victim}.log")
@@ -327,12 +370,12 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                         consumer_restarts += 1
                     next_kill = time.monotonic() + kill_every  # a slow restart does not bunch kills
                 if time.monotonic() >= next_scale:
-                    scales[scale_once(Stream.open(url, opts), scales["split"] <= scales["merge"])] += 1
+                    scales[scale_once(admin, scales["split"] <= scales["merge"])] += 1
                     next_scale = time.monotonic() + scale_every
                 if time.monotonic() >= next_vacuum:
-                    vacuumed.update(Stream.open(url, opts).vacuum(grace_ms=VACUUM_GRACE_MS))
+                    vacuumed.update(admin.vacuum(grace_ms=VACUUM_GRACE_MS))
                     next_vacuum = time.monotonic() + vacuum_every
-                if restart_due and any(p["numInputRows"] for p in producer_q.recentProgress):
+                if restart_due and not near_outage() and any(p["numInputRows"] for p in producer_q.recentProgress):
                     # it has committed since its start: stop it wherever it is now, perhaps
                     # inside a micro-batch; its checkpoint resumes it
                     producer_q.stop()
@@ -353,8 +396,8 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                 except subprocess.TimeoutExpired:
                     os.killpg(p.pid, signal.SIGKILL)
                     p.wait()
-        s = Stream.open(url, opts)
-        for w in list(s.state.writers):  # killed sessions: release them so the tick reaches the end
+        s = admin
+        for w in list(s.refresh().writers):  # killed sessions: release them so the tick reaches the end
             s.writer(w).close()
         final = s.refresh()
         deadline = time.monotonic() + 300
@@ -401,8 +444,11 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                  ("vacuum (files / metadata deleted)",
                   " / ".join(f"{k} {v}" for k, v in sorted(vacuumed.items()) if v) or "nothing"),
                  ("store requests / faults injected",
-                  f"{sum(injected.values())} / " + (", ".join(f"{k} {v}" for k, v in sorted(injected.items())
-                                                             if k != "pass") or "none")),
+                  f"{sum(v for k, v in injected.items() if k not in OUTAGE_STATS)} / "
+                  + (", ".join(f"{k} {v}" for k, v in sorted(injected.items())
+                               if k != "pass" and k not in OUTAGE_STATS) or "none")),
+                 ("outages / requests failed in them",
+                  " / ".join(str(injected.get(k, 0)) for k in OUTAGE_STATS) if outage_every else "-"),
                  ("producer appends failed and retried", retried),
                  ("records in (committed)", final.rows), ("records out (delivered)", out_total),
                  ("lost", lost), ("duplicated", dup),
@@ -435,6 +481,9 @@ def main() -> int:
     ap.add_argument("--vacuum-every", type=float, default=60.0, help="seconds between vacuums")
     ap.add_argument("--faults", type=float, default=0.0,
                     help="fraction of store requests failed (503, 500, dropped, applied then dropped)")
+    ap.add_argument("--outage-every", type=float, default=0.0,
+                    help="seconds between store outages (every request fails for --outage-seconds)")
+    ap.add_argument("--outage-seconds", type=float, default=20.0, help="length of each outage")
     ap.add_argument("--smoke", action="store_true", help="about a minute, a kill every 15 s")
     ap.add_argument("--proxy-for", help=argparse.SUPPRESS)
     ap.add_argument("--stats", help=argparse.SUPPRESS)
@@ -444,14 +493,15 @@ def main() -> int:
     ap.add_argument("--skew", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.proxy_for:
-        fault_proxy(args.proxy_for, args.faults, args.stats)
+        fault_proxy(args.proxy_for, args.faults, args.stats, args.outage_every, args.outage_seconds)
         return 0
     if args.producer:
         producer(args.url, args.endpoint, args.producer, args.skew)
         return 0
     if args.smoke:
-        return soak(1.0, 15.0, 20.0, 30.0, faults=0.02)
-    return soak(args.minutes, args.kill_every, args.scale_every, args.vacuum_every, args.faults)
+        return soak(1.0, 15.0, 20.0, 30.0, faults=0.02, outage_every=25.0, outage_seconds=8.0)
+    return soak(args.minutes, args.kill_every, args.scale_every, args.vacuum_every, args.faults,
+                args.outage_every, args.outage_seconds if args.outage_every else 0.0)
 
 
 if __name__ == "__main__":
