@@ -39,9 +39,21 @@ logger = logging.getLogger(__name__)
 ROWS_PER_BATCH = 10_000
 
 if has("stream_arrow_writer"):
-    from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamBase
-else:  # PySpark 4.0: the streaming sink gets Rows (converted by _to_batches)
-    from pyspark.sql.datasource import DataSourceStreamWriter as _StreamBase
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter as StreamWriterBase
+else:
+    from pyspark.sql.datasource import DataSourceStreamWriter
+
+    class StreamWriterBase(DataSourceStreamWriter, DataSourceArrowWriter):  # type: ignore[no-redef, misc]
+        """PySpark 4.0's stream writer base, that is also a ``DataSourceArrowWriter``.
+
+        4.0 has no ``DataSourceStreamArrowWriter``, but its task worker
+        (``pyspark.sql.worker.write_into_data_source``) asks only ``isinstance(writer,
+        DataSourceArrowWriter)``, for a streaming writer as for a batch one, before it turns
+        Spark's Arrow batches into Rows: such a writer gets the Arrow batches themselves, as on
+        4.1+, and neither PySpark nor tstream converts every value twice. A worker that hands
+        Rows anyway still works: the sink's tasks turn Rows into batches (:func:`_to_batches`). The subclass defines the streaming
+        ``commit(messages, batchId)``/``abort``, which PySpark's commit runner calls.
+        """
 
 
 @dataclass
@@ -194,7 +206,7 @@ class JournalCommitter:
         self.stream.store.delete(paths)
 
 
-class TStreamStreamWriter(_StreamBase):  # type: ignore[misc, valid-type]
+class TStreamStreamWriter(StreamWriterBase):  # type: ignore[misc, valid-type]
     """Streaming sink: one journal commit per micro-batch, idempotent on (writer, batchId)."""
 
     def __init__(self, tasks: TaskChunkWriter, committer: JournalCommitter) -> None:

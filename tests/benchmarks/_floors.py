@@ -24,9 +24,14 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-# PySpark 4.0 has neither: its stream writers get Rows (the floor then drops Rows, what any
-# Python sink pays there), and its stream readers no Trigger.AvailableNow (one batch anyway)
-_StreamWriter = getattr(_api, "DataSourceStreamArrowWriter", _api.DataSourceStreamWriter)
+# PySpark 4.0 has neither: a stream writer that is also a DataSourceArrowWriter gets Arrow
+# batches there (as tstream's sink does: pyspark_tstream.sink.writer.StreamWriterBase), and its
+# stream readers no Trigger.AvailableNow (one batch anyway)
+if hasattr(_api, "DataSourceStreamArrowWriter"):
+    _StreamWriter = _api.DataSourceStreamArrowWriter
+else:
+    class _StreamWriter(_api.DataSourceStreamWriter, DataSourceArrowWriter):  # type: ignore[no-redef, misc]
+        pass
 try:
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 except ImportError:
