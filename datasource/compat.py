@@ -91,8 +91,12 @@ def _detect() -> dict[str, Feature]:
          "logged): each micro-batch reads up to the tick. Spark cannot tell the source which trigger "
          "runs, and a limit would stop `Trigger.AvailableNow` short"),
         ("available_now", (4, 2), "SupportsTriggerAvailableNow", _available_now,
-         "Spark runs `Trigger.AvailableNow` as one batch, up to the tick, with no trailing no-data batch: "
-         "windows that batch's watermark closes are emitted by the next run that reads new data"),
+         "Spark runs `Trigger.AvailableNow` as one batch, up to the tick, with no trailing no-data batch "
+         "(its Trigger.Once fallback for a source without this API): windows that batch's watermark "
+         "closes are emitted by the next run that reads new data. To emit them in the same run, start the "
+         "query with `trigger(processingTime=\"0 seconds\")`, then call `query.processAllAvailable()` and "
+         "`query.stop()`. Spark's `spark.sql.streaming.triggerAvailableNowWrapper.enabled` is not "
+         "supported: its wrapper does not tell a restarted source where the query stopped"),
     ]
     return {name: Feature(name, since, api, fallback, bool(probe()))
             for name, since, api, probe, fallback in specs}

@@ -35,8 +35,8 @@ from urllib.parse import urlsplit
 
 from .errors import InvalidPathError, StorageError, TStreamError, UnsupportedOperationError
 from .localfs import is_temp_name, local_create, local_map, local_read, local_replace, memory_create
-from .store_errors import (RetryPolicy, is_backend_error, is_precondition_failed, is_transient,
-                           secret_values)
+from .store_errors import (RetryPolicy, is_backend_error, is_precondition_failed, is_store_answer,
+                           is_transient, secret_values)
 
 __all__ = ["Observer", "RetryPolicy", "Store", "check_relative", "is_precondition_failed", "is_transient",
            "split_url"]
@@ -271,6 +271,10 @@ class Store:
                                     "may have created it", self.uri(rel), attempt)
                     raise FileExistsError(errno.EEXIST, "exists", self.uri(rel)) from e
                 transient = is_transient(e)
+                if transient and is_store_answer(e):
+                    # the store answered (503 SlowDown, 500 InternalError): the endpoint is right,
+                    # so this is an outage to wait out, not a misconfiguration to report at once
+                    self.reached = True
                 now = time.monotonic()
                 first_failure = now if first_failure is None else first_failure
                 if not transient or not self.retry.may_retry(attempt, now - first_failure, self.reached):

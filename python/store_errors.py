@@ -54,7 +54,8 @@ class RetryPolicy:
     fault rate lose a query's ``latestOffset`` to one read. A longer outage surfaces as a retriable
     :class:`StorageError` for the caller's own retry loop (a Spark task retry, a commit retry).
 
-    ``patience`` (seconds) rides out longer outages once the store has answered: a
+    ``patience`` (seconds) rides out longer outages once the store has answered (a success,
+    or an S3 error response: :func:`is_store_answer`): a
     :class:`~pyspark_tstream.storage.Store` that has completed a call keeps retrying a transient
     failure past ``attempts`` until ``patience`` seconds have passed since the call first
     failed, at ``max_delay``. Spark queries set it from ``storeRetryTimeout`` (a streaming
@@ -162,6 +163,22 @@ def is_transient(exc: BaseException) -> bool:
             return True
         code, status = _response(cur)
         if code in _TRANSIENT_CODES or status in _TRANSIENT_STATUS:
+            return True
+    return False
+
+
+def is_store_answer(exc: BaseException) -> bool:
+    """True when ``exc`` carries an error the store itself sent: an S3 error response with its
+    own code (``SlowDown``, ``InternalError``, ``ServiceUnavailable``, ...).
+
+    Such a store is at the configured endpoint and answering, if only to say it is overloaded or
+    down for now, so a retry policy's patience applies to it (a store that has answered).
+    Connection failures, timeouts and a bare HTTP status without an S3 error code (a gateway's
+    502/504 page: the store behind it may be unreachable or the endpoint wrong) are not answers.
+    """
+    for cur in _chain(exc):
+        code, _ = _response(cur)
+        if code is not None and not code.isdigit():
             return True
     return False
 
