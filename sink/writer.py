@@ -51,8 +51,9 @@ else:
         DataSourceArrowWriter)``, for a streaming writer as for a batch one, before it turns
         Spark's Arrow batches into Rows: such a writer gets the Arrow batches themselves, as on
         4.1+, and neither PySpark nor tstream converts every value twice. A worker that hands
-        Rows anyway still works: the sink's tasks turn Rows into batches (:func:`_to_batches`). The subclass defines the streaming
-        ``commit(messages, batchId)``/``abort``, which PySpark's commit runner calls.
+        Rows anyway still works: the sink's tasks turn Rows into batches (:func:`_to_batches`).
+        The subclass defines the streaming ``commit(messages, batchId)``/``abort``, which
+        PySpark's commit runner calls.
         """
 
 

@@ -157,7 +157,8 @@ def main(argv: list[str] | None = None) -> None:
         spark.stop()
         body = []
         for kind, timed in got.items():
-            for span, lo in ((f"after {WARMUP_S:.0f} s", WARMUP_S), (f"steady: after {STEADY_AFTER_S:.0f} s", STEADY_AFTER_S)):
+            spans = ((f"after {WARMUP_S:.0f} s", WARMUP_S), (f"steady: after {STEADY_AFTER_S:.0f} s", STEADY_AFTER_S))
+            for span, lo in spans:
                 lats = [lat for at, lat in timed if at >= lo]
                 if not lats:
                     body.append([kind, span, 0, "-", "-", "-", "-"])
