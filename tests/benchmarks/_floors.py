@@ -25,8 +25,9 @@ from pyspark.sql.datasource import (
 )
 
 # PySpark 4.0 has neither: a stream writer that is also a DataSourceArrowWriter gets Arrow
-# batches there (as tstream's sink does: pyspark_tstream.sink.writer.StreamWriterBase), and its
-# stream readers no Trigger.AvailableNow (one batch anyway)
+# batches there (as tstream's sink does: pyspark_tstream.sink.writer.StreamWriterBase, which the
+# floor does not import: its workers would then import tstream's writer modules, a cost that is
+# tstream's, not PySpark's), and its stream readers no Trigger.AvailableNow (one batch anyway)
 if hasattr(_api, "DataSourceStreamArrowWriter"):
     _StreamWriter = _api.DataSourceStreamArrowWriter
 else:
