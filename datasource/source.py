@@ -85,6 +85,7 @@ class TStreamDataSource(DataSource):
         from pyspark_tstream.errors import UnsupportedOperationError
         from pyspark_tstream.schema import normalize, user_schema
         from pyspark_tstream.sink.writer import JournalCommitter, TaskChunkWriter
+        from pyspark_tstream import reach_memo
         from pyspark_tstream.storage import Store
         from pyspark_tstream.stream import Stream
 
@@ -101,12 +102,16 @@ class TStreamDataSource(DataSource):
         arrow_in = user_arrow_schema(schema)
         cfg = options.stream_config
         store = Store(options.path, options.storage_options, retry=options.retry)
-        # a micro-batch's commit runs on a fresh writer in its own process, but in a query that
-        # reached the store when it started: it waits out an outage as the query's other calls do
-        store.reached = committing
+        # PySpark asks for a streaming writer afresh, in a new process, for every micro-batch and
+        # for its commit, yet the query reached the store before: such a writer waits out an
+        # outage as the query's other calls do (a commit is told by its caller, a writer by the
+        # memo the previous one left; a store that never answered still fails in seconds)
+        store.reached = streaming and (committing or reach_memo.answered_before(store))
         stream = Stream.at_or_create(
             store, config={k: v for k, v in cfg.to_config_dict().items() if k in cfg.given},
             schema=normalize(user_schema(arrow_in)) if len(user_schema(arrow_in)) else None)
+        if streaming:
+            reach_memo.remember(store)
         spec = stream.write_spec(arrow_in, key=options.key_column, timestamp=options.timestamp_column,
                                  merge_schema=options.merge_schema)
         # a streaming query's writer holds a session (lease, ticks); a batch write is one-shot

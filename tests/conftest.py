@@ -19,6 +19,9 @@ import pytest  # noqa: E402
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# a fresh folder for the stores that answered this run (reach_memo), inherited by Spark's workers
+os.environ.setdefault("TSTREAM_MEMO_DIR", os.path.join(
+    __import__("tempfile").mkdtemp(prefix="tstream-test-memos-"), "reached"))
 
 
 @pytest.fixture(autouse=True, scope="module")

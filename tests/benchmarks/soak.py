@@ -42,7 +42,8 @@ What runs, on its own SeaweedFS (``weed mini`` on loopback, stopped by PID at th
   client cannot tell it won). The store's own retries must absorb them; a producer whose append
   still fails appends the same batch id again;
 * with ``--outage-every S --outage-seconds D`` that proxy also fails *every* request for ``D``
-  seconds every ``S`` seconds (first after ``S``): the store is down. The Spark queries wait it
+  seconds every ``S`` seconds (first after ``S``): the store is down, answering ``503`` in odd
+  outages and dropping every connection unanswered in even ones. The Spark queries wait it
   out (``storeRetryTimeout``, 2 minutes by default); the producers retry their appends; this
   process's scales, vacuums and tick polls go through one stream opened with a patient
   ``RetryPolicy``. Kills and query restarts wait until the store is back, so that every
@@ -185,7 +186,10 @@ def fault_proxy(upstream: str, rate: float, stats: str, outage_every: float = 0.
     began, outages = time.monotonic(), 0
     while not done.wait(1):
         if outage_every and time.monotonic() - began >= (outages + 1) * outage_every:
-            proxy.outage(outage_seconds, "503")
+            # every other outage drops connections unanswered (a store restarting, a network
+            # partition) instead of answering 503: a process that never heard from the store
+            # gives up on that kind after its attempts, unless the driver remembers the store
+            proxy.outage(outage_seconds, ("503", "drop")[outages % 2])
             outages += 1
     Path(stats).write_text(json.dumps({**proxy.counts, "outages": outages, "failed in outages": proxy.outage_requests}))
     proxy.stop()
