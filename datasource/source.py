@@ -85,7 +85,7 @@ class TStreamDataSource(DataSource):
         from pyspark_tstream.errors import UnsupportedOperationError
         from pyspark_tstream.schema import normalize, user_schema
         from pyspark_tstream.sink.writer import JournalCommitter, TaskChunkWriter
-        from pyspark_tstream import reach_memo
+        from pyspark_tstream.reach_memo import answered_before, remember
         from pyspark_tstream.storage import Store
         from pyspark_tstream.stream import Stream
 
@@ -106,12 +106,12 @@ class TStreamDataSource(DataSource):
         # for its commit, yet the query reached the store before: such a writer waits out an
         # outage as the query's other calls do (a commit is told by its caller, a writer by the
         # memo the previous one left; a store that never answered still fails in seconds)
-        store.reached = streaming and (committing or reach_memo.answered_before(store))
+        store.reached = streaming and (committing or answered_before(store))
         stream = Stream.at_or_create(
             store, config={k: v for k, v in cfg.to_config_dict().items() if k in cfg.given},
             schema=normalize(user_schema(arrow_in)) if len(user_schema(arrow_in)) else None)
         if streaming:
-            reach_memo.remember(store)
+            remember(store)
         spec = stream.write_spec(arrow_in, key=options.key_column, timestamp=options.timestamp_column,
                                  merge_schema=options.merge_schema)
         # a streaming query's writer holds a session (lease, ticks); a batch write is one-shot
