@@ -281,6 +281,7 @@ class FaultProxy:
         self._plan: collections.deque[str] = collections.deque()
         self._outage: tuple[float, str] | None = None
         self._outage_trigger: tuple[str, str, float, str] | None = None
+        self._outage_after: tuple[str, str] | None = None
         self.outage_requests = 0
         self._lock = threading.Lock()
         self._server = _ProxyServer((HOST, 0), self._handler_class())
@@ -305,15 +306,23 @@ class FaultProxy:
         with self._lock:
             self._outage = (time.monotonic() + seconds, action)
 
-    def outage_at(self, method: str, fragment: str, seconds: float, action: str = "503") -> None:
+    def outage_at(self, method: str, fragment: str, seconds: float, action: str = "503",
+                  after: tuple[str, str] | None = None) -> None:
         """Start an :meth:`outage` at the next ``method`` request whose path contains ``fragment``
-        (that request fails too): the store goes down in the middle of one given call."""
+        (that request fails too): the store goes down in the middle of one given call. With
+        ``after=(method, fragment)``, only at such a request that follows one matching ``after``
+        (which tells apart calls that begin alike)."""
         with self._lock:
             self._outage_trigger = (method, fragment, seconds, action)
+            self._outage_after = after
 
     def _during_outage(self, method: str, path: str) -> str | None:
         with self._lock:
             trigger = self._outage_trigger
+            if self._outage_after is not None:
+                if method == self._outage_after[0] and self._outage_after[1] in path:
+                    self._outage_after = None  # armed from the next request on
+                trigger = None
             if trigger is not None and method == trigger[0] and trigger[1] in path:
                 self._outage, self._outage_trigger = (time.monotonic() + trigger[2], trigger[3]), None
             if self._outage is not None and time.monotonic() < self._outage[0]:
