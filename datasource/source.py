@@ -83,9 +83,9 @@ class TStreamDataSource(DataSource):
         (``committing``: asked for by PySpark's micro-batch commit runner)."""
         from pyspark_tstream.conf.options import SinkOptions
         from pyspark_tstream.errors import UnsupportedOperationError
+        from pyspark_tstream.reach_memo import answered_before, remember
         from pyspark_tstream.schema import normalize, user_schema
         from pyspark_tstream.sink.writer import JournalCommitter, TaskChunkWriter
-        from pyspark_tstream.reach_memo import answered_before, remember
         from pyspark_tstream.storage import Store
         from pyspark_tstream.stream import Stream
 

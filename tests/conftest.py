@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 pytest_plugins = ["s3servers"]
 
 import os  # noqa: E402
+import tempfile  # noqa: E402
 import uuid  # noqa: E402
 from collections import Counter  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
@@ -20,8 +21,7 @@ import pytest  # noqa: E402
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # a fresh folder for the stores that answered this run (reach_memo), inherited by Spark's workers
-os.environ.setdefault("TSTREAM_MEMO_DIR", os.path.join(
-    __import__("tempfile").mkdtemp(prefix="tstream-test-memos-"), "reached"))
+os.environ.setdefault("TSTREAM_MEMO_DIR", os.path.join(tempfile.mkdtemp(prefix="tstream-test-memos-"), "reached"))
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -39,7 +39,8 @@ def test_a_store_that_answered_is_remembered_and_others_are_not(tmp_path: Path) 
     reach_memo.remember(store)
     assert reach_memo.answered_before(Store("s3://bucket/a/stream", endpoint))
     # another endpoint (a typo) or another stream was never answered from here
-    assert not reach_memo.answered_before(Store("s3://bucket/a/stream", {**endpoint, "endpoint_url": "http://127.0.0.1:9001"}))
+    typo = {**endpoint, "endpoint_url": "http://127.0.0.1:9001"}
+    assert not reach_memo.answered_before(Store("s3://bucket/a/stream", typo))
     assert not reach_memo.answered_before(Store("s3://bucket/b/stream", endpoint))
     # credentials neither name the memo nor are written into it
     assert reach_memo.answered_before(Store("s3://bucket/a/stream", {**endpoint, "secret": "another-secret-value"}))
@@ -92,7 +93,8 @@ def test_a_streaming_writer_waits_out_a_silent_store_only_if_it_answered_before(
     schema = StructType([StructField("k", StringType()), StructField("t", LongType())])
     options = _sink_options(fault_proxy.endpoint, storeretrytimeout="20s", keycolumn="k", timestampcolumn="t")
     TStreamDataSource(options).streamWriter(schema, False)  # the first micro-batch: creates the stream
-    assert Stream.open(options["path"], storage_options=s3_storage_options(fault_proxy.endpoint)).schema.names == ["k", "t"]
+    created = Stream.open(options["path"], storage_options=s3_storage_options(fault_proxy.endpoint))
+    assert created.schema.names == ["k", "t"]
 
     fault_proxy.outage(30.0, "drop")
     t0 = time.monotonic()
