@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .store_errors import secret_values
+from .store_errors import is_secret_key
 
 if TYPE_CHECKING:
     from .storage import Store
@@ -44,15 +44,14 @@ def memo_dir() -> str:
 
 def memo_path(store: Store) -> str:
     """The memo file of ``store``: its URL and options without credentials, hashed."""
-    text = json.dumps([store.display_url, _public(store.storage_options, set(secret_values(store.storage_options)))],
-                      sort_keys=True, default=str)
+    text = json.dumps([store.display_url, _public(store.storage_options)], sort_keys=True, default=str)
     return os.path.join(memo_dir(), hashlib.sha256(text.encode()).hexdigest()[:32])
 
 
-def _public(options: Mapping[str, Any], secrets: set[str]) -> dict[str, Any]:
-    """``options`` (nested too) without the credential values ``secrets``."""
-    return {k: _public(v, secrets) if isinstance(v, Mapping) else v
-            for k, v in options.items() if isinstance(v, Mapping) or str(v) not in secrets}
+def _public(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` (nested too) without the credentials (:func:`~.store_errors.is_secret_key`)."""
+    return {k: _public(v) if isinstance(v, Mapping) else v
+            for k, v in options.items() if not is_secret_key(str(k))}
 
 
 def remember(store: Store) -> None:

@@ -10,7 +10,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 pytest_plugins = ["s3servers"]
 
+import atexit  # noqa: E402
 import os  # noqa: E402
+import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import uuid  # noqa: E402
 from collections import Counter  # noqa: E402
@@ -20,8 +22,12 @@ import pytest  # noqa: E402
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-# a fresh folder for the stores that answered this run (reach_memo), inherited by Spark's workers
-os.environ.setdefault("TSTREAM_MEMO_DIR", os.path.join(tempfile.mkdtemp(prefix="tstream-test-memos-"), "reached"))
+# a folder of this run's own for the stores that answered it (reach_memo), inherited by Spark's
+# workers; made only when a memo is written, removed when the run ends
+_MEMOS = os.path.join(tempfile.gettempdir(), f"tstream-test-memos-{os.getpid()}")
+if "TSTREAM_MEMO_DIR" not in os.environ:
+    os.environ["TSTREAM_MEMO_DIR"] = os.path.join(_MEMOS, "reached")
+    atexit.register(shutil.rmtree, _MEMOS, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True, scope="module")
