@@ -135,7 +135,8 @@ class Pair:
     """One comparison: a tstream variant against its native twin (and a floor), back to back.
 
     The floor is the same query through a do-nothing Python data source: what PySpark alone
-    costs for a Python source or sink of this shape.
+    costs for a Python source or sink of this shape; ``stored`` (sinks) the same sink writing
+    what it is given to Parquet files, the least any Python sink that keeps its rows does.
     """
 
     group: str
@@ -143,14 +144,16 @@ class Pair:
     tstream: Callable[[int], dict[str, Any]]
     native: Callable[[int], dict[str, Any]]
     floor: Callable[[int], dict[str, Any]] | None = None
-    walls: dict[str, list[float]] = field(default_factory=lambda: {"tstream": [], "native": [], "floor": []})
-    ratios: dict[str, list[float]] = field(default_factory=lambda: {"tstream": [], "floor": []})
+    stored: Callable[[int], dict[str, Any]] | None = None
+    walls: dict[str, list[float]] = field(
+        default_factory=lambda: {"tstream": [], "native": [], "floor": [], "stored": []})
+    ratios: dict[str, list[float]] = field(default_factory=lambda: {"tstream": [], "floor": [], "stored": []})
     details: dict[str, list[dict[str, Any]]] = field(
-        default_factory=lambda: {"tstream": [], "native": [], "floor": []})
+        default_factory=lambda: {"tstream": [], "native": [], "floor": [], "stored": []})
 
     def run(self, round_no: int, *, record: bool) -> None:
         # rotate which side goes first: none always gets the warmer caches
-        sides = ["tstream", "native"] + (["floor"] if self.floor is not None else [])
+        sides = ["tstream", "native"] + [s for s in ("floor", "stored") if getattr(self, s) is not None]
         k = round_no % len(sides)
         got: dict[str, float] = {}
         for side in sides[k:] + sides[:k]:

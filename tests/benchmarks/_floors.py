@@ -2,6 +2,10 @@
 
 ``benchfloor`` moves Arrow batches between the JVM and a Python worker and does nothing else: the
 sink drops every batch, the source re-yields one pre-built batch with tstream's output columns.
+With the option ``store`` (a folder) the sink also writes each task's batches to one Parquet file
+there, at pyarrow's cheapest settings (no codec, no dictionary, no statistics): the floor of any
+Python sink that stores its rows, with none of tstream's work (routing, ordering, stamping,
+commits).
 Whatever a tstream query costs above these is tstream's own work (decode, routing, Parquet
 encode, commits); what these cost above native Parquet is PySpark's (worker hand-off, Arrow IPC,
 the driver-side streaming runner). The bench pickles this module by value, so workers need not
@@ -143,19 +147,45 @@ class Done(WriterCommitMessage):
     rows: int
 
 
+def _sink(iterator: Iterator[Any], store: str | None) -> Done:
+    """Count the batches' rows; with ``store``, also write them to one new Parquet file there."""
+    if store is None:
+        return Done(sum(getattr(b, "num_rows", 1) for b in iterator))  # 1: a Row
+    import uuid
+
+    import pyarrow.parquet as pq
+
+    rows, writer = 0, None
+    try:
+        for b in iterator:
+            if writer is None:
+                writer = pq.ParquetWriter(f"{store}/{uuid.uuid4().hex}.parquet", b.schema, compression="none",
+                                          use_dictionary=False, write_statistics=False)
+            writer.write_batch(b)
+            rows += b.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+    return Done(rows)
+
+
 class FloorWriter(DataSourceArrowWriter):
+    def __init__(self, store: str | None) -> None:
+        self.store = store
+
     def write(self, iterator: Iterator[Any]) -> Done:
-        return Done(sum(b.num_rows for b in iterator))
+        return _sink(iterator, self.store)
 
     def commit(self, messages: list[Any]) -> None:
         pass
 
 
 class FloorStreamWriter(_StreamWriter):  # type: ignore[misc,valid-type]
-    def write(self, iterator: Iterator[Any]) -> Done:
-        import pyarrow as pa
+    def __init__(self, store: str | None) -> None:
+        self.store = store
 
-        return Done(sum(b.num_rows if isinstance(b, pa.RecordBatch) else 1 for b in iterator))
+    def write(self, iterator: Iterator[Any]) -> Done:
+        return _sink(iterator, self.store)
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         pass
@@ -165,7 +195,8 @@ class FloorStreamWriter(_StreamWriter):  # type: ignore[misc,valid-type]
 
 
 class FloorDataSource(DataSource):
-    """``format("benchfloor")``; options ``rows``, ``partitions`` and ``batchRows`` for reads."""
+    """``format("benchfloor")``; options ``rows``, ``partitions`` and ``batchRows`` for reads,
+    ``store`` (an existing folder) for a sink that writes what it is given."""
 
     @classmethod
     def name(cls) -> str:
@@ -185,7 +216,7 @@ class FloorDataSource(DataSource):
         return FloorStreamReader(*self._size())
 
     def writer(self, schema: Any, overwrite: bool) -> FloorWriter:
-        return FloorWriter()
+        return FloorWriter(self.options.get("store"))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> FloorStreamWriter:
-        return FloorStreamWriter()
+        return FloorStreamWriter(self.options.get("store"))

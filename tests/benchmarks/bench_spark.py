@@ -30,7 +30,9 @@ removed after it is measured. Results are checked (row counts, aggregates), not 
 Each query also runs through ``benchfloor`` (``_floors.py``), a Python data source that only moves
 Arrow batches, read in as many tasks as tstream plans: the best any Python source or sink can do
 here. tstream's gap to the floor is its
-own work; the floor's gap to native is PySpark's.
+own work; the floor's gap to native is PySpark's. The sinks also run a "stored floor": the floor
+sink writing what it is given to one Parquet file per task at pyarrow's cheapest settings, the
+least any Python sink that keeps its rows can pay.
 
 Then a breakdown of where tstream's time goes: CPU seconds of the JVM and of the Python processes
 (from /proc), streaming progress durations, query start/stop, tasks per stage, the chunk layout
@@ -255,6 +257,31 @@ class Bench:
         return self._batch(lambda: self.spark.read.parquet(self.input_dir).write.format("benchfloor")
                            .mode("append").save(), "write-floor")
 
+    def _stored_folder(self) -> str:
+        path = self._fresh("floor-stored")
+        os.makedirs(path)
+        return path
+
+    def _stored_check(self, path: str, d: dict[str, Any]) -> dict[str, Any]:
+        d["layout"] = dict(zip(("files", "bytes"), folder_bytes(path)))
+        got = pq.ParquetDataset(path).read(columns=["val"]).num_rows
+        shutil.rmtree(path, ignore_errors=True)
+        if got != self.rows:
+            raise AssertionError(f"the stored floor wrote {got} rows, expected {self.rows}")
+        return d
+
+    def sink_stream_stored(self, r: int) -> dict[str, Any]:
+        path = self._stored_folder()
+        return self._stored_check(path, self._stream(
+            lambda: self.spark.readStream.schema(self.schema).parquet(self.input_dir),
+            lambda w: w.format("benchfloor").option("store", path).start(), "sink-stored"))
+
+    def sink_batch_stored(self, r: int) -> dict[str, Any]:
+        path = self._stored_folder()
+        return self._stored_check(path, self._batch(
+            lambda: self.spark.read.parquet(self.input_dir).write.format("benchfloor").option("store", path)
+            .mode("append").save(), "write-stored"))
+
     def _floor_reader(self, reader: Any) -> Any:
         return reader.format("benchfloor").option("rows", self.rows).option("partitions", self.floor_partitions)
 
@@ -276,9 +303,9 @@ class Bench:
 
         return [
             Pair("sink", "stream: file source -> sink (availableNow)", self.sink_stream_tstream,
-                 self.sink_stream_native, f(self.sink_stream_floor)),
+                 self.sink_stream_native, f(self.sink_stream_floor), f(self.sink_stream_stored)),
             Pair("sink", "batch: df.write", self.sink_batch_tstream, self.sink_batch_native,
-                 f(self.sink_batch_floor)),
+                 f(self.sink_batch_floor), f(self.sink_batch_stored)),
             Pair("source", "stream: source -> noop (availableNow)", self.source_stream_tstream,
                  self.source_stream_native, f(self.source_stream_floor)),
             Pair("source", "batch: read + count/sum/max agg", self.source_batch_tstream,
@@ -405,10 +432,13 @@ def python_costs(table: pa.Table, source_url: str, root: str, profile: bool) -> 
 # -- the report ---------------------------------------------------------------------------------
 def report(bench: Bench, pairs: list[Pair], rows: int, rounds: int) -> None:
     floors = any(p.walls["floor"] for p in pairs)
+    stored = any(p.walls["stored"] for p in pairs)
     head = ["group", "what", "tstream s [min–max]", "native s [min–max]", "tstream Mrows/s",
             "native Mrows/s", "throughput ratio ts/native"]
     if floors:
         head += ["floor s", "floor ratio"]
+    if stored:
+        head += ["stored floor s", "stored floor ratio"]
     body = []
     for p in pairs:
         t, nv = median(p.walls["tstream"]), median(p.walls["native"])
@@ -417,6 +447,9 @@ def report(bench: Bench, pairs: list[Pair], rows: int, rounds: int) -> None:
                 f"{rows / nv / 1e6:.2f}", f"×{median(p.ratios['tstream']):.2f}"]
         if floors:
             line += [f"{median(p.walls['floor']):.2f}", f"×{median(p.ratios['floor']):.2f}"]
+        if stored:
+            line += ([f"{median(p.walls['stored']):.2f}", f"×{median(p.ratios['stored']):.2f}"]
+                     if p.walls["stored"] else ["-", "-"])
         body.append(line)
     print(f"\n## Results: {rows:,} rows, {rounds} round(s), median wall time\n")
     print(render(head, body))
@@ -427,13 +460,18 @@ def report(bench: Bench, pairs: list[Pair], rows: int, rounds: int) -> None:
               "batches (no storage, no decode or encode); floor ratio = native wall / floor wall. "
               "tstream cannot beat its floor: the gap to it is tstream's own work, the gap from it to "
               "native is PySpark's.")
+    if stored:
+        print("stored floor = the floor sink that also writes every batch it is given to one Parquet file "
+              "per task (pyarrow; no codec, dictionary or statistics): what any Python sink that keeps "
+              "its rows pays at least. tstream's gap to it is routing, ordering, stamping, encodings "
+              "and the commit.")
 
     print("\n## Where the time goes (medians over rounds, seconds)\n")
     head = ["query", "wall", "CPU JVM", "CPU Python", "start()", "triggerExecution", "start/stop",
             "latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "tasks per stage"]
     body = []
     for p in pairs:
-        for side in ("tstream", "native", "floor"):
+        for side in ("tstream", "native", "floor", "stored"):
             ds = p.details[side]
             if not ds:
                 continue
@@ -460,10 +498,11 @@ def report(bench: Bench, pairs: list[Pair], rows: int, rounds: int) -> None:
         body.append([f"tstream {kind}", lay["chunks"], lay["segments"], f"{lay['bytes'] / 1e6:.0f}",
                      f"{lay['rows'] / max(lay['chunks'], 1):,.0f}", "{}–{}".format(*lay["row_groups"])])
     for p in pairs:
-        if p.group == "sink" and p.details["native"]:
-            lay = p.details["native"][-1]["layout"]
-            body.append([f"native {p.name.split(':')[0]}", lay["files"], "-", f"{lay['bytes'] / 1e6:.0f}",
-                         f"{rows / max(lay['files'], 1):,.0f}", "-"])
+        for side, label in (("native", "native"), ("stored", "stored floor")):
+            if p.group == "sink" and p.details[side]:
+                lay = p.details[side][-1]["layout"]
+                body.append([f"{label} {p.name.split(':')[0]}", lay["files"], "-", f"{lay['bytes'] / 1e6:.0f}",
+                             f"{rows / max(lay['files'], 1):,.0f}", "-"])
     src = stream_layout(bench.source_url)
     body.append(["tstream source stream (batch-written)", src["chunks"], src["segments"],
                  f"{src['bytes'] / 1e6:.0f}", f"{src['rows'] / max(src['chunks'], 1):,.0f}",

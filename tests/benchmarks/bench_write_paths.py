@@ -4,7 +4,7 @@
     python tests/benchmarks/bench_write_paths.py --smoke     # 50k rows, 1 round (CI)
 
 ``df.write.format("tstream")`` runs tstream's writer in Python tasks, and on 2 busy cores the
-Arrow hand-off alone costs what Spark's whole Parquet write does (README "Performance"). A JVM
+Arrow hand-off alone costs what Spark's whole Parquet write does (docs/performance.md). A JVM
 write path would do in Spark what each sink task does: route rows to segments by key, order each
 segment's rows by client time (docs/design.md §3.2), add the raw timestamp column, write Parquet.
 The variants below do exactly that much with Spark expressions and nothing more — no tstream
