@@ -330,8 +330,13 @@ class CompactRequest:
     def __call__(self, state: StreamState, pos: int) -> Entry | None:
         comp = json.loads(json.dumps(state.compaction)) if state.compaction else {}
         segs = comp.setdefault("segs", {})
-        kept = [p for p in self.parts
-                if not (p.get("adopted") and p["to"] <= int(segs.get(str(p["seg"]), [0])[0]))]
+        # A part whose records the state already counts as compacted was committed by another
+        # compactor: one that adopted this run's published macro-chunk (its commit landed first),
+        # or the publisher of one this run adopted. Only a compactor that saw the macro-chunk in
+        # the map can settle its range (a map update that overlaps it is declined), so naming it
+        # again only repeats that entry, and a vacuum that collected the first naming has deleted
+        # the manifest the second would name (fsck: "manifest missing").
+        kept = [p for p in self.parts if p["to"] > int(segs.get(str(p["seg"]), [0])[0])]
         changed = False
         for seg, (upto, last_pos, n, bucket, v, macro_end) in self.segs.items():
             cur = segs.get(str(seg), [0, -1, 0])

@@ -391,6 +391,39 @@ def test_two_compactors_at_once(url: str) -> None:
     assert not any(_small_chunks_exist(c))
 
 
+def test_a_compaction_committed_after_another_adopted_its_macro_chunks_names_them_once(url: str) -> None:
+    """A compactor's journal commit lands after another compactor adopted the macro-chunks it
+    published (and a vacuum collected that adoption): its rebuilt entry must not name them
+    again. It did, so the journal named each twice; once the vacuum had deleted their manifests
+    (collecting the adoption), ``fsck`` reported every one missing, until the next vacuum (seen
+    under random store faults, where one producer's commit walked a dozen slots behind)."""
+    s = _fill(url, appends=40, segments=2)
+    expected = s.read()
+    c, d = Stream.open(url), Stream.open(url)
+    fired: list[str] = []
+
+    def at_commit(op: str, rel: str) -> None:
+        if op == "put_if_absent" and "/journal/" in rel and not fired:
+            fired.append(rel)
+            assert d.compact()["adopted"] >= 1
+            d.vacuum(grace_ms=0)  # collects the adoption: the adopted macro-chunks' manifests go
+    c.store.observer = at_commit
+    c.compact()
+    c.store.observer = None
+    assert fired
+    final = Stream.open(url)
+    _same(expected, final.read())
+    st = final.refresh()
+    named = [p["macro"] for e in (final.journal.read_entry(p) for p in range(1, st.pos + 1))
+             if e.op == "compact" for p in e.info.get("parts", [])]
+    assert named and len(named) == len(set(named)), f"a macro-chunk named by two compactions: {named}"
+    report = final.verify()
+    assert report.ok, report.problems
+    final.vacuum(grace_ms=0)
+    _same(expected, Stream.open(url).read())
+    assert final.verify().ok
+
+
 def test_compactors_racing_writers_and_a_scale(url: str) -> None:
     s = _fill(url, appends=20, segments=2, writer="w")
     errors: list[BaseException] = []
