@@ -57,7 +57,9 @@ the table prints records in (``info()["rows"]``) and out, lost (committed, never
 duplicated (delivered twice), RSS, chunk and metadata object counts (compaction is on, as by
 default: macro-chunks are counted apart), and the tick lag (now - tick) seen while running.
 Exit code 1 if anything was lost or duplicated, if the Spark producer's ids have a gap, if one
-writer's records of one key were delivered out of order, or if a window's count is wrong.
+writer's records of one key were delivered out of order, if a window's count is wrong, or if
+``fsck`` (``Stream.verify``, straight to the store) finds damage at the end; problems it calls
+repairable (metadata that ``tstream repair`` rebuilds) are printed, not failed on.
 """
 
 from __future__ import annotations
@@ -438,6 +440,9 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
         prefix = url.split(f"s3://{s3servers.BUCKET}/", 1)[1] + "/"
         keys = [o["Key"] for page in objects.paginate(Bucket=s3servers.BUCKET, Prefix=prefix)
                 for o in page.get("Contents", [])]
+        # the stream after it all, checked as `tstream fsck` does (straight to the store)
+        report = Stream.open(url, _opts(direct)).verify()
+        damage = [pr for pr in report.problems if not pr.repairable]
         chunks = sum(1 for k in keys if k[len(prefix):].startswith("data/"))
         macros = sum(1 for k in keys if k[len(prefix):].startswith("data/") and "/m-" in k)
         meta = sum(1 for k in keys if k[len(prefix):].startswith("_tstream/"))
@@ -460,6 +465,9 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                  ("windows emitted / wrong / emitted twice", f"{len(emitted)} / {wrong} / {twice}"),
                  ("records counted in emitted windows", counted),
                  ("head (truncated by retention)", final.head_pos),
+                 ("fsck problems: damage / repairable",
+                  f"{len(damage)} / {len(report.problems) - len(damage)}"
+                  + "".join(f"; {pr.kind}: {pr.message[:160]}" for pr in report.problems[:3])),
                  ("Python RSS start/end MB", f"{rss_py0 // 1024} / {rss_py1 // 1024}"),
                  ("Spark JVM RSS start/end MB", f"{rss_jvm0 // 1024} / {rss_jvm1 // 1024}"),
                  # the queries that ran throughout (the consumer restarts): a stream reader that
@@ -473,7 +481,8 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
         print("\n".join(f"{k:<{width}}  {v}" for k, v in table))
         # the windows must count most records, or their check says nothing
         ok_windows = wrong == 0 and twice == 0 and counted >= len(counts) // 2
-        return 0 if lost == 0 and dup == 0 and spark_gaps == 0 and spark_ids and breaks == 0 and ok_windows else 1
+        return 0 if lost == 0 and dup == 0 and spark_gaps == 0 and spark_ids and breaks == 0 and ok_windows \
+            and not damage else 1
 
 
 def main() -> int:
