@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from test_compaction import _fill, _files, _same
+from compaction_streams import fill_stream, planned_files, same_records
 
 from pyspark_tstream import cli
 from pyspark_tstream import compaction as compaction_mod
@@ -30,7 +30,7 @@ def test_an_unreadable_chunk_is_left_as_it_is_and_the_rest_compacts(
     chunks then piled up for good. Now the runs either side of it merge; it stays listed as it
     is, so a read meets the same error, fsck the same remedy, and putting the file back heals
     (the chunk then stays a file of its own, like any chunk a compaction passed over)."""
-    s = _fill(url, appends=60, rows=7, segments=1)
+    s = fill_stream(url, appends=60, rows=7, segments=1)
     before = s.read()
     victim = s.journal.read_entry(30).chunks[0]
     saved = s.store.read(victim.path)
@@ -40,8 +40,8 @@ def test_an_unreadable_chunk_is_left_as_it_is_and_the_rest_compacts(
     assert "1 unreadable chunk(s) left as they are: run `tstream fsck`" in capsys.readouterr().out
     assert s.store.uri(victim.path) in caplog.text and "tstream fsck" in caplog.text
     fresh = Stream.open(url)
-    assert _files(fresh) == {victim.path} | {p for p in _files(fresh) if "/m-" in p}
-    assert len(_files(fresh)) == 3  # the runs before and after it, and the chunk itself
+    assert planned_files(fresh) == {victim.path} | {p for p in planned_files(fresh) if "/m-" in p}
+    assert len(planned_files(fresh)) == 3  # the runs before and after it, and the chunk itself
     with pytest.raises(CorruptChunkError, match="tstream fsck") as err:
         fresh.read()
     assert err.value.path == s.store.uri(victim.path)
@@ -52,7 +52,7 @@ def test_an_unreadable_chunk_is_left_as_it_is_and_the_rest_compacts(
     assert fresh.vacuum(grace_ms=0)["replaced"] == 59
     assert s.store.exists(victim.path) == (how != "missing")
     s.store.write(victim.path, saved)  # the operator's remedy
-    _same(before, Stream.open(url).read())
+    same_records(before, Stream.open(url).read())
     assert Stream.open(url).verify().ok
 
 
@@ -61,13 +61,13 @@ def test_automatic_compaction_goes_on_past_an_unreadable_chunk(url: str, caplog:
     for b in range(8):
         s.append([{"k": "a", "b": b}], key="k")
     victim = s.journal.read_entry(s.refresh().pos).chunks[0]
-    assert victim.path in _files(s)  # not merged yet
+    assert victim.path in planned_files(s)  # not merged yet
     saved = s.store.read(victim.path)
     s.store.delete([victim.path])
     with caplog.at_level(logging.WARNING, logger="pyspark_tstream"):
         for b in range(8, 300):
             s.append([{"k": "a", "b": b}], key="k")  # the data commits never fail
-            assert len(_files(s)) <= 3 * 4 + 4 + compaction_mod.COMPACT_EVERY + 1, b
+            assert len(planned_files(s)) <= 3 * 4 + 4 + compaction_mod.COMPACT_EVERY + 1, b
     assert s.store.uri(victim.path) in caplog.text
     with pytest.raises(CorruptChunkError):
         Stream.open(url).read()

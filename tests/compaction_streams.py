@@ -1,0 +1,45 @@
+"""Streams for the compaction tests: filled with small appends, compared record for record.
+
+Shared by ``test_compaction.py``, ``test_compaction_races.py`` and ``test_compaction_damage.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from pyspark_tstream.stream import Stream
+
+T0 = 1_700_000_000_000
+ORDER = [("_segment", "ascending"), ("_seq", "ascending")]
+
+
+def fill_stream(url: str, appends: int = 60, rows: int = 5, segments: int = 3, writer: str | None = None,
+                start: int = 0, **config: object) -> Stream:
+    """``appends`` small appends of ``rows`` records (keys k0..k10, batch ``b``, time ``t``) to a
+    new stream with compaction off, or to the existing one when ``start`` > 0."""
+    s = Stream.open(url) if start else Stream.create(url, segments=segments, compaction="off", **config)
+    for b in range(start, start + appends):
+        s.append(pa.table({"k": [f"k{(b * 7 + i) % 11}" for i in range(rows)], "b": [b] * rows,
+                           "i": list(range(rows)), "t": [T0 + b * 100 + i for i in range(rows)]}),
+                 key="k", timestamp="t", writer_id=writer, batch_id=b if writer else None)
+    return s
+
+
+def planned_files(s: Stream) -> set[str]:
+    """The files a read of the whole stream opens."""
+    st = s.refresh()
+    return {c.path for c in s.plan(st.head_tso, st.tick)}
+
+
+def same_records(a: pa.Table, b: pa.Table) -> None:
+    """``b`` holds exactly ``a``'s records, and reads in ``_tso`` order."""
+    assert a.num_rows == b.num_rows
+    assert a.sort_by(ORDER).equals(b.sort_by(ORDER)), "records differ"
+    assert np.all(np.diff(b["_tso"].to_numpy()) >= 0), "read not ordered by _tso"
+
+
+def small_chunks_exist(s: Stream) -> list[bool]:
+    """For every chunk the journal's appends named, whether its file is still there."""
+    st = s.refresh()
+    return [s.store.exists(c.path) for d in s.journal.deltas(st, 1, st.pos) for c in d.chunks]

@@ -1,0 +1,205 @@
+"""Compaction under failures and rivals: a crash at every store call, two compactors at once,
+a commit that lands after another compactor adopted its macro-chunks, compactors racing
+writers and a scale, and the macro map's lost races."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+import pytest
+from compaction_streams import T0, fill_stream, planned_files, same_records, small_chunks_exist
+from conftest import CallLog
+
+from pyspark_tstream.storage import Store
+from pyspark_tstream.stream import Stream
+
+
+def _crash_stream(name: str, again: bool) -> Stream:
+    s = fill_stream(name, appends=12, segments=2, writer="w")
+    if again:  # the crash then hits a compaction that also rewrites a macro-chunk
+        s.compact()
+        fill_stream(name, appends=6, start=12, writer="w")
+    return s
+
+
+@pytest.mark.parametrize("again", [False, True], ids=["first", "again"])
+def test_crash_at_every_store_call_of_a_compaction(url: str, again: bool) -> None:
+    """A failure at any store call of a compaction (and of the vacuum after it) loses or
+    duplicates no record, and the next compaction completes the work."""
+    def act(s: Stream) -> None:
+        s.compact()
+        s.vacuum(grace_ms=0)
+
+    probe = _crash_stream(url + "-probe", again)
+    expected = probe.read()
+    log = CallLog()
+    probe.store.observer = log
+    act(probe)
+    total = log.count()
+    assert total > 10
+    for k in range(1, total + 1):
+        name = f"{url}-{k}"
+        s = _crash_stream(name, again)
+        crash = CallLog()
+        crash.fail_at = k
+        s.store.observer = crash
+        try:
+            act(s)
+        except RuntimeError:
+            pass
+        s.store.observer = None
+        fresh = Stream.open(name)
+        same_records(expected, fresh.read())
+        act(fresh)  # the compaction (or its retry) completes after the crash
+        done = Stream.open(name)
+        same_records(expected, done.read())
+        assert len(planned_files(done)) == 2, f"crash at call {k} ({crash.calls[-1]}) left small chunks in plans"
+        assert not any(small_chunks_exist(done)), f"crash at call {k} ({crash.calls[-1]}) leaked chunks"
+        done.append(pa.table({"k": ["z"], "b": [99], "i": [0], "t": [T0]}), key="k", writer_id="w", batch_id=99)
+        assert done.read().num_rows == expected.num_rows + 1
+
+
+def test_two_compactors_at_once(url: str) -> None:
+    """One compactor runs whole inside another's first map update: one wins each run, the
+    other discards its files; then the reverse order at the journal commit (adoption)."""
+    s = fill_stream(url, appends=40, segments=2)
+    expected = s.read()
+    a, b = Stream.open(url), Stream.open(url)
+    fired = []
+
+    def interleave(op: str, rel: str) -> None:
+        if op == "put_if_absent" and "/macros/" in rel and not fired:
+            fired.append(rel)
+            b.compact()
+    a.store.observer = interleave
+    counts = a.compact()
+    a.store.observer = None
+    assert fired and counts["lost"] >= 1
+    same_records(expected, Stream.open(url).read())
+    assert len(planned_files(Stream.open(url))) == 2
+    a.vacuum(grace_ms=0)
+    same_records(expected, Stream.open(url).read())
+    assert not any(small_chunks_exist(a))
+
+    # reverse: the other compactor runs just before the first one's journal commit, sees the
+    # published macro-chunks beyond the compacted seq and adopts them
+    fill_stream(url, appends=40, start=40)
+    expected = Stream.open(url).read()
+    c, d = Stream.open(url), Stream.open(url)
+    fired.clear()
+
+    def at_commit(op: str, rel: str) -> None:
+        if op == "put_if_absent" and "/journal/" in rel and not fired:
+            fired.append(rel)
+            assert d.compact()["adopted"] >= 1
+    c.store.observer = at_commit
+    c.compact()
+    c.store.observer = None
+    same_records(expected, Stream.open(url).read())
+    c.vacuum(grace_ms=0)
+    same_records(expected, Stream.open(url).read())
+    assert not any(small_chunks_exist(c))
+
+
+def test_a_compaction_committed_after_another_adopted_its_macro_chunks_names_them_once(url: str) -> None:
+    """A compactor's journal commit lands after another compactor adopted the macro-chunks it
+    published (and a vacuum collected that adoption): its rebuilt entry must not name them
+    again. It did, so the journal named each twice; once the vacuum had deleted their manifests
+    (collecting the adoption), ``fsck`` reported every one missing, until the next vacuum (seen
+    under random store faults, where one producer's commit walked a dozen slots behind)."""
+    s = fill_stream(url, appends=40, segments=2)
+    expected = s.read()
+    c, d = Stream.open(url), Stream.open(url)
+    fired: list[str] = []
+
+    def at_commit(op: str, rel: str) -> None:
+        if op == "put_if_absent" and "/journal/" in rel and not fired:
+            fired.append(rel)
+            assert d.compact()["adopted"] >= 1
+            d.vacuum(grace_ms=0)  # collects the adoption: the adopted macro-chunks' manifests go
+    c.store.observer = at_commit
+    c.compact()
+    c.store.observer = None
+    assert fired
+    final = Stream.open(url)
+    same_records(expected, final.read())
+    st = final.refresh()
+    named = [p["macro"] for e in (final.journal.read_entry(p) for p in range(1, st.pos + 1))
+             if e.op == "compact" for p in e.info.get("parts", [])]
+    assert named and len(named) == len(set(named)), f"a macro-chunk named by two compactions: {named}"
+    report = final.verify()
+    assert report.ok, report.problems
+    final.vacuum(grace_ms=0)
+    same_records(expected, Stream.open(url).read())
+    assert final.verify().ok
+
+
+def test_compactors_racing_writers_and_a_scale(url: str) -> None:
+    s = fill_stream(url, appends=20, segments=2, writer="w")
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def compactor() -> None:
+        h = Stream.open(url)
+        try:
+            while not stop.is_set():
+                h.compact(full=False, target="1MB", min_pieces=4)
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    def writer(w: str) -> None:
+        try:
+            fill_stream(url, appends=25, start=100 if w == "x" else 200, writer=w)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=compactor) for _ in range(2)]
+    threads += [threading.Thread(target=writer, args=(w,)) for w in ("x", "y")]
+    for t in threads:
+        t.start()
+    Stream.open(url).scale(split=s.state.segments[0].id, parts=2)
+    for t in threads[2:]:
+        t.join()
+    stop.set()
+    for t in threads[:2]:
+        t.join()
+    assert not errors, errors
+    Stream.open(url).compact()
+    Stream.open(url).vacuum(grace_ms=0)
+    t = Stream.open(url).read()
+    assert t.num_rows == (20 + 25 + 25) * 5
+    assert t.group_by(["b", "i"]).aggregate([("k", "count")])["k_count"].to_pylist() == [1] * t.num_rows
+    assert len(planned_files(Stream.open(url))) <= 5
+
+
+def test_macro_map_update_rebuilds_on_the_winner_after_a_lost_race() -> None:
+    """A compactor that loses a bucket version to a rival re-checks its change on the winner's
+    version (both macro-chunks end up listed), and one that keeps losing gives up with a
+    retriable CommitConflictError naming the bucket's segment."""
+    from pyspark_tstream.errors import CommitConflictError
+    from pyspark_tstream.macromap import Macro, MacroMap
+
+    def macro(i: int) -> Macro:
+        return Macro(i, 1, f"data/0/m-{i}.parquet", 1, i, i, True, 1)
+
+    store = Store("memory://macro-map-race/s")
+    mm, rival = MacroMap(store), MacroMap(store)
+    seen: list[int] = []
+
+    def change(b):  # the rival publishes version 0 between our read and our create
+        seen.append(b.v)
+        if len(seen) == 1:
+            rival.update(0, 0, lambda rb: rb.macros + (macro(1),))
+        return b.macros + (macro(2),)
+
+    won = mm.update(0, 0, change)
+    assert seen == [-1, 0] and won is not None and won.v == 1
+    assert [m.first for m in mm.latest(0, 0).macros] == [1, 2]
+
+    def always_lose(b):  # a rival version with other content each time (same bytes would be ours)
+        rival.update(0, 0, lambda rb: rb.macros + (macro(rb.v + 10),))
+        return b.macros
+    with pytest.raises(CommitConflictError, match="lost races on the macro map of segment 0") as info:
+        mm.update(0, 0, always_lose)
+    assert info.value.retriable
