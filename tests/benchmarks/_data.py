@@ -130,6 +130,10 @@ class CpuMeter:
         return jvm, max(python, 0.0)
 
 
+#: The runs of a :class:`Pair`, in the order they are reported; ratios are native's wall over each.
+SIDES = ("tstream", "native", "floor", "stored")
+
+
 @dataclass
 class Pair:
     """One comparison: a tstream variant against its native twin (and a floor), back to back.
@@ -145,15 +149,13 @@ class Pair:
     native: Callable[[int], dict[str, Any]]
     floor: Callable[[int], dict[str, Any]] | None = None
     stored: Callable[[int], dict[str, Any]] | None = None
-    walls: dict[str, list[float]] = field(
-        default_factory=lambda: {"tstream": [], "native": [], "floor": [], "stored": []})
-    ratios: dict[str, list[float]] = field(default_factory=lambda: {"tstream": [], "floor": [], "stored": []})
-    details: dict[str, list[dict[str, Any]]] = field(
-        default_factory=lambda: {"tstream": [], "native": [], "floor": [], "stored": []})
+    walls: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SIDES})
+    ratios: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SIDES if s != "native"})
+    details: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {s: [] for s in SIDES})
 
     def run(self, round_no: int, *, record: bool) -> None:
         # rotate which side goes first: none always gets the warmer caches
-        sides = ["tstream", "native"] + [s for s in ("floor", "stored") if getattr(self, s) is not None]
+        sides = [s for s in SIDES if getattr(self, s) is not None]
         k = round_no % len(sides)
         got: dict[str, float] = {}
         for side in sides[k:] + sides[:k]:
