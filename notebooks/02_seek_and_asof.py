@@ -46,7 +46,7 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark_tstream import Stream, register
-from pyspark_tstream.datasource.compat import has
+from pyspark_tstream.spark.compat import has
 from pyspark_tstream.timestamps import iso, now_ms, physical
 
 ROOT = os.environ.get("TSTREAM_NOTEBOOK_ROOT", "/tmp/tstream-notebooks") + "/02_seek_and_asof"

@@ -16,26 +16,26 @@ __all__ = ["DefaultSource", "Stream", "Ack", "TStreamError", "read_native", "reg
 # modules, ~0.1 s) when pyspark is installed; guarded so that a missing or broken pyspark never
 # breaks discovery of other sources or the Spark-free API.
 try:
-    from pyspark_tstream.datasource.source import TStreamDataSource as DefaultSource
+    from .datasource.source import TStreamDataSource as DefaultSource
 except Exception:  # pragma: no cover - never let discovery of other sources break
     pass
 
 
 def __getattr__(name: str) -> Any:
     if name in ("Stream", "Ack"):
-        from pyspark_tstream import stream
+        from .api import stream
 
         return getattr(stream, name)
     if name == "read_native":  # Spark's own Parquet scan (needs pyspark; see datasource/native.py)
-        from pyspark_tstream.datasource.native import read
+        from .datasource.native import read
 
         return read
     if name == "register":  # register(spark): idempotent on every PySpark 4.x
-        from pyspark_tstream.datasource.registration import register
+        from .datasource.registration import register
 
         return register
     if name == "TStreamError":
-        from pyspark_tstream.errors import TStreamError
+        from .errors import TStreamError
 
         return TStreamError
     raise AttributeError(f"module 'pyspark_tstream' has no attribute {name!r}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-
 #: A structured field without a default: the constructor requires it.
 REQUIRED: Any = object()
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.stream import Stream
 
 T0 = 1_700_000_000_000
 ORDER = [("_segment", "ascending"), ("_seq", "ascending")]

@@ -13,13 +13,12 @@ from collections.abc import Collection
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-from pyspark_tstream import planner
-from pyspark_tstream.reading import chunk_tsos, read_table
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.read import planner
+from pyspark_tstream.read.reading import chunk_tsos, read_table
 from pyspark_tstream.schema import RAW_TSO
-from pyspark_tstream.stream import Stream
 from pyspark_tstream.timestamps import raw_hybrid, raw_marks
-from pyspark_tstream.writing import ChunkInfo, WriteSpec, write_batches
+from pyspark_tstream.write.writing import ChunkInfo, WriteSpec, write_batches
 
 #: The user schema of histories with real data files (``real=`` commits).
 SCHEMA = pa.schema([("v", pa.int64())])

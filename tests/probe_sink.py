@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, WriterCommitMessage
-
 from pyspark_tstream.sink.writer import StreamWriterBase
 
 

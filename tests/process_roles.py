@@ -80,7 +80,7 @@ def run(role: str, payload: Any, scratch: Path, env: dict[str, str] | None = Non
 
 def stream(folder: Path, appends: int = 3, rows: int = 40) -> str:
     """A small two-segment stream (``id``, key ``k``, time ``t``) at ``folder/s``; its URL."""
-    from pyspark_tstream.stream import Stream
+    from pyspark_tstream.api.stream import Stream
 
     url = f"file://{folder}/s"
     s = Stream.create(url, segments=2)
@@ -113,8 +113,8 @@ def rows_for(schema: pa.Schema, ids: list[int]) -> pa.RecordBatch:
 def jobs(url: str, checkpoint: str | None = None) -> dict[str, tuple[str, Any]]:
     """Each role's payload on the stream at ``url``, as Spark would ship it: name -> (role, payload)."""
     from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark_tstream.api.stream import Stream
     from pyspark_tstream.datasource.source import TStreamDataSource
-    from pyspark_tstream.stream import Stream
 
     s = Stream.open(url)
     rows = s.info()["rows"]

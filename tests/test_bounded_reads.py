@@ -1,7 +1,7 @@
 """Bounded reads (issue 10): limits that hold on overlapping chunks, marks, the planner's tasks.
 
 Micro-batches are driven through the planner exactly as the streaming source does (a
-:class:`~pyspark_tstream.planner.Window` that lives across batches); no Spark here.
+:class:`~pyspark_tstream.read.planner.Window` that lives across batches); no Spark here.
 """
 
 from __future__ import annotations
@@ -12,17 +12,15 @@ import uuid
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from histories import micro_batches, overlapping_chunks
-
-from pyspark_tstream import planner
+from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.conf.options import SourceOptions
 from pyspark_tstream.errors import ConfigError, CorruptMetadataError
-from pyspark_tstream.entries import FORMAT_VERSION, Chunk, entry_path
-from pyspark_tstream.reading import chunk_tsos, read_table
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk, entry_path
+from pyspark_tstream.read import planner
+from pyspark_tstream.read.reading import chunk_tsos, read_table
 from pyspark_tstream.timestamps import MarkSampler, mark_step, raw_hybrid, raw_marks
-from pyspark_tstream.writing import WriteSpec, write_batches
+from pyspark_tstream.write.writing import WriteSpec, write_batches
 
 
 def _url(name: str) -> str:

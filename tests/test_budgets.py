@@ -11,13 +11,12 @@ import uuid
 import numpy as np
 import pytest
 from conftest import CallLog
-
-from pyspark_tstream.journal import Journal
-from pyspark_tstream.timeindex import COL_MAX_TSO, FANOUT
-from pyspark_tstream.storage import Store
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal.journal import Journal
+from pyspark_tstream.journal.timeindex import COL_MAX_TSO, FANOUT
+from pyspark_tstream.store.storage import Store
 from pyspark_tstream.timestamps import pack
-from pyspark_tstream.writing import ChunkInfo
+from pyspark_tstream.write.writing import ChunkInfo
 
 COMMITS_SMALL, COMMITS_LARGE = 10, 10_000
 

@@ -10,11 +10,10 @@ import functools
 import pytest
 from conftest import CallLog
 from histories import T0, add_commit, clone, commit_history, epoch_history
-
-from pyspark_tstream.journal import Journal
-from pyspark_tstream.timeindex import COL_MAX_TSO
-from pyspark_tstream.storage import Store
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal.journal import Journal
+from pyspark_tstream.journal.timeindex import COL_MAX_TSO
+from pyspark_tstream.store.storage import Store
 from pyspark_tstream.timestamps import pack
 
 pytestmark = pytest.mark.slow
@@ -89,9 +88,9 @@ def _bounded_costs(n: int) -> dict[str, int]:
     tail seek), and of the first micro-batch of a query at ``earliest`` with
     ``maxRecordsPerTrigger=10`` (planning, then reading it)."""
     from pyspark_tstream.conf.options import SourceOptions
-    from pyspark_tstream.datasource.arrow import spark_schema
     from pyspark_tstream.datasource.stream_reader import TStreamStreamReader
-    from pyspark_tstream.reading import read_table
+    from pyspark_tstream.read.reading import read_table
+    from pyspark_tstream.spark.arrow import spark_schema
 
     mid = n // 2
     url = clone(_history(n))
@@ -123,8 +122,8 @@ def _bounded_costs(n: int) -> dict[str, int]:
 
 
 def test_bounded_reads_cost_the_same_at_100_and_100k_commits() -> None:
-    from pyspark_tstream.timeindex import FANOUT
-    from pyspark_tstream.planner import WINDOW_NODES
+    from pyspark_tstream.journal.timeindex import FANOUT
+    from pyspark_tstream.read.planner import WINDOW_NODES
 
     small, large = _bounded_costs(100), _bounded_costs(100_000)
     for key in ("read", "tail", "plan", "batch"):

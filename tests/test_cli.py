@@ -16,9 +16,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyspark_tstream import cli
-from pyspark_tstream.groups import Group
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.groups import Group
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.cli import app as cli
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

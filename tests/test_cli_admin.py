@@ -6,9 +6,8 @@ import json
 
 import pyarrow as pa
 import pytest
-
-from pyspark_tstream import cli
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.cli import app as cli
 
 T0 = 1_700_000_000_000
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
+from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import StreamNotFoundError
-from pyspark_tstream.stream import Stream
 from s3servers import (
     ACCESS_KEY,
     BUCKET,

@@ -17,10 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from pyspark_tstream.column_encoding import chunk_encodings, delta_columns, delta_packed_bytes
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.chunkfile.encoding import chunk_encodings, delta_columns, delta_packed_bytes
 from pyspark_tstream.schema import RAW_TSO
-from pyspark_tstream.stream import Stream
 
 T0 = 1_700_000_000_000
 ORDER = [("_segment", "ascending"), ("_seq", "ascending")]
@@ -83,7 +82,7 @@ def test_chunks_and_macro_chunks_delta_encode_time_and_counter_columns(tmp_path:
 
 def test_chunks_written_before_delta_encoding_still_read_and_compact(tmp_path: Path) -> None:
     """A stream whose chunks compressed every column (the rule before) reads the same."""
-    import pyspark_tstream.writing as writing
+    import pyspark_tstream.write.writing as writing
 
     rng = np.random.default_rng(5)
     s = Stream.create(f"file://{tmp_path}", segments=2, compaction="off")

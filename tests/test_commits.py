@@ -9,9 +9,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from conftest import CallLog
-
-from pyspark_tstream.journal import Journal
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.timestamps import now_ms, physical
 
 
@@ -181,7 +180,7 @@ class FakeClock:
 
 
 def test_expired_lease_drops_writer_through_journal(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pyspark_tstream.stream_append as append_mod
+    import pyspark_tstream.api.append as append_mod
 
     clock = FakeClock()
     monkeypatch.setattr(append_mod, "now_ms", clock)
@@ -203,8 +202,7 @@ def test_expired_lease_drops_writer_through_journal(url: str, monkeypatch: pytes
 
 def _keys_in_distinct_segments(n_segments: int) -> tuple[str, str]:
     import pyarrow as pa
-
-    from pyspark_tstream.routing import KEY_SPACE, key_hash, route
+    from pyspark_tstream.epochs.routing import KEY_SPACE, key_hash, route
 
     keys = [f"k{i}" for i in range(50)]
     bounds = [i * KEY_SPACE // n_segments for i in range(n_segments)]
@@ -307,9 +305,9 @@ def test_index_node_holds_each_entrys_delta_exactly(url: str) -> None:
     does not stop the flush (the node needs none of it)."""
     import json
 
-    from pyspark_tstream.entries import FORMAT_VERSION, Entry, entry_path
     from pyspark_tstream.errors import CorruptMetadataError, TStreamError
-    from pyspark_tstream.timeindex import FANOUT, node_path
+    from pyspark_tstream.journal.entries import FORMAT_VERSION, Entry, entry_path
+    from pyspark_tstream.journal.timeindex import FANOUT, node_path
 
     s = Stream.create(url, segments=2, compaction="off")
     t0 = 1_700_000_000_000
@@ -345,7 +343,7 @@ def test_search_reads_node_summaries_and_reads_check_their_entries(url: str) -> 
     import json
 
     from pyspark_tstream.errors import CorruptMetadataError
-    from pyspark_tstream.timeindex import COL_MAX_TSO, FANOUT, node_path
+    from pyspark_tstream.journal.timeindex import COL_MAX_TSO, FANOUT, node_path
     from pyspark_tstream.timestamps import pack
 
     s = Stream.create(url, segments=1, compaction="off")

@@ -3,10 +3,9 @@ formats and the CLI (crashes and races: ``test_compaction_races.py``)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,18 +13,17 @@ import pyarrow as pa
 import pytest
 from compaction_streams import T0, fill_stream, planned_files, same_records, small_chunks_exist
 from conftest import CallLog
-
-from pyspark_tstream import cli
-from pyspark_tstream import compaction as compaction_mod
-from pyspark_tstream.compacted import substitute
-from pyspark_tstream.compaction import CompactionPolicy, plan_groups
+from pyspark_tstream.api.groups import Group
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.cli import app as cli
+from pyspark_tstream.compaction import compact as compaction_mod
+from pyspark_tstream.compaction.compact import CompactionPolicy, plan_groups
 from pyspark_tstream.errors import ConfigError, CorruptMetadataError
-from pyspark_tstream.groups import Group
-from pyspark_tstream.entries import FORMAT_VERSION, Chunk, Entry, entry_path
-from pyspark_tstream.journal import Journal
-from pyspark_tstream.reading import chunk_records
+from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk, Entry, entry_path
+from pyspark_tstream.journal.journal import Journal
+from pyspark_tstream.read.compacted import substitute
+from pyspark_tstream.read.reading import chunk_records
 from pyspark_tstream.schema import RAW_TSO
-from pyspark_tstream.stream import Stream
 
 
 def test_compaction_keeps_every_record_bit_for_bit(url: str) -> None:
@@ -90,7 +88,7 @@ def test_stream_cut_reads_and_limits_on_views(url: str) -> None:
     # a plan starting from journal positions in the middle names small chunks: views of them
     mid = s.plan(st.head_tso, st.tick, first_pos=30, last_pos=40)
     assert mid and all(c.offset > 0 and c.rows < 100 for c in mid)
-    from pyspark_tstream.reading import read_table
+    from pyspark_tstream.read.reading import read_table
 
     got = read_table(s.store, s.schema, mid, st.head_tso, st.tick)
     assert sorted(got["b"].to_pylist()) == sorted(b for b in range(29, 40) for _ in range(5))
@@ -233,7 +231,7 @@ def test_automatic_compaction_bounds_pieces_and_is_best_effort(url: str, caplog:
 
     real = compaction_mod.compact
     try:
-        import pyspark_tstream.stream_upkeep as upkeep_mod
+        import pyspark_tstream.api.upkeep as upkeep_mod
 
         upkeep_mod.compact = broken
         with caplog.at_level(logging.WARNING, logger="pyspark_tstream"):

@@ -6,11 +6,10 @@ import logging
 
 import pytest
 from compaction_streams import fill_stream, planned_files, same_records
-
-from pyspark_tstream import cli
-from pyspark_tstream import compaction as compaction_mod
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.cli import app as cli
+from pyspark_tstream.compaction import compact as compaction_mod
 from pyspark_tstream.errors import CorruptChunkError
-from pyspark_tstream.stream import Stream
 
 
 def _damage(s: Stream, path: str, how: str) -> None:

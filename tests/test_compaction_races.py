@@ -10,9 +10,8 @@ import pyarrow as pa
 import pytest
 from compaction_streams import T0, fill_stream, planned_files, same_records, small_chunks_exist
 from conftest import CallLog
-
-from pyspark_tstream.storage import Store
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.store.storage import Store
 
 
 def _crash_stream(name: str, again: bool) -> Stream:
@@ -178,7 +177,7 @@ def test_macro_map_update_rebuilds_on_the_winner_after_a_lost_race() -> None:
     version (both macro-chunks end up listed), and one that keeps losing gives up with a
     retriable CommitConflictError naming the bucket's segment."""
     from pyspark_tstream.errors import CommitConflictError
-    from pyspark_tstream.macromap import Macro, MacroMap
+    from pyspark_tstream.maps.macromap import Macro, MacroMap
 
     def macro(i: int) -> Macro:
         return Macro(i, 1, f"data/0/m-{i}.parquet", 1, i, i, True, 1)

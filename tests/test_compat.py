@@ -5,7 +5,6 @@ filter-pushdown caller shim. The Spark-facing behaviour on each version runs in 
 
 from __future__ import annotations
 
-
 import re
 import time
 import types
@@ -17,8 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyspark
 import pytest
-
-from pyspark_tstream.datasource import compat
+from pyspark_tstream.spark import compat
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 VERSIONS = ["4.0", "4.1", "4.2", "4.3"]
@@ -135,7 +133,7 @@ def test_stream_commit_shim_recognizes_the_sink_commit_runner_only() -> None:
 def test_the_caller_sniffing_lives_in_compat_only() -> None:
     """One shim: no other adapter module looks at frames."""
     root = Path(compat.__file__).resolve().parent
-    sniffing = [p.name for folder in (root, root.parent / "sink") for p in sorted(folder.glob("*.py"))
+    sniffing = [p.name for folder in (root, root.parent / "datasource", root.parent / "sink") for p in sorted(folder.glob("*.py"))
                 if "_getframe" in p.read_text() and p.name != "compat.py"]
     assert sniffing == []
 
@@ -211,10 +209,16 @@ def test_every_annotation_at_the_spark_boundary_names_a_real_type() -> None:
 
 def test_rows_become_the_querys_arrow_schema_in_any_local_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
     from pyspark.sql import Row
-    from pyspark.sql.types import (ArrayType, LongType, MapType, StringType, StructField, StructType,
-                                   TimestampType)
-
-    from pyspark_tstream.datasource.arrow import rows_to_batch
+    from pyspark.sql.types import (
+        ArrayType,
+        LongType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+    from pyspark_tstream.spark.arrow import rows_to_batch
 
     monkeypatch.setenv("TZ", "America/New_York")  # PySpark makes naive local datetimes from TIMESTAMPs
     time.tzset()
@@ -243,7 +247,6 @@ def test_a_sink_task_gathers_rows_into_batches_and_passes_arrow_through() -> Non
     """PySpark 4.0 hands a stream writer Rows one by one: they become batches of
     ``ROWS_PER_BATCH`` with every value in order; Arrow batches (4.1+) pass as they are."""
     from pyspark.sql import Row
-
     from pyspark_tstream.sink.writer import ROWS_PER_BATCH, _to_batches
 
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
@@ -264,7 +267,6 @@ def test_gathering_rows_pauses_the_cyclic_gc_only_while_it_holds_them() -> None:
     import gc
 
     from pyspark.sql import Row
-
     from pyspark_tstream.sink.writer import _to_batches
 
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
@@ -355,10 +357,10 @@ def _old_spark(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _reader(url: str, **opts: str) -> Any:
+    from pyspark_tstream.api.stream import Stream
     from pyspark_tstream.conf.options import SourceOptions
-    from pyspark_tstream.datasource.arrow import spark_schema
     from pyspark_tstream.datasource.stream_reader import TStreamStreamReader
-    from pyspark_tstream.stream import Stream
+    from pyspark_tstream.spark.arrow import spark_schema
 
     options = SourceOptions.from_options({"path": url, **opts})
     stream = Stream.open(url)
@@ -378,7 +380,7 @@ def test_without_latest_offset_limit_batches_reach_the_tick_exactly_once(
     """PySpark < 4.2 calls latestOffset() with no start and no limit: on a fresh query before
     initialOffset(), on a restart after planning (last, last) (measured on 4.0 and 4.1). Read
     limits then do not apply, with a warning; batches end on the tick and cover each record once."""
-    from pyspark_tstream.stream import Stream
+    from pyspark_tstream.api.stream import Stream
 
     _old_spark(monkeypatch)
     url = f"file://{tmp_path}/s"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from pyspark_tstream import demo
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.stream import Stream
 
 pytestmark = pytest.mark.spark
 

@@ -7,9 +7,15 @@ import re
 import pyarrow as pa
 import pytest
 from pyspark_tstream import errors
-from pyspark_tstream.errors import (CorruptChunkError, SchemaMismatchError, StorageError, StreamNotFoundError,
-                                    TStreamError, conditions)
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.errors import (
+    CorruptChunkError,
+    SchemaMismatchError,
+    StorageError,
+    StreamNotFoundError,
+    TStreamError,
+    conditions,
+)
 
 
 def _classes() -> list[type[TStreamError]]:
@@ -54,8 +60,15 @@ def test_errors_about_stored_objects_carry_the_path() -> None:
 
 def test_shared_messages_come_from_one_table() -> None:
     """Texts raised from several modules are written once (errors.MESSAGES), by condition."""
-    from pyspark_tstream.errors import (MESSAGES, CommitConflictError, CorruptMetadataError,
-                                        UnsupportedFormatError, corrupt, error, newer_format)
+    from pyspark_tstream.errors import (
+        MESSAGES,
+        CommitConflictError,
+        CorruptMetadataError,
+        UnsupportedFormatError,
+        corrupt,
+        error,
+        newer_format,
+    )
 
     assert set(MESSAGES) <= set(conditions())
     gone = error("TSTREAM_STREAM_NOT_FOUND", url="memory://x")

@@ -14,14 +14,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
-import pyspark_tstream.stream_append as append_mod
-import pyspark_tstream.stream_upkeep as upkeep_mod
+import pyspark_tstream.api.append as append_mod
+import pyspark_tstream.api.upkeep as upkeep_mod
 import pytest
 from conftest import CallLog
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.api.upkeep import RETENTION_EVERY
 from pyspark_tstream.conf.options import SinkOptions
 from pyspark_tstream.errors import StorageError
-from pyspark_tstream.journal import Journal
-from pyspark_tstream.datasource.handle import StreamHandle
+from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.sink.writer import (
     JournalCommitter,
     TaskChunkWriter,
@@ -29,10 +30,9 @@ from pyspark_tstream.sink.writer import (
     TStreamBatchWriter,
     TStreamStreamWriter,
 )
-from pyspark_tstream.storage import RetryPolicy
-from pyspark_tstream.stream import Stream
-from pyspark_tstream.stream_upkeep import RETENTION_EVERY
-from pyspark_tstream.writing import write_batches
+from pyspark_tstream.spark.handle import StreamHandle
+from pyspark_tstream.store.storage import RetryPolicy
+from pyspark_tstream.write.writing import write_batches
 
 T0 = 1_700_000_000_000
 SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.string())])
@@ -186,7 +186,7 @@ def test_post_commit_failure_is_logged_not_raised(url: str, caplog: pytest.LogCa
         return real_trim(**kw)
 
     s.upkeep.trim = broken_trim  # the post-commit retention pass
-    with caplog.at_level(logging.WARNING, logger="pyspark_tstream.stream"):
+    with caplog.at_level(logging.WARNING, logger="pyspark_tstream.api.stream"):
         ack = s.append(_table(100, 4), key="key")
     assert ack.pos == RETENTION_EVERY and ack.rows == 4
     assert f"stream {s.url}: retention after the commit at journal position {RETENTION_EVERY} failed" \

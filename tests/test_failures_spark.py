@@ -11,9 +11,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyspark_tstream.groups import Group
-from pyspark_tstream.stream import Stream
-from pyspark_tstream.stream_upkeep import RETENTION_EVERY
+from pyspark_tstream.api.groups import Group
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.api.upkeep import RETENTION_EVERY
 
 pytestmark = pytest.mark.spark
 

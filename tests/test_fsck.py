@@ -14,13 +14,13 @@ from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
+from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import main
-from pyspark_tstream.compacted import substitute
-from pyspark_tstream.entries import ANCHOR, HEAD, Entry, entry_path
+from pyspark_tstream.epochs.scaling import EPOCH_CHUNK, epoch_chunk_path, epoch_path
 from pyspark_tstream.errors import CorruptChunkError
-from pyspark_tstream.timeindex import FANOUT, node_path
-from pyspark_tstream.scaling import EPOCH_CHUNK, epoch_chunk_path, epoch_path
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.journal.entries import ANCHOR, HEAD, Entry, entry_path
+from pyspark_tstream.journal.timeindex import FANOUT, node_path
+from pyspark_tstream.read.compacted import substitute
 from pyspark_tstream.timestamps import physical
 
 T0 = 1_700_000_000_000

@@ -18,14 +18,14 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 import pytest
+from pyspark_tstream.api.groups import Group
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.epochs.scaling import epoch_path
 from pyspark_tstream.errors import TStreamError
-from pyspark_tstream.groups import Group
-from pyspark_tstream.entries import ANCHOR, HEAD, entry_path
-from pyspark_tstream.macromap import bucket_dir
-from pyspark_tstream.macromap import head_path as macro_head_path
-from pyspark_tstream.timeindex import node_path
-from pyspark_tstream.scaling import epoch_path
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.journal.entries import ANCHOR, HEAD, entry_path
+from pyspark_tstream.journal.timeindex import node_path
+from pyspark_tstream.maps.macromap import bucket_dir
+from pyspark_tstream.maps.macromap import head_path as macro_head_path
 
 T0 = 1_700_000_000_000
 #: Remedies an error may name: each is a real command (see tests/test_fsck.py).

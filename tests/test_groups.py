@@ -7,10 +7,10 @@ import time
 
 import pyarrow as pa
 import pytest
+from pyspark_tstream.api.groups import EntryIdError, Group, GroupExistsError, GroupNotFoundError, record_ids
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.epochs.routing import KEY_SPACE, key_hash, route
 from pyspark_tstream.errors import ConfigError, InvalidPathError
-from pyspark_tstream.groups import EntryIdError, Group, GroupExistsError, GroupNotFoundError, record_ids
-from pyspark_tstream.routing import KEY_SPACE, key_hash, route
-from pyspark_tstream.stream import Stream
 from pyspark_tstream.timestamps import pack, parse_id
 
 
@@ -129,7 +129,7 @@ def test_ack_removes_from_pending(url: str) -> None:
 
 
 def test_claim_redelivers_idle_entries(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pyspark_tstream.groups as groups_mod
+    import pyspark_tstream.api.groups as groups_mod
 
     now = [1_700_000_000_000]  # idle times from a clock that moves only when told
     monkeypatch.setattr(groups_mod, "now_ms", lambda: now[0])

@@ -11,9 +11,9 @@ import math
 import pyarrow as pa
 import pytest
 from conftest import CallLog
-from pyspark_tstream.entries import ANCHOR, HEAD, Entry
-from pyspark_tstream.journal import Journal
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal.entries import ANCHOR, HEAD, Entry
+from pyspark_tstream.journal.journal import Journal
 
 DAMAGE = {
     "garbage": b"\x00\x9f not json",
@@ -109,9 +109,9 @@ def _sealed_record(number: int) -> dict:
 def test_lost_version_hint_costs_log_n_reads(kind: str) -> None:
     """Sealed-map shards and macro-map buckets find their newest version without the head hint
     in O(log versions) store calls, not one read per version."""
-    from pyspark_tstream.macromap import Macro, MacroMap
-    from pyspark_tstream.sealed import SealedMap
-    from pyspark_tstream.storage import Store
+    from pyspark_tstream.maps.macromap import Macro, MacroMap
+    from pyspark_tstream.maps.sealed import SealedMap
+    from pyspark_tstream.store.storage import Store
 
     costs = {}
     large = 250 if kind == "sealed shard" else 1_000  # a shard holds 256 segments
@@ -141,7 +141,7 @@ def test_lost_version_hint_costs_log_n_reads(kind: str) -> None:
 def test_garbage_macro_map_hint_is_only_a_hint(url: str) -> None:
     """A damaged macro-map bucket head is a hint like every other: reads of compacted history
     search the bucket's versions instead of failing."""
-    from pyspark_tstream.macromap import head_path
+    from pyspark_tstream.maps.macromap import head_path
 
     s = Stream.create(url, segments=1)
     for b in range(20):

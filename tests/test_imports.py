@@ -17,7 +17,7 @@ PACKAGE = "pyspark_tstream"
 
 
 def _package_dirs() -> dict[str, Path]:
-    """Package name -> folder, from ``setup.cfg``."""
+    """Package name -> folder, from ``setup.cfg``'s ``package_dir``."""
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
     out = {}
@@ -28,11 +28,14 @@ def _package_dirs() -> dict[str, Path]:
 
 
 def _modules() -> dict[str, Path]:
-    """Module name -> file, for every module of the package."""
+    """Module name -> file, for every module of the package, subpackages included."""
     out: dict[str, Path] = {}
     for package, folder in _package_dirs().items():
-        for path in sorted(folder.glob("*.py")):
-            out[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
+        for path in sorted(folder.rglob("*.py")):
+            parts = [package, *path.relative_to(folder).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
     return out
 
 
@@ -72,7 +75,10 @@ def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom, k
             base = ".".join(parts + ([node.module] if node.module else []))
         else:
             base = node.module or ""
-        names = [base] + [f"{base}.{a.name}" for a in node.names]
+        subs = [f"{base}.{a.name}" for a in node.names]
+        # ``from pkg import module`` loads pkg's __init__ too, but the edge that matters is to the
+        # module; the package itself counts only where a name is one of its attributes
+        names = subs if all(s in known for s in subs) else [base] + subs
     out = set()
     for name in names:
         # importing a.b.c loads a and a.b too; only the deepest known module is a real edge
@@ -131,9 +137,9 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_the_package() -> None:
     graph = import_graph()
-    assert {f"{PACKAGE}.stream", f"{PACKAGE}.cli", f"{PACKAGE}.datasource.source", f"{PACKAGE}.sink.writer",
-            f"{PACKAGE}.conf.keys"} <= set(graph)
-    assert f"{PACKAGE}.journal" in graph[f"{PACKAGE}.stream"]
+    assert {f"{PACKAGE}.api.stream", f"{PACKAGE}.cli.app", f"{PACKAGE}.datasource.source",
+            f"{PACKAGE}.sink.writer", f"{PACKAGE}.keys"} <= set(graph)
+    assert f"{PACKAGE}.journal.journal" in graph[f"{PACKAGE}.api.stream"]
 
 
 def test_no_import_cycles() -> None:
@@ -142,20 +148,84 @@ def test_no_import_cycles() -> None:
         " <-> ".join(c) for c in cycles)
 
 
+def _unit(module: str) -> str:
+    """The unit a module belongs to in the package graph: its subpackage (``pyspark_tstream.read``),
+    or the module itself where it sits directly in the package (``pyspark_tstream.errors``)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return module
+    sub = ".".join(parts[:2])
+    return sub if (_package_dirs()[PACKAGE] / parts[1]).is_dir() else module
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Import edges between subpackages (and the modules directly in the package)."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        unit = _unit(module)
+        graph.setdefault(unit, set()).update(_unit(t) for t in targets if _unit(t) != unit)
+    return graph
+
+
+def test_no_import_cycles_between_packages() -> None:
+    """The layering holds: store <- journal <- maps/epochs/chunkfile <- write/read <- compaction
+    <- maintain <- api <- conf/cli/spark <- sink <- datasource; a package never reaches back."""
+    graph = package_graph()
+    assert f"{PACKAGE}.store" in graph[f"{PACKAGE}.journal"]
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles between packages: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_a_package_cycle_is_found() -> None:
+    """The package check is not vacuous: an edge from the store back up to the API closes a cycle."""
+    graph = package_graph()
+    graph[f"{PACKAGE}.store"].add(f"{PACKAGE}.api")
+    assert any(f"{PACKAGE}.store" in c and f"{PACKAGE}.api" in c for c in find_cycles(graph))
+
+
 def test_a_cycle_is_found() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert find_cycles(graph) == [["a", "b", "c"]]
 
 
-def test_the_core_imports_no_spark() -> None:
-    """``python/`` is the Spark-free core: no module in it imports pyspark (the demo lives apart)."""
+def test_the_package_is_small_modules_in_subpackages() -> None:
+    """At most 15 modules sit directly in ``python/``, none over 600 lines, and every package
+    folder is listed in ``setup.cfg`` (a strict editable install or a wheel leaves out the rest)."""
     core = _package_dirs()[PACKAGE]
+    flat = sorted(p.name for p in core.glob("*.py"))
+    assert len(flat) <= 15, f"{len(flat)} modules directly in python/: {flat}"
+    long = {name: n for name, path in _modules().items()
+            if (n := len(path.read_text().splitlines())) > 600}
+    assert not long, f"modules over 600 lines (split them by job): {long}"
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    listed = set(cfg["options"]["packages"].split())
+    folders = {".".join([PACKAGE, *p.parent.relative_to(core).parts]) for p in core.rglob("__init__.py")}
+    assert listed == folders, f"setup.cfg packages differ from the folders: {sorted(listed ^ folders)}"
+
+
+#: Subpackages that may import pyspark: the Spark adapters and the demo.
+SPARK_PACKAGES = ("spark", "datasource", "sink", "demo")
+
+
+def test_the_core_imports_no_spark() -> None:
+    """Everything but the Spark adapters is the Spark-free core: no module in it imports pyspark."""
     offenders = []
     for name, path in _modules().items():
-        if path.parent != core or name == PACKAGE:
+        parts = name.split(".")
+        if name == PACKAGE or (len(parts) > 1 and parts[1] in SPARK_PACKAGES):
             continue  # adapters may use Spark; __init__ exposes DefaultSource (guarded) for discovery
         for node in _imports(ast.parse(path.read_text())):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             if any(m == "pyspark" or m.startswith("pyspark.") for m in mods):
                 offenders.append(f"{name} (line {node.lineno})")
     assert not offenders, f"Spark imports in the Spark-free core: {offenders}"
+
+
+def test_the_core_needs_nothing_from_the_adapters() -> None:
+    """The core (and the option parsing) imports none of the Spark adapter packages."""
+    graph = package_graph()
+    spark = {f"{PACKAGE}.{p}" for p in SPARK_PACKAGES}
+    offenders = {unit: sorted(graph[unit] & spark) for unit in graph
+                 if unit not in spark and unit != PACKAGE and graph[unit] & spark}
+    assert not offenders, f"core packages importing Spark adapters: {offenders}"

@@ -11,14 +11,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.epochs.routing import KEY_SPACE, key_hash, route
 from pyspark_tstream.errors import UnsupportedFormatError
-from pyspark_tstream.entries import entry_path
-from pyspark_tstream.journal import Journal
-from pyspark_tstream.routing import KEY_SPACE, key_hash, route
-from pyspark_tstream.stream import Stream
-from pyspark_tstream import writing
-from pyspark_tstream.writing import write_batches
+from pyspark_tstream.journal.entries import entry_path
+from pyspark_tstream.journal.journal import Journal
+from pyspark_tstream.write import writing
+from pyspark_tstream.write.writing import write_batches
 
 DAY = 86_400_000
 T0 = 1_700_000_000_000
@@ -354,7 +353,7 @@ def test_truncate_and_cut_under_interleaved_lanes(url: str) -> None:
 
 
 def test_ids_are_unique_when_lanes_share_a_time(url: str) -> None:
-    from pyspark_tstream.groups import Group, record_ids
+    from pyspark_tstream.api.groups import Group, record_ids
 
     s = Stream.create(url, segments=1, timestamping_uncapped=True, writers=["a", "b"])
     s.append([{"w": "a", "t": T0}], timestamp="t", writer_id="a", batch_id=0)

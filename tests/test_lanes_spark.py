@@ -6,11 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-
-from pyspark_tstream.routing import KEY_SPACE, key_hash, route
-from pyspark_tstream.stream import Stream
-
 import pytest
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.epochs.routing import KEY_SPACE, key_hash, route
 
 pytestmark = pytest.mark.spark
 

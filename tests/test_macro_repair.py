@@ -12,14 +12,13 @@ from collections.abc import Callable
 import pyarrow as pa
 import pytest
 from conftest import CallLog
-
-from pyspark_tstream import macro_rebuild
-from pyspark_tstream.compaction_gc import manifest_path
-from pyspark_tstream.entries import entry_path
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.compaction import macro_rebuild
+from pyspark_tstream.compaction.gc import manifest_path
 from pyspark_tstream.errors import TStreamError
-from pyspark_tstream.fsck import verify
-from pyspark_tstream.macromap import Macro, MacroMap, bucket_dir, head_path, version_path
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.journal.entries import entry_path
+from pyspark_tstream.maintain.fsck import verify
+from pyspark_tstream.maps.macromap import Macro, MacroMap, bucket_dir, head_path, version_path
 
 T0 = 1_700_000_000_000
 ORDER = [("_segment", "ascending"), ("_seq", "ascending")]
@@ -210,7 +209,8 @@ def test_repair_publishes_after_a_compactor_that_wins_the_next_version(
 def test_repair_rebuilds_every_damaged_bucket_of_a_segment(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """With buckets of 32 ``_seq`` (instead of 2**22), a segment's map spans several buckets;
     losing all of them (the state names only the newest) is rebuilt bucket by bucket."""
-    from pyspark_tstream import compaction, macromap
+    from pyspark_tstream.compaction import compact as compaction
+    from pyspark_tstream.maps import macromap
 
     monkeypatch.setattr(macromap, "SPAN", 32)
     monkeypatch.setattr(compaction, "SPAN", 32)
@@ -307,7 +307,7 @@ def test_the_journal_names_what_every_manifest_named(url: str) -> None:
     """``replaced_by`` (what repair and vacuum rebuild a lost manifest from) equals, byte for
     byte, what each compaction wrote: level-1 merges of small chunks, and the full compaction
     merging macro-chunks with newer small chunks."""
-    from pyspark_tstream.compaction_gc import manifest_bytes, replaced_by
+    from pyspark_tstream.compaction.gc import manifest_bytes, replaced_by
 
     s, manifests = _compacted_unvacuumed(url)
     written = {json.loads(raw)["macro"]: json.loads(raw) for raw in manifests.values()}

@@ -17,12 +17,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-
 from pyspark_tstream import read_native
+from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.datasource import native
-from pyspark_tstream.entries import Chunk
 from pyspark_tstream.errors import UnsupportedOperationError
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.journal.entries import Chunk
 from pyspark_tstream.timestamps import iso
 
 pytestmark = pytest.mark.spark
@@ -53,8 +52,8 @@ def _same_as_core(spark: Any, url: str, **options: Any) -> list[tuple[Any, ...]]
     process: a monkeypatched ``Stream.plan`` does not reach the data source's Python workers."""
     from pyspark_tstream.conf.options import SourceOptions
     from pyspark_tstream.datasource.batch_reader import batch_range
-    from pyspark_tstream.planner import plan_tasks
-    from pyspark_tstream.reading import read_task
+    from pyspark_tstream.read.planner import plan_tasks
+    from pyspark_tstream.read.reading import read_task
 
     s = Stream.open(url)
     lo, hi, start_cut, end_cut = batch_range(SourceOptions.from_options({**_text(options), "path": url}), s)
@@ -356,8 +355,7 @@ def test_checking_the_files_costs_one_call_per_chunk_file(spark: Any, tmp_path: 
     ranged read), a macro-chunk's size first (its views do not know it): O(what the read
     returns), never a file a bounded read does not plan."""
     from conftest import CallLog
-
-    from pyspark_tstream.storage import Store
+    from pyspark_tstream.store.storage import Store
 
     url, s, _, _ = _damaged(tmp_path)
     log = CallLog()

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pyspark_tstream.datasource.compat import has
+from pyspark_tstream.spark.compat import has
 
 pytestmark = pytest.mark.spark
 

@@ -13,13 +13,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyspark.sql.datasource import CaseInsensitiveDict
-from pyspark_tstream.conf import keys as K
-from pyspark_tstream.conf.options import (
-    SinkOptions,
-    SourceOptions,
-    StreamConfigOptions,
-    storage_options_from,
-)
+from pyspark_tstream import keys as K
+from pyspark_tstream.api.config import StreamConfig
+from pyspark_tstream.conf.options import SinkOptions, SourceOptions, StreamConfigOptions, storage_options_from
 from pyspark_tstream.conf.parsing import (
     config_error,
     is_secret_key,
@@ -34,7 +30,6 @@ from pyspark_tstream.conf.parsing import (
     option_as_str,
     option_as_timestamp_ms,
 )
-from pyspark_tstream.config import StreamConfig
 from pyspark_tstream.errors import ConfigError
 
 URL = "memory://streams/t"
@@ -320,8 +315,8 @@ def test_store_retry_timeout(build: Any, tmp_path: Any) -> None:
     with pytest.raises(ConfigError, match="storeRetryTimeout='5 parsecs' is not a duration"):
         build(storeRetryTimeout="5 parsecs")
 
+    from pyspark_tstream.api.stream import Stream
     from pyspark_tstream.datasource.source import TStreamDataSource
-    from pyspark_tstream.stream import Stream
 
     url = f"file://{tmp_path}/s"
     Stream.create(url, schema=pa.schema([("x", pa.int64())]))
@@ -525,9 +520,9 @@ def test_storage_access_key_alias_maps_to_s3fs_key() -> None:
                                        ("1.5k", 1536), ("2tb", 2 << 40)])
 def test_one_size_parser_for_every_size_in_config(text: str, size: int) -> None:
     """maxBytesPerTrigger, the retention size and the compaction target read sizes alike."""
-    from pyspark_tstream.compaction import CompactionPolicy
+    from pyspark_tstream.compaction.compact import CompactionPolicy
     from pyspark_tstream.conf.parsing import option_as_bytes
-    from pyspark_tstream.retention import RetentionPolicy
+    from pyspark_tstream.maintain.retention import RetentionPolicy
 
     assert option_as_bytes({"maxbytespertrigger": text}, "maxBytesPerTrigger") == size
     assert RetentionPolicy.parse(f"size={text}").size == size
@@ -537,9 +532,9 @@ def test_one_size_parser_for_every_size_in_config(text: str, size: int) -> None:
 
 @pytest.mark.parametrize("text", ["ib", "10 zb", "MB", "-1MB"])
 def test_bad_sizes_are_refused_everywhere(text: str) -> None:
-    from pyspark_tstream.compaction import CompactionPolicy
+    from pyspark_tstream.compaction.compact import CompactionPolicy
     from pyspark_tstream.conf.parsing import option_as_bytes
-    from pyspark_tstream.retention import RetentionPolicy
+    from pyspark_tstream.maintain.retention import RetentionPolicy
 
     with pytest.raises(ConfigError, match="maxBytesPerTrigger"):
         option_as_bytes({"maxbytespertrigger": text}, "maxBytesPerTrigger")
@@ -552,10 +547,10 @@ def test_bad_sizes_are_refused_everywhere(text: str) -> None:
 def test_policy_texts_are_split_alike() -> None:
     """retention, scaling and compaction read ``key=value`` parts the same way (one splitter):
     keys in any case and with spaces around them, and an unreadable part quoted as written."""
-    from pyspark_tstream.compaction import CompactionPolicy
+    from pyspark_tstream.compaction.compact import CompactionPolicy
+    from pyspark_tstream.epochs.scaling import ScalingPolicy
+    from pyspark_tstream.maintain.retention import RetentionPolicy
     from pyspark_tstream.policytext import policy_parts
-    from pyspark_tstream.retention import RetentionPolicy
-    from pyspark_tstream.scaling import ScalingPolicy
 
     assert [(p.key, p.sep, p.value) for p in policy_parts(" Age = 7d,7d,groups")] == [
         ("age", True, " 7d"), ("7d", False, ""), ("groups", False, "")]

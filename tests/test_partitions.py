@@ -18,10 +18,10 @@ import pyarrow as pa
 import pytest
 from process_roles import T0
 from process_roles import stream as _roles_stream
+from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.datasource.partitions import TStreamPartition, read_partition
 from pyspark_tstream.datasource.source import TStreamDataSource
-from pyspark_tstream.storage import Store
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.store.storage import Store
 
 
 def _stream(tmp_path: Path, appends: int = 6, rows: int = 50) -> str:
@@ -91,8 +91,7 @@ def test_a_micro_batch_commit_runner_gets_a_patient_store(tmp_path: Path, monkey
     import types
 
     from pyspark.sql.pandas.types import from_arrow_schema
-
-    from pyspark_tstream.datasource.compat import STREAM_COMMIT_WORKER
+    from pyspark_tstream.spark.compat import STREAM_COMMIT_WORKER
 
     url = _stream(tmp_path, appends=1)
     source = TStreamDataSource({"path": url, "keyColumn": "k", "storeRetryTimeout": "90s"})

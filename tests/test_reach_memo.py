@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.errors import StorageError
+from pyspark_tstream.spark import reach_memo
+from pyspark_tstream.store.storage import Store
 from s3servers import BUCKET, s3_storage_options
 from test_s3_spark import spark_storage_options
-
-from pyspark_tstream import reach_memo
-from pyspark_tstream.errors import StorageError
-from pyspark_tstream.storage import Store
-from pyspark_tstream.stream import Stream
 
 
 @pytest.fixture(autouse=True)
@@ -87,7 +86,6 @@ def test_a_streaming_writer_waits_out_a_silent_store_only_if_it_answered_before(
     every connection, waits it out; a batch write, or a streaming writer of another endpoint,
     still fails after its attempts."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
-
     from pyspark_tstream.datasource.source import TStreamDataSource
 
     schema = StructType([StructField("k", StringType()), StructField("t", LongType())])

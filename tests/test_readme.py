@@ -1,4 +1,5 @@
 """Every example in README.md runs: Python blocks in order in one namespace (with ``spark``),
+then the Python blocks of ``docs/*.md`` (examples moved out of the README) in that namespace,
 the CLI block through bash. The first bash block (install + run) is what CI and
 ``tests/test_demo.py`` run; ``text`` blocks are illustrations with placeholders."""
 
@@ -14,19 +15,26 @@ from typing import Any
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+DOCS = README.parent / "docs"
 pytestmark = pytest.mark.spark
 
 
-def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), flags=re.S)
+def _blocks(lang: str, path: Path = README) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", path.read_text(), flags=re.S)
 
 
 def test_readme_python_examples_run(spark: Any) -> None:
     blocks = _blocks("python")
     assert len(blocks) >= 3
+    # the reference pages' examples (scaling, compaction, fsck/repair) build on the README's
+    # namespace (``base``, ``pa``, ``Stream``), so they run after it
+    docs = [(f"docs/{p.name}", code) for p in sorted(DOCS.glob("*.md")) for code in _blocks("python", p)]
+    assert len(docs) >= 3
     namespace: dict[str, Any] = {"spark": spark}
     for i, code in enumerate(blocks):
         exec(compile(code, f"README.md python block {i + 1}", "exec"), namespace)  # noqa: S102
+    for i, (name, code) in enumerate(docs):
+        exec(compile(code, f"{name} python block (docs block {i + 1})", "exec"), namespace)  # noqa: S102
 
 
 def test_readme_cli_example_runs(tmp_path: Path) -> None:

@@ -9,13 +9,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
+from pyspark_tstream.api.groups import Group
+from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import DataLossError
-from pyspark_tstream.groups import Group
-from pyspark_tstream.entries import HEAD
-from pyspark_tstream.read_start import check_data_loss
-from pyspark_tstream.stream import Stream
-from pyspark_tstream.writing import write_batches
+from pyspark_tstream.journal.entries import HEAD
+from pyspark_tstream.read.start import check_data_loss
+from pyspark_tstream.write.writing import write_batches
 
 T0 = 1_700_000_000_000
 

@@ -15,16 +15,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from pyspark_tstream import compaction as compaction_mod
-from pyspark_tstream import reading
-from pyspark_tstream import writing
-from pyspark_tstream.entries import Chunk
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.compaction import compact as compaction_mod
 from pyspark_tstream.errors import CorruptChunkError
-from pyspark_tstream.reading import chunk_records, decode_file, fetch_files, read_table
+from pyspark_tstream.journal.entries import Chunk
+from pyspark_tstream.read import reading
+from pyspark_tstream.read.reading import chunk_records, decode_file, fetch_files, read_table
 from pyspark_tstream.schema import RAW_TSO
-from pyspark_tstream.storage import Store
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.store.storage import Store
+from pyspark_tstream.write import writing
 
 T0 = 1_700_000_000_000
 ORDER = [("_segment", "ascending"), ("_seq", "ascending")]
@@ -207,7 +206,7 @@ def test_files_that_cannot_be_mapped_are_read(tmp_path: Path, monkeypatch: pytes
     """A filesystem without mmap (some FUSE mounts fail with ENODEV) still serves chunk reads."""
     import errno
 
-    from pyspark_tstream import localfs
+    from pyspark_tstream.store import localfs
 
     def no_mmap(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENODEV, "No such device")
@@ -228,7 +227,7 @@ def test_dictionary_columns_decode_through_their_dictionary_only_where_no_page_f
     Same values and types as the plain decode; a column whose writer fell back to plain pages
     (its dictionary outgrew DICTIONARY_PAGE_BYTES) and a nested column are decoded plainly.
     """
-    from pyspark_tstream.dictionary_pages import DICTIONARY_PAGE_BYTES, dictionary_read_columns
+    from pyspark_tstream.chunkfile.dictionary_pages import DICTIONARY_PAGE_BYTES, dictionary_read_columns
 
     rows = 40_000
     ids = np.arange(rows)

@@ -24,11 +24,10 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.errors import StreamNotFoundError
 from s3servers import BUCKET, FaultProxy, s3_storage_options
 from test_s3_spark import SYSTEM, spark_storage_options
-
-from pyspark_tstream.errors import StreamNotFoundError
-from pyspark_tstream.stream import Stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 OUTAGE_S = 8.0

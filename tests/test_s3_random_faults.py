@@ -21,10 +21,9 @@ from typing import TypeVar
 
 import pyarrow as pa
 import pytest
-from s3servers import BUCKET, RandomFaultProxy, s3_storage_options
-
+from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import TStreamError
-from pyspark_tstream.stream import Stream
+from s3servers import BUCKET, RandomFaultProxy, s3_storage_options
 
 pytestmark = pytest.mark.s3
 

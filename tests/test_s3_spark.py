@@ -20,9 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from pyspark_tstream.api.stream import Stream
 from s3servers import ACCESS_KEY, BUCKET, REGION, SECRET_KEY, boto3_client, free_ports, s3_storage_options
-
-from pyspark_tstream.stream import Stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 

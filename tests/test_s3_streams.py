@@ -23,14 +23,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from s3servers import (BUCKET, REGION, TargetedFaultProxy, boto3_client, free_ports,
-                       s3_storage_options)
-
+from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.conf.options import SinkOptions, SourceOptions
 from pyspark_tstream.errors import StorageError, StreamNotFoundError, TStreamError
-from pyspark_tstream.entries import HEAD, META, entry_path
-from pyspark_tstream.storage import RetryPolicy, Store
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.journal.entries import HEAD, META, entry_path
+from pyspark_tstream.store.storage import RetryPolicy, Store
+from s3servers import BUCKET, REGION, TargetedFaultProxy, boto3_client, free_ports, s3_storage_options
 
 pytestmark = pytest.mark.s3
 
@@ -130,7 +128,7 @@ def test_create_append_read_info_round_trip(s3_root: S3Root) -> None:
 def test_a_lost_macro_map_is_rebuilt_on_an_object_store(s3_root: S3Root) -> None:
     """fsck and repair of a compacted stream whose map bucket objects are all gone (listing,
     conditional create and ranged reads of the macro-chunks' timestamp column, on the server)."""
-    from pyspark_tstream.macromap import MacroMap, bucket_dir
+    from pyspark_tstream.maps.macromap import MacroMap, bucket_dir
 
     s = Stream.create(s3_root.url, segments=2, compaction="off", storage_options=s3_root.options)
     for b in range(12):

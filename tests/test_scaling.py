@@ -8,12 +8,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.epochs.routing import fraction
+from pyspark_tstream.epochs.scaling import ScalingPolicy
 from pyspark_tstream.errors import ConfigError
-from pyspark_tstream.routing import fraction
-from pyspark_tstream.scaling import ScalingPolicy
-from pyspark_tstream.stream import Stream
-from pyspark_tstream.writing import write_batches
+from pyspark_tstream.write.writing import write_batches
 
 
 def _keys(n: int, batch: int) -> pa.Table:
@@ -97,8 +96,8 @@ def test_segments_and_epoch_at_time(url: str) -> None:
 
 
 def test_auto_scaling_splits_hot_and_merges_cold(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pyspark_tstream.stream_append as append_mod
-    import pyspark_tstream.stream_upkeep as upkeep_mod
+    import pyspark_tstream.api.append as append_mod
+    import pyspark_tstream.api.upkeep as upkeep_mod
 
     # rates from a clock that moves only when told: with real sleeps, a loaded machine could
     # stretch a gap past four windows, restarting the window the test meant to judge
@@ -176,10 +175,9 @@ def test_segments_between_reads_epoch_history_in_chunks() -> None:
 
     from conftest import CallLog
     from histories import epoch_history
-
-    from pyspark_tstream.journal import Journal
-    from pyspark_tstream.scaling import EPOCH_CHUNK, epoch_chunk_path
-    from pyspark_tstream.storage import Store
+    from pyspark_tstream.epochs.scaling import EPOCH_CHUNK, epoch_chunk_path
+    from pyspark_tstream.journal.journal import Journal
+    from pyspark_tstream.store.storage import Store
 
     s = epoch_history(3 * EPOCH_CHUNK + 5)
     url = f"memory://{s.store.root}"

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
+from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import StreamNotFoundError
-from pyspark_tstream.stream import Stream
 
 pytestmark = pytest.mark.spark
 

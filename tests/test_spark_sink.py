@@ -9,8 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.stream import Stream
 
 pytestmark = pytest.mark.spark
 

@@ -9,9 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-
-from pyspark_tstream.datasource.compat import has
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.spark.compat import has
 from pyspark_tstream.timestamps import iso, now_ms
 
 pytestmark = pytest.mark.spark
@@ -249,7 +248,7 @@ def test_bad_source_options_and_corrupt_chunk(spark: Any, tmp_path: Path) -> Non
 
 
 def test_fail_on_data_loss_and_consumer_group(spark: Any, tmp_path: Path) -> None:
-    from pyspark_tstream.groups import Group
+    from pyspark_tstream.api.groups import Group
 
     url = f"file://{tmp_path}/s"
     s = _fill(url, batches=2)

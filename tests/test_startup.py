@@ -20,7 +20,7 @@ from pathlib import Path
 
 import process_roles
 import pytest
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.stream import Stream
 
 P = "pyspark_tstream."
 

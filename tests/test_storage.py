@@ -15,10 +15,9 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-
 from pyspark_tstream.errors import ConfigError, InvalidPathError, StorageError, UnsupportedOperationError
-from pyspark_tstream.storage import RetryPolicy, Store, is_transient, split_url
-from pyspark_tstream.store_errors import is_store_answer
+from pyspark_tstream.store.failures import is_store_answer
+from pyspark_tstream.store.storage import RetryPolicy, Store, is_transient, split_url
 
 StoreUrl = tuple[str, dict[str, Any]]
 
@@ -457,7 +456,7 @@ def test_one_definition_of_a_secret_option_for_stores_cli_and_spark_options() ->
     """Store errors, CLI output and Spark option errors redact the same option values:
     connection strings, SAS tokens and account keys included, key columns not."""
     from pyspark_tstream.conf import parsing
-    from pyspark_tstream.store_errors import is_secret_key, secret_values
+    from pyspark_tstream.store.failures import is_secret_key, secret_values
 
     assert parsing.is_secret_key is is_secret_key
     options = {"connection_string": "DefaultEndpointsProtocol=https;AccountKey=abc",

@@ -9,12 +9,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 from pyspark_tstream import Stream as LazyStream
-from pyspark_tstream.errors import (ConfigError, CorruptChunkError, InvalidPathError, SchemaMismatchError,
-                                    StreamExistsError, StreamNotFoundError)
-from pyspark_tstream.routing import KEY_SPACE, key_hash, route
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.epochs.routing import KEY_SPACE, key_hash, route
+from pyspark_tstream.errors import (
+    ConfigError,
+    CorruptChunkError,
+    InvalidPathError,
+    SchemaMismatchError,
+    StreamExistsError,
+    StreamNotFoundError,
+)
 
 
 def _events(n: int, start_ms: int = 1_000_000, step: int = 10, keys: int = 7) -> pa.Table:

@@ -7,18 +7,17 @@ import logging
 
 import pyarrow as pa
 import pytest
-
-from pyspark_tstream.entries import Entry
-from pyspark_tstream.journal import Journal
-from pyspark_tstream.stream import Stream
-from pyspark_tstream.storage import Store
-from pyspark_tstream.stream_append import Appender
-from pyspark_tstream.stream_epochs import Epochs, initial_segments
-from pyspark_tstream.stream_context import StreamContext
-from pyspark_tstream.stream_info import describe
-from pyspark_tstream.stream_read import Reader
-from pyspark_tstream.stream_truncate import Truncation
-from pyspark_tstream.stream_upkeep import RETENTION_EVERY, Upkeep
+from pyspark_tstream.api.append import Appender
+from pyspark_tstream.api.context import StreamContext
+from pyspark_tstream.api.epochs import Epochs, initial_segments
+from pyspark_tstream.api.info import describe
+from pyspark_tstream.api.read import Reader
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.api.truncate import Truncation
+from pyspark_tstream.api.upkeep import RETENTION_EVERY, Upkeep
+from pyspark_tstream.journal.entries import Entry
+from pyspark_tstream.journal.journal import Journal
+from pyspark_tstream.store.storage import Store
 
 T0 = 1_700_000_000_000
 

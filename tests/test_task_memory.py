@@ -15,7 +15,7 @@ from pathlib import Path
 
 import process_roles
 import pytest
-from pyspark_tstream.task_memory import ENV
+from pyspark_tstream.spark.task_memory import ENV
 
 glibc_linux = pytest.mark.skipif(
     not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",

@@ -7,11 +7,17 @@ from datetime import datetime, timezone
 import numpy as np
 import pyarrow as pa
 import pytest
-
+from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import TimestampError
-from pyspark_tstream.stream import Stream
-from pyspark_tstream.timestamps import (apply_floor, count_raised, pack, parse_duration_ms, raw_hybrid,
-                                         to_ms, tso_id)
+from pyspark_tstream.timestamps import (
+    apply_floor,
+    count_raised,
+    pack,
+    parse_duration_ms,
+    raw_hybrid,
+    to_ms,
+    tso_id,
+)
 
 
 def _ms(table: pa.Table) -> list[int]:

@@ -26,7 +26,7 @@ ROWS_PER_FILE = 250_000
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
 if TYPE_CHECKING:
-    from pyspark_tstream.stream import Stream
+    from pyspark_tstream.api.stream import Stream
 
 
 def make_table(rows: int, *, body_type: str = "string", seed: int = 7) -> pa.Table:
@@ -183,9 +183,9 @@ class StoreCalls:
 def counted_stream(url: str) -> tuple[Stream, StoreCalls]:
     """A fresh handle on the stream at ``url``, its store calls counted from the journal read that
     opens it (reset ``n`` to count only what follows)."""
-    from pyspark_tstream.journal import Journal
-    from pyspark_tstream.storage import Store
-    from pyspark_tstream.stream import Stream
+    from pyspark_tstream.api.stream import Stream
+    from pyspark_tstream.journal.journal import Journal
+    from pyspark_tstream.store.storage import Store
 
     calls = StoreCalls()
     store = Store(url)

@@ -22,15 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _data import counted_stream  # noqa: E402
 from histories import T0, commit_history, micro_batches, overlapping_chunks  # noqa: E402
-
-from pyspark_tstream import planner  # noqa: E402
+from pyspark_tstream.api.stream import Stream  # noqa: E402
 from pyspark_tstream.conf.options import SourceOptions  # noqa: E402
-from pyspark_tstream.stream import Stream  # noqa: E402
+from pyspark_tstream.read import planner  # noqa: E402
 
 
 def measure(n: int, reps: int) -> dict[str, float]:
-    from pyspark_tstream.datasource.arrow import spark_schema
     from pyspark_tstream.datasource.stream_reader import TStreamStreamReader
+    from pyspark_tstream.spark.arrow import spark_schema
 
     mid = n // 2
     s = commit_history(n, real=set(range(0, 40)) | set(range(max(mid - 20, 0), mid + 40)))

@@ -48,8 +48,7 @@ sys.path.insert(0, os.path.dirname(HERE))  # tests/: the S3 server helpers
 import s3servers  # noqa: E402
 from _data import StoreCalls, make_table, render  # noqa: E402
 from _spark import build_session  # noqa: E402
-
-from pyspark_tstream.stream import Stream  # noqa: E402
+from pyspark_tstream.api.stream import Stream  # noqa: E402
 
 
 def timed(fn: Callable[[], int], rounds: int, expect: int) -> float:

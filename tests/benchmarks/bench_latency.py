@@ -55,7 +55,7 @@ def produce(kind: str, target: str, seconds: float, interval: float, rows: int) 
 
     stream = None
     if kind == "tstream":
-        from pyspark_tstream.stream import Stream
+        from pyspark_tstream.api.stream import Stream
 
         stream = Stream.open(target)
     end = time.time() + seconds
@@ -84,7 +84,7 @@ def measure(spark: Any, kind: str, root: str, seconds: float, interval: float,
     tag = f"{kind.replace(' ', '')}-{time.monotonic_ns()}"
     seed = pa.table({"sent_ms": pa.array([0.0], pa.float64()), "n": pa.array([-1], pa.int64())})
     if kind == "tstream":
-        from pyspark_tstream.stream import Stream
+        from pyspark_tstream.api.stream import Stream
 
         target = "file://" + os.path.join(root, f"stream-{tag}")
         Stream.create(target, segments=1).append(seed)

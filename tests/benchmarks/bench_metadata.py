@@ -20,9 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _data import counted_stream  # noqa: E402
 from histories import T0, add_commit, commit_history, epoch_history  # noqa: E402
-
-from pyspark_tstream.timeindex import COL_MAX_TSO  # noqa: E402
-from pyspark_tstream.stream import Stream  # noqa: E402
+from pyspark_tstream.api.stream import Stream  # noqa: E402
+from pyspark_tstream.journal.timeindex import COL_MAX_TSO  # noqa: E402
 from pyspark_tstream.timestamps import pack  # noqa: E402
 
 

@@ -58,9 +58,8 @@ sys.path.insert(0, os.path.dirname(HERE))  # tests/: the S3 server helpers
 import s3servers  # noqa: E402
 from _data import make_table, render  # noqa: E402
 from _spark import build_session  # noqa: E402
-
-from pyspark_tstream import reading  # noqa: E402
-from pyspark_tstream.stream import Stream  # noqa: E402
+from pyspark_tstream.api.stream import Stream  # noqa: E402
+from pyspark_tstream.read import reading  # noqa: E402
 
 _PLUS = re.compile(r" \(\+(\d+)\)$")
 

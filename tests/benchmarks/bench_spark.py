@@ -149,7 +149,7 @@ class Bench:
         return {"wall": wall, "cpu": cpu, "result": result, "tasks": self._tasks(group)}
 
     def _check_stream_output(self, url: str, kind: str) -> dict[str, Any]:
-        from pyspark_tstream.stream import Stream
+        from pyspark_tstream.api.stream import Stream
 
         info = Stream.open(url).info()
         if info["rows"] != self.rows:
@@ -234,7 +234,7 @@ class Bench:
 
     @property
     def chunk_files(self) -> list[str]:
-        from pyspark_tstream.stream import Stream
+        from pyspark_tstream.api.stream import Stream
 
         stream = Stream.open(self.source_url)
         chunks = stream.plan(stream.state.head_tso, stream.state.tick)
@@ -338,7 +338,7 @@ class Bench:
 
 def stream_layout(url: str) -> dict[str, Any]:
     """Chunks, sizes and row groups of a stream (from its journal and one chunk footer)."""
-    from pyspark_tstream.stream import Stream
+    from pyspark_tstream.api.stream import Stream
 
     stream = Stream.open(url)
     chunks = stream.plan(stream.state.head_tso, stream.state.tick)
@@ -357,10 +357,10 @@ def source_partitions(url: str) -> list[Any]:
     default parallelism, not this driver's (the floor must get as many tasks: each Python task
     costs PySpark ~0.3 s here, whatever it reads).
     """
-    from pyspark_tstream.datasource.arrow import spark_schema
+    from pyspark_tstream.api.stream import Stream
     from pyspark_tstream.datasource.partitions import ReadSpec, TStreamPartition
-    from pyspark_tstream.planner import plan_tasks
-    from pyspark_tstream.stream import Stream
+    from pyspark_tstream.read.planner import plan_tasks
+    from pyspark_tstream.spark.arrow import spark_schema
 
     stream = Stream.open(url)
     state = stream.state
@@ -372,10 +372,10 @@ def source_partitions(url: str) -> list[Any]:
 # -- tstream's own Python cost, single-threaded in this process -----------------------------------
 def python_costs(table: pa.Table, source_url: str, root: str, profile: bool) -> list[list[Any]]:
     """What one Spark task's Python code costs per row, next to plain pyarrow doing the same."""
+    from pyspark_tstream.api.stream import Stream
+    from pyspark_tstream.chunkfile.encoding import chunk_encodings
     from pyspark_tstream.datasource.partitions import read_partition
-    from pyspark_tstream.stream import Stream
-    from pyspark_tstream.column_encoding import chunk_encodings
-    from pyspark_tstream.writing import ROW_GROUP_ROWS, write_batches
+    from pyspark_tstream.write.writing import ROW_GROUP_ROWS, write_batches
 
     n = table.num_rows
     rows: list[list[Any]] = []

@@ -36,7 +36,7 @@ from bench_spark import build_session  # noqa: E402
 
 def prepare(root: str, rows: int, files: int) -> tuple[str, str]:
     """(tstream URL, Parquet folder) holding the same ``rows`` rows as ``files`` chunks/files."""
-    from pyspark_tstream.stream import Stream
+    from pyspark_tstream.api.stream import Stream
 
     table = make_table(rows)
     folder = os.path.join(root, "files")

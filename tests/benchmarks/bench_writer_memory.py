@@ -32,9 +32,8 @@ def _case(rows: int, mode: str) -> dict:
 
     import numpy as np
     import pyarrow as pa
-
-    from pyspark_tstream.stream import Stream
-    from pyspark_tstream.writing import write_batches
+    from pyspark_tstream.api.stream import Stream
+    from pyspark_tstream.write.writing import write_batches
 
     url = f"file://{tempfile.mkdtemp(prefix='tstream-mem-')}/s"
     s = Stream.create(url, segments=4)

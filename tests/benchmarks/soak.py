@@ -142,8 +142,8 @@ def _opts(endpoint: str) -> dict[str, Any]:
 def producer(url: str, endpoint: str, writer: str, skew: int) -> None:
     """Child process: append forever (until killed or SIGTERM) as session ``writer``."""
     import pyarrow as pa
+    from pyspark_tstream.api.stream import Stream
     from pyspark_tstream.errors import TStreamError
-    from pyspark_tstream.stream import Stream
 
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -266,9 +266,9 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
     import pyspark_tstream
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
-    from pyspark_tstream.groups import Group
-    from pyspark_tstream.storage import RetryPolicy
-    from pyspark_tstream.stream import Stream
+    from pyspark_tstream.api.groups import Group
+    from pyspark_tstream.api.stream import Stream
+    from pyspark_tstream.store.storage import RetryPolicy
     from pyspark_tstream.timestamps import physical
 
     work = Path(tempfile.mkdtemp(prefix="tstream-soak-"))

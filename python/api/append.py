@@ -1,0 +1,191 @@
+"""Appending to a stream: write specs, journal commits of written chunks, heartbeats, producers.
+
+One job: turn records (or chunks the Spark sink wrote) into exactly one journal commit each.
+A repeated ``(writer_id, batch_id)`` commits nothing and answers the original commit's
+:class:`~pyspark_tstream.write.commit.Ack`; chunks routed to a segment that a scale sealed in the
+meantime are re-routed to its successors before the commit is retried. What runs after a
+data commit (auto-scaling, retention, compaction) is :mod:`~pyspark_tstream.api.upkeep`'s
+job, reached through the ``after_commit`` hook: the data commit is durable before it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import CommitConflictError, SegmentSealedError
+from ..journal.entries import Chunk, Entry
+from ..read.reading import chunks_tsos
+from ..schema import check_names, normalize, user_schema
+from ..timestamps import count_raised, now_ms, pack
+from ..write.commit import Ack, CommitRequest, check_schema_for_write
+from ..write.reroute import reroute
+from ..write.writing import ChunkInfo, WriteSpec, write_batches
+from .context import StreamContext
+
+#: Attempts at a commit whose segments keep being sealed under it.
+SEALED_RETRIES = 100
+
+
+def to_table(data: Any) -> pa.Table:
+    """``data`` as a pyarrow Table: a Table, RecordBatch, list of dicts or pandas/polars frame."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, (list, tuple)):
+        return pa.Table.from_pylist(list(data))
+    if hasattr(data, "to_arrow") and not hasattr(data, "iloc"):
+        return data.to_arrow()
+    if hasattr(data, "iloc"):  # pandas
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise TypeError(f"append takes a pyarrow Table/RecordBatch, a list of dicts or a pandas DataFrame, "
+                    f"not {type(data).__name__}")
+
+
+class Appender:
+    """Appends and commits through a :class:`~pyspark_tstream.api.context.StreamContext`.
+
+    ``after_commit(entry)`` runs after every commit that added chunks (never raising into it).
+    """
+
+    def __init__(self, ctx: StreamContext, after_commit: Callable[[Entry], None] | None = None) -> None:
+        self.ctx = ctx
+        self.after_commit = after_commit
+
+    def write_spec(self, schema: pa.Schema, *, key: str | None = None, timestamp: str | None = None,
+                   merge_schema: bool = False, writer_tag: str = "w") -> WriteSpec:
+        """What writer tasks need to write chunks of data with ``schema`` (validated here)."""
+        incoming = normalize(user_schema(schema))
+        check_names(incoming)
+        state = self.ctx.state
+        target = check_schema_for_write(state, incoming, merge_schema)
+        cfg = self.ctx.config
+        segs = state.segments
+        spec = WriteSpec(store=self.ctx.store, schema=target, segment_ids=tuple(s.id for s in segs),
+                         bounds=tuple(s.lo for s in segs), key=key, timestamp=timestamp,
+                         timestamping=cfg.timestamping, uncapped=cfg.timestamping_uncapped,
+                         compression=cfg.compression, writer_tag=writer_tag)
+        spec.check_input(schema)
+        return spec
+
+    def commit(self, chunks: Sequence[ChunkInfo], *, writer_id: str | None = None, batch_id: Any = None,
+               session: bool = False, schema: pa.Schema | None = None, merge_schema: bool = False,
+               op: str = "append", heartbeat: int | None = None, close: bool = False) -> Ack:
+        """Make ``chunks`` visible in one journal commit; a repeated (writer, batch) is a no-op."""
+        h = self.ctx
+        req = CommitRequest(chunks=list(chunks), writer_id=writer_id, batch_id=batch_id, session=session,
+                            op=op, heartbeat=heartbeat, close=close,
+                            schema=normalize(user_schema(schema)) if schema is not None else None,
+                            merge_schema=merge_schema, now=now_ms(), count_raised=self.count_raised)
+        for _ in range(SEALED_RETRIES):
+            try:
+                entry, _ = h.journal.commit(req, h.state)
+                break
+            except SegmentSealedError:
+                # a scale committed since these chunks were routed: give them to its successors
+                state = h.refresh()
+                active = {g.id for g in state.segments}
+                req.chunks = [r for c in req.chunks
+                              for r in ([c] if c.seg in active else reroute(h.store, c, state.segments))]
+        else:
+            raise CommitConflictError("segments kept changing under this commit; retry it",
+                                      expected=h.state.pos + 1)
+        if entry is None:
+            return self.duplicate_ack(req)
+        h.entry = entry
+        if entry.chunks and self.after_commit is not None:
+            self.after_commit(entry)
+        return Ack.from_entry(entry)
+
+    def duplicate_ack(self, req: CommitRequest) -> Ack:
+        """The answer to a batch that was committed before: the original commit's ack."""
+        pos = req.duplicate_pos
+        h = self.ctx
+        h.refresh()
+        if pos is not None and pos >= 0:
+            original = h.journal.try_entry(pos)
+            if original is not None:
+                return Ack.from_entry(original, duplicate=True)
+        return Ack(pos=-1 if pos is None else pos, rows=0, tick=h.state.tick, duplicate=True,
+                   writer_id=req.writer_id, batch_id=req.batch_id)
+
+    def count_raised(self, info: ChunkInfo, floor: int) -> int:
+        """How many of a written chunk's records the commit's ``floor`` raises (for the ack).
+
+        The chunk is read as a view with floor 0, whose final ``_tso`` is the raw column as
+        written (raw hybrid timestamps are far above any row index), then floored here.
+        """
+        as_written = Chunk(seg=info.seg, path=info.path, rows=info.rows, bytes=info.bytes, seq=0,
+                           floor=0, lo=info.raw_lo, hi=info.raw_hi)
+        (raw,) = chunks_tsos(self.ctx.store, [as_written])
+        return count_raised(raw, floor)
+
+    def append(self, data: Any, key: str | None = None, timestamp: str | None = None,
+               writer_id: str | None = None, batch_id: Any = None, *, merge_schema: bool = False,
+               session: bool = False) -> Ack:
+        """Append records in one atomic commit and return the S2-style :class:`Ack`.
+
+        The public :meth:`~pyspark_tstream.api.stream.Stream.append` documents the arguments.
+        """
+        table = to_table(data)
+        state = self.ctx.refresh()
+        if writer_id is not None and batch_id is not None:
+            w = state.writers.get(writer_id)
+            if w is not None and w.find(batch_id) is not None:
+                req = CommitRequest(writer_id=writer_id, batch_id=batch_id)
+                req.duplicate_pos = w.find(batch_id)
+                return self.duplicate_ack(req)
+        spec = self.write_spec(table.schema, key=key, timestamp=timestamp, merge_schema=merge_schema)
+        chunks = write_batches(spec, [table], ordered=True) if table.num_rows else []
+        if not chunks and writer_id is None:
+            return Ack(pos=state.pos, rows=0, tick=state.tick)
+        return self.commit(chunks, writer_id=writer_id, batch_id=batch_id, session=session,
+                           schema=table.schema, merge_schema=merge_schema)
+
+    def heartbeat(self, writer_id: str, tso: int | None = None) -> Ack:
+        """A data-less tick record: ``writer_id`` is live and will not commit below ``tso``."""
+        return self.commit([], writer_id=writer_id, session=True, op="tick",
+                           heartbeat=pack(now_ms()) if tso is None else tso)
+
+    def tick(self) -> None:
+        """A data-less commit that lets the journal drop writers whose lease expired."""
+        self.commit([], op="tick")
+
+    def writer(self, writer_id: str) -> Producer:
+        """A producer session: holds the tick (until closed or its lease expires)."""
+        return Producer(self, writer_id)
+
+
+class Producer:
+    """A writer session (Milvus proxy / S2 producer): while live, the tick waits for it.
+
+    Use as a context manager; ``close`` ends the session so the tick stops waiting at once
+    (otherwise it waits until ``writerLeaseMs`` passes without a commit or heartbeat).
+    """
+
+    def __init__(self, appender: Appender, writer_id: str) -> None:
+        self.appender = appender
+        self.writer_id = writer_id
+
+    def append(self, data: Any, key: str | None = None, timestamp: str | None = None,
+               batch_id: Any = None, *, merge_schema: bool = False) -> Ack:
+        """``Stream.append`` as this session's writer: it holds the tick until ``close``."""
+        return self.appender.append(data, key=key, timestamp=timestamp, writer_id=self.writer_id,
+                                    batch_id=batch_id, merge_schema=merge_schema, session=True)
+
+    def heartbeat(self, tso: int | None = None) -> Ack:
+        """A data-less tick record: this writer is live and will not commit below ``tso`` (default: now)."""
+        return self.appender.heartbeat(self.writer_id, tso)
+
+    def close(self) -> None:
+        """End the session: the tick stops waiting for this writer at once."""
+        self.appender.commit([], writer_id=self.writer_id, op="tick", close=True)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,143 @@
+"""Stream configuration: fixed when a stream is created, stored in its journal state.
+
+Names in messages are the public option names (``timestamping``, ``writerLeaseMs``, ...), so an
+error points at what the user typed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from .. import keys as K
+from ..errors import ConfigError
+
+TIMESTAMPING_MODES = ("client-prefer", "client-require", "arrival")
+COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "none")
+#: Chunks of a truncation stay this long for readers that planned before it.
+GC_GRACE_MS = 10 * 60_000
+#: Unreferenced data files younger than this may belong to a commit still in flight.
+ORPHAN_GRACE_MS = 6 * 3_600_000
+
+#: Python-API name → public (Spark option) name, for messages. The option names and their
+#: defaults are defined once, in :mod:`pyspark_tstream.keys`.
+PUBLIC_NAMES = {name: key for key, name in K.STREAM_CONFIG_FIELDS.items()}
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """Settings fixed at stream creation.
+
+    Parameters
+    ----------
+    segments : int
+        Initial number of segments (key ranges split evenly).
+    timestamping : str
+        ``client-prefer`` (client column if given and non-null, else arrival time),
+        ``client-require`` (a null or missing client time is an error) or ``arrival``.
+    timestamping_uncapped : bool
+        Keep client times later than arrival (by default they are capped at arrival time).
+    writers : tuple of str
+        Declared writers: the timetick waits for each one's first commit or heartbeat.
+    writer_lease_ms : int
+        A live writer silent for longer than this is dropped from the timetick (by a journal
+        record written by the next committer).
+    retention, scaling : str or None
+        Retention and auto-scaling policies (see README).
+    compression : str
+        Parquet codec of data chunks.
+    compaction : str
+        Compaction of small chunks into macro-chunks: ``target=128MB,min=16`` (the default)
+        or ``off`` (see python/compaction.py and README).
+    """
+
+    segments: int = K.SEGMENTS_DEFAULT
+    timestamping: str = K.TIMESTAMPING_DEFAULT
+    timestamping_uncapped: bool = K.TIMESTAMPING_UNCAPPED_DEFAULT
+    writers: tuple[str, ...] = K.WRITERS_DEFAULT
+    writer_lease_ms: int = K.WRITER_LEASE_MS_DEFAULT
+    retention: str | None = None
+    scaling: str | None = None
+    compression: str = K.COMPRESSION_DEFAULT
+    compaction: str = K.COMPACTION_DEFAULT
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.segments, int) or isinstance(self.segments, bool) or not 1 <= self.segments <= 4096:
+            raise ConfigError(f"segments={self.segments!r} must be an integer from 1 to 4096",
+                              option="segments", value=self.segments)
+        if self.timestamping not in TIMESTAMPING_MODES:
+            raise ConfigError(
+                f"timestamping={self.timestamping!r} is not a mode; use one of {', '.join(TIMESTAMPING_MODES)}",
+                option="timestamping", value=self.timestamping)
+        if not isinstance(self.timestamping_uncapped, bool):
+            raise ConfigError(f"timestampingUncapped={self.timestamping_uncapped!r} must be true or false",
+                              option="timestampingUncapped", value=self.timestamping_uncapped)
+        if not isinstance(self.writer_lease_ms, int) or self.writer_lease_ms < 1:
+            raise ConfigError(f"writerLeaseMs={self.writer_lease_ms!r} must be a positive integer (ms)",
+                              option="writerLeaseMs", value=self.writer_lease_ms)
+        if self.compression not in COMPRESSIONS:
+            raise ConfigError(f"compression={self.compression!r} is not one of {', '.join(COMPRESSIONS)}",
+                              option="compression", value=self.compression)
+        # parse the policies now so a bad one fails at creation, naming the option
+        from ..epochs.scaling import ScalingPolicy
+        from ..maintain.retention import RetentionPolicy
+
+        ScalingPolicy.parse(self.scaling)
+        RetentionPolicy.parse(self.retention)
+        from ..compaction.compact import CompactionPolicy
+
+        if not isinstance(self.compaction, str):
+            raise ConfigError(f"compaction={self.compaction!r} must be text like target=128MB,min=16 or off",
+                              option="compaction", value=self.compaction)
+        CompactionPolicy.parse(self.compaction)
+        writers = tuple(self.writers)
+        bad = [w for w in writers if not isinstance(w, str) or not w.strip()]
+        if bad:
+            raise ConfigError(f"writers={list(writers)!r} must be non-empty writer ids", option="writers",
+                              value=list(writers))
+        object.__setattr__(self, "writers", tuple(w.strip() for w in writers))
+
+    @classmethod
+    def from_kwargs(cls, values: Mapping[str, Any]) -> StreamConfig:
+        """Build from Python-API keyword names; unknown names are an error listing valid ones."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown stream config {unknown}; valid: {', '.join(sorted(known))}",
+                option=unknown[0], value=values[unknown[0]])
+        vals = dict(values)
+        if isinstance(vals.get("writers"), str):
+            vals["writers"] = tuple(w for w in vals["writers"].split(",") if w.strip())
+        if vals.get("writers") is not None:
+            vals["writers"] = tuple(vals["writers"])
+        return cls(**{k: v for k, v in vals.items() if v is not None or k in ("retention", "scaling")})
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["writers"] = list(self.writers)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StreamConfig:
+        known = {f.name for f in fields(cls)}
+        vals = {k: v for k, v in d.items() if k in known}
+        vals["writers"] = tuple(vals.get("writers", ()))
+        return cls(**vals)
+
+    def check_agrees(self, given: Mapping[str, Any], keys: Iterable[str]) -> None:
+        """Fail if a write's explicitly given config disagrees with this (existing) stream's."""
+        wanted = StreamConfig.from_kwargs({k: given[k] for k in keys if k in given})
+        diffs = []
+        for k in keys:
+            if k not in given:
+                continue
+            mine, theirs = getattr(self, k), getattr(wanted, k)
+            if mine != theirs:
+                diffs.append(f"{PUBLIC_NAMES.get(k, k)}={theirs!r} (the stream has {mine!r})")
+        if diffs:
+            raise ConfigError(
+                "stream config given for an existing stream disagrees with it: " + "; ".join(diffs)
+                + ". Drop these options or write to a new stream.",
+                option=PUBLIC_NAMES.get(next(iter(keys)), None))

@@ -1,0 +1,42 @@
+"""The ``info`` snapshot of a stream: tick, epochs, segments, writers, sizes, for humans and tools.
+
+One job: describe a state as plain JSON-able data (a pure function of the state; no store calls).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from ..epochs.routing import fraction
+from ..journal.state import StreamState
+from ..read.compacted import compacted_upto
+from ..timestamps import iso, physical, tso_id
+
+
+def describe(url: str, s: StreamState, schema: pa.Schema | None) -> dict[str, Any]:
+    """Tick, epochs, segments, writers, first/last ids and sizes of the stream at ``url`` in ``s``."""
+    return {
+        "url": url, "position": s.pos, "epoch": s.epoch,
+        "tick": s.tick, "tick_id": tso_id(s.tick), "tick_time": iso(physical(s.tick)) if s.tick else None,
+        "first_id": tso_id(s.first_tso) if s.first_tso else None,
+        "last_id": tso_id(s.max_tso) if s.max_tso else None,
+        "first_time": iso(physical(s.first_tso)) if s.first_tso else None,
+        "last_time": iso(physical(s.max_tso)) if s.max_tso else None,
+        "rows": s.rows, "bytes": s.bytes, "chunks": s.chunks,
+        "segments": [
+            {"id": g.id, "epoch": g.epoch, "number": g.number, "key_range": [fraction(g.lo), fraction(g.hi)],
+             "rows": g.rows, "bytes": g.bytes, "chunks": g.chunks, "first_seq": g.first_seq,
+             "next_seq": g.next_seq, "last_id": tso_id(g.last_tso) if g.last_tso else None,
+             "compacted_seq": compacted_upto(s, g.id)}
+            for g in s.segments],
+        "writers": {
+            wid: {"live": w.live, "last_id": tso_id(w.tso) if w.tso else None,
+                  "last_commit": iso(w.wall) if w.wall else None, "commits": w.commits, "rows": w.rows}
+            for wid, w in s.writers.items()},
+        "sealed_segments": s.sealed,
+        "schema": [f"{f.name} {f.type}" for f in schema] if schema is not None else None,
+        "config": dict(s.config),
+        "created": iso(s.created),
+    }

@@ -1,0 +1,155 @@
+"""Dropping old records: stream cuts, truncation, retention and garbage collection of files.
+
+One job: move the stream's head forward and reclaim what lies behind it. Truncation is one
+journal commit (O(segments) store calls) and never passes the tick; records become unreadable
+at once, their files go at a later :meth:`Truncation.vacuum` once ``GC_GRACE_MS`` passed (readers
+that planned before the truncation may still be reading them). Only ``vacuum(orphans=True)``
+lists folders.
+"""
+
+from __future__ import annotations
+
+from ..compaction.gc import collect_replaced, gc_position
+from ..journal.entries import Entry
+from ..journal.state import StreamState
+from ..journal.timeindex import COL_MAX_TSO
+from ..maintain.retention import (
+    RetentionPolicy,
+    TruncateRequest,
+    collect_garbage,
+    first_seq_after,
+    gc_target,
+    orphan_files,
+    retention_bound,
+)
+from ..maps.grouplog import group_positions
+from ..read.reading import read_tsos
+from ..timestamps import TimeLike, now_ms, pack, to_ms
+from .config import GC_GRACE_MS, ORPHAN_GRACE_MS
+from .context import StreamContext
+from .read import Reader
+
+
+class Truncation:
+    """Cuts, truncation, retention and GC through a context; ``reader`` plans the chunks a cut
+    crosses and finds the tail a ``maxlen`` keeps."""
+
+    def __init__(self, ctx: StreamContext, reader: Reader) -> None:
+        self.ctx = ctx
+        self.reader = reader
+
+    def cut_at(self, when: TimeLike) -> dict[int, int]:
+        """Stream cut at ``when``: per active segment, the first ``_seq`` at or after that time."""
+        h = self.ctx
+        state = h.refresh()
+        bound = min(pack(to_ms(when, option="when")) - 1, state.tick)
+        return first_seq_after(h.store, h.journal, state, bound)
+
+    def truncate(self, before: TimeLike | dict[int, int], *, reason: str = "manual") -> StreamState:
+        """Drop records before ``before`` (a time, or a stream cut {segment: seq}).
+
+        The public :meth:`~pyspark_tstream.api.stream.Stream.truncate` documents the arguments.
+        """
+        state = self.ctx.refresh()
+        if isinstance(before, dict):
+            bound = self._cut_bound(state, {int(k): int(v) for k, v in before.items()})
+        else:
+            bound = pack(to_ms(before, option="before")) - 1
+        return self.truncate_to(bound, reason)
+
+    def truncate_to(self, bound: int, reason: str) -> StreamState:
+        """Move the head to the ``_tso`` bound (clamped to the tick); O(segments) store calls."""
+        h = self.ctx
+        state = h.refresh()
+        bound = min(bound, state.tick)
+        if bound <= state.head_tso:
+            return state
+        cut = first_seq_after(h.store, h.journal, state, bound)
+        head_pos = h.journal.search(state, COL_MAX_TSO, bound)
+        h.commit_op(TruncateRequest(bound, cut, head_pos, now_ms(), reason))
+        return h.state
+
+    def cut_bound(self, cut: dict[int, int]) -> int:
+        """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment."""
+        return self._cut_bound(self.ctx.refresh(), cut)
+
+    def _cut_bound(self, state: StreamState, cut: dict[int, int]) -> int:
+        """:meth:`cut_bound` on ``state``.
+
+        Under writer lanes a record after the cut may be older than the one at it, so every
+        chunk reaching past the cut counts: its first record past the cut is its oldest there.
+        """
+        bound = state.tick
+        cutting = []
+        for c in self.reader.plan(state.head_tso, state.tick):
+            if c.seg not in cut or c.seq + c.rows <= cut[c.seg]:
+                continue
+            if c.seq >= cut[c.seg]:
+                bound = min(bound, c.lo - 1)  # every record of it lies past the cut
+            else:
+                cutting.append(c)
+        for c, tso in read_tsos(self.ctx.store, cutting):
+            # the cut's record and (in a view of merged lanes) any later one may be the smallest
+            bound = min(bound, int(tso[cut[c.seg] - c.seq:].min()) - 1)
+        return bound
+
+    def trim(self, *, maxlen: int | None = None, max_age: str | None = None, max_bytes: int | None = None,
+             gc_grace_ms: int = GC_GRACE_MS) -> StreamState:
+        """Apply the stream's ``retention`` policy (or the limits given), then collect garbage.
+
+        The public :meth:`~pyspark_tstream.api.stream.Stream.trim` documents the arguments.
+        """
+        h = self.ctx
+        state = h.refresh()
+        policy = RetentionPolicy.parse(state.config.get("retention")) or RetentionPolicy()
+        if maxlen is not None or max_age is not None or max_bytes is not None:
+            policy = RetentionPolicy(
+                age_ms=to_ms("-" + max_age, option="max_age", now=0) * -1 if max_age else policy.age_ms,
+                size=max_bytes if max_bytes is not None else policy.size,
+                count=maxlen if maxlen is not None else policy.count, groups=policy.groups)
+        tail = self.reader.seek_tail(policy.count) if policy.count is not None else None
+        floor = self._group_floor() if policy.groups else None
+        bound = retention_bound(h.journal, state, policy, now_ms(), floor, tail)
+        if bound > state.head_tso:
+            self.truncate_to(bound, "retention")
+        self.vacuum(grace_ms=gc_grace_ms)
+        return h.state
+
+    def _group_floor(self) -> int | None:
+        """The oldest position a consumer group still needs (None without groups)."""
+        positions = group_positions(self.ctx.store)
+        return min(positions.values()) if positions else None
+
+    def vacuum(self, grace_ms: int = GC_GRACE_MS, *, orphans: bool = False,
+               orphan_grace_ms: int = ORPHAN_GRACE_MS) -> dict[str, int]:
+        """Delete files and metadata of records truncated at least ``grace_ms`` ago.
+
+        The public :meth:`~pyspark_tstream.api.stream.Stream.vacuum` documents the arguments.
+        """
+        h = self.ctx
+        store, journal = h.store, h.journal
+        state = h.refresh()
+        upto = gc_target(state, now_ms(), grace_ms)
+        counts = collect_garbage(store, journal, state, upto)
+        replaced, compact_gc = collect_replaced(store, journal, state,
+                                                gc_position(journal, state, now_ms(), grace_ms))
+        counts["replaced"] = replaced
+        if orphans:
+            found = orphan_files(store, journal, h.refresh(), now_ms(), orphan_grace_ms)
+            store.delete(found)
+            counts = {**counts, "orphans": len(found)}
+        old_compact_gc = int((state.compaction or {}).get("gc", 0))
+        if upto > state.gc_pos or state.meta_gc_pos < state.gc_pos or compact_gc > old_compact_gc:
+            old_gc = state.gc_pos
+
+            def mark(st: StreamState, pos: int) -> Entry | None:
+                done = int((st.compaction or {}).get("gc", 0))
+                if st.gc_pos >= upto and st.meta_gc_pos >= old_gc and done >= compact_gc:
+                    return None
+                st.gc_pos = max(st.gc_pos, upto)
+                st.meta_gc_pos = max(st.meta_gc_pos, old_gc)
+                if compact_gc > done:
+                    st.compaction = {**st.compaction, "gc": compact_gc}
+                return Entry(pos=pos, op="gc", wall=now_ms(), state=st, info=counts)
+            h.commit_op(mark)
+        return counts

@@ -1,0 +1,248 @@
+"""Deleting what compactions made obsolete: replaced files, truncated macro-chunks, orphan manifests.
+
+Every compaction writes, next to its macro-chunk, a manifest naming the files it replaces
+(``_tstream/compact/<id>.json``). Replaced files are deleted only from manifests of compactions
+committed longer ago than the grace period (:func:`collect_replaced`), so readers that planned
+before keep reading them; deleting twice is harmless, so a crash only repeats work. Manifests
+that no committed or adopted compaction names (a compactor killed before publishing) are
+removed by orphan cleanup (:func:`orphan_manifests`) once older than the grace.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..journal.entries import META
+from ..journal.journal import Journal
+from ..journal.state import StreamState
+from ..journal.timeindex import COL_WALL
+from ..maps.macromap import ROOT as MACRO_ROOT
+from ..maps.macromap import MacroMap
+from ..store.storage import Store
+
+log = logging.getLogger("pyspark_tstream")
+
+MANIFESTS = f"{META}/compact"
+
+
+def manifest_path(macro_path: str) -> str:
+    """The manifest of the compaction that wrote macro-chunk ``macro_path``."""
+    return f"{MANIFESTS}/{macro_path.rsplit('/', 1)[-1].removesuffix('.parquet')}.json"
+
+
+def manifest_bytes(seg: int, macro: str, first: int, end: int, replaced: Sequence[str]) -> bytes:
+    """A manifest: macro-chunk ``macro`` holds ``_seq`` ``[first, end)`` of segment ``seg``, and
+    the files ``replaced`` go once its compaction is older than the grace period."""
+    return json.dumps({"seg": seg, "macro": macro, "from": first, "to": end, "replaced": list(replaced)},
+                      separators=(",", ":")).encode()
+
+
+def holds_its_records(store: Store, part: dict[str, Any]) -> bool:
+    """Whether a committed part's macro-chunk is there and readable with the rows its compaction
+    recorded. Only then may the files it replaced go: otherwise they may be the only copy."""
+    from ..read.reading import footer_rows  # a footer read, only where a manifest is rebuilt
+
+    try:
+        rel = part["macro"]
+        return footer_rows(store, rel, store.size(rel)) >= int(part.get("rows", 0))
+    except Exception:  # noqa: BLE001 - missing or any decode failure: not readable
+        return False
+
+
+def manifest_replaced(raw: bytes | None, macro: str) -> list[str] | None:
+    """The files a manifest names for deletion, or None when it is missing, does not decode,
+    names another macro-chunk or lists anything but data files (vacuum deletes what it lists:
+    a damaged one must never make it delete metadata)."""
+    try:
+        doc = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    replaced = doc.get("replaced") if isinstance(doc, dict) and doc.get("macro") == macro else None
+    if not isinstance(replaced, list) or not all(
+            isinstance(r, str) and r.startswith("data/") and r.endswith(".parquet") and ".." not in r
+            for r in replaced):
+        return None
+    return replaced
+
+
+@dataclass(frozen=True)
+class CommittedPart:
+    """A macro-chunk a compaction committed: segment, ``_seq`` range, file, size, merge level."""
+
+    seg: int
+    first: int
+    end: int
+    path: str
+    bytes: int
+    level: int
+
+
+@dataclass
+class CompactionParts:
+    """The macro-chunks the journal's compactions committed, walked in commit order."""
+
+    #: per segment, the parts still in use (none of them replaced by a later one)
+    live: dict[int, list[CommittedPart]]
+    #: macro-chunk -> its part, and the earlier parts it replaced (merged macro-chunks)
+    parts: dict[str, CommittedPart]
+    merged: dict[str, list[CommittedPart]]
+
+
+def committed_parts(deltas: Sequence[Any]) -> CompactionParts:
+    """The compaction parts of the journal ``deltas`` (commit order).
+
+    Each committed part replaces the earlier parts its ``_seq`` range overlaps (a merge of
+    macro-chunks) and is a level above them. A part committed twice (adopted) keeps its level.
+    """
+    out = CompactionParts({}, {}, {})
+    for d in deltas:
+        if d.op != "compact":
+            continue
+        for p in d.info.get("parts", []):
+            seg, a, b = int(p["seg"]), int(p["from"]), int(p["to"])
+            have = out.live.setdefault(seg, [])
+            inside = [q for q in have if q.first < b and a < q.end]
+            same = next((q for q in inside if q.path == p["macro"]), None)
+            level = same.level if same else max((q.level for q in inside), default=0) + 1
+            part = CommittedPart(seg, a, b, p["macro"], int(p.get("bytes", 0)), level)
+            out.parts[part.path] = part
+            out.merged[part.path] = [q for q in inside if q.path != part.path]
+            out.live[seg] = [q for q in have if q not in inside] + [part]
+    return out
+
+
+def replaced_by(deltas: Sequence[Any], macros: set[str]) -> dict[str, list[str]]:
+    """What the manifest of each macro-chunk in ``macros`` named, from the journal ``deltas``
+    (commit order, from the head on): the earlier macro-chunks its compaction merged, and the
+    data chunks of its ``_seq`` range none of those holds, by ``_seq``. For a manifest that is lost."""
+    chunks: dict[int, list[tuple[int, str]]] = {}
+    for d in deltas:
+        for c in d.chunks:  # a compaction commits no data chunk
+            chunks.setdefault(c.seg, []).append((c.seq, c.path))
+    for cs in chunks.values():
+        cs.sort()
+    walk = committed_parts(deltas)
+    out: dict[str, list[str]] = {}
+    for path in macros & set(walk.parts):
+        part, merged = walk.parts[path], walk.merged[path]
+        cs = chunks.get(part.seg, [])
+        held = cs[bisect.bisect_left(cs, (part.first, "")):bisect.bisect_left(cs, (part.end, ""))]
+        smalls = [(seq, rel) for seq, rel in held if not any(q.first <= seq < q.end for q in merged)]
+        out[path] = [rel for _, rel in sorted(smalls + [(q.first, q.path) for q in merged])]
+    return out
+
+
+def discard_unpublished(store: Store, paths: Sequence[str]) -> None:
+    """Delete files this compaction wrote and never published (best effort)."""
+    try:
+        store.delete(list(paths) + [manifest_path(p) for p in paths])
+    except OSError as e:
+        log.warning("tstream: could not delete unpublished macro-chunks %s (%s); orphan cleanup "
+                    "(`tstream vacuum --orphans`) removes them", list(paths), e)
+
+
+
+
+def gc_position(journal: Journal, state: StreamState, now: int, grace_ms: int) -> int:
+    """First journal position newer than ``grace_ms``: compactions below it are old enough."""
+    probe = StreamState.from_json({**state.to_json(), "head_pos": state.gc_pos})
+    try:
+        return journal.search(probe, COL_WALL, now - grace_ms)
+    except Exception:  # index nodes below the head already collected: nothing older is known
+        return state.gc_pos
+
+
+def collect_replaced(store: Store, journal: Journal, state: StreamState, upto: int) -> tuple[int, int]:
+    """Delete files replaced by compactions at positions below ``upto``: ``(files, new gc pos)``.
+
+    Reads the deltas from the last run (one batched read per ``FANOUT`` positions) and one
+    manifest per compaction part; deleting twice is harmless, so a crash only repeats work.
+    The caller commits the returned position (``state.compaction["gc"]``).
+    """
+    first = max(int((state.compaction or {}).get("gc", 0)), state.gc_pos)
+    upto = min(upto, state.pos + 1)
+    if upto <= first:
+        return 0, first
+    parts = [(d.pos, p) for d in journal.deltas(state, first, upto - 1, truncated=True)
+             if d.op == "compact" for p in d.info.get("parts", []) if p.get("manifest")]
+    lists: dict[str, list[str] | None] = {}
+    for _, p in parts:
+        try:
+            raw: bytes | None = store.read(p["manifest"])
+        except FileNotFoundError:
+            raw = None
+        lists[p["macro"]] = manifest_replaced(raw, p["macro"])  # None: missing or unreadable
+    missing = [p for pos, p in parts if lists[p["macro"]] is None and pos >= state.head_pos]
+    lists.update(_unlisted(store, journal, state, missing))  # before any deletes: it checks files
+    files = 0
+    for _, p in parts:
+        replaced = lists[p["macro"]] or []
+        store.delete(replaced)
+        files += len(replaced)
+    store.delete([p["manifest"] for _, p in parts])
+    return files, upto
+
+
+def _unlisted(store: Store, journal: Journal, state: StreamState, parts: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """What each compaction in ``parts``, whose manifest is missing or unreadable, replaced, as
+    the journal tells it (:func:`replaced_by`; reads the deltas from the head on, so only then).
+
+    A manifest is missing when an earlier run deleted it and crashed before committing its
+    position (the files are gone: deleting again is harmless) or when it was lost. Nothing is
+    named for a macro-chunk that is gone or unreadable itself (:func:`holds_its_records`): what
+    it replaced may be all that holds its records (``tstream fsck`` reports it). Compactions below the head merged only truncated
+    records, whose files truncation's garbage collection deletes.
+    """
+    if not parts:
+        return {}
+    named = replaced_by(journal.deltas(state, state.head_pos, state.pos), {p["macro"] for p in parts})
+    out = {}
+    for p in parts:
+        replaced = named.get(p["macro"], [])
+        if replaced and holds_its_records(store, p):
+            log.warning("tstream: compaction manifest %s is missing or unreadable (lost, or deleted by a vacuum "
+                        "that stopped before recording its progress); deleting the %d file(s) the journal says its "
+                        "compaction replaced", store.uri(p["manifest"]), len(replaced))
+            out[p["macro"]] = replaced
+    return out
+
+
+def macros_created(deltas: Sequence[Any]) -> list[str]:
+    """Macro-chunks (and their manifests) made by the compactions among ``deltas``."""
+    return [x for d in deltas if d.op == "compact" for p in d.info.get("parts", []) if p.get("macro")
+            for x in (p["macro"], p["manifest"])]
+
+
+def live_macros(store: Store, seg_number: int) -> set[str]:
+    """Every macro-chunk the map lists for a segment (lists its buckets: orphan cleanup only)."""
+    mm = MacroMap(store)
+    out: set[str] = set()
+    for name in store.list(f"{MACRO_ROOT}/{seg_number}"):
+        if name.isdigit():
+            out.update(m.path for m in mm.latest(seg_number, int(name)).macros)
+    return out
+
+
+def orphan_manifests(store: Store, uncollected: Sequence[Any], live: set[str], now: int, grace_ms: int) -> list[str]:
+    """Manifests no compaction still needs, older than ``grace_ms`` (orphan cleanup lists them).
+
+    A manifest is needed while its compaction's commit is not yet collected (``uncollected``:
+    the journal deltas from the replaced-files GC position on; the manifest names the files to
+    delete) or while its macro-chunk is in the map (``live``: a published, uncommitted
+    compaction is adopted with its manifest). What is left was written by a compactor that died
+    before publishing: its macro-chunk is an orphan data file, and this its orphan manifest.
+    """
+    named = {p["manifest"] for d in uncollected if d.op == "compact"
+             for p in d.info.get("parts", []) if p.get("manifest")}
+    named |= {manifest_path(m) for m in live}
+    out = []
+    for name in store.list(MANIFESTS):
+        rel = f"{MANIFESTS}/{name}"
+        if name.endswith(".json") and rel not in named and now - store.modified_ms(rel) >= grace_ms:
+            out.append(rel)
+    return out

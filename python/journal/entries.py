@@ -1,0 +1,272 @@
+"""Journal entries on the store: their format, their paths, and reading them back.
+
+One job: entry I/O. An entry is one immutable JSON object per journal position
+(``_tstream/journal/<pos // 100000:06d>/<pos:012d>.json``) holding what its commit did (a
+:class:`Chunk` list and info) and the whole :class:`~pyspark_tstream.journal.state.StreamState` after
+it; ``head.json`` copies the newest one. Readers treat the head (and the ``anchor`` that names
+the oldest entry garbage collection kept) as hints: a stale or lost hint costs probes or an
+O(log n) search, never a wrong answer. Entries carry a format version; newer ones are refused
+(:func:`check_version`). Committing entries is :mod:`~pyspark_tstream.journal.journal`'s job.
+
+Costs (store calls): the newest entry 2 (head + one probe past it), a poll with nothing new 1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CorruptMetadataError, corrupt, error, newer_format
+from ..store.storage import Store
+from ..store.versions import newest_present, numbered_path, probe_past
+from .shapes import check_delta, check_entry
+from .state import StreamState
+
+META = "_tstream"
+HEAD = f"{META}/head.json"
+ANCHOR = f"{META}/anchor.json"
+#: On-store format written by this version; older versions are read, newer ones refused.
+#: 1: first release (one floor chain per segment). 2: writer lanes (per-writer ``lanes`` in the
+#: state; chunks of a segment may overlap in time) and the chunk trailing fields ``offset``,
+#: ``sorted`` and ``marks``. Version 1 streams read and append unchanged.
+FORMAT_VERSION = 2
+
+logger = logging.getLogger(__name__)
+
+
+def entry_path(pos: int) -> str:
+    """Where the entry at journal position ``pos`` lives."""
+    return numbered_path(f"{META}/journal", pos)
+
+
+def check_version(v: Any, path: str) -> None:
+    """Refuse metadata written by a newer tstream (it may mean something this one cannot read)."""
+    if isinstance(v, int) and v > FORMAT_VERSION:
+        raise newer_format(path, v, FORMAT_VERSION)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A committed data chunk, or a view of part of one: where it is, how its records are
+    numbered and timed.
+
+    Trailing optional fields (format v2; v1 lists decode with the defaults): ``offset`` is the
+    row inside the Parquet file where this chunk's records start (views into macro-chunks);
+    ``sorted`` says final ``_tso`` strictly increases along the rows (else ``lo``/``hi`` are the
+    min/max); ``marks`` is the final ``_tso`` of rows ``0, step, 2*step, …`` with
+    ``step = timestamps.mark_step(rows)``, so a planner can cut inside the chunk without reading
+    it (empty when unknown). Serialized only when not default; ``marks`` as differences from the
+    previous mark (from ``lo`` for the first).
+    """
+
+    seg: int
+    path: str
+    rows: int
+    bytes: int
+    seq: int  # _seq of the first record
+    floor: int  # tso_i = max(raw_i, floor + i)
+    lo: int  # first _tso
+    hi: int  # last _tso
+    offset: int = 0
+    sorted: bool = True
+    marks: tuple[int, ...] = ()
+
+    def to_json(self) -> list[Any]:
+        out: list[Any] = [self.seg, self.path, self.rows, self.bytes, self.seq, self.floor, self.lo, self.hi]
+        deltas = [m - p for m, p in zip(self.marks, (self.lo,) + self.marks[:-1])]
+        tail: list[Any] = [self.offset, self.sorted, deltas]
+        defaults: list[Any] = [0, True, []]
+        while tail and tail[-1] == defaults[len(tail) - 1]:
+            tail.pop()
+        return out + tail
+
+    @classmethod
+    def from_json(cls, v: list[Any]) -> Chunk:
+        marks: list[int] = []
+        m = v[6]
+        for d in (v[10] if len(v) > 10 else ()):
+            m += d
+            marks.append(m)
+        return cls(*v[:8], offset=v[8] if len(v) > 8 else 0, sorted=v[9] if len(v) > 9 else True,
+                   marks=tuple(marks))
+
+
+@dataclass
+class Entry:
+    """One journal entry: what the commit did, and the state after it."""
+
+    pos: int
+    op: str
+    wall: int
+    state: StreamState
+    nonce: str = field(default_factory=lambda: uuid.uuid4().hex)
+    writer: str | None = None
+    batch: Any = None
+    chunks: list[Chunk] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def delta_json(self) -> dict[str, Any]:
+        return _delta(self.pos, self.op, self.wall, self.nonce, [c.to_json() for c in self.chunks],
+                      self.writer, self.batch, self.info)
+
+    def encode(self) -> bytes:
+        d = self.delta_json()
+        d["v"] = FORMAT_VERSION
+        d["state"] = self.state.to_json()
+        return json.dumps(d, separators=(",", ":")).encode()
+
+    @staticmethod
+    def decode_delta(data: bytes, *, path: str) -> dict[str, Any]:
+        """:meth:`delta_json` of the entry in ``data``, its state neither checked nor built (an
+        index flush copies what entries did, and decoding their states was half a commit's
+        CPU); CorruptMetadataError (naming ``path``) if the delta is not one."""
+        try:
+            d = json.loads(data)
+            check_delta(d)
+            check_version(d.get("v"), path)
+            chunks = [Chunk.from_json(c).to_json() for c in d["chunks"]]
+            return _delta(d["pos"], d["op"], d["wall"], d["nonce"], chunks, d.get("writer"), d.get("batch"),
+                          d.get("info", {}))
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+            raise corrupt("journal entry", path, e) from e
+
+    @classmethod
+    def decode(cls, data: bytes, *, path: str) -> Entry:
+        """The entry in ``data``; CorruptMetadataError (naming ``path``) if it is not one."""
+        try:
+            d = json.loads(data)
+            check_entry(d)
+            check_version(d.get("v"), path)
+            return cls(pos=d["pos"], op=d["op"], wall=d["wall"], nonce=d["nonce"],
+                       writer=d.get("writer"), batch=d.get("batch"),
+                       chunks=[Chunk.from_json(c) for c in d["chunks"]], info=d.get("info", {}),
+                       state=StreamState.from_json(d["state"]))
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+            raise corrupt("journal entry", path, e) from e
+
+
+def _delta(pos: int, op: str, wall: int, nonce: str, chunks: list[list[Any]], writer: str | None, batch: Any,
+           info: dict[str, Any]) -> dict[str, Any]:
+    """What an entry did, as stored (in entries and in level-1 index nodes, byte for byte)."""
+    d: dict[str, Any] = {"pos": pos, "op": op, "wall": wall, "nonce": nonce, "chunks": chunks}
+    if writer is not None:
+        d["writer"] = writer
+        d["batch"] = batch
+    if info:
+        d["info"] = info
+    return d
+
+
+class EntryLog:
+    """Reads the journal entries of one stream (never writes them)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _decode(self, data: bytes, rel: str) -> Entry:
+        return Entry.decode(data, path=self.store.uri(rel))
+
+    def read_entries(self, positions: Sequence[int]) -> list[Entry]:
+        """The entries at ``positions``, in that order: one batched read."""
+        rels = [entry_path(p) for p in positions]
+        return [self._decode(data, rel) for rel, data in zip(rels, self.store.read_many(rels))] if rels else []
+
+    def read_deltas(self, positions: Sequence[int]) -> list[dict[str, Any]]:
+        """:meth:`Entry.delta_json` of the entries at ``positions``, in that order: one batched
+        read, states not decoded."""
+        rels = [entry_path(p) for p in positions]
+        return [Entry.decode_delta(data, path=self.store.uri(rel))
+                for rel, data in zip(rels, self.store.read_many(rels))] if rels else []
+
+    def read_entry(self, pos: int) -> Entry:
+        """The entry at ``pos`` (FileNotFoundError if it is absent)."""
+        rel = entry_path(pos)
+        return self._decode(self.store.read(rel), rel)
+
+    def try_entry(self, pos: int) -> Entry | None:
+        """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new."""
+        rel = entry_path(pos)
+        try:
+            data = self.store.read(rel)
+        except FileNotFoundError:
+            return None
+        return self._decode(data, rel)
+
+    def head(self, known: Entry | None = None) -> Entry:
+        """The newest entry: read the head hint, then probe past it (a stale hint is fine).
+
+        ``known`` is an entry the caller already has; probing starts from the newer of the two.
+        Hints are hints: a missing or unreadable head (or anchor) costs a search over journal
+        positions, O(log n) reads (see :meth:`_search_newest`), and the next commit rewrites it.
+        """
+        entry: Entry | None = None
+        try:
+            entry = self._decode(self.store.read(HEAD), HEAD)
+        except FileNotFoundError:
+            pass
+        except CorruptMetadataError as e:
+            logger.warning("head hint %s is unreadable (%s); finding the newest journal entry by "
+                           "search instead (the next commit rewrites the head)",
+                           self.store.uri(HEAD), e.__cause__)
+        if known is not None and (entry is None or known.pos > entry.pos):
+            entry = known
+        if entry is None:
+            entry = self._search_newest()
+        return probe_past(entry, lambda e: self.try_entry(e.pos + 1))
+
+    def _present(self, pos: int) -> bool:
+        try:
+            self.store.read(entry_path(pos))
+            return True
+        except FileNotFoundError:
+            return False
+
+    def _search_newest(self) -> Entry:
+        """The newest entry without the head hint: exponential then binary search over positions.
+
+        Live entries are contiguous from the lowest one garbage collection kept to the newest,
+        so ``present(p)`` is monotone above the lowest live position: O(log n) reads.
+        """
+        lo = self._lowest_live()
+        if lo is None:
+            raise error("TSTREAM_STREAM_NOT_FOUND", url=self.store.display_url)
+        return self.read_entry(newest_present(self._present, lo))
+
+    def _lowest_live(self) -> int | None:
+        """Where the live journal starts: the anchor, else entry 0 (never collected) when entry
+        1 exists, else the lowest listed entry (only when GC ran and the anchor is lost)."""
+        anchor = self._anchor_pos()
+        if anchor is not None and self._present(anchor):
+            return anchor
+        has_zero = self._present(0)
+        if has_zero and self._present(1):
+            return 0
+        listed = self._lowest_listed()  # GC deleted [1, x) or nothing but entry 0 exists
+        return listed if listed is not None else (0 if has_zero else None)
+
+    def _anchor_pos(self) -> int | None:
+        try:
+            pos = json.loads(self.store.read(ANCHOR))["pos"]
+            if isinstance(pos, int) and not isinstance(pos, bool) and pos >= 0:
+                return pos
+            raise TypeError(f"pos is {pos!r}, not a non-negative integer")
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError) as e:
+            logger.warning("anchor %s is unreadable (%s: %s); searching the journal instead "
+                           "(`tstream repair` rewrites it)", self.store.uri(ANCHOR), type(e).__name__, e)
+            return None
+
+    def _lowest_listed(self) -> int | None:
+        """The lowest entry position above 0 that a listing shows (2 list calls)."""
+        for folder in self.store.list(f"{META}/journal"):
+            positions = sorted(int(n[:-5]) for n in self.store.list(f"{META}/journal/{folder}")
+                               if n.endswith(".json") and n[:-5].isdigit())
+            above = [p for p in positions if p > 0]
+            if above:
+                return above[0]
+        return None

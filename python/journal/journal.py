@@ -1,0 +1,214 @@
+"""The journal: a totally ordered sequence of commits, one immutable object per position.
+
+One job: the commit protocol. :class:`Journal` is an :class:`~pyspark_tstream.journal.entries.EntryLog`
+(entry I/O) with a :class:`~pyspark_tstream.journal.timeindex.TimeIndex`; its own code takes
+positions. Invariants:
+
+* Position ``n`` is taken by exactly one commit, through an atomic create-if-absent of
+  ``_tstream/journal/…/<n>.json``; data files become visible only when an entry names them.
+* Every entry carries the whole :class:`~pyspark_tstream.journal.state.StreamState` after it, and the
+  ``head`` object copies the newest entry. The head is a hint: a stale head only costs a failed
+  conditional create (a committer then reads the entry that beat it) or a probe (a reader).
+* A commit writes only committed facts besides its own entry: full index nodes and pending
+  sealed/epoch records of earlier commits (deterministic bytes, so a lost race rewrites the
+  same content), and its own pending records only after it won its slot.
+
+Costs (store calls): commit 1 read + 1 conditional create + 1 head write (+ 1 node write and 1
+batched read every ``FANOUT`` commits); reads and searches as in :mod:`~pyspark_tstream.journal.entries`
+and :mod:`~pyspark_tstream.journal.timeindex`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Collection
+from typing import Any
+
+from ..errors import CorruptMetadataError, StorageError, error
+from ..store.races import LOST, Lost, until_won
+from ..store.storage import Store
+from .entries import HEAD, Entry, EntryLog, entry_path
+from .state import StreamState
+from .timeindex import Delta, TimeIndex, summary
+
+#: Extra conditional creates that settle an ambiguous journal create (after the store's retries).
+RESOLVE_ATTEMPTS = 3
+
+logger = logging.getLogger(__name__)
+
+NodeReader = Callable[[int, int], dict[str, Any]]
+
+
+class Journal(EntryLog):
+    """Reads, searches and appends the journal entries of one stream."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.index = TimeIndex(self)
+        #: Called with the work state before each conditional create: lazy writes of committed
+        #: facts (sealed-segment shards, epoch records) that then leave the state.
+        self.flushers: list[Callable[[StreamState], None]] = []
+
+    # -- the time index (see timeindex.TimeIndex) ---------------------------------------------
+    def search(self, state: StreamState, col: int, value: int, read_node: NodeReader | None = None) -> int:
+        """First journal position whose summary ``col`` exceeds ``value`` (``state.pos + 1`` if none)."""
+        return self.index.search(state, col, value, read_node)
+
+    def search_any(self, state: StreamState, value: int) -> int:
+        """Like :meth:`search` on max ``_tso``, also below the head (0 if those nodes were collected)."""
+        return self.index.search_any(state, value)
+
+    def read_node(self, level: int, node: int) -> dict[str, Any]:
+        """Index node ``node`` of ``level`` (CorruptMetadataError if it is missing or unreadable)."""
+        return self.index.read_node(level, node)
+
+    def deltas(self, state: StreamState, first: int, last: int, *, truncated: bool = False) -> list[Delta]:
+        """Deltas of positions ``first..last`` (inclusive), from compacted nodes where flushed."""
+        return self.index.deltas(state, first, last, truncated=truncated)
+
+    def node_deltas(self, state: StreamState, node: int, known: Collection[int] = (),
+                    read_node: NodeReader | None = None) -> list[tuple[Delta, int]]:
+        """``(delta, tick after it)`` of the positions of level-1 node ``node``."""
+        return self.index.node_deltas(state, node, known, read_node)
+
+    # -- the commit protocol ------------------------------------------------------------------
+    def create(self, entry: Entry) -> Entry:
+        """Write entry 0; StreamExistsError if the stream exists."""
+        entry.state.index = [[summary(entry)]]
+        data = entry.encode()
+        if not self._create_slot(0, data):
+            existing = self.try_entry(0)
+            if existing is None or existing.nonce != entry.nonce:
+                raise error("TSTREAM_STREAM_EXISTS", url=self.store.display_url)
+        self._write_head(data)
+        return entry
+
+    def commit(self, build: Callable[[StreamState, int], Entry | None],
+               state: StreamState | None = None) -> tuple[Entry | None, StreamState]:
+        """Append the entry ``build(state, pos)`` makes, retrying on lost races.
+
+        ``build`` gets a private copy of the newest known state and the position to take, and
+        returns the entry (its ``state`` already advanced) or None when nothing must be written
+        (e.g. the batch is a duplicate). A conditional create that reports "exists" may hide our
+        own earlier attempt (an ambiguous outcome on an object store), so the winner's nonce is
+        compared before treating it as a conflict.
+        """
+        newest = state if state is not None else self.head().state
+        lost = 0
+
+        def attempt() -> tuple[Entry | None, StreamState] | Lost:
+            nonlocal newest, lost
+            out = self._attempt(build, newest)
+            if isinstance(out, StreamState):  # another commit took the slot: rebuild on its state
+                newest = out
+                lost += 1
+                if lost >= 2:
+                    # lost twice in a row: we may be far behind (a long vacuum or compaction
+                    # under many commits a second). Walking one slot per lost race would cost a
+                    # rebuild and a create per commit we missed, and fall further behind while
+                    # others commit; the head (a read, and a probe past it) is the newest
+                    newest = max(newest, self.head().state, key=lambda st: st.pos)
+                return LOST
+            return out
+
+        return until_won(attempt, what=f"a journal slot of {self.store.display_url}",
+                         expected=lambda: newest.pos + 1)
+
+    def _attempt(self, build: Callable[[StreamState, int], Entry | None],
+                 state: StreamState) -> tuple[Entry | None, StreamState] | StreamState:
+        """One try at position ``state.pos + 1``: the outcome, or the winner's state if lost."""
+        pos = state.pos + 1
+        work = StreamState.from_json(json.loads(json.dumps(state.to_json())))
+        entry = build(work, pos)
+        if entry is None:
+            return None, state
+        entry.pos = pos
+        entry.state.pos = pos
+        # Only committed facts are flushed: what ``build`` just added stays pending in this
+        # entry's state until a later commit, so an attempt that loses the race for ``pos``
+        # has written nothing of its own (a rival scale's records would otherwise lose to
+        # the loser's sealed-map and epoch records).
+        fresh_sealed = entry.state.pending_sealed[len(state.pending_sealed):]
+        fresh_epoch = entry.state.pending_epoch if entry.state.pending_epoch != state.pending_epoch else None
+        entry.state.pending_sealed = entry.state.pending_sealed[:len(state.pending_sealed)]
+        entry.state.pending_epoch = state.pending_epoch
+        for flush in self.flushers:
+            try:
+                flush(entry.state)
+            except Exception as e:  # noqa: BLE001 - the facts stay pending in the state: retried
+                logger.warning("tstream: %s: writing committed sealed/epoch records failed (%s); they "
+                               "stay pending and the next commit writes them", self.store.display_url, e)
+        entry.state.pending_sealed = entry.state.pending_sealed + fresh_sealed
+        if fresh_epoch is not None:
+            entry.state.pending_epoch = fresh_epoch
+        self.index.flush(entry.state)
+        if not entry.state.index:
+            entry.state.index = [[]]
+        entry.state.index[0].append(summary(entry))
+        data = entry.encode()
+        if not self._create_slot(pos, data):
+            winner = self.try_entry(pos)
+            if winner is None:
+                raise CorruptMetadataError(
+                    f"journal slot {self.store.uri(entry_path(pos))} reported as taken but is "
+                    "missing; check the store's consistency", path=self.store.uri(entry_path(pos)))
+            if winner.nonce != entry.nonce:
+                return winner.state
+            # our own earlier attempt created it (its answer was lost): the commit is ours
+        self._write_head(data)
+        self._publish(entry.state, bool(fresh_sealed) or fresh_epoch is not None)
+        return entry, entry.state
+
+    def _publish(self, state: StreamState, fresh: bool) -> None:
+        """Write the facts this commit made pending (sealed records, an epoch record) now that
+        it won its slot, so every handle finds them at once. Best-effort: they stay pending in
+        the state, and the next commit writes them again (the same bytes) and lets them go."""
+        if not fresh:
+            return
+        copy = StreamState.from_json(json.loads(json.dumps(state.to_json())))
+        try:
+            for flush in self.flushers:
+                flush(copy)
+        except Exception as e:  # noqa: BLE001 - the commit landed; the next one retries this
+            logger.warning("tstream: %s: writing sealed/epoch records after commit %d failed (%s); the "
+                        "next commit writes them", self.store.display_url, state.pos, e)
+
+    def _create_slot(self, pos: int, data: bytes) -> bool:
+        """The conditional create of entry ``pos``; True if it created it, False if it exists.
+
+        A transient store failure that outlives the store's retries leaves the outcome unknown (the
+        PUT may have been applied; a refusal such as 403 is not ambiguous and is raised as is). Repeating the same conditional create settles it: it either creates
+        the entry now or reports "exists", and the caller then compares nonces. If the store
+        keeps failing, the error says the outcome is unknown: the caller must keep the batch's
+        files (the sink's abort proves from the journal whether it may delete them).
+        """
+        rel = entry_path(pos)
+        try:
+            return self.store.put_if_absent(rel, data)
+        except StorageError as first:
+            if not first.retriable:
+                raise  # refused (e.g. 403): the store did not apply it, nothing is ambiguous
+            failure = first
+        for attempt in range(RESOLVE_ATTEMPTS):
+            time.sleep(self.store.retry.delay(attempt))
+            try:
+                return self.store.put_if_absent(rel, data)
+            except StorageError as e:
+                failure = e
+        raise StorageError(
+            f"commit to journal slot {self.store.uri(rel)} has an unknown outcome: the store kept "
+            f"failing ({failure}); nothing was deleted. Retry the write with the same writer id and "
+            "batch id (a committed batch is a no-op) and check the stream with `tstream fsck`",
+            path=self.store.uri(rel), retriable=True) from failure
+
+    def _write_head(self, data: bytes) -> None:
+        # The head is a hint; the entry already committed. A failed hint write only makes the
+        # next reader probe one more position, so it must not turn a commit into an error
+        # (whatever the failure: the commit is durable and must be reported as such).
+        try:
+            self.store.write(HEAD, data)
+        except Exception as e:  # noqa: BLE001 - see above
+            logger.info("head hint %s not written (%s); readers probe past it",
+                        self.store.uri(HEAD), e)

@@ -1,0 +1,217 @@
+"""The time index: a tree of journal-position summaries, searchable by time, tick, wall or rows.
+
+One job: find journal positions by any monotone column of their summaries, and give the
+deltas (entries without their state) of a range of positions cheaply. Every entry has a
+summary (:func:`summary`, columns ``COL_*``); summaries are monotone over positions in every
+searchable column. Level 0 holds one summary per position; a node of level ``k + 1`` holds
+``FANOUT`` summaries of level ``k``. The open (not yet full) part of every level lives in the
+state; full parts are written as immutable nodes by the next committer, from committed state
+only, so a crash or a race can only rewrite the same bytes. Level-1 nodes also hold the
+deltas of their ``FANOUT`` entries, so catching up reads one object per ``FANOUT`` commits.
+
+Costs (store calls): a search 1 + (depth − 1) node reads; deltas of a range one batched read of
+its flushed nodes and one of the rest; a flush one batched entry read and one write per level.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CorruptMetadataError, corrupt
+from .entries import META, Chunk, Entry, EntryLog
+from .shapes import check_delta, is_int, need
+from .state import StreamState
+
+FANOUT = 32
+
+# columns of an index summary (each monotone over positions, so searchable):
+# [position or node number, max _tso, tick, wall ms, rows so far, epoch, bytes so far]
+COL_ID, COL_MAX_TSO, COL_TICK, COL_WALL, COL_ROWS, COL_EPOCH, COL_BYTES = range(7)
+#: How many columns a summary has (an index item has at least these).
+COLUMNS = 7
+
+
+def node_path(level: int, node: int) -> str:
+    """Where index node ``node`` of ``level`` (1 and up) lives."""
+    return f"{META}/index/{level}/{node:012d}.json"
+
+
+def decode_node(data: bytes, path: str, level: int | None = None, *, deltas: bool = False) -> dict[str, Any]:
+    """An index node; CorruptMetadataError (naming ``path`` and the remedy) if it is not one.
+
+    Its summaries are checked; a level-1 node's entries are decoded into ``node["deltas"]``
+    only when ``deltas`` is asked for (:func:`node_entries` does it later): a search reads
+    one node per level and uses only the summaries, and checking 32 entries' chunks there
+    doubled the CPU of a seek over 1,000 commits.
+    """
+    try:
+        node = json.loads(data)
+        need(isinstance(node, dict) and isinstance(node.get("items"), list) and node["items"], "the node")
+        for i in node["items"]:
+            need(isinstance(i, list) and len(i) >= COLUMNS and all(is_int(x) for x in i), "an item")
+        if level == 1 or "entries" in node:
+            need(isinstance(node.get("entries"), list), "entries")
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+        raise corrupt("index node", path, e) from e
+    if deltas and "entries" in node:
+        node["deltas"] = node_entries(node, path)
+    return node
+
+
+def node_entries(node: dict[str, Any], path: str) -> list[Delta]:
+    """The deltas a level-1 node (from :func:`decode_node`) holds, shape-checked.
+
+    CorruptMetadataError naming ``path`` and the remedy if one is not a delta.
+    """
+    try:
+        return [Delta.from_json(d) for d in node["entries"]]
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+        raise corrupt("index node", path, e) from e
+
+
+@dataclass(frozen=True)
+class Delta:
+    """An entry without its state: enough to plan reads."""
+
+    pos: int
+    op: str
+    wall: int
+    chunks: tuple[Chunk, ...]
+    writer: str | None = None
+    batch: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, e: Entry) -> Delta:
+        return cls(pos=e.pos, op=e.op, wall=e.wall, chunks=tuple(e.chunks), writer=e.writer, batch=e.batch,
+                   info=e.info)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Delta:
+        check_delta(d)  # a node holds each entry's delta_json: the entry's own shape check
+        return cls(pos=d["pos"], op=d["op"], wall=d["wall"],
+                   chunks=tuple(Chunk.from_json(c) for c in d["chunks"]),
+                   writer=d.get("writer"), batch=d.get("batch"), info=d.get("info", {}))
+
+
+def summary(entry: Entry) -> list[int]:
+    """The index summary of ``entry``, in ``COL_*`` order."""
+    s = entry.state
+    return [entry.pos, s.max_tso, s.tick, max(entry.wall, s.wall), s.rows, s.epoch, s.bytes]
+
+
+def first_open(state: StreamState) -> int:
+    """The first position whose summary is still open in ``state`` (not yet in a node)."""
+    return state.index[0][0][COL_ID] if state.index and state.index[0] else state.pos + 1
+
+
+class TimeIndex:
+    """Searches and flushes the time index of the entries ``log`` reads."""
+
+    def __init__(self, log: EntryLog) -> None:
+        self.log = log
+        self.store = log.store
+
+    def read_node(self, level: int, node: int) -> dict[str, Any]:
+        """Index node ``node`` of ``level`` (CorruptMetadataError if it is missing or unreadable)."""
+        rel = node_path(level, node)
+        try:
+            return decode_node(self.store.read(rel), self.store.uri(rel), level)
+        except FileNotFoundError as e:
+            raise corrupt("index node", self.store.uri(rel), e) from e
+
+    def deltas(self, state: StreamState, first: int, last: int, *, truncated: bool = False) -> list[Delta]:
+        """Deltas of positions ``first..last`` (inclusive) using compacted nodes where flushed.
+
+        ``state`` must be at least as new as ``last``. Costs one batched read for the flushed
+        part and one for the rest. Positions before the head are skipped unless ``truncated``
+        (garbage collection reads them once).
+        """
+        first = max(first, state.gc_pos if truncated else state.head_pos)
+        if last < first:
+            return []
+        open0 = first_open(state)
+        out: list[Delta] = []
+        flushed_last = min(last, open0 - 1)
+        if first <= flushed_last:
+            nodes = list(range(first // FANOUT, flushed_last // FANOUT + 1))
+            rels = [node_path(1, n) for n in nodes]
+            try:
+                blobs = self.store.read_many(rels)
+            except FileNotFoundError as e:
+                missing = e.filename if isinstance(e.filename, str) else self.store.uri(rels[0])
+                raise corrupt("index node", missing, e) from e
+            for rel, data in zip(rels, blobs):
+                node = decode_node(data, self.store.uri(rel), 1, deltas=True)
+                out.extend(d for d in node["deltas"] if first <= d.pos <= flushed_last)
+        out.extend(Delta.of(e) for e in self.log.read_entries(range(max(first, open0), last + 1)))
+        return out
+
+    def node_deltas(self, state: StreamState, node: int, known: Collection[int] = (),
+                    read_node: Callable[[int, int], dict[str, Any]] | None = None) -> list[tuple[Delta, int]]:
+        """``(delta, tick after it)`` of the positions of level-1 node ``node`` (``FANOUT`` of
+        them, clipped to ``head_pos..state.pos``): one read, of the node when it is flushed
+        (through ``read_node`` when given), else of the entries not in ``known`` (batched)."""
+        lo, hi = max(node * FANOUT, state.head_pos), min(node * FANOUT + FANOUT - 1, state.pos)
+        if hi < lo:
+            return []
+        open0 = first_open(state)
+        if hi < open0:
+            content = (read_node or self.read_node)(1, node)
+            path = self.store.uri(node_path(1, node))
+            ticks = {int(i[COL_ID]): int(i[COL_TICK]) for i in content["items"]}
+            kept = [d for d in node_entries(content, path) if lo <= d.pos <= hi]
+            if any(d.pos not in ticks for d in kept):
+                raise corrupt("index node", path, ValueError("an entry has no summary"))
+            return [(d, ticks[d.pos]) for d in kept]
+        rest = [p for p in range(lo, hi + 1) if p not in known]
+        return [(Delta.of(e), e.state.tick) for e in self.log.read_entries(rest)]
+
+    def search(self, state: StreamState, col: int, value: int,
+               read_node: Callable[[int, int], dict[str, Any]] | None = None) -> int:
+        """First journal position whose summary ``col`` exceeds ``value`` (``state.pos + 1`` if none).
+
+        Summaries are monotone in every column used here (max _tso, tick, wall, rows), so this
+        walks the open summaries from the oldest level down and reads one node per level
+        (through ``read_node`` when given: a caller's cache of these immutable nodes).
+        """
+        for level in range(len(state.index) - 1, -1, -1):
+            for item in state.index[level]:
+                if item[col] > value:
+                    while level > 0:
+                        if (item[COL_ID] + 1) * FANOUT ** level <= state.head_pos:
+                            return state.head_pos  # truncated (and maybe collected): the head
+                        node = (read_node or self.read_node)(level, item[COL_ID])
+                        item = next(i for i in node["items"] if i[col] > value)
+                        level -= 1
+                    return max(int(item[COL_ID]), state.head_pos)
+        return state.pos + 1
+
+    def search_any(self, state: StreamState, value: int) -> int:
+        """Like ``search`` on max ``_tso``, also below the head (for loss reports); 0 if the
+        index nodes there were already collected."""
+        try:
+            return self.search(StreamState.from_json({**state.to_json(), "head_pos": state.gc_pos}),
+                               COL_MAX_TSO, value)
+        except CorruptMetadataError:
+            return state.gc_pos
+
+    def flush(self, state: StreamState) -> None:
+        """Write every full open index level as a node; mutates ``state.index``."""
+        level = 0
+        while level < len(state.index) and len(state.index[level]) >= FANOUT:
+            items = state.index[level]
+            node_no = items[0][COL_ID] // FANOUT
+            content: dict[str, Any] = {"level": level + 1, "node": node_no, "items": items}
+            if level == 0:
+                content["entries"] = self.log.read_deltas([i[COL_ID] for i in items])
+            self.store.write(node_path(level + 1, node_no), json.dumps(content, separators=(",", ":")).encode())
+            last = items[-1]
+            state.index[level] = []
+            if level + 1 == len(state.index):
+                state.index.append([])
+            state.index[level + 1].append([node_no] + list(last[COL_ID + 1:]))
+            level += 1

@@ -1,0 +1,573 @@
+"""``Stream.verify()`` / ``tstream fsck``: check every object a read may open, and say what repair can fix.
+
+Invariant kept: verify only reads. It reports each problem with what is affected and a remedy
+that exists; a problem is *repairable* when the object is derived from the journal (the head
+and anchor hints, time-index nodes, sealed-map shards, epoch records and history chunks) and
+can be rebuilt byte for byte (python/rebuild.py), or is a macro-map bucket the journal
+determines (python/macro_rebuild.py); python/repair.py then writes it. What cannot be derived
+is reported exactly: a missing chunk as its segment, ``_seq`` range and time range, with the
+stream cut that truncates past it.
+
+Costs: every live journal entry is read once (batched), every live chunk costs one listing per
+segment folder (existence and size) and one ranged read of its Parquet footer (concurrent),
+every written index node, shard version and epoch record one read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..compaction.gc import holds_its_records, manifest_bytes, manifest_replaced, replaced_by
+from ..compaction.macro_rebuild import Expected, bucket_of_error, expected
+from ..epochs.scaling import (
+    EPOCH_CHUNK,
+    decode_epoch,
+    epoch_chunk_bytes,
+    epoch_chunk_path,
+    epoch_path,
+    read_epoch,
+)
+from ..errors import CorruptMetadataError, GroupNotFoundError
+from ..journal.entries import ANCHOR, HEAD, META, Chunk, Entry, entry_path
+from ..journal.journal import Journal
+from ..journal.state import StreamState, segment_number
+from ..journal.timeindex import COL_ID, FANOUT, Delta, decode_node, node_path, summary
+from ..maps.grouplog import GROUPS, GroupLog, GroupState
+from ..maps.macromap import bucket_dir as macro_bucket_dir
+from ..maps.sealed import ROOT as SEALED_ROOT
+from ..maps.sealed import decode_shard, head_path, shard_dir, shard_of, version_path
+from ..read.compacted import compacted_upto, segment_summaries, substitute
+from ..read.file_checks import file_problems
+from ..store.storage import Store
+from ..timestamps import iso, physical
+from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
+
+#: Metadata records read per batched call.
+_BATCH = 256
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class Problem:
+    """One thing wrong: what, where, and whether :func:`repair` can rebuild it."""
+
+    kind: str  # head, anchor, entry, node, chunk, shard, epoch, macro map, manifest, group
+    path: str
+    message: str
+    repairable: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    """What :func:`verify` checked and found; ``ok`` when nothing is wrong."""
+
+    url: str
+    position: int
+    checked: dict[str, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """No problems found (or, after repair, none left)."""
+        return not self.problems
+
+    def summary(self) -> str:
+        """What was checked and each problem, as text for humans."""
+        counts = ", ".join(f"{v} {k}" for k, v in self.checked.items())
+        head = f"{self.url} at journal position {self.position}: checked {counts}"
+        if self.ok:
+            return head + "; no problems"
+        lines = [head + f"; {len(self.problems)} problem(s):"]
+        lines += [f"  [{p.kind}] {p.message}" for p in self.problems]
+        return "\n".join(lines)
+
+
+class _Checker:
+    def __init__(self, store: Store, progress: Progress | None) -> None:
+        self.store = store
+        self.journal = Journal(store)
+        self.progress = progress
+        self.done = 0
+        self.total = 0
+        self.problems: list[Problem] = []
+        self.checked: dict[str, int] = {}
+        self.macro_fixes: dict[tuple[int, int], Expected] = {}  # (segment, bucket) -> the map repair writes
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _tick(self, n: int = 1) -> None:
+        self.done += n
+        if self.progress is not None:
+            self.progress(self.done, max(self.total, self.done))
+
+    def _count(self, what: str, n: int = 1) -> None:
+        self.checked[what] = self.checked.get(what, 0) + n
+
+    def _problem(self, kind: str, rel: str, message: str, repairable: bool, **details: Any) -> None:
+        self.problems.append(Problem(kind, self.store.uri(rel), message, repairable, details))
+
+    def _read_all(self, rels: list[str]) -> dict[str, bytes | None]:
+        """Raw bytes of each object (None if missing), batched."""
+        out: dict[str, bytes | None] = {}
+        for i in range(0, len(rels), _BATCH):
+            part = rels[i:i + _BATCH]
+            try:
+                out.update(zip(part, self.store.read_many(part)))
+            except FileNotFoundError:
+                for rel in part:
+                    try:
+                        out[rel] = self.store.read(rel)
+                    except FileNotFoundError:
+                        out[rel] = None
+        return out
+
+    # -- the newest state -----------------------------------------------------------------------
+    def newest(self) -> Entry:
+        try:
+            hint: Entry | None = Entry.decode(self.store.read(HEAD), path=self.store.uri(HEAD))
+        except FileNotFoundError:
+            hint = None
+            self._problem("head", HEAD, f"head hint {self.store.uri(HEAD)} is missing; `tstream repair` "
+                          "rewrites it (readers find the newest entry without it)", True)
+        except CorruptMetadataError:
+            hint = None
+            self._problem("head", HEAD, f"head hint {self.store.uri(HEAD)} is unreadable; `tstream repair` "
+                          "rewrites it (readers find the newest entry without it)", True)
+        self._count("hints")
+        newest = self.journal.head(known=hint)
+        if hint is not None and hint.pos > newest.pos:  # cannot happen with a sane store
+            self._problem("head", HEAD, f"head hint names position {hint.pos} beyond the journal "
+                          f"({newest.pos}); `tstream repair` rewrites it", True)
+        return newest
+
+    def anchor(self, state: StreamState) -> None:
+        try:
+            raw = self.store.read(ANCHOR)
+        except FileNotFoundError:
+            if state.meta_gc_pos > 1:
+                self._problem("anchor", ANCHOR, f"anchor {self.store.uri(ANCHOR)} is missing although "
+                              "journal entries were collected; `tstream repair` rewrites it", True)
+            return
+        self._count("hints")
+        try:
+            pos = json.loads(raw)["pos"]
+            if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
+                raise TypeError(f"pos is {pos!r}")
+        except (ValueError, KeyError, TypeError) as e:
+            self._problem("anchor", ANCHOR, f"anchor {self.store.uri(ANCHOR)} is unreadable ({e}); "
+                          "`tstream repair` rewrites it", True)
+            return
+        if pos > state.pos or (pos and not self.store.exists(entry_path(pos))):
+            self._problem("anchor", ANCHOR, f"anchor {self.store.uri(ANCHOR)} names position {pos}, which "
+                          "is not a live journal entry; `tstream repair` rewrites it", True)
+
+    # -- journal entries ------------------------------------------------------------------------
+    def entries(self, state: StreamState, head_raw: bytes | None) -> dict[int, Entry]:
+        """Decode every live entry (0, then ``meta_gc_pos..pos``); report the bad ones. Entries
+        below ``gc_pos`` may already be gone (GC deletes metadata one run behind)."""
+        first = max(state.meta_gc_pos, 1)
+        positions = [0] + list(range(first, state.pos + 1))
+        out: dict[int, Entry] = {}
+        for i in range(0, len(positions), _BATCH):
+            part = positions[i:i + _BATCH]
+            raws = self._read_all([entry_path(p) for p in part])
+            for p in part:
+                rel = entry_path(p)
+                raw = raws[rel]
+                self._count("journal entries")
+                self._tick()
+                head_copy = head_raw is not None and p == state.pos
+                remedy = ("`tstream repair` restores it from the head hint, which holds a copy" if head_copy
+                          else "no copy of it exists: its data stays readable through the index where "
+                               "flushed; to be rid of it, truncate the stream past it (`tstream truncate`)")
+                if raw is None and 0 < p < state.gc_pos:
+                    continue  # garbage collection deletes these one run late: not a loss
+                if raw is None:
+                    self._problem("entry", rel, f"journal entry {self.store.uri(rel)} is missing; {remedy}",
+                                  head_copy, pos=p)
+                    continue
+                try:
+                    e = Entry.decode(raw, path=self.store.uri(rel))
+                    if e.pos != p:
+                        raise CorruptMetadataError(f"it says position {e.pos}", path=rel)
+                except CorruptMetadataError as err:
+                    self._problem("entry", rel, f"journal entry {self.store.uri(rel)} is unreadable "
+                                  f"({str(err).split(';')[0]}); {remedy}", head_copy, pos=p)
+                    continue
+                out[p] = e
+        return out
+
+    # -- index nodes ----------------------------------------------------------------------------
+    def index(self, state: StreamState, entries: dict[int, Entry]) -> dict[tuple[int, int], bytes]:
+        """Check every written index node against the journal; return rebuildable contents."""
+        counts = node_counts(state)
+        rebuilt: dict[tuple[int, int], bytes] = {}
+        last_item: dict[tuple[int, int], list[int] | None] = {}
+        for p, e in entries.items():
+            last_item[(0, p)] = summary(e)
+        for level in range(1, len(counts) + 1):
+            lo = state.meta_gc_pos // FANOUT if level == 1 else 0
+            nodes = list(range(lo, counts[level - 1]))
+            raws = self._read_all([node_path(level, n) for n in nodes])
+            for n in nodes:
+                rel = node_path(level, n)
+                self._count("index nodes")
+                self._tick()
+                children = range(n * FANOUT, (n + 1) * FANOUT)
+                kids = [last_item.get((level - 1, c)) for c in children]
+                expected: dict[str, Any] | None = None
+                if all(k is not None for k in kids):
+                    items = [k if level == 1 else [c] + k[COL_ID + 1:] for c, k in zip(children, kids)]  # type: ignore[index]
+                    expected = {"level": level, "node": n, "items": items}
+                    if level == 1:
+                        expected["entries"] = [entries[c].delta_json() for c in children]
+                raw = raws[rel]
+                actual: Any = None
+                if raw is not None:
+                    try:
+                        actual = decode_node(raw, self.store.uri(rel), level, deltas=True)
+                        actual.pop("deltas", None)
+                        if len(actual["items"]) != FANOUT:
+                            actual = None
+                    except CorruptMetadataError:
+                        actual = None
+                if actual is not None:
+                    last_item[(level, n)] = [n] + list(actual["items"][-1][COL_ID + 1:])
+                elif expected is not None:
+                    last_item[(level, n)] = [n] + list(expected["items"][-1][COL_ID + 1:])
+                if expected is not None and actual == expected:
+                    continue
+                if raw is None and level == 1 and n < state.gc_pos // FANOUT:
+                    continue  # collected one run late, like its entries
+                # some of its entries were collected: check the part that can be checked
+                if expected is None and actual is not None and (
+                        level > 1 or all(actual["items"][i] == summary(entries[c])
+                                         and actual["entries"][i] == entries[c].delta_json()
+                                         for i, c in enumerate(children) if c in entries)):
+                    continue
+                what = "missing" if raw is None else ("unreadable" if actual is None else
+                                                      "different from the journal")
+                if expected is not None:
+                    rebuilt[(level, n)] = json.dumps(expected, separators=(",", ":")).encode()
+                    self._problem("node", rel, f"index node {self.store.uri(rel)} is {what}; the journal "
+                                  "holds its content: `tstream repair` rebuilds it", True, level=level, node=n)
+                else:
+                    self._problem("node", rel, f"index node {self.store.uri(rel)} is {what} and the journal "
+                                  "entries it summarizes are not all readable, so it cannot be rebuilt; "
+                                  "reads that search this part of the history fail: truncate the stream "
+                                  "past it (`tstream truncate`)", False, level=level, node=n)
+        return rebuilt
+
+    # -- chunks ---------------------------------------------------------------------------------
+    def chunks(self, state: StreamState, entries: dict[int, Entry]) -> None:
+        """Every chunk of a readable record exists with its recorded size and rows."""
+        deltas: list[Delta] = []
+        for p in range(state.head_pos, state.pos + 1):
+            if p in entries:
+                deltas.append(Delta.of(entries[p]))
+            else:  # an unreadable entry (reported): its delta may be in a level-1 node
+                try:
+                    deltas += self.journal.deltas(state, p, p)
+                except CorruptMetadataError:
+                    continue
+        live = [c for d in deltas for c in d.chunks if c.hi > state.head_tso]
+        sizes: dict[str, int] = {}  # macro-chunks live in their segment's data folder too
+        for folder in sorted({c.path.rsplit("/", 1)[0] for c in live}):
+            try:
+                listing = self.store._call("list", folder, lambda f=folder: self.store.fs.ls(
+                    self.store.full(f), detail=True))
+            except FileNotFoundError:
+                listing = []
+            for item in listing:
+                name = str(item["name"]).rstrip("/").rsplit("/", 1)[-1]
+                sizes[f"{folder}/{name}"] = int(item.get("size") or 0)
+        # compacted records live in macro-chunks now (their small files go at vacuum): check
+        # the files a read would open, never report a replaced file as lost
+        planned = self.macro_map(state, deltas, live, sizes)
+        verdicts = self._footers(planned, sizes, {})
+        unreadable = {c.path for c, bad in verdicts.values() if bad is not None and c.floor == 0 and c.path in sizes}
+        if unreadable:  # plan around them where the files they replaced are all still there
+            planned = self.macro_map(state, deltas, live, sizes, frozenset(unreadable))
+            verdicts = self._footers(planned, sizes, verdicts)
+        for path in {c.path: None for c in planned}:
+            c, bad = verdicts[path]
+            self._count("chunks")
+            self._tick()
+            if bad is not None:
+                self._chunk_problem(c, bad)
+
+    def _footers(self, chunks: list[Chunk], sizes: dict[str, int],
+                 known: dict[str, tuple[Chunk, str | None]]) -> dict[str, tuple[Chunk, str | None]]:
+        """``known`` and, for each file of ``chunks`` not in it, what is wrong with it (None:
+        nothing): missing, not Parquet, or other rows, bytes or times than the journal's."""
+        return {**known, **file_problems(self.store, [c for c in chunks if c.path not in known], sizes)}
+
+    def macro_map(self, state: StreamState, deltas: list[Delta], raw: list[Chunk],
+                  sizes: dict[str, int], unreadable: frozenset[str] = frozenset()) -> list[Chunk]:
+        """The files a read of ``raw`` opens. When the stored macro map is unreadable or names
+        a file that is gone (or ``unreadable``), plan against the map the journal determines
+        instead, report each bucket that differs from it (repair rewrites it), and return that
+        plan: a replaced file or a stale map entry is then never reported as lost records."""
+        broken: CorruptMetadataError | None = None
+        try:
+            live = substitute(self.store, state, raw)
+        except CorruptMetadataError as e:
+            broken, live = e, []
+        gone = {c.seg for c in live if (c.path not in sizes or c.path in unreadable)
+                and (c.floor == 0 or c.seq < compacted_upto(state, c.seg))}
+        if broken is None and not gone:
+            return live
+        want = expected(state, deltas, lambda rel: rel in sizes and rel not in unreadable)
+        segs = [int(s) for s in segment_summaries(state)]
+        where = bucket_of_error(broken, segs) if broken is not None else None
+        if broken is not None and where is None:  # not a bucket version we can place: say what it is
+            self._problem("macro map", broken.path.split(self.store.display_url.rstrip("/") + "/")[-1],
+                          str(broken), False)
+        affected = gone | ({where[0]} if where else set())
+        for seg, bucket, why in want.damaged(self.store, affected, where, broken):
+            rel = macro_bucket_dir(seg, bucket)
+            self._problem("macro map", rel, f"macro map of segment {seg} bucket {bucket} ({self.store.uri(rel)}) "
+                          f"{why}: reads of its compacted records fail; `tstream repair` rebuilds it from "
+                          "the journal", True, segment=seg, bucket=bucket)
+            self.macro_fixes[(seg, bucket)] = want
+        self._count("macro map buckets", len({k for k in want.entries if k[0] in affected}))
+        return substitute(self.store, state, raw, maps=want)
+
+    def _chunk_problem(self, c: Chunk, bad: str) -> None:
+        last = c.seq + c.rows - 1
+        self._problem(
+            "chunk", c.path,
+            f"chunk {self.store.uri(c.path)} {bad}: records of segment {c.seg} with _seq {c.seq}..{last} "
+            f"(_tso {c.lo}..{c.hi}, {iso(physical(c.lo))} .. {iso(physical(c.hi))}) cannot be read. "
+            f"Put the file back if you have a copy; otherwise truncate the stream past them: "
+            f"tstream truncate {self.store.display_url} --before {iso(physical(c.hi) + 1)} (this drops "
+            "every record up to that time)", False,
+            segment=c.seg, first_seq=c.seq, last_seq=last, first_tso=c.lo, last_tso=c.hi,
+            before=iso(physical(c.hi) + 1))
+
+    # -- compaction manifests -------------------------------------------------------------------
+    def manifests(self, state: StreamState, entries: dict[int, Entry]) -> dict[str, bytes]:
+        """The manifest of every compaction not yet collected exists and names its macro-chunk:
+        vacuum reads it to delete the files the compaction replaced. Returns the manifests
+        repair rebuilds from the journal (naming nothing when the macro-chunk is gone or unreadable)."""
+        first = max(int((state.compaction or {}).get("gc", 0)), state.gc_pos)
+        parts = [p for pos, e in sorted(entries.items()) if pos >= first and e.op == "compact"
+                 for p in e.info.get("parts", []) if p.get("manifest")]
+        raws = self._read_all([p["manifest"] for p in parts])
+        bad = []
+        for p in parts:
+            self._count("compaction manifests")
+            raw = raws.get(p["manifest"])
+            if manifest_replaced(raw, p["macro"]) is None:
+                bad.append((p, "missing" if raw is None else "unreadable"))
+        named = replaced_by([Delta.of(e) for _, e in sorted(entries.items())], {p["macro"] for p, _ in bad}) \
+            if bad else {}
+        rebuilt = {}
+        for p, what in bad:
+            kept = holds_its_records(self.store, p)  # else its records are only in what it replaced
+            rebuilt[p["manifest"]] = manifest_bytes(int(p["seg"]), p["macro"], int(p["from"]), int(p["to"]),
+                                                    named.get(p["macro"], []) if kept else [])
+            self._problem("manifest", p["manifest"], f"compaction manifest {self.store.uri(p['manifest'])} is "
+                          f"{what}: reads are not affected, but vacuum cannot delete the files that compaction "
+                          f"replaced; `tstream repair` rebuilds it from the journal", True,
+                          segment=p.get("seg"), macro=p["macro"])
+        return rebuilt
+
+    # -- epochs and sealed shards ---------------------------------------------------------------
+    def epochs(self, state: StreamState, entries: dict[int, Entry]) -> tuple[dict[int, bytes], list[dict[str, Any]]]:
+        """Epoch records 1..epoch decode; returns rebuildable ones and the records read."""
+        rebuilt: dict[int, bytes] = {}
+        records: list[dict[str, Any]] = []
+        pending = state.pending_epoch["epoch"] if state.pending_epoch else None
+        wanted = [e for e in range(1, state.epoch + 1) if e != pending]
+        raws = self._read_all([epoch_path(e) for e in wanted])
+        for ep in wanted:
+            rel = epoch_path(ep)
+            self._count("epoch records")
+            self._tick()
+            raw = raws[rel]
+            rec: Any = None
+            if raw is not None:
+                try:
+                    rec = decode_epoch(raw, self.store.uri(rel), ep)
+                except CorruptMetadataError:
+                    rec = None
+            if rec is not None:
+                records.append(rec)
+                continue
+            what = "missing" if raw is None else "unreadable"
+            fixed = rebuild_epoch(ep, entries)
+            if fixed is not None:
+                rebuilt[ep] = fixed
+                records.append(json.loads(fixed))
+                self._problem("epoch", rel, f"epoch record {self.store.uri(rel)} is {what}; the journal "
+                              "holds its content: `tstream repair` rebuilds it", True, epoch=ep)
+            else:
+                self._problem("epoch", rel, f"epoch record {self.store.uri(rel)} is {what} and the journal "
+                              "entries around that scale were collected, so it cannot be rebuilt; sources "
+                              "that start before that epoch cannot follow it: start them later", False,
+                              epoch=ep)
+        return rebuilt, records
+
+    def epoch_chunks(self, state: StreamState, records: list[dict[str, Any]]) -> dict[int, bytes]:
+        """Each full epoch history chunk holds exactly its records; returns rebuildable ones."""
+        pending = state.pending_epoch["epoch"] if state.pending_epoch else None
+        full = [k for k in range((state.epoch + 1) // EPOCH_CHUNK)
+                if pending is None or pending > (k + 1) * EPOCH_CHUNK - 1]
+        if not full:
+            return {}
+        by_epoch = {int(r["epoch"]): r for r in records}
+        by_epoch.setdefault(0, read_epoch(self.store, state, 0))
+        raws = self._read_all([epoch_chunk_path(k) for k in full])
+        rebuilt: dict[int, bytes] = {}
+        for k in full:
+            rel = epoch_chunk_path(k)
+            self._count("epoch history chunks")
+            self._tick()
+            want = [by_epoch.get(e) for e in range(k * EPOCH_CHUNK, (k + 1) * EPOCH_CHUNK)]
+            raw = raws[rel]
+            try:
+                got = json.loads(raw)["records"] if raw is not None else None
+            except (ValueError, TypeError, KeyError):
+                got = "unreadable"
+            if got == want:
+                continue
+            what = "missing" if raw is None else "unreadable" if got == "unreadable" else \
+                "different from the epoch records"
+            if all(r is not None for r in want):
+                rebuilt[k] = epoch_chunk_bytes(k, want)  # type: ignore[arg-type]
+                self._problem("epoch chunk", rel, f"epoch history chunk {self.store.uri(rel)} is {what}; "
+                              "the epoch records hold its content: `tstream repair` rewrites it", True, chunk=k)
+            else:
+                self._problem("epoch chunk", rel, f"epoch history chunk {self.store.uri(rel)} is {what} and "
+                              "some of its epoch records are lost too (reported above); sources that start "
+                              "before those epochs cannot follow them: start them later", False, chunk=k)
+        return rebuilt
+
+    def shards(self, state: StreamState, epoch_records: Iterable[dict[str, Any]],
+               entries: dict[int, Entry]) -> dict[int, dict[str, Any]]:
+        """Sealed-map shards decode and hold every sealed segment; returns per shard what
+        repair rewrites: unreadable versions, records to merge back, the head hint."""
+        sealed_ids = {i for rec in epoch_records for i in rec.get("sealed", [])}
+        sealed_ids -= {r["id"] for r in state.pending_sealed}
+        shards = sorted({shard_of(i) for i in sealed_ids} |
+                        {int(n) for n in self.store.list(SEALED_ROOT) if n.isdigit()})
+        plans: dict[int, dict[str, Any]] = {}
+        for shard in shards:
+            self._count("sealed shards")
+            self._tick()
+            folder = shard_dir(shard)
+            names = self.store.list(folder)
+            versions = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
+            plan: dict[str, Any] = {"versions": {}, "records": [], "head": False}
+            prev: dict[str, Any] = {}
+            have: set[str] = set()
+            for v in versions:
+                rel = version_path(shard, v)
+                try:
+                    cur = decode_shard(self.store.read(rel), self.store.uri(rel))
+                    if cur["v"] != v:
+                        raise CorruptMetadataError(f"it says version {cur['v']}", path=rel)
+                    prev = cur["segments"]
+                    have |= set(prev)
+                except (CorruptMetadataError, FileNotFoundError) as e:
+                    # later versions hold all it held; a copy of its predecessor keeps the chain
+                    plan["versions"][v] = {"shard": shard, "v": v, "segments": prev}
+                    self._problem("shard", rel, f"sealed-segment shard version {self.store.uri(rel)} is "
+                                  f"unreadable ({e}); `tstream repair` rewrites it", True, shard=shard, version=v)
+            try:
+                decode_shard(self.store.read(head_path(shard)), head_path(shard))
+            except FileNotFoundError:
+                pass
+            except CorruptMetadataError:
+                plan["head"] = True
+                self._problem("shard", head_path(shard), f"sealed-shard head hint {self.store.uri(head_path(shard))}"
+                              " is unreadable; `tstream repair` rewrites it", True, shard=shard)
+            missing = sorted(i for i in sealed_ids if shard_of(i) == shard and str(segment_number(i)) not in have)
+            if missing:
+                records = rebuild_sealed(missing, entries)
+                if records is not None:
+                    plan["records"] = records
+                    self._problem("shard", folder, f"sealed-segment shard {self.store.uri(folder)} lacks "
+                                  f"sealed segment(s) {missing}; the journal holds them: `tstream repair` "
+                                  "adds them", True, shard=shard, missing=missing)
+                else:
+                    self._problem("shard", folder, f"sealed-segment shard {self.store.uri(folder)} lacks "
+                                  f"sealed segment(s) {missing} and the journal entries of their sealing were "
+                                  "collected; reads of those segments' history fail: truncate the stream "
+                                  "past their sealing (`tstream truncate`)", False, shard=shard, missing=missing)
+            if plan["versions"] or plan["records"] or plan["head"]:
+                plans[shard] = plan
+        return plans
+
+
+    def groups(self) -> dict[str, bytes]:
+        """Each consumer group's head hint and newest version decode; returns versions that
+        repair restores from the head's copy."""
+        restore: dict[str, bytes] = {}
+        for name in self.store.list(GROUPS):
+            self._count("consumer groups")
+            log = GroupLog(self.store, name)
+            head_raw: bytes | None = None
+            try:
+                head_raw = self.store.read(log.head_path)
+                head = GroupState.decode(head_raw, path=self.store.uri(log.head_path))
+            except FileNotFoundError:
+                head = None
+            except CorruptMetadataError:
+                head = None
+                self._problem("group", log.head_path, f"consumer-group head hint {self.store.uri(log.head_path)} "
+                              "is unreadable; `tstream repair` rewrites it (readers search the versions "
+                              "without it)", True, group=name)
+            try:
+                newest = log.head()
+            except (CorruptMetadataError, GroupNotFoundError) as e:
+                rel = e.path.removeprefix(self.store.display_url + "/") if isinstance(e, CorruptMetadataError) \
+                    else log.head_path
+                copy = head is not None and rel == log.version_path(head.pos)
+                if copy and head_raw is not None:
+                    restore[rel] = head_raw
+                self._problem("group", rel, f"consumer-group record {self.store.uri(rel)} is unreadable; "
+                              + ("`tstream repair` restores it from the group's head copy" if copy else
+                                 f"no copy exists: start a new group where this one was (`tstream group "
+                                 f"{self.store.display_url} create NAME --start ID`)"), copy, group=name)
+                continue
+            if head is None or head.pos != newest.pos:
+                restore[log.head_path] = newest.encode()
+        return restore
+
+
+def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict[str, Any]]:
+    """Check the stream at ``store``; returns the report and what :func:`repair` can rewrite."""
+    ck = _Checker(store, progress)
+    newest = ck.newest()
+    state = newest.state
+    ck.total = (state.pos - max(state.meta_gc_pos, 1) + 2) + state.chunks + state.epoch
+    ck.anchor(state)
+    try:
+        head_raw: bytes | None = store.read(HEAD)
+        if Entry.decode(head_raw, path=HEAD).pos != state.pos:
+            head_raw = None
+    except (FileNotFoundError, CorruptMetadataError):
+        head_raw = None
+    entries = ck.entries(state, head_raw)
+    nodes = ck.index(state, entries)
+    ck.chunks(state, entries)
+    manifests = ck.manifests(state, entries)
+    epochs, records = ck.epochs(state, entries)
+    epoch_chunks = ck.epoch_chunks(state, records)
+    shards = ck.shards(state, records, entries)
+    groups = ck.groups()
+    report = Report(url=store.display_url, position=state.pos, checked=ck.checked, problems=ck.problems)
+    fixes = {"head": head_raw if head_raw is not None else None, "newest": newest, "nodes": nodes,
+             "epochs": epochs, "epoch_chunks": epoch_chunks, "shards": shards,
+             "groups": groups, "macros": ck.macro_fixes, "manifests": manifests}
+    return report, fixes
+
+
+__all__ = ["META", "Problem", "Report", "verify"]

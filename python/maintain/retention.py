@@ -1,0 +1,234 @@
+"""The rules of dropping old records: stream cuts, retention bounds, truncate commits, garbage.
+
+Pure functions of a store, journal and state; :mod:`~pyspark_tstream.api.truncate` drives
+them for a ``Stream``.
+
+Invariants:
+
+* truncation moves the head forward only, to a ``_tso`` bound at or below the tick: records
+  with ``_tso <= head_tso`` become unreadable at once (one journal entry, O(segments) work) and
+  their files are garbage, deleted later by :func:`collect_garbage`;
+* retention never removes what a registered consumer group has not consumed;
+* a reader whose position fell behind the head learns exactly which segments, ``_seq`` ranges
+  and times it lost (see :func:`pyspark_tstream.read.start.check_data_loss`).
+
+Retention config (``retention``): comma-separated ``age=7d``, ``size=10GB``, ``count=1000000``,
+``groups=true`` (consumption-based: keep what any consumer group still needs).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..compaction.gc import live_macros, macros_created, orphan_manifests
+from ..errors import ConfigError
+from ..journal.entries import ANCHOR, Entry, entry_path
+from ..journal.journal import Journal
+from ..journal.state import StreamState
+from ..journal.timeindex import COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT, node_path
+from ..policytext import policy_parts
+from ..read.compacted import substitute
+from ..read.reading import read_tsos
+from ..store.storage import Store
+from ..timestamps import pack, parse_duration_ms
+from ..units import size_bytes
+
+
+def parse_size(text: str) -> int:
+    """Bytes of the retention ``size`` part; ConfigError naming it otherwise."""
+    size = size_bytes(text)
+    if size is None:
+        raise ConfigError(f"retention size {text!r} is not a size like 500MB or 10GB", option="retention", value=text)
+    return size
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """Parsed ``retention`` config."""
+
+    age_ms: int | None = None
+    size: int | None = None
+    count: int | None = None
+    groups: bool = False
+
+    @classmethod
+    @functools.lru_cache(maxsize=64)  # parsed on every data commit; the text rarely changes
+    def parse(cls, text: str | None) -> RetentionPolicy | None:
+        """The policy of a ``retention`` config text; None when there is none."""
+        if not text:
+            return None
+        vals: dict[str, Any] = {}
+        for part in policy_parts(text):
+            key, value = part.key, part.value
+            if not part.sep and re.match(r"^\s*\d", part.text):  # a bare duration: age
+                key, value = "age", part.text
+            if key == "age":
+                vals["age_ms"] = parse_duration_ms(value.strip(), option="retention")
+            elif key == "size":
+                vals["size"] = parse_size(value)
+            elif key == "count":
+                vals["count"] = int(value)
+            elif key == "groups":
+                vals["groups"] = value.strip().lower() in ("true", "1", "yes")
+            else:
+                raise ConfigError(
+                    f"retention={text!r}: unknown part {part.text!r}; use age=7d, size=10GB, count=N, groups=true",
+                    option="retention", value=text)
+        return cls(**vals)
+
+
+def first_seq_after(store: Store, journal: Journal, state: StreamState, bound: int) -> dict[int, int]:
+    """Per segment, the first ``_seq`` whose ``_tso`` exceeds ``bound`` (``bound <= tick``).
+
+    Covers the segments active at the bound (a Pravega stream cut) and those active now. Under
+    writer lanes a segment's times are not monotone along ``_seq``: the cut is the longest
+    prefix of the segment whose records are all at or below the bound (a slower lane's record
+    at or below the bound committed after it lies after the cut).
+
+    Entries up to ``q`` (the last whose max ``_tso`` is at or below the bound) hold only records
+    below it: their counts come from entry ``q``'s state. Entries after the first tick at or
+    above the bound hold none, so their chunks start after everything scanned. Only the few in
+    between are scanned, and of those only chunks that straddle the bound are opened (raw
+    timestamp column only). O(segments) reads.
+    """
+    out = {s.id: s.first_seq for s in state.segments}
+    q = journal.search(state, COL_MAX_TSO, bound) - 1
+    r = min(journal.search(state, COL_TICK, bound - 1), state.pos)
+    base = journal.try_entry(q) if q >= state.head_pos else None
+    if base is not None:  # the segments active at the bound, sealed since or not
+        for seg in base.state.segments:
+            out[seg.id] = max(out.get(seg.id, 0), seg.next_seq)
+    after: dict[int, int] = {}  # per segment, the first _seq seen above the bound
+    straddling = []
+    for d in journal.deltas(state, max(q + 1, state.head_pos), r):
+        for c in d.chunks:
+            out.setdefault(c.seg, 0)
+            out[c.seg] = max(out[c.seg], c.seq + c.rows)
+            if c.hi <= bound:
+                continue
+            if c.lo > bound:
+                after[c.seg] = min(after.get(c.seg, c.seq), c.seq)
+            else:
+                straddling.append(c)
+    # a chunk's own times increase (views of merged lanes excepted: the first record above the
+    # bound is found by mask), so its records at or below the bound usually come first
+    for c, tso in read_tsos(store, substitute(store, state, straddling)):
+        above = np.flatnonzero(tso > bound)
+        if len(above):
+            k = c.seq + int(above[0])
+            after[c.seg] = min(after.get(c.seg, k), k)
+    for seg, first in after.items():
+        out[seg] = max(min(out[seg], first), state.segment(seg).first_seq if state.segment(seg) else 0)
+    return out
+
+
+@dataclass
+class TruncateRequest:
+    """Move the head to ``bound`` (records with ``_tso <= bound`` go)."""
+
+    bound: int
+    cut: dict[int, int]
+    head_pos: int
+    now: int = 0
+    reason: str = "manual"
+
+    def __call__(self, state: StreamState, pos: int) -> Entry | None:
+        bound = min(self.bound, state.tick)
+        if bound <= state.head_tso:
+            return None
+        state.head_tso = bound
+        state.head_pos = max(state.head_pos, min(self.head_pos, pos))
+        for s in state.segments:
+            if s.id in self.cut:
+                s.first_seq = max(s.first_seq, self.cut[s.id])
+        state.first_tso = max(state.first_tso, bound + 1)
+        state.wall = max(state.wall, self.now)
+        state.truncations = (state.truncations + [[state.wall, state.head_pos]])[-16:]
+        return Entry(pos=pos, op="truncate", wall=self.now, state=state,
+                     info={"head_tso": bound, "cut": {str(k): v for k, v in self.cut.items()}, "reason": self.reason})
+
+
+def retention_bound(journal: Journal, state: StreamState, policy: RetentionPolicy, now: int,
+                    group_floor: int | None, tail_bound: int | None) -> int:
+    """The head a retention policy calls for (never above the tick or a group's position)."""
+    bound = state.head_tso
+    if policy.age_ms is not None:
+        bound = max(bound, pack(now - policy.age_ms) - 1)
+    if policy.size is not None and state.bytes > policy.size:
+        p = journal.search(state, COL_BYTES, state.bytes - policy.size)
+        if p > state.head_pos:
+            bound = max(bound, _max_tso_before(journal, state, p))
+    if tail_bound is not None:
+        bound = max(bound, tail_bound)
+    if policy.groups and group_floor is not None:
+        bound = min(bound, group_floor)
+    return min(bound, state.tick)
+
+
+def _max_tso_before(journal: Journal, state: StreamState, p: int) -> int:
+    entry = journal.try_entry(p - 1)
+    if entry is not None:
+        return entry.state.max_tso
+    return max((c.hi for d in journal.deltas(state, p - 1, p - 1) for c in d.chunks), default=state.head_tso)
+
+
+def gc_target(state: StreamState, now: int, grace_ms: int) -> int:
+    """The head position of the newest truncation older than ``grace_ms`` (readers that planned
+    before a truncation may still be reading its chunks for a while)."""
+    return max((p for wall, p in state.truncations if now - wall >= grace_ms), default=state.gc_pos)
+
+
+def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: int) -> dict[str, int]:
+    """Delete garbage below ``upto``; returns counts. O(garbage), never lists.
+
+    Chunks of positions ``[gc_pos, upto)`` go now; journal entries and index nodes lag one run
+    behind (``[meta_gc_pos, gc_pos)``), so a crash at any point leaves every entry a re-run needs.
+    The caller commits ``gc_pos = upto, meta_gc_pos = old gc_pos``; deleting twice is harmless.
+    """
+    upto = min(upto, state.head_pos)
+    if upto <= state.gc_pos and state.meta_gc_pos >= state.gc_pos:
+        return {"chunks": 0, "entries": 0, "nodes": 0}
+    paths: list[str] = []
+    if upto > state.gc_pos:
+        old = journal.deltas(state, state.gc_pos, upto - 1, truncated=True)
+        paths = [c.path for d in old for c in d.chunks if c.hi <= state.head_tso]
+        # compactions below the head merged only records below it: their macro-chunks go too
+        paths += macros_created(old)
+        store.delete(paths)
+    # readers that lost the head hint probe forward from the anchor, which must still exist
+    store.write(ANCHOR, json.dumps({"pos": state.gc_pos}).encode())
+    entries = [entry_path(p) for p in range(max(state.meta_gc_pos, 1), state.gc_pos)]
+    nodes = [node_path(1, n) for n in range(state.meta_gc_pos // FANOUT, state.gc_pos // FANOUT)]
+    store.delete(entries + nodes)
+    return {"chunks": len(paths), "entries": len(entries), "nodes": len(nodes)}
+
+
+def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, grace_ms: int) -> list[str]:
+    """Data files no journal entry names (failed or duplicate task attempts), older than grace,
+    and the manifests of compactions that died before publishing.
+
+    The one operation that lists folders (``data/<segment>/``): orphans are by definition not in
+    any metadata. Run it rarely (``vacuum(orphans=True)``, ``tstream vacuum``).
+    """
+    # one read of the deltas for both: live chunks from the head on, and the manifests of
+    # compactions whose replaced files are not collected yet (which may lie below the head)
+    gc_first = max(int((state.compaction or {}).get("gc", 0)), state.gc_pos)
+    lo = min(gc_first, state.head_pos)
+    deltas = journal.deltas(state, lo, state.pos, truncated=True) if lo <= state.pos else []
+    referenced = {c.path for d in deltas if d.pos >= state.head_pos for c in d.chunks}
+    live: set[str] = set()  # macro-chunks are named by the macro map, not by journal entries
+    out = []
+    for segdir in store.list("data"):
+        if segdir.isdigit():
+            live |= live_macros(store, int(segdir))
+        for name in store.list(f"data/{segdir}"):
+            rel = f"data/{segdir}/{name}"
+            if rel not in referenced and rel not in live and now - store.modified_ms(rel) >= grace_ms:
+                out.append(rel)
+    return out + orphan_manifests(store, [d for d in deltas if d.pos >= gc_first], live, now, grace_ms)

@@ -1,0 +1,232 @@
+"""The macro map: which macro-chunk holds which ``_seq`` range of a segment, sharded by bucket.
+
+A macro-chunk (python/compaction.py) holds a run of a segment's records, contiguous in
+``_seq``. The map records every live macro-chunk under its segment and **bucket** — the
+``_seq`` range ``[k * SPAN, (k + 1) * SPAN)`` its first record falls in. A macro-chunk never has
+more than ``SPAN`` rows, so the records of ``_seq`` ``q`` are in a macro-chunk of bucket
+``q // SPAN`` or ``q // SPAN - 1``: a lookup reads at most two buckets per segment.
+
+Each bucket is a chain of immutable versions ``_tstream/macros/<segment>/<k>/<v>.json`` taken
+with create-if-absent, plus an overwritable head hint (the pattern of python/sealed.py): a
+version is built from its predecessor, so concurrent compactors can never lose an update, and
+the loser of a race re-reads and re-checks. Finding the newest costs the head read plus one
+probe. A version names only whole macro-chunks whose files were fully written before it.
+
+Invariant: a ``_seq`` range listed in the newest version is readable from the listed file;
+files a newer version dropped stay until garbage collection's grace period has passed after the
+compaction's journal commit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CorruptMetadataError, corrupt
+from ..journal.entries import META
+from ..journal.state import segment_number
+from ..store.races import LOST, Lost, until_won
+from ..store.storage import Store
+from ..store.versions import newest_version
+
+#: Rows of ``_seq`` per bucket, and the most rows a macro-chunk may hold.
+SPAN = 1 << 22
+ROOT = f"{META}/macros"
+
+
+def bucket_of(seq: int) -> int:
+    """The bucket whose range ``[k·SPAN, (k+1)·SPAN)`` holds ``_seq`` ``seq``."""
+    return seq // SPAN
+
+
+def bucket_dir(seg: int, bucket: int) -> str:
+    """The folder of a bucket's versions and head hint."""
+    return f"{ROOT}/{segment_number(seg)}/{bucket:06d}"
+
+
+def version_path(seg: int, bucket: int, v: int) -> str:
+    """Version ``v`` of a bucket (immutable)."""
+    return f"{bucket_dir(seg, bucket)}/{v:08d}.json"
+
+
+def head_path(seg: int, bucket: int) -> str:
+    """A bucket's head hint: a copy of its newest version."""
+    return f"{bucket_dir(seg, bucket)}/head.json"
+
+
+@dataclass(frozen=True)
+class Macro:
+    """One macro-chunk: records ``[first, first + rows)`` of its segment, in ``_seq`` order."""
+
+    first: int
+    rows: int
+    path: str
+    bytes: int
+    lo: int  # min _tso
+    hi: int  # max _tso
+    sorted: bool  # _tso strictly increasing along the rows
+    level: int  # merge generation: 1 for a macro of small chunks, +1 per merge of macros
+    #: not 0: a chunk left as it is (too big to merge, or passed over), listed so that the map
+    #: covers every compacted ``_seq``; its records keep their floor
+    floor: int = 0
+
+    @property
+    def end(self) -> int:
+        return self.first + self.rows
+
+    def to_json(self) -> list[Any]:
+        v = [self.first, self.rows, self.path, self.bytes, self.lo, self.hi, int(self.sorted), self.level]
+        return v + [self.floor] if self.floor else v
+
+    @classmethod
+    def from_json(cls, v: list[Any]) -> Macro:
+        return cls(int(v[0]), int(v[1]), v[2], int(v[3]), int(v[4]), int(v[5]), bool(v[6]), int(v[7]),
+                   int(v[8]) if len(v) > 8 else 0)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One version of a bucket: its live macro-chunks, by first ``_seq``."""
+
+    seg: int
+    bucket: int
+    v: int
+    macros: tuple[Macro, ...]
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"seg": self.seg, "bucket": self.bucket, "v": self.v,
+                           "macros": [m.to_json() for m in self.macros]}, separators=(",", ":")).encode()
+
+
+class MacroMap:
+    """Reads and updates the macro map of one stream."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def decode(self, data: bytes, rel: str) -> Bucket:
+        """The bucket version in ``data`` (read from ``rel``); CorruptMetadataError if it is not one."""
+        try:
+            d = json.loads(data)
+            return Bucket(int(d["seg"]), int(d["bucket"]), int(d["v"]),
+                          tuple(Macro.from_json(m) for m in d["macros"]))
+        except (ValueError, KeyError, TypeError, IndexError) as e:
+            raise corrupt("macro map bucket", self.store.uri(rel), e) from e
+
+    def latest(self, seg: int, bucket: int) -> Bucket:
+        """Newest version of a bucket (``v = -1`` and no macros if it has none): 2 reads."""
+        head = head_path(seg, bucket)
+        try:
+            cur = self.decode(self.store.read(head), head)
+        except (FileNotFoundError, CorruptMetadataError):  # a hint: search the versions instead
+            cur = Bucket(seg, bucket, -1, ())
+
+        def rel(v: int) -> str:
+            return version_path(seg, bucket, v)
+
+        # the head may lag (another compactor's version, or a lost hint write) or be gone
+        return newest_version(lambda v: self.decode(self.store.read(rel(v)), rel(v)),
+                              lambda v: self.store.exists(rel(v)), cur.v, cur)
+
+    def covering(self, seg: int, ranges: Iterable[tuple[int, int]],
+                 read: dict[int, Bucket] | None = None) -> list[Macro]:
+        """The macro-chunks of ``seg`` that hold any of the ``_seq`` ranges ``[a, b)`` asked.
+
+        Reads the bucket of each range's start, and the one before it only when a range is not
+        found there (a macro-chunk starting in the previous bucket): 2 reads per bucket.
+        """
+        ranges = list(ranges)
+        seen: dict[int, Bucket] = dict(read or {})  # versions the caller already has
+        found: dict[str, Macro] = {}
+
+        def scan(bucket: int, todo: list[tuple[int, int]]) -> list[tuple[int, int]]:
+            if bucket < 0:
+                return []
+            if bucket not in seen:
+                seen[bucket] = self.latest(seg, bucket)
+            left = []
+            for a, b in todo:
+                m = next((m for m in seen[bucket].macros if m.first <= a and b <= m.end), None)
+                if m is None:
+                    left.append((a, b))
+                else:
+                    found[m.path] = m
+            return left
+
+        missing: dict[int, list[tuple[int, int]]] = {}
+        for a, b in ranges:
+            missing.setdefault(bucket_of(a), []).append((a, b))
+        for bucket, todo in sorted(missing.items()):
+            left = scan(bucket, todo)
+            if left:
+                scan(bucket - 1, left)
+        return sorted(found.values(), key=lambda m: m.first)
+
+    def covering_many(self, ranges: dict[int, list[tuple[int, int]]],
+                      known: dict[int, tuple[int, int]]) -> dict[int, list[Macro]]:
+        """:meth:`covering` for several segments; ``known`` names a committed (bucket, version)
+        per segment, read exactly (immutable, all in one batched call) instead of head + probe.
+
+        A committed version may be older than the newest, which is fine: the files it names stay
+        until garbage collection's grace period has passed after the commit that replaced them.
+        """
+        out: dict[int, list[Macro]] = {seg: [] for seg in ranges}
+        exact = {seg: bv for seg, bv in known.items()
+                 if seg in ranges and any(bucket_of(a) == bv[0] for a, _ in ranges[seg])}
+        rels = [version_path(seg, b, v) for seg, (b, v) in exact.items()]
+        try:
+            blobs = self.store.read_many(rels)
+        except FileNotFoundError:
+            blobs, exact = [], {}
+        rest: dict[int, list[tuple[int, int]]] = {}
+        have: dict[int, Bucket] = {}
+        for (seg, (b, _)), rel, data in zip(exact.items(), rels, blobs):
+            version = have[seg] = self.decode(data, rel)
+            for a, e in ranges[seg]:
+                m = next((m for m in version.macros if m.first <= a and e <= m.end), None)
+                if m is not None:
+                    if m not in out[seg]:
+                        out[seg].append(m)
+                else:
+                    rest.setdefault(seg, []).append((a, e))
+        for seg, rs in ranges.items():
+            todo = rest.get(seg, []) if seg in exact else rs
+            if todo:  # the committed version stands for its bucket: only older buckets are read
+                read = {exact[seg][0]: have[seg]} if seg in have else None
+                out[seg] += [m for m in self.covering(seg, todo, read) if m not in out[seg]]
+            out[seg].sort(key=lambda m: m.first)
+        return out
+
+    def update(self, seg: int, bucket: int, change: Callable[[Bucket], tuple[Macro, ...] | None]) -> Bucket | None:
+        """Publish ``change(newest)`` as the next version; None if ``change`` declines (returns None).
+
+        ``change`` is called again on the winner's version after a lost race, so it must check
+        its preconditions against the version it is given. The head hint is written after the
+        version (best effort: readers and compactors probe past a stale one).
+        """
+        cur = [self.latest(seg, bucket)]
+
+        def attempt() -> Bucket | None | Lost:
+            macros = change(cur[0])
+            if macros is None:
+                return None
+            nxt = Bucket(seg, bucket, cur[0].v + 1, tuple(sorted(macros, key=lambda m: m.first)))
+            data = nxt.to_bytes()
+            rel = version_path(seg, bucket, nxt.v)
+            if self.store.put_if_absent(rel, data):
+                try:  # a hint: readers and compactors probe past a stale one
+                    self.store.write(head_path(seg, bucket), data)
+                except OSError:
+                    pass
+                return nxt
+            try:  # "exists" may hide our own create whose answer was lost (object stores)
+                if self.store.read(rel) == data:
+                    return nxt
+            except FileNotFoundError:
+                pass
+            cur[0] = self.latest(seg, bucket)
+            return LOST
+
+        return until_won(attempt, what=f"the macro map of segment {seg}", expected=lambda: cur[0].v + 1)

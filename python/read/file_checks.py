@@ -1,0 +1,97 @@
+"""Checking chunk files against the journal from their Parquet footers alone.
+
+A file's footer says how many rows it holds and, in the raw timestamp column's statistics, the
+range of their times: enough to tell a missing, cut-short or foreign file (another chunk's,
+even of the same rows and bytes) from the one the journal recorded, at one ranged read per file
+and no decode. fsck checks every file a read would open this way; the native read
+(``read_native``), whose rows come from Spark's Parquet scan and so are never checked by
+tstream's decoder, checks the files it planned before Spark opens them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from ..errors import StorageError
+from ..journal.entries import Chunk
+from ..store.storage import Store
+from .reading import damaged, footer, footer_times, times_problem
+
+#: Footers read at once (ranged reads of object stores are latency-bound).
+THREADS = 16
+
+
+def file_problem(store: Store, chunk: Chunk, size: int | None) -> str | None:
+    """What is wrong with the ``size``-byte file (None: absent) holding ``chunk``, judged from
+    its footer: None when nothing is; else that it is missing, not Parquet, or holds other rows,
+    bytes or times than the journal recorded. For a view of rows ``[offset, offset + rows)``
+    of a larger file (a macro-chunk), that the file has those rows."""
+    if size is None:
+        return "missing"
+    offset = int(getattr(chunk, "offset", 0))  # (a macro map entry has none)
+    try:
+        meta = footer(store, chunk.path, size)
+        times = footer_times(meta, chunk) if offset == 0 else None
+    except FileNotFoundError:
+        return "missing"
+    except StorageError:
+        raise  # the store failed, not the file: no verdict on the file
+    except Exception as e:  # noqa: BLE001 - any decode failure is a corrupt chunk
+        return str(e) if isinstance(e, ValueError) and "no footer" in str(e) else \
+            f"unreadable ({type(e).__name__}: {e})"
+    if (rows := meta.num_rows) < offset + chunk.rows:
+        return f"has {rows} rows, the journal says {offset + chunk.rows}"
+    if offset == 0 and rows == chunk.rows and size != chunk.bytes:
+        return f"has {size} bytes, the journal says {chunk.bytes}"
+    return times_problem(chunk, *times) if times is not None else None
+
+
+def file_problems(store: Store, chunks: Sequence[Chunk], sizes: Mapping[str, int] | None = None
+                  ) -> dict[str, tuple[Chunk, str | None]]:
+    """Per file of ``chunks``: the chunk judged (of a file's views, the one reaching furthest
+    into it) and what is wrong with the file (see :func:`file_problem`). File sizes come from
+    ``sizes`` (a listing), else from the journal (a chunk alone in its file) or a size call."""
+    furthest: dict[str, Chunk] = {}
+    for c in chunks:
+        had = furthest.get(c.path)
+        if had is None or _end(c) > _end(had):
+            furthest[c.path] = c
+
+    def judge(c: Chunk) -> tuple[Chunk, str | None]:
+        if sizes is not None:
+            return c, file_problem(store, c, sizes.get(c.path))
+        if _alone(c):
+            try:
+                if file_problem(store, c, c.bytes) is None:
+                    # its footer read at the size the journal recorded: one call where all is well
+                    return c, None
+            except StorageError:
+                pass  # e.g. S3 refusing a range past the end of a shorter file: judge it by its size
+        try:
+            size: int | None = store.size(c.path)
+        except FileNotFoundError:
+            size = None
+        return c, file_problem(store, c, size)
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        return {c.path: (c, bad) for c, bad in pool.map(judge, furthest.values())}
+
+
+def check_files(store: Store, chunks: Sequence[Chunk]) -> None:
+    """Raise :class:`CorruptChunkError` naming the first file of ``chunks`` that is not what the
+    journal recorded: one store call per chunk file (its footer, at the size the journal
+    recorded), two per macro-chunk and per damaged file (its size, then its footer)."""
+    for path, (_, bad) in file_problems(store, chunks).items():
+        if bad is not None:
+            raise damaged(store, store.uri(path), bad)
+
+
+def _alone(c: Chunk) -> bool:
+    """Whether ``c`` is all of its file, so its ``bytes`` are the file's size (a view of a
+    macro-chunk has a share of them)."""
+    return c.floor != 0 and int(getattr(c, "offset", 0)) == 0
+
+
+def _end(c: Chunk) -> int:
+    return int(getattr(c, "offset", 0)) + c.rows

@@ -1,0 +1,598 @@
+"""The one boundary between tstream and a filesystem or object store.
+
+Invariants kept here:
+
+* every path tstream touches is relative to the stream root and cannot escape it;
+* ``put_if_absent`` is an atomic create-if-absent on every backend: ``os.link`` of a fully written
+  temp file on ``file://`` (readers never see a partial journal record), a lock on ``memory://``
+  and a conditional ``If-None-Match: *`` PUT on ``s3://`` (never s3fs's ``open(p, "xb")``, which
+  overwrites when nothing was written); other protocols are refused rather than raced;
+* backend errors are translated here, and only here, into builtins (``FileNotFoundError``) or
+  :class:`~pyspark_tstream.errors.StorageError`; transient ones are retried here, and only here,
+  a bounded number of times (s3fs's and botocore's own retry loops are switched off: stacked,
+  they made one 503 storm cost 25 requests and 45 s);
+* no credential reaches a ``repr``, :attr:`Store.display_url` or an error message;
+* a ``Store`` pickles to its URL, options and retry policy, so Spark workers rebuild the
+  filesystem lazily.
+
+Every store call goes through :meth:`Store._call`, which feeds an optional observer. Tests use it
+to count calls (cost budgets) and to inject faults between any two calls (crash points).
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import logging
+import os
+import posixpath
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import InvalidPathError, StorageError, TStreamError, UnsupportedOperationError
+from .failures import (
+    RetryPolicy,
+    is_backend_error,
+    is_precondition_failed,
+    is_store_answer,
+    is_transient,
+    secret_values,
+)
+from .localfs import is_temp_name, local_create, local_map, local_read, local_replace, memory_create
+
+__all__ = ["Observer", "RetryPolicy", "Store", "check_relative", "is_precondition_failed", "is_transient",
+           "split_url"]
+
+#: Observer signature: ``(operation, relative_path)``; it may raise to simulate a fault.
+Observer = Callable[[str, str], None]
+
+logger = logging.getLogger(__name__)
+
+_FS_CACHE: dict[tuple[int, str, str], Any] = {}
+_FS_CACHE_LOCK = threading.Lock()
+#: Protocols whose ``put_if_absent`` is known to be atomic (see the module invariants).
+_ATOMIC_CREATE = ("file", "memory", "s3")
+_PROTOCOL_ALIASES = {"s3a": "s3", "s3n": "s3", "local": "file"}
+#: Store calls that create or replace objects.
+_WRITE_OPS = frozenset({"write", "put_if_absent", "open_output"})
+#: How many small objects ``read_many`` keeps in flight at once on an object store.
+_READ_MANY_CONCURRENCY = 32
+
+
+
+def _url_for_message(url: str) -> str:
+    """``url`` without user info, query or fragment: the parts that can carry credentials."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{netloc}{parts.path}" if parts.scheme else parts.path
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """Split a stream URL into (protocol, root path); reject URLs that escape their root.
+
+    Bare paths mean ``file://``. ``..`` segments are refused everywhere: a stream name must not
+    reach outside the folder it names. Credentials in the URL (``s3://key:secret@bucket``) are
+    refused too, without echoing them: pass them as ``storage.key``/``storage.secret``.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidPathError(f"stream URL must be a non-empty string, got {url!r}")
+    url = url.strip()
+    if "://" not in url:
+        protocol, path = "file", url
+    else:
+        parts = urlsplit(url)
+        protocol = parts.scheme.lower()
+        protocol = _PROTOCOL_ALIASES.get(protocol, protocol)
+        # bucket names never hold '@' or ':', so either means "key:secret@" (never echoed)
+        if "@" in parts.netloc or (protocol == "s3" and ":" in parts.netloc):
+            raise InvalidPathError(
+                f"a {protocol}:// stream URL must not carry credentials or a port in its bucket "
+                "part; pass them as storage.key / storage.secret / storage.endpoint_url options"
+            )
+        if parts.query or parts.fragment:
+            raise InvalidPathError(
+                f"stream URL {_url_for_message(url)!r} has a query or fragment; pass settings "
+                "as storage.* options"
+            )
+        if protocol == "file":
+            if parts.netloc not in ("", "localhost"):
+                raise InvalidPathError(
+                    f"file URL {url!r} names host {parts.netloc!r}; write file:///absolute/path"
+                )
+            path = parts.path
+        else:
+            path = parts.netloc + parts.path
+    segments = path.replace("\\", "/").split("/")
+    if any(seg == ".." for seg in segments):
+        raise InvalidPathError(
+            f"stream URL {url!r} contains '..'; name the stream folder directly"
+        )
+    if protocol == "file":
+        path = os.path.abspath(path)
+    else:
+        path = path.strip("/")
+        if not path:
+            raise InvalidPathError(f"stream URL {url!r} names no bucket or folder")
+    return protocol, path
+
+
+def check_relative(rel: str) -> str:
+    """Validate a path inside the stream root: relative, no ``..``, no empty segments."""
+    if not isinstance(rel, str) or not rel or rel.startswith("/") or "\\" in rel:
+        raise InvalidPathError(f"path {rel!r} must be relative to the stream root")
+    for seg in rel.split("/"):
+        if seg in ("", ".", ".."):
+            raise InvalidPathError(f"path {rel!r} escapes or is not inside the stream root")
+    return rel
+
+
+def _make_fs(protocol: str, options: Mapping[str, Any]) -> Any:
+    """A filesystem for ``protocol``; shared per process for equal options.
+
+    For s3, listing caches are off (s3fs would otherwise answer ``exists``/``size`` from a stale
+    listing forever and never see another process's commit), botocore's and s3fs's retries
+    are off because :class:`Store` owns retrying, and the connection pool matches
+    ``read_many``'s concurrency; options the caller sets explicitly win. Those settings are why
+    this is our own instance (``skip_instance_cache``), not fsspec's shared one.
+    """
+    import fsspec
+
+    if protocol != "s3":
+        return fsspec.filesystem(protocol, **options)
+    token = json.dumps(options, sort_keys=True, default=repr)
+    cache_key = (os.getpid(), protocol, token)  # a forked Spark worker must not reuse a loop
+    with _FS_CACHE_LOCK:
+        fs = _FS_CACHE.get(cache_key)
+        if fs is None:
+            opts = dict(options)
+            opts.setdefault("use_listings_cache", False)
+            config = dict(opts.get("config_kwargs") or {})
+            config.setdefault("retries", {"total_max_attempts": 1})
+            # botocore's default pool of 10 connections would cap read_many's concurrency
+            config.setdefault("max_pool_connections", _READ_MANY_CONCURRENCY)
+            opts["config_kwargs"] = config
+            fs = fsspec.filesystem(protocol, skip_instance_cache=True, **opts)
+            fs.retries = 1
+            _FS_CACHE[cache_key] = fs
+        return fs
+
+
+class Store:
+    """A stream root on some filesystem: relative-path reads, writes and atomic creates.
+
+    Parameters
+    ----------
+    url : str
+        Stream URL (``file://``, ``memory://``, ``s3://`` or a bare local path).
+    storage_options : mapping, optional
+        Passed to ``fsspec.filesystem`` (e.g. ``endpoint_url``, ``key``, ``secret``).
+    retry : RetryPolicy, optional
+        How transient failures are retried; the default suits object stores.
+    """
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None,
+                 *, retry: RetryPolicy | None = None) -> None:
+        self.protocol, self.root = split_url(url)
+        self.url = url
+        self.storage_options = dict(storage_options or {})
+        self.retry = retry or RetryPolicy()
+        # whether the store has answered a call (RetryPolicy.patience applies only then); a
+        # pickled copy keeps it, so a Spark task of a query that reached the store is patient too
+        self.reached = False
+        self.observer: Observer | None = None
+        self._fs: Any = None
+        self._secrets = secret_values(self.storage_options)
+        # one GET per read: with s3fs's default max_concurrency a whole-object read is HEAD+GET
+        # and a miss is HEAD+LIST, which doubles the cost of every poll and journal read
+        self._cat_kwargs: dict[str, Any] = {"max_concurrency": 1} if self.protocol == "s3" else {}
+
+    # -- pickling: workers rebuild the filesystem, never inherit sockets or observers -----------
+    def __getstate__(self) -> dict[str, Any]:
+        return {"url": self.url, "storage_options": self.storage_options, "retry": self.retry,
+                "reached": self.reached}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["url"], state["storage_options"],  # type: ignore[misc]
+                      retry=state.get("retry"))
+        self.reached = bool(state.get("reached"))
+
+    def __repr__(self) -> str:
+        return f"Store({self.display_url!r})"
+
+    @property
+    def display_url(self) -> str:
+        """The URL without credentials, safe for messages and logs."""
+        if self.protocol == "file":
+            return f"file://{self.root}"
+        return f"{self.protocol}://{self.root}"
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem, created on first use (so a pickled Store costs nothing)."""
+        if self._fs is None:
+            try:
+                self._fs = _make_fs(self.protocol, self.storage_options)
+            except ImportError as e:
+                raise StorageError(
+                    f"no filesystem for {self.protocol}:// ({self._redact(str(e))}); for s3:// "
+                    "install 'pyspark-tstream[s3]' (s3fs)", path=self.display_url
+                ) from e
+            except (TypeError, ValueError) as e:
+                raise StorageError(
+                    f"bad storage.* options for {self.protocol}://: {self._redact(str(e))}; "
+                    f"options given: {sorted(self.storage_options)}", path=self.display_url
+                ) from e
+        return self._fs
+
+    def full(self, rel: str) -> str:
+        """Absolute path of ``rel`` as the filesystem names it."""
+        return posixpath.join(self.root, check_relative(rel))
+
+    def uri(self, rel: str) -> str:
+        """A displayable URI of ``rel`` (no credentials)."""
+        return f"{self.display_url}/{rel}"
+
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _call(self, op: str, rel: str, fn: Callable[[], Any]) -> Any:
+        """Run one store call: notify the observer, retry transient failures with backoff.
+
+        ``FileNotFoundError`` comes out as itself (naming the display URI); a lost conditional
+        create as ``FileExistsError``; every other store failure as :class:`StorageError`,
+        ``retriable`` when it was transient and the attempts ran out. Errors that are not store
+        failures (bugs) propagate unchanged.
+        """
+        if self.observer is not None:
+            self.observer(op, rel)
+        first_failure: float | None = None
+        attempt = 0
+        while True:
+            try:
+                result = fn()
+                self.reached = True
+                return result
+            except FileNotFoundError as e:
+                self.reached = True  # an answer, if not the one hoped for
+                if _names_own_path(e, self.display_url):
+                    raise  # read_many already named the missing member
+                # a write meets "not found" only when the bucket (or folder) is missing
+                what = ("no such bucket or folder to write into; create it first"
+                        if op in _WRITE_OPS else "no such object")
+                raise FileNotFoundError(errno.ENOENT, what, self.uri(rel)) from e
+            except (FileExistsError, TStreamError):
+                raise  # already in our vocabulary (a TStreamError here: building the fs failed)
+            except Exception as e:
+                if not is_backend_error(e):
+                    raise
+                if op == "put_if_absent" and is_precondition_failed(e):
+                    if attempt:
+                        logger.info("put_if_absent %s: exists on retry %d; the first attempt "
+                                    "may have created it", self.uri(rel), attempt)
+                    raise FileExistsError(errno.EEXIST, "exists", self.uri(rel)) from e
+                transient = is_transient(e)
+                if transient and is_store_answer(e):
+                    # the store answered (503 SlowDown, 500 InternalError): the endpoint is right,
+                    # so this is an outage to wait out, not a misconfiguration to report at once
+                    self.reached = True
+                now = time.monotonic()
+                first_failure = now if first_failure is None else first_failure
+                if not transient or not self.retry.may_retry(attempt, now - first_failure, self.reached):
+                    raise StorageError(
+                        f"{op} {self.uri(rel)} failed{self._gave_up(transient, attempt, now - first_failure)}: "
+                        f"{type(e).__name__}: {self._redact(str(e))}",
+                        path=self.uri(rel), retriable=transient,
+                    ) from e
+                logger.debug("retrying %s %s after %s", op, self.uri(rel), type(e).__name__)
+            time.sleep(self.retry.delay(attempt))
+            attempt += 1
+
+    def _gave_up(self, transient: bool, attempt: int, seconds: float) -> str:
+        """How long a failed call kept trying, for its error (nothing for a permanent failure)."""
+        if not transient:
+            return ""
+        patient = attempt >= self.retry.attempts and self.retry.hint  # it waited past the attempts
+        return f" after {attempt + 1} attempts over {seconds:.1f} s" + (f" ({self.retry.hint})" if patient else "")
+
+    # -- reads ----------------------------------------------------------------------------------
+    def read(self, rel: str) -> bytes:
+        """Whole object in one request; ``FileNotFoundError`` if absent."""
+        path = self.full(rel)
+        if self.protocol == "file":
+            return self._call("read", rel, lambda: local_read(path))
+        return self._call("read", rel, lambda: self.fs.cat_file(path, **self._cat_kwargs))
+
+    def read_many(self, rels: Sequence[str], *, mapped: bool = False) -> list[bytes]:
+        """Several whole objects, in the order asked; ``FileNotFoundError`` if any is absent.
+
+        ``mapped=True`` (for immutable objects such as chunk files): local files come back
+        memory-mapped (read-only buffers, no copy) instead of read into new ``bytes``; a chunk
+        decoded from the page cache then costs no copy and no fresh memory.
+
+        On object stores the GETs run concurrently (at most 32 in flight) and a retry re-fetches
+        only the objects that failed; duplicates are fetched once. It is one store call for the
+        observer, labelled ``"<first> (+n)"``.
+        """
+        if not rels:
+            return []
+        unique = list(dict.fromkeys(rels))
+        paths = {rel: self.full(rel) for rel in unique}
+        label = rels[0] if len(rels) == 1 else f"{rels[0]} (+{len(rels) - 1})"
+        got: dict[str, bytes] = {}
+
+        def fetch_each(todo: list[str], read: Callable[[str], bytes]) -> None:
+            for rel in todo:
+                try:
+                    got[rel] = read(paths[rel])
+                except FileNotFoundError as e:
+                    raise FileNotFoundError(errno.ENOENT, "no such object", self.uri(rel)) from e
+
+        def fetch() -> None:
+            todo = [rel for rel in unique if rel not in got]
+            if self.protocol == "file":
+                fetch_each(todo, local_map if mapped else local_read)
+            elif getattr(self.fs, "async_impl", False):
+                from fsspec.asyn import sync
+
+                results = sync(self.fs.loop, _gather_cat, self.fs,
+                               [paths[rel] for rel in todo], self._cat_kwargs)
+                failure: BaseException | None = None
+                for rel, value in zip(todo, results):
+                    if isinstance(value, BaseException):
+                        if isinstance(value, FileNotFoundError):
+                            raise FileNotFoundError(
+                                errno.ENOENT, "no such object", self.uri(rel)) from value
+                        # keep the worst: a permanent failure must not hide behind a transient
+                        if failure is None or (is_transient(failure) and not is_transient(value)):
+                            failure = value
+                    else:
+                        got[rel] = value
+                if failure is not None:
+                    raise failure
+            else:
+                fetch_each(todo, self.fs.cat_file)
+
+        self._call("read_many", label, fetch)
+        return [got[rel] for rel in rels]
+
+    def read_range(self, rel: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of ``rel`` in one request."""
+        path = self.full(rel)
+        return self._call("read_range", rel, lambda: self.fs.cat_file(path, start=start, end=end))
+
+    def exists(self, rel: str) -> bool:
+        """Whether an object (or a folder with objects) exists at ``rel``."""
+        path = self.full(rel)
+        return bool(self._call("exists", rel, lambda: self.fs.exists(path)))
+
+    def size(self, rel: str) -> int:
+        """Size of ``rel`` in bytes; ``FileNotFoundError`` if absent."""
+        path = self.full(rel)
+        return int(self._call("size", rel, lambda: self.fs.size(path)))
+
+    def modified_ms(self, rel: str) -> int:
+        """Last-modified time of ``rel`` in epoch ms (for grace periods of cleanup)."""
+        path = self.full(rel)
+
+        def info() -> int:
+            d = self.fs.info(path)
+            value = d.get("mtime", d.get("LastModified", d.get("last_modified", d.get("created"))))
+            if hasattr(value, "timestamp"):
+                return int(value.timestamp() * 1000)
+            return int(float(value) * 1000) if value is not None else 0
+
+        return int(self._call("modified", rel, info))
+
+    def list(self, rel: str = "") -> list[str]:
+        """Sorted names directly under ``rel`` (the root if empty); [] if there is nothing.
+
+        For admin and cleanup paths only: listing costs O(entries). Temp files of in-flight
+        local writes are not listed; a folder emptied by deletes may still be (``file://`` and
+        SeaweedFS keep real directories).
+        """
+        path = self.full(rel) if rel else self.root
+
+        def ls() -> list[str]:
+            try:
+                entries = self.fs.ls(path, detail=False)
+            except FileNotFoundError:
+                return []
+            own = path.strip("/")
+            names = (posixpath.basename(str(e).rstrip("/")) for e in entries
+                     if str(e).strip("/") != own)
+            return sorted(n for n in names if not is_temp_name(n))
+
+        return self._call("list", rel, ls)
+
+    # -- writes ---------------------------------------------------------------------------------
+    def write(self, rel: str, data: bytes) -> None:
+        """Create or overwrite ``rel`` (hints and idempotent records only)."""
+        path = self.full(rel)
+        if self.protocol == "file":
+            self._call("write", rel, lambda: local_replace(path, data))
+        else:
+            self._call("write", rel, lambda: self.fs.pipe_file(path, data))
+
+    def put_if_absent(self, rel: str, data: bytes) -> bool:
+        """Atomically create ``rel`` with ``data``; False if it already exists.
+
+        A transient failure is retried like any other call, which leaves one ambiguity on
+        object stores: the server applied the PUT but the answer was lost (dropped connection),
+        so the retry gets 412 and this returns False although *this* call created the object.
+        Storage cannot tell the two apart; the journal layer resolves it by re-reading the entry
+        and comparing its commit nonce with its own.
+
+        Never goes through ``open(p, "xb")`` on S3 (s3fs commits an empty file with an
+        unconditional PUT, clobbering the object), nor through the generic
+        ``pipe_file(mode="create")`` on local files (check-then-write, not atomic).
+        """
+        path = self.full(rel)
+        if self.protocol == "file":
+            fn: Callable[[], Any] = lambda: local_create(path, data)
+        elif self.protocol == "memory":
+            fn = lambda: memory_create(self.fs, path, data)
+        elif self.protocol == "s3":
+            fn = lambda: self.fs.pipe_file(path, data, mode="create")
+        else:
+            raise UnsupportedOperationError(
+                f"atomic create-if-absent is not known to work on {self.protocol}:// "
+                f"({self.uri(rel)}); tstream commits on {', '.join(_ATOMIC_CREATE)}"
+            )
+        try:
+            self._call("put_if_absent", rel, fn)
+        except FileExistsError:
+            return False
+        return True
+
+    def delete(self, rels: Iterable[str]) -> None:
+        """Remove objects; missing ones are ignored (deletes are idempotent)."""
+        rels = list(rels)
+        if not rels:
+            return
+        # a retry deletes only what is still there to delete: retrying the whole batch would
+        # make a batch of n deletes n times as likely to fail on every attempt
+        pending = dict.fromkeys(self.full(r) for r in rels)
+
+        def rm() -> None:
+            if getattr(self.fs, "async_impl", False):
+                from fsspec.asyn import sync
+
+                failures = sync(self.fs.loop, _gather_rm, self.fs, list(pending))
+                for p in [p for p in pending if p not in failures]:
+                    del pending[p]
+                if failures:
+                    raise next(iter(failures.values()))
+                return
+            for p in list(pending):
+                try:
+                    self.fs.rm_file(p)
+                except FileNotFoundError:
+                    pass  # already gone: the goal of a delete
+                del pending[p]
+
+        self._call("delete", rels[0] if len(rels) == 1 else f"{rels[0]} (+{len(rels) - 1})", rm)
+
+    def open_output(self, rel: str) -> Any:
+        """A writable binary file for a data chunk (unique names; never a commit point).
+
+        On object stores the bytes are buffered and uploaded when the file is closed, and that
+        upload is the store call (retried like any other): s3fs uploads from its own ``close``,
+        outside this boundary, so a 503 or a dropped connection there used to escape as a raw
+        ``OSError`` with no retry.
+        """
+        path = self.full(rel)
+        if self.protocol not in ("file", "memory"):
+            return _UploadOnClose(self, rel)
+        if self.protocol == "file":
+            # the builtin file fsspec's local filesystem would open too, without importing fsspec
+            # (and asyncio) into every sink task: ~35 ms of each Python worker's start
+            def create() -> Any:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                return open(path, "wb")  # noqa: SIM115 - the caller closes it
+
+            return self._call("open_output", rel, create)
+        return self._call("open_output", rel, lambda: self.fs.open(path, "wb"))
+
+
+class _UploadOnClose(io.BytesIO):
+    """A chunk on its way to an object store: one retried PUT of the whole file on ``close``."""
+
+    def __init__(self, store: Store, rel: str) -> None:
+        super().__init__()
+        self._store = store
+        self._rel = rel
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        data = self.getvalue()
+        super().close()
+        path = self._store.full(self._rel)
+        self._store._call("open_output", self._rel, lambda: self._store.fs.pipe_file(path, data))
+
+    def __del__(self) -> None:
+        # dropped without close (an error on the way): IOBase would close, i.e. upload, here;
+        # a partial orphan is not worth a PUT and its retries
+        if not self.closed:
+            io.BytesIO.close(self)
+
+
+async def _gather_cat(fs: Any, paths: list[str], kwargs: dict[str, Any]) -> list[Any]:
+    """GET ``paths`` concurrently on ``fs``'s loop; results or exceptions, in order."""
+    import asyncio  # only object stores come here: a local read or write never loads asyncio
+
+    gate = asyncio.Semaphore(_READ_MANY_CONCURRENCY)
+
+    async def one(path: str) -> bytes:
+        async with gate:
+            return await fs._cat_file(path, **kwargs)
+
+    return await asyncio.gather(*(one(p) for p in paths), return_exceptions=True)
+
+
+async def _gather_rm(fs: Any, paths: list[str]) -> dict[str, BaseException]:
+    """DELETE ``paths`` concurrently (DELETE of a missing key succeeds on S3); the failures."""
+    import asyncio
+
+    gate = asyncio.Semaphore(_READ_MANY_CONCURRENCY)
+
+    async def one(path: str) -> None:
+        async with gate:
+            try:
+                await fs._rm_file(path)
+            except FileNotFoundError:
+                pass  # already gone: the goal of a delete
+
+    results = await asyncio.gather(*(one(p) for p in paths), return_exceptions=True)
+    return {p: r for p, r in zip(paths, results) if isinstance(r, BaseException)}
+
+
+def _names_own_path(exc: OSError, display_url: str) -> bool:
+    return isinstance(exc.filename, str) and exc.filename.startswith(display_url + "/")
+
+
+class RangedFile(io.RawIOBase):
+    """A read-only, seekable file of ``size`` bytes served by ``fetch(start, end)``: pyarrow
+    reads a Parquet footer or a few columns through it with ranged requests, not the whole
+    object (``fetch`` may be :meth:`Store.read_range` of one object, or bytes already read)."""
+
+    def __init__(self, size: int, fetch: Callable[[int, int], bytes]) -> None:
+        self._size, self._fetch, self._at = size, fetch, 0
+
+    @classmethod
+    def of_tail(cls, size: int, tail: bytes) -> RangedFile:
+        """The ``size``-byte file of which only the last ``len(tail)`` bytes were read (a footer)."""
+        def fetch(start: int, end: int) -> bytes:
+            at = start - (size - len(tail))
+            if at < 0:
+                raise OSError("footer larger than the bytes read")
+            return tail[at:end - (size - len(tail))]
+        return cls(size, fetch)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._at = offset if whence == 0 else (self._at + offset if whence == 1 else self._size + offset)
+        return self._at
+
+    def tell(self) -> int:
+        return self._at
+
+    def readinto(self, b: Any) -> int:
+        end = min(self._size, self._at + len(b))
+        if end <= self._at:
+            return 0
+        data = self._fetch(self._at, end)
+        b[:len(data)] = data
+        self._at += len(data)
+        return len(data)

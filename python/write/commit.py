@@ -1,0 +1,251 @@
+"""What a commit does to the stream state: floors, sequence numbers, dedupe, writers, the tick.
+
+Pure functions of (state, request) so that a retry after a lost race recomputes everything from
+the winner's state. Invariants kept:
+
+* writer lanes: every chunk a writer commits to a segment gets
+  ``floor = max(lane, tick) + 1``, where ``lane`` is the largest ``_tso`` that writer committed
+  to that segment before this commit (0 for a one-shot writer). All chunks of one commit are
+  floored against the lane's previous commit, never against each other: a micro-batch is an
+  unordered set, and another writer's clock never moves a record. ``_seq`` stays dense per
+  segment in commit order (chunk ``k`` gets ``seq = segment.next_seq``), so ``_tso`` increases
+  within a chunk and within a lane, not along a segment;
+* nothing committed after tick ``G`` is published has ``_tso <= G`` (floors exceed the tick);
+  ticks end on a millisecond, so later records are in a later millisecond too;
+* ``G`` never decreases; it is the min over live writers of their latest committed ``_tso`` (the
+  max committed ``_tso`` when none is live); a live writer silent for ``writerLeaseMs`` is
+  dropped only by this function, i.e. through a journal record;
+* the same (writer, batch) commits at most once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import SegmentSealedError
+from ..journal.entries import Chunk, Entry
+from ..journal.state import StreamState, Writer
+from ..keys import WRITER_LEASE_MS_DEFAULT
+from ..schema import decode_schema, encode_schema, reconcile
+from ..timestamps import LOGICAL_MASK, final_bounds, final_marks, tso_id
+from .writing import ChunkInfo
+
+#: Reads a chunk's raw timestamps to count exactly how many records its floor raised.
+CountRaised = Callable[[ChunkInfo, int], int]
+#: The rules that may move a record's time (docs/design.md §3.2), as counted in acks
+#: and journal entries.
+MOVE_RULES = ("lane", "tick", "cap")
+
+
+@dataclass
+class Ack:
+    """What an append did (S2-style): positions and adjusted timestamps per segment.
+
+    ``segments`` maps segment id to ``{"first_seq", "last_seq", "first_tso", "last_tso",
+    "rows"}``. ``moved`` counts the records each rule moved: ``lane`` (raised above the same
+    writer's earlier records in its segment), ``tick`` (raised above the published tick) and
+    ``cap`` (client time lowered to arrival time); ``raised`` is ``lane + tick``.
+    ``duplicate`` is True when (writer_id, batch_id) had already been committed; the other
+    fields then describe that earlier commit when it is still known.
+    """
+
+    pos: int
+    rows: int
+    tick: int
+    segments: dict[int, dict[str, int]] = field(default_factory=dict)
+    raised: int = 0
+    duplicate: bool = False
+    writer_id: str | None = None
+    batch_id: Any = None
+    moved: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MOVE_RULES, 0))
+
+    @property
+    def first_tso(self) -> int | None:
+        """Smallest ``_tso`` this commit wrote (None for a data-less commit)."""
+        return min((s["first_tso"] for s in self.segments.values()), default=None)
+
+    @property
+    def last_tso(self) -> int | None:
+        """Largest ``_tso`` this commit wrote (None for a data-less commit)."""
+        return max((s["last_tso"] for s in self.segments.values()), default=None)
+
+    @property
+    def first_id(self) -> str | None:
+        """``first_tso`` as a ``<ms>-<logical>`` id."""
+        return None if self.first_tso is None else tso_id(self.first_tso)
+
+    @property
+    def last_id(self) -> str | None:
+        """``last_tso`` as a ``<ms>-<logical>`` id."""
+        return None if self.last_tso is None else tso_id(self.last_tso)
+
+    @classmethod
+    def from_entry(cls, entry: Entry, *, duplicate: bool = False) -> Ack:
+        """The ack of a committed entry (``duplicate``: a replay answered from it)."""
+        segs: dict[int, dict[str, int]] = {}
+        for c in entry.chunks:
+            s = segs.get(c.seg)
+            if s is None:
+                segs[c.seg] = {"first_seq": c.seq, "last_seq": c.seq + c.rows - 1, "first_tso": c.lo,
+                               "last_tso": c.hi, "rows": c.rows}
+            else:  # chunks of one commit may overlap in time (sorted runs of an unordered batch)
+                s["last_seq"] = c.seq + c.rows - 1
+                s["first_tso"] = min(s["first_tso"], c.lo)
+                s["last_tso"] = max(s["last_tso"], c.hi)
+                s["rows"] += c.rows
+        moved = {rule: int(entry.info.get("moved", {}).get(rule, 0)) for rule in MOVE_RULES}
+        return cls(pos=entry.pos, rows=sum(c.rows for c in entry.chunks), tick=entry.state.tick,
+                   segments=segs, raised=int(entry.info.get("raised", 0)), duplicate=duplicate,
+                   writer_id=entry.writer, batch_id=entry.batch, moved=moved)
+
+
+def _expire(state: StreamState, now: int, committer: str | None) -> list[str]:
+    lease = int(state.config.get("writer_lease_ms", WRITER_LEASE_MS_DEFAULT))
+    expired = []
+    for wid, w in state.writers.items():
+        if w.live and wid != committer and now - w.wall > lease:
+            w.live = False
+            expired.append(wid)
+    return expired
+
+
+def _advance_tick(state: StreamState) -> None:
+    blockers = [w.tso for w in state.writers.values() if w.live]
+    for declared in state.config.get("writers", []):
+        w = state.writers.get(declared)
+        if w is None or not w.seen:
+            blockers.append(0)
+    candidate = min(blockers) if blockers else state.max_tso
+    # Ticks end on a millisecond (logical part all ones) and floors start the next one, so no
+    # record committed later shares a millisecond with anything at or below the tick: Spark's
+    # late-row filter (event_time <= watermark) then drops nothing with a zero-delay watermark.
+    state.tick = max(state.tick, candidate | LOGICAL_MASK if candidate > 0 else 0)
+
+
+@dataclass
+class CommitRequest:
+    """One commit: chunks (possibly none) from one writer and batch."""
+
+    chunks: Sequence[ChunkInfo] = ()
+    writer_id: str | None = None
+    batch_id: Any = None
+    session: bool = False
+    op: str = "append"
+    heartbeat: int | None = None  # a tso the writer promises not to go below
+    close: bool = False  # the writer session ends: stop holding the tick
+    schema: pa.Schema | None = None  # the data's user schema (for a first write or mergeSchema)
+    merge_schema: bool = False
+    now: int = 0
+    count_raised: CountRaised | None = None
+    duplicate_pos: int | None = field(default=None, init=False)
+
+    def __call__(self, state: StreamState, pos: int) -> Entry | None:
+        """Build the entry at ``pos`` on top of ``state`` (a private copy), or None if duplicate."""
+        writer: Writer | None = None
+        if self.writer_id is not None:
+            writer = state.writers.get(self.writer_id)
+            if writer is not None and self.batch_id is not None:
+                found = writer.find(self.batch_id)
+                if found is not None:
+                    self.duplicate_pos = found
+                    return None
+        self._schema(state)
+        expired = _expire(state, self.now, self.writer_id)
+        lanes = state.writers[self.writer_id].lanes if writer is not None else {}
+        chunks, moved = self._place(state, lanes)
+        rows = sum(c.rows for c in chunks)
+        if chunks:
+            state.max_tso = max(state.max_tso, max(c.hi for c in chunks))
+            if not state.first_tso:
+                state.first_tso = min(c.lo for c in chunks)
+        state.rows += rows
+        state.bytes += sum(c.bytes for c in chunks)
+        state.chunks += len(chunks)
+        if self.writer_id is not None:
+            writer = state.writers.setdefault(self.writer_id, Writer())
+            for c in chunks:
+                writer.lanes[c.seg] = max(writer.lanes.get(c.seg, 0), c.hi)
+            if self.batch_id is not None:
+                writer.remember(self.batch_id, pos)
+            mine = max((c.hi for c in chunks), default=0)
+            writer.tso = max(writer.tso, mine, self.heartbeat or 0)
+            writer.wall = self.now
+            writer.commits += 1
+            writer.rows += rows
+            declared = self.writer_id in state.config.get("writers", [])
+            if self.close:
+                writer.live = False
+                writer.seen = True
+            elif self.session or declared:
+                writer.live = True
+                writer.seen = True
+        _advance_tick(state)
+        state.wall = max(state.wall, self.now)  # monotone, so the time index can search it
+        if chunks and state.config.get("scaling"):
+            from ..epochs.scaling import ScalingPolicy, restart_windows
+
+            policy = ScalingPolicy.parse(state.config["scaling"])
+            if policy is not None:
+                restart_windows(state, self.now, policy.window)
+        info: dict[str, Any] = {"rows": rows}
+        if moved["lane"] + moved["tick"]:
+            info["raised"] = moved["lane"] + moved["tick"]
+        if any(moved.values()):
+            info["moved"] = {rule: n for rule, n in moved.items() if n}
+        if expired:
+            info["expired"] = expired
+        return Entry(pos=pos, op=self.op, wall=self.now, state=state, writer=self.writer_id,
+                     batch=self.batch_id, chunks=chunks, info=info)
+
+    def _schema(self, state: StreamState) -> None:
+        if self.schema is None:
+            return
+        if not state.schema:
+            state.schema = encode_schema(self.schema)
+            return
+        current = decode_schema(state.schema)
+        merged = reconcile(current, self.schema, merge=self.merge_schema)
+        if merged != current:
+            state.schema = encode_schema(merged)
+
+    def _place(self, state: StreamState, lanes: dict[int, int]) -> tuple[list[Chunk], dict[str, int]]:
+        """Number and floor the chunks; ``lanes`` is the writer's lane state before this commit."""
+        out: list[Chunk] = []
+        moved = dict.fromkeys(MOVE_RULES, 0)
+        for info in self.chunks:
+            seg = state.segment(info.seg)
+            if seg is None:
+                raise SegmentSealedError(
+                    f"chunk {info.path} targets segment {info.seg}, which is no longer active "
+                    "(a scale sealed it); the writer must re-route its records", segment=info.seg)
+            lane = lanes.get(seg.id, 0)
+            floor = max(lane, state.tick) + 1
+            lo, hi = final_bounds(info.raw_lo, info.raw_hi, info.rows, floor)
+            out.append(Chunk(seg=seg.id, path=info.path, rows=info.rows, bytes=info.bytes,
+                             seq=seg.next_seq, floor=floor, lo=lo, hi=hi,
+                             marks=final_marks(info.marks, info.rows, floor)))
+            moved["lane"] += info.lane_raised
+            moved["cap"] += info.capped
+            if info.raw_lo < floor:  # a prefix of the chunk was raised (a_i - i is non-decreasing)
+                if info.raw_hi - (info.rows - 1) < floor:
+                    n = info.rows
+                else:
+                    n = self.count_raised(info, floor) if self.count_raised is not None else 0
+                moved["tick" if state.tick >= lane else "lane"] += n
+            seg.next_seq += info.rows
+            seg.last_tso = max(seg.last_tso, hi)
+            seg.rows += info.rows
+            seg.bytes += info.bytes
+            seg.chunks += 1
+        return out, moved
+
+
+def check_schema_for_write(state: StreamState, schema: pa.Schema, merge: bool) -> pa.Schema:
+    """The stream schema a write will have (the data's own schema for a first write)."""
+    if not state.schema:
+        return schema
+    return reconcile(decode_schema(state.schema), schema, merge=merge)

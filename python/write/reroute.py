@@ -1,0 +1,54 @@
+"""Re-routing chunks written for a segment that a scale sealed before their commit.
+
+A Spark task routes with the segment map it got at planning time; if a scale commits in
+between, its chunk targets a sealed segment. The committer then gives the chunk to the single
+active segment covering its key range, or, when successors split that range and the chunk has
+a key column, splits the file by key (the raw timestamps travel with the records, so each part
+is still strictly increasing).
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..epochs.routing import key_hash, route
+from ..journal.state import Segment
+from ..schema import RAW_TSO
+from ..store.storage import Store
+from ..timestamps import raw_marks
+from .writing import ChunkInfo
+
+
+def overlapping(info: ChunkInfo, segments: Sequence[Segment]) -> list[Segment]:
+    """The ``segments`` whose key range meets the chunk's."""
+    return [s for s in segments if s.lo < info.key_hi and info.key_lo < s.hi]
+
+
+def reroute(store: Store, info: ChunkInfo, segments: Sequence[Segment]) -> list[ChunkInfo]:
+    """Chunks equivalent to ``info`` that target active ``segments`` only."""
+    targets = overlapping(info, segments)
+    if len(targets) == 1 or (targets and info.key is None):
+        return [replace(info, seg=targets[0].id, key_lo=targets[0].lo, key_hi=targets[0].hi)]
+    table = pq.read_table(io.BytesIO(store.read(info.path)))
+    ordered = sorted(segments, key=lambda s: s.lo)
+    idx = route(key_hash(table.column(info.key), name=info.key), [s.lo for s in ordered])
+    out = []
+    for i in np.unique(idx):
+        seg = ordered[int(i)]
+        part = table.filter(pa.array(idx == i))
+        rel = f"data/{seg.number}/reroute-{uuid.uuid4().hex}.parquet"
+        buf = io.BytesIO()
+        pq.write_table(part, buf)
+        store.write(rel, buf.getvalue())
+        raw = part.column(RAW_TSO).to_numpy()
+        out.append(replace(info, seg=seg.id, path=rel, rows=part.num_rows, bytes=len(buf.getvalue()),
+                           raw_lo=int(raw[0]), raw_hi=int(raw[-1]), key_lo=seg.lo, key_hi=seg.hi,
+                           marks=raw_marks(raw)))
+    return out
