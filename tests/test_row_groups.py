@@ -1,4 +1,4 @@
-"""Reads decode a chunk file one row group at a time (python/reading.py ``_FileRows``).
+"""Reads decode a chunk file one row group at a time (python/reading.py ``FileRows``).
 
 The records must be exactly those of decoding the whole file (``decode_file`` +
 ``chunk_records``, kept as the reference), for plain chunks, views of macro-chunks, unsorted
@@ -252,7 +252,7 @@ def test_dictionary_columns_decode_through_their_dictionary_only_where_no_page_f
 
     chunk = Chunk(seg=0, path="f.parquet", rows=rows, bytes=1, seq=0, floor=1, lo=10, hi=rows * 10)
     [(views, data)] = list(fetch_files(store, [chunk]))
-    file_rows = reading._FileRows(store, views, data)
+    file_rows = reading.FileRows(store, views, data)
     got = pa.concat_tables(file_rows.records(chunk, 0, rows * 10, schema, None, None))
     assert list(file_rows._by_dictionary) == [("k", "ls", "bin")]  # the dictionary path was taken
     want = _reference(store, schema, [chunk], 0, rows * 10)

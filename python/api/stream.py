@@ -8,8 +8,8 @@ journal, newest entry) and testable alone:
   ``heartbeat``, ``tick``, ``writer`` (producer sessions);
 * :class:`~pyspark_tstream.api.upkeep.Upkeep` — what runs after a data commit
   (auto-scaling, retention, automatic compaction), best-effort;
-* :class:`~pyspark_tstream.api.read.Reader` — ``read``, ``plan``, ``plan_read``, ``seek``,
-  ``seek_tail``;
+* :class:`~pyspark_tstream.api.read.Reader` — ``read``, ``to_reader``, ``plan``, ``plan_read``,
+  ``seek``, ``seek_tail``;
 * :class:`~pyspark_tstream.api.epochs.Epochs` — ``scale`` and the segment history;
 * :class:`~pyspark_tstream.api.truncate.Truncation` — cuts, ``truncate``, ``trim``, ``vacuum``;
 * :class:`~pyspark_tstream.api.maintain.Maintenance` — ``compact``, ``verify``, ``repair``;
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from .append import Appender, Producer
     from .epochs import Epochs
     from .maintain import Maintenance
-    from .read import Reader
+    from .read import Bound, Reader
     from .truncate import Truncation
     from .upkeep import Upkeep
 
@@ -283,15 +283,32 @@ class Stream:
         return self.appending.writer(writer_id)
 
     # -- reading (stream_read) ----------------------------------------------------------------
-    def read(self, start: TimeLike = None, end: TimeLike = None, limit: int | None = None,
-             columns: Sequence[str] | None = None) -> pa.Table:
+    def read(self, start: Bound = None, end: Bound = None, limit: int | None = None,
+             columns: Sequence[str] | None = None, *, tail: int | None = None) -> pa.Table:
         """Records with ``start <= _timestamp < end``, ordered by ``_tso``, with system columns.
 
-        ``start``/``end``: epoch ms, datetime, ISO-8601 text or an ago duration like ``"-15m"``.
-        ``end`` defaults to the current tick (only complete time is returned). ``limit`` keeps
-        the first records by ``_tso``.
+        ``start``/``end``: epoch ms, datetime, ISO-8601 text or an ago duration like ``"-15m"``;
+        or a stream cut ``{segment: seq}`` (:meth:`cut_at`): from / before those ``_seq`` in the
+        segments it lists. ``end`` defaults to the current tick (only complete time is
+        returned). ``tail=N`` (instead of ``start``): the last N records. ``limit`` keeps the
+        first records by ``_tso``; ``columns`` selects columns of the result.
         """
-        return self.reading.read(start, end, limit, columns)
+        return self.reading.read(start, end, limit, columns, tail=tail)
+
+    def to_reader(self, start: Bound = None, end: Bound = None, limit: int | None = None,
+                  columns: Sequence[str] | None = None, *, tail: int | None = None,
+                  system_columns: bool | Sequence[str] = False, batch_rows: int = 65_536) -> pa.RecordBatchReader:
+        """:meth:`read`'s records as a ``pyarrow.RecordBatchReader``: for DuckDB, Polars, pandas.
+
+        Same range arguments as :meth:`read` (``start``, ``end``, ``tail``, ``limit``); same
+        records in the same order. ``columns``: the user columns to return (default all), the
+        only ones decoded; ``system_columns``: False (default: none), True (``_timestamp``,
+        ``_tso``, ``_segment``, ``_seq``) or a list of them. The range is planned now; the
+        records are read as the reader is consumed, in batches of at most ``batch_rows``, a
+        window of time at a time: memory stays about one window, whatever the range.
+        """
+        return self.reading.to_reader(start, end, limit, columns, tail=tail, system_columns=system_columns,
+                                      batch_rows=batch_rows)
 
     def plan(self, lo: int, hi: int, *, first_pos: int | None = None, last_pos: int | None = None) -> list:
         """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`planner`)."""

@@ -23,7 +23,7 @@ from ..maintain.retention import (
     retention_bound,
 )
 from ..maps.grouplog import group_positions
-from ..read.reading import read_tsos
+from ..read.start import cut_bound
 from ..timestamps import TimeLike, now_ms, pack, to_ms
 from .config import GC_GRACE_MS, ORPHAN_GRACE_MS
 from .context import StreamContext
@@ -74,24 +74,8 @@ class Truncation:
         return self._cut_bound(self.ctx.refresh(), cut)
 
     def _cut_bound(self, state: StreamState, cut: dict[int, int]) -> int:
-        """:meth:`cut_bound` on ``state``.
-
-        Under writer lanes a record after the cut may be older than the one at it, so every
-        chunk reaching past the cut counts: its first record past the cut is its oldest there.
-        """
-        bound = state.tick
-        cutting = []
-        for c in self.reader.plan(state.head_tso, state.tick):
-            if c.seg not in cut or c.seq + c.rows <= cut[c.seg]:
-                continue
-            if c.seq >= cut[c.seg]:
-                bound = min(bound, c.lo - 1)  # every record of it lies past the cut
-            else:
-                cutting.append(c)
-        for c, tso in read_tsos(self.ctx.store, cutting):
-            # the cut's record and (in a view of merged lanes) any later one may be the smallest
-            bound = min(bound, int(tso[cut[c.seg] - c.seq:].min()) - 1)
-        return bound
+        """:meth:`cut_bound` on ``state`` (see :func:`~pyspark_tstream.read.start.cut_bound`)."""
+        return cut_bound(self.ctx.store, self.reader.plan(state.head_tso, state.tick), cut, state.tick)
 
     def trim(self, *, maxlen: int | None = None, max_age: str | None = None, max_bytes: int | None = None,
              gc_grace_ms: int = GC_GRACE_MS) -> StreamState:

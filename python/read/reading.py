@@ -332,7 +332,7 @@ def chunk_records(table: pa.Table, chunk: Chunk, lo: int, hi: int, schema: pa.Sc
     return assemble(body.take(int64s(idx + at)), tso[idx], idx.astype(np.int64) + chunk.seq, chunk.seg, schema)
 
 
-class _FileRows:
+class FileRows:
     """One fetched chunk file, decoded a row group at a time.
 
     Only the raw timestamp column of the groups a read covers is decoded up front (a read
@@ -343,7 +343,9 @@ class _FileRows:
     (:mod:`.dictionary_pages`).
     """
 
-    def __init__(self, store: Store, views: Sequence[Chunk], data: bytes) -> None:
+    def __init__(self, store: Store, views: Sequence[Chunk], data: bytes,
+                 columns: Sequence[str] | None = None) -> None:
+        # ``columns``: the user columns to decode (None: all); a projection decodes no other
         self.store, self.views = store, views
         try:
             self.file = pq.ParquetFile(pa.BufferReader(data))
@@ -359,7 +361,7 @@ class _FileRows:
         if raw is None or expected > rows or (_whole(views[0], views) and rows != views[0].rows):
             raise _overwritten(store, views[0], rows, expected)
         self.raw = _checked_raw(store, views[0], raw)
-        self.columns = [n for n in names if n != RAW_TSO]
+        self.columns = [n for n in names if n != RAW_TSO and (columns is None or n in columns)]
         self.data = data
         self._by_dictionary: dict[tuple[str, ...], pq.ParquetFile] = {}
         self._group: tuple[int, pa.Table] | None = None
@@ -387,11 +389,17 @@ class _FileRows:
                                                              read_dictionary=list(names))
         return decode_dictionaries(f.read_row_group(g, columns=self.columns), names)
 
-    def records(self, view: Chunk, lo: int, hi: int, schema: pa.Schema, first_seq: int | None,
-                end_seq: int | None) -> Iterator[pa.Table]:
-        """The records of ``view`` in range, one table per row group they span."""
+    def tsos(self, view: Chunk) -> np.ndarray:
+        """Final ``_tso`` of ``view``'s rows, checked against the range its commit recorded."""
         tso = view_tsos(self.raw, view, self.base)
         check_times(self.store, view, tso)
+        return tso
+
+    def records(self, view: Chunk, lo: int, hi: int, schema: pa.Schema, first_seq: int | None,
+                end_seq: int | None, tso: np.ndarray | None = None) -> Iterator[pa.Table]:
+        """The records of ``view`` in range, one table per row group they span (``schema``: the
+        user columns to return; ``tso``: :meth:`tsos` of ``view``, when the caller has them)."""
+        tso = self.tsos(view) if tso is None else tso
         pick = select(tso, view, lo, hi, first_seq, end_seq)
         if pick is None:
             return
@@ -410,14 +418,16 @@ class _FileRows:
                 continue
             sel = idx[np.searchsorted(idx, r0):np.searchsorted(idx, r1)]
             if len(sel):
-                body = self.group(g).take(int64s(sel + (at - g0)))
+                group = self.group(g)
+                # a table without columns (nothing projected) keeps its row count only through slice
+                body = group.take(int64s(sel + (at - g0))) if group.num_columns else group.slice(0, len(sel))
                 yield assemble(body, tso[sel], sel.astype(np.int64) + view.seq, view.seg, schema)
 
 
 def _records(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi: int,
              starts: dict[int, int], ends: dict[int, int]) -> Iterator[tuple[Chunk, pa.Table]]:
     for views, data in fetch_files(store, chunks):
-        rows = _FileRows(store, views, data)
+        rows = FileRows(store, views, data)
         for chunk in views:
             for part in rows.records(chunk, lo, hi, schema, starts.get(chunk.seg), ends.get(chunk.seg)):
                 yield chunk, part
@@ -429,10 +439,12 @@ def read_task(store: Store, schema: pa.Schema, task: ReadTask) -> Iterator[pa.Re
         yield from part.to_batches(max_chunksize=BATCH_ROWS)
 
 
-def read_table(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi: int) -> pa.Table:
-    """All records of ``chunks`` in ``(lo, hi]`` as one table, in :data:`READ_ORDER`."""
+def read_table(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi: int,
+               starts: dict[int, int] | None = None, ends: dict[int, int] | None = None) -> pa.Table:
+    """All records of ``chunks`` in ``(lo, hi]`` as one table, in :data:`READ_ORDER`; in the
+    segments ``starts``/``ends`` list, only ``_seq`` from ``starts[seg]`` and before ``ends[seg]``."""
     parts, seen, ordered = [], set(), True
-    for chunk, part in _records(store, schema, chunks, lo, hi, {}, {}):
+    for chunk, part in _records(store, schema, chunks, lo, hi, starts or {}, ends or {}):
         parts.append(part)
         seen.add(id(chunk))
         ordered = ordered and chunk.sorted

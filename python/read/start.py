@@ -7,12 +7,16 @@ and which chunks it reads is :mod:`~pyspark_tstream.read.planner`'s job.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import DataLossError
+from ..journal.entries import Chunk
 from ..journal.state import StreamState
+from ..store.storage import Store
 from ..timestamps import iso, pack, physical
 from ..timestamps import now_ms as wall_ms
+from .reading import read_tsos
 
 log = logging.getLogger("pyspark_tstream")
 
@@ -34,6 +38,28 @@ def start_bound(stream: Any, kind: str, *, timestamp_ms: int | None = None, ago_
         # segment; listed segments are further filtered by _seq (the reader applies the cut)
         return max(state.head_tso, min(int(stream.cut_bound(cut)), state.tick))
     return state.head_tso  # earliest
+
+
+def cut_bound(store: Store, chunks: Sequence[Chunk], cut: Mapping[int, int], tick: int) -> int:
+    """The largest ``_tso`` bound (at most ``tick``) that skips nothing at or after ``cut`` in
+    any segment; ``chunks``: a plan of the stream up to the tick.
+
+    Under writer lanes a record after the cut may be older than the one at it, so every chunk
+    reaching past the cut counts: its first record past the cut is its oldest there.
+    """
+    bound = tick
+    cutting = []
+    for c in chunks:
+        if c.seg not in cut or c.seq + c.rows <= cut[c.seg]:
+            continue
+        if c.seq >= cut[c.seg]:
+            bound = min(bound, c.lo - 1)  # every record of it lies past the cut
+        else:
+            cutting.append(c)
+    for c, tso in read_tsos(store, cutting):
+        # the cut's record and (in a view of merged lanes) any later one may be the smallest
+        bound = min(bound, int(tso[cut[c.seg] - c.seq:].min()) - 1)
+    return bound
 
 
 def check_data_loss(state: StreamState, lo: int, *, fail: bool, context: str = "",

@@ -1,0 +1,121 @@
+"""The records of planned chunks in read order, window by window, in bounded memory.
+
+:func:`~pyspark_tstream.read.reading.read_table` gathers a whole range, then sorts it: chunks of
+different segments (and writer lanes of one segment) overlap in time, so no record can be
+returned before every chunk that may hold an earlier one has been read. :func:`sweep` returns
+the same records in the same order (:data:`~pyspark_tstream.read.reading.READ_ORDER`) without
+holding them all: it walks ``(lo, hi]`` in consecutive windows of ``_tso`` and sorts one window
+at a time; windows follow one another in time, so the tables it yields are in read order.
+
+A window ``(a, b]`` ends before the first record of the next chunk not yet opened (so every
+record in it lies in an open chunk) and at the ``window_rows``-th record after ``a`` of the open
+chunks. A chunk's file is fetched when the walk reaches its first record (small files in
+batches, :func:`~pyspark_tstream.read.reading.fetch_files`) and dropped once the walk passes its
+last. Memory: about ``window_rows`` records, one fetch batch of chunk files (memory-mapped when
+local), and per open file its decoded timestamps and one decoded row group of the projected
+columns (:class:`~pyspark_tstream.read.reading.FileRows`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..journal.entries import Chunk
+from ..store.storage import Store
+from .reading import BATCH_ROWS, READ_ORDER, FileRows, fetch_files
+
+
+class _Files:
+    """The chunk files of a sweep: fetched in the order the walk needs them, dropped after."""
+
+    def __init__(self, store: Store, views: Sequence[Chunk], columns: Sequence[str] | None) -> None:
+        self.store, self.columns = store, columns
+        # views come by first record: fetch_files returns their files in the order they are opened
+        self.fetched = fetch_files(store, views)
+        self.waiting: dict[str, tuple[list[Chunk], bytes]] = {}
+        self.open: dict[str, FileRows] = {}
+        self.left = Counter(v.path for v in views)
+
+    def rows(self, view: Chunk) -> FileRows:
+        """The decoded file of ``view`` (fetched now if it was not)."""
+        got = self.open.get(view.path)
+        if got is None:
+            while view.path not in self.waiting:
+                views, data = next(self.fetched)
+                self.waiting[views[0].path] = (views, data)
+            views, data = self.waiting.pop(view.path)
+            got = self.open[view.path] = FileRows(self.store, views, data, self.columns)
+        return got
+
+    def done(self, view: Chunk) -> None:
+        """The walk has passed ``view``'s last record: drop its file after its last view."""
+        self.left[view.path] -= 1
+        if not self.left[view.path]:
+            self.open.pop(view.path, None)
+
+
+def _kth_after(open_views: Sequence[tuple[Chunk, FileRows, np.ndarray]], a: int, k: int) -> int | None:
+    """The ``k``-th smallest ``_tso`` above ``a`` among the open views (None: fewer than ``k``)."""
+    parts = []
+    for view, _, tso in open_views:
+        if view.sorted:
+            s = int(np.searchsorted(tso, a, side="right"))
+            parts.append(tso[s:s + k])
+        else:
+            later = tso[tso > a]
+            parts.append(np.partition(later, k - 1)[:k] if len(later) > k else later)
+    found = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return int(np.partition(found, k - 1)[k - 1]) if len(found) >= k else None
+
+
+def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi: int, *,
+          columns: Sequence[str] | None = None, starts: Mapping[int, int] | None = None,
+          ends: Mapping[int, int] | None = None, window_rows: int = BATCH_ROWS) -> Iterator[pa.Table]:
+    """The records of ``chunks`` in ``(lo, hi]`` in read order: tables of about ``window_rows``
+    records (never empty) with ``schema``'s user columns then the system columns.
+
+    ``columns`` names the user columns to decode (None: all; ``schema`` should hold the same);
+    in the segments ``starts``/``ends`` list, only ``_seq`` from ``starts[seg]`` and before
+    ``ends[seg]`` are kept (a read from or to a stream cut). Same records and order as
+    :func:`~pyspark_tstream.read.reading.read_table` of the same arguments.
+    """
+    starts, ends = starts or {}, ends or {}
+    views = sorted((c for c in chunks if c.hi > lo and c.lo <= hi), key=lambda c: c.lo)
+    files = _Files(store, views, columns)
+    open_views: list[tuple[Chunk, FileRows, np.ndarray]] = []
+    pending: list[pa.Table] = []
+    i, a = 0, lo
+    while a < hi and (open_views or i < len(views)):
+        if not open_views:  # nothing before the next chunk's first record
+            a = max(a, views[i].lo - 1)
+        while i < len(views) and views[i].lo <= a + 1:
+            rows = files.rows(views[i])
+            open_views.append((views[i], rows, rows.tsos(views[i])))
+            i += 1
+        b = min(hi, views[i].lo - 1 if i < len(views) else hi)
+        kth = _kth_after(open_views, a, window_rows)
+        b = b if kth is None else min(b, kth)
+        parts, sources = [], []
+        for view, rows, tso in open_views:
+            got = list(rows.records(view, a, b, schema, starts.get(view.seg), ends.get(view.seg), tso))
+            parts += got
+            sources += [view] if got else []
+        if parts:
+            window = pa.concat_tables(parts)
+            if len(sources) > 1 or not sources[0].sorted:
+                window = window.sort_by(READ_ORDER)  # chunks overlap in time: ties by identity
+            pending.append(window)
+            if sum(t.num_rows for t in pending) >= window_rows:
+                yield pa.concat_tables(pending)
+                pending = []
+        for view, _, _ in open_views:
+            if view.hi <= b:
+                files.done(view)
+        open_views = [x for x in open_views if x[0].hi > b]
+        a = b
+    if pending:
+        yield pa.concat_tables(pending)
