@@ -142,6 +142,8 @@ def test_default_is_user_columns_and_system_columns_on_request(url: str) -> None
     assert reader.schema.names == ["t", "key", "_timestamp"]
     got = reader.read_all()
     assert got["t"].to_pylist() == s.read()["t"].to_pylist()
+    # whole batches, not one per window of time they were read in
+    assert [b.num_rows for b in s.to_reader(batch_rows=10_000)] == [6_400]
 
 
 def test_bounded_memory_many_batches(url: str) -> None:

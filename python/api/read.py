@@ -206,7 +206,8 @@ def _limited(tables: Iterator[pa.Table], out: pa.Schema, limit: int | None, batc
         if left is not None:
             table = table.slice(0, left)
             left -= table.num_rows
-        yield from table.select(out.names).to_batches(max_chunksize=batch_rows)
+        # one batch per ``batch_rows`` records, not one per window the table was joined from
+        yield from table.select(out.names).combine_chunks().to_batches(max_chunksize=batch_rows)
         if left == 0:
             return
 
