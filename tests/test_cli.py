@@ -19,6 +19,7 @@ import pytest
 from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import app as cli
+from pyspark_tstream.cli import read as cli_read
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -104,7 +105,7 @@ def test_read_ranges_tail_count_and_table(url: str, capsys: pytest.CaptureFixtur
 
 def test_read_pages_through_long_ranges(url: str, capsys: pytest.CaptureFixture[str],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "PAGE_ROWS", 7)  # many pages; each read is one page
+    monkeypatch.setattr(cli_read, "PAGE_ROWS", 7)  # many batches, printed as they are read
     s = Stream.create(url, segments=2, timestamping_uncapped=True)
     s.append([{"k": f"k{i}", "v": i, "t": 2_000_000 + i // 3} for i in range(50)], key="k", timestamp="t")
     code, out, _ = run(capsys, "read", url)

@@ -1,10 +1,11 @@
 """The ``tstream`` command line: S2 / redis-cli style access to streams, without Spark.
 
-Each subcommand is a ``run_*(args) -> int`` function registered in :func:`build_parser`
-(``append`` lives in :mod:`~pyspark_tstream.cli.append`, consumer groups in
-:mod:`~pyspark_tstream.cli.group`, ``scale``/``cut``/``truncate``/``trim``/``vacuum`` in
-:mod:`~pyspark_tstream.cli.admin`; the parser class, argument types and storage options they
-share in :mod:`~pyspark_tstream.cli.common`, so no two CLI modules import each other).
+This module is the top-level parser, the dispatch and :func:`main`. Each subcommand lives in a
+module of its own with a ``register(sub, common)`` that adds it (``create``, ``info``,
+``append``, ``read``, consumer groups in ``group``, ``scale``/``cut``/``truncate``/``trim``/
+``vacuum`` in ``admin``, ``fsck``/``repair`` in ``fsck``); the parser class, argument types and
+storage options they share are in :mod:`~pyspark_tstream.cli.common`, so no two CLI modules
+import each other.
 
 Errors the user can act on never show a traceback: they print one ``tstream: error: ...`` line
 on stderr. Exit codes: 0 success, 1 runtime error (store, data, missing stream), 2 usage error
@@ -16,42 +17,20 @@ storage options are never printed: every error line is scrubbed of their values.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
 from collections.abc import Sequence
-from typing import Any
 
 from .. import __version__
-from .. import keys as K
-from ..api.config import TIMESTAMPING_MODES
-from ..api.scan import read_after
-from ..api.stream import Stream
 from ..errors import ConfigError, EntryIdError, InvalidPathError, TStreamError
-from ..maps.grouplog import ALL_SEGMENTS
-from ..timestamps import now_ms, pack
 from .admin import register as register_admin
 from .append import register as register_append
-from .common import (
-    Parser,
-    add_command,
-    count_int,
-    duration_ms,
-    key_value,
-    millis,
-    open_stream,
-    positive_int,
-    secret_values,
-    storage_options,
-    time_ms,
-)
-from .format import json_default, print_info, print_records
+from .common import Parser, key_value, secret_values
+from .create import register as register_create
 from .fsck import register as register_fsck
 from .group import register as register_group
-
-#: Records per read while printing, so a long range never sits in memory at once.
-PAGE_ROWS = 10_000
+from .info import register as register_info
+from .read import register as register_read
 
 EPILOG = """\
 examples:
@@ -82,81 +61,6 @@ def _message(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-# -- commands -----------------------------------------------------------------------------------
-def run_create(args: argparse.Namespace) -> int:
-    config: dict[str, Any] = {"segments": args.segments, "timestamping": args.timestamping,
-                              "timestamping_uncapped": args.uncapped}
-    if args.writers:
-        config["writers"] = tuple(w.strip() for w in args.writers.split(",") if w.strip())
-    if args.lease_ms is not None:
-        config["writer_lease_ms"] = args.lease_ms
-    stream = Stream.create(args.url, storage_options=storage_options(args), **config)
-    cfg = stream.config
-    extra = (", uncapped" if cfg.timestamping_uncapped else "") + (
-        f", writers {','.join(cfg.writers)}" if cfg.writers else "")
-    sys.stdout.write(f"created {stream.url}: {cfg.segments} segments, timestamping {cfg.timestamping}{extra}\n")
-    return 0
-
-
-def run_info(args: argparse.Namespace) -> int:
-    info = open_stream(args).info()
-    if args.json:
-        sys.stdout.write(json.dumps(info, indent=2, default=json_default) + "\n")
-    else:
-        print_info(info, sys.stdout)
-    return 0
-
-
-def _start_cursor(stream: Stream, args: argparse.Namespace) -> tuple[int, int, int]:
-    if args.timestamp is not None:
-        return max(pack(args.timestamp) - 1, 0), ALL_SEGMENTS, ALL_SEGMENTS
-    if args.ago is not None:
-        return max(pack(max(now_ms() - args.ago, 0)) - 1, 0), ALL_SEGMENTS, ALL_SEGMENTS
-    if args.tail is not None:
-        return stream.seek_tail(args.tail), ALL_SEGMENTS, ALL_SEGMENTS
-    return 0, -1, -1
-
-
-def run_read(args: argparse.Namespace) -> int:
-    if args.max_wait is not None and not args.follow:
-        raise ConfigError("--max-wait only applies with --follow", option="max-wait")
-    stream = open_stream(args)
-    cursor = _start_cursor(stream, args)
-    until = None if args.until is None else pack(args.until) - 1
-    left = args.count
-    idle_since = time.monotonic()
-    header = True
-    try:
-        while left is None or left > 0:
-            page = read_after(stream, cursor, count=min(left or PAGE_ROWS, PAGE_ROWS), until=until)
-            if page.records.num_rows:
-                n = print_records(page.records, args.format, sys.stdout, header=header)
-                header = False
-                left = None if left is None else left - n
-                idle_since = time.monotonic()
-            cursor = page.end
-            if left == 0:
-                break  # --count reached: never wait for records nobody asked for
-            if not page.complete:
-                continue  # more records are already complete: no waiting
-            if not args.follow or (until is not None and page.bound >= until):
-                break
-            if not _wait_for_tick(stream, cursor[0], idle_since, args):
-                break
-    except KeyboardInterrupt:
-        return 0  # Ctrl-C is how a --follow ends
-    return 0
-
-
-def _wait_for_tick(stream: Stream, after: int, idle_since: float, args: argparse.Namespace) -> bool:
-    """Poll (1 store call each) until the tick passes ``after``; False once --max-wait is over."""
-    while stream.refresh().tick <= after:
-        if args.max_wait is not None and time.monotonic() - idle_since >= args.max_wait / 1000:
-            return False
-        time.sleep(args.poll / 1000)
-    return True
-
-
 # -- the parser -----------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     """The ``tstream`` argument parser (subcommands set ``run``)."""
@@ -168,42 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tstream {__version__}")
     sub = parser.add_subparsers(metavar="COMMAND", parser_class=Parser)
 
-    p = add_command(sub, common, "create", run_create,
-                    help="create a stream",
-                    description="Create a stream (fails if one exists).",
-                    epilog="example:\n  tstream create file:///tmp/s --segments 8 --writers east,west")
-    p.add_argument("--segments", type=positive_int, default=K.SEGMENTS_DEFAULT,
-                   help=f"initial segments (default {K.SEGMENTS_DEFAULT})")
-    p.add_argument("--timestamping", choices=TIMESTAMPING_MODES, default=K.TIMESTAMPING_DEFAULT)
-    p.add_argument("--uncapped", action="store_true", help="keep client times later than arrival")
-    p.add_argument("--writers", metavar="A,B", help="declared writers the tick waits for")
-    p.add_argument("--lease-ms", type=positive_int, help="drop a silent writer from the tick after this")
-
-    p = add_command(sub, common, "info", run_info,
-                    help="show tick, segments, writers",
-                    description="Tick, epochs, segments, writers, first/last ids and size.",
-                    epilog="example:\n  tstream info file:///tmp/s --json | jq .tick_time")
-    p.add_argument("--json", action="store_true", help="print the info as JSON")
-
+    register_create(sub, common)
+    register_info(sub, common)
     register_append(sub, common)
-
-    p = add_command(sub, common, "read", run_read,
-                    help="read records (XRANGE / XREAD)",
-                    description="Print complete records (at or below the tick) in _tso order.",
-                    epilog="examples:\n  tstream read file:///tmp/s --ago 1h --until=-30m\n"
-                           "  tstream read file:///tmp/s --tail 5 --follow --max-wait 30s --format table")
-    start = p.add_mutually_exclusive_group()
-    start.add_argument("--timestamp", metavar="T", type=time_ms, help="from this time (epoch ms or ISO-8601)")
-    start.add_argument("--ago", metavar="DURATION", type=duration_ms, help="from now minus this (90s, 15m, 1h, 7d)")
-    start.add_argument("--tail", metavar="N", type=count_int, help="the last N records")
-    p.add_argument("--until", metavar="T", type=time_ms, help="records before this time (ISO-8601, epoch ms, or --until=-5m)")
-    p.add_argument("--count", metavar="N", type=positive_int, help="stop after N records")
-    p.add_argument("--format", choices=("json", "table"), default="json")
-    p.add_argument("--follow", "-f", action="store_true", help="keep printing records as the tick advances")
-    p.add_argument("--max-wait", metavar="DURATION", type=duration_ms, help="with --follow: stop after this long "
-                   "without new records")
-    p.add_argument("--poll", metavar="MS", type=millis, default=200, help=argparse.SUPPRESS)
-
+    register_read(sub, common)
     register_group(sub, common)
     register_admin(sub, common)
     register_fsck(sub, common)

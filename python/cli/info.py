@@ -1,0 +1,29 @@
+"""``tstream info``: tick, epochs, segments, writers, first/last ids and size, as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .common import add_command, open_stream
+from .format import json_default, print_info
+
+
+def run_info(args: argparse.Namespace) -> int:
+    info = open_stream(args).info()
+    if args.json:
+        sys.stdout.write(json.dumps(info, indent=2, default=json_default) + "\n")
+    else:
+        print_info(info, sys.stdout)
+    return 0
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``info`` to the top-level subparsers ``sub``."""
+    p = add_command(sub, common, "info", run_info,
+                    help="show tick, segments, writers",
+                    description="Tick, epochs, segments, writers, first/last ids and size.",
+                    epilog="example:\n  tstream info file:///tmp/s --json | jq .tick_time")
+    p.add_argument("--json", action="store_true", help="print the info as JSON")
