@@ -15,7 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.read import planner
+from pyspark_tstream.read.ends import Limits
 from pyspark_tstream.read.reading import chunk_tsos, read_table
+from pyspark_tstream.read.window import Window
 from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.timestamps import raw_hybrid, raw_marks
 from pyspark_tstream.write.writing import ChunkInfo, WriteSpec, write_batches
@@ -84,11 +86,11 @@ def overlapping_chunks(url: str, n: int = 1000, tasks: int = 3, same_ms: int = 1
     return s
 
 
-def micro_batches(s: Stream, limits: planner.Limits, exact: bool = True) -> list[tuple[int, int, pa.Table]]:
+def micro_batches(s: Stream, limits: Limits, exact: bool = True) -> list[tuple[int, int, pa.Table]]:
     """``(lo, end, records)`` of each micro-batch up to the tick, planned as the streaming source
     plans them (one planner Window across batches, with or without exact cuts)."""
     state = s.refresh()
-    window = planner.Window(s.journal, load=(lambda c: chunk_tsos(s.store, c)) if exact else None)
+    window = Window(s.journal, load=(lambda c: chunk_tsos(s.store, c)) if exact else None)
     lo, out = state.head_tso, []
     while lo < state.tick:
         p = planner.plan(window, state, lo, state.tick, limits)

@@ -1,7 +1,7 @@
 """Bounded reads (issue 10): limits that hold on overlapping chunks, marks, the planner's tasks.
 
 Micro-batches are driven through the planner exactly as the streaming source does (a
-:class:`~pyspark_tstream.read.planner.Window` that lives across batches); no Spark here.
+:class:`~pyspark_tstream.read.window.Window` that lives across batches); no Spark here.
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from histories import micro_batches, overlapping_chunks
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.conf.options import SourceOptions
 from pyspark_tstream.errors import ConfigError, CorruptMetadataError
-from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk, entry_path
-from pyspark_tstream.read import planner
+from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk
+from pyspark_tstream.read import ends, planner, tasks
 from pyspark_tstream.read.reading import chunk_tsos, read_table
+from pyspark_tstream.read.window import Window
+from pyspark_tstream.store import layout
 from pyspark_tstream.timestamps import MarkSampler, mark_step, raw_hybrid, raw_marks
 from pyspark_tstream.write.writing import WriteSpec, write_batches
 
@@ -34,7 +36,7 @@ def _overlapping(url: str, n: int = 1000, tasks: int = 3, same_ms: int = 1) -> S
     return s
 
 
-def _batches(s: Stream, limits: planner.Limits, exact: bool = True) -> list[pa.Table]:
+def _batches(s: Stream, limits: ends.Limits, exact: bool = True) -> list[pa.Table]:
     batches = micro_batches(s, limits, exact)
     for lo, hi, _ in batches:
         assert hi > lo and hi & 0x3FFFF == 0x3FFFF  # progress, ending on a millisecond
@@ -44,7 +46,7 @@ def _batches(s: Stream, limits: planner.Limits, exact: bool = True) -> list[pa.T
 @pytest.mark.parametrize("exact", [True, False], ids=["refined", "marks-only"])
 def test_record_limit_holds_on_three_overlapping_chunks(exact: bool) -> None:
     s = _overlapping(_url("bounded-records"))
-    batches = _batches(s, planner.Limits(max_records=100), exact)
+    batches = _batches(s, ends.Limits(max_records=100), exact)
     sizes = [b.num_rows for b in batches]
     assert all(n <= 100 + 1 for n in sizes), sizes  # one millisecond holds one record here
     ids = [i for b in batches for i in b.column("id").to_pylist()]
@@ -53,7 +55,7 @@ def test_record_limit_holds_on_three_overlapping_chunks(exact: bool) -> None:
     # steps of the limit; refined from the _tso column within REFINE_FRACTION of it)
     assert len(sizes) <= 25, sizes
     if exact:
-        assert all(n >= 100 * (1 - planner.REFINE_FRACTION) for n in sizes[:-1]), sizes
+        assert all(n >= 100 * (1 - ends.REFINE_FRACTION) for n in sizes[:-1]), sizes
 
 
 def test_byte_limit_holds_on_three_overlapping_chunks() -> None:
@@ -61,7 +63,7 @@ def test_byte_limit_holds_on_three_overlapping_chunks() -> None:
     chunks = s.journal.read_entry(s.state.pos).chunks
     per_row = sum(c.bytes for c in chunks) / sum(c.rows for c in chunks)
     limit = int(per_row * 100)
-    sizes = [b.num_rows for b in _batches(s, planner.Limits(max_bytes=limit))]
+    sizes = [b.num_rows for b in _batches(s, ends.Limits(max_bytes=limit))]
     assert sum(sizes) == 1000
     assert all(n * per_row <= limit + per_row * 1.01 for n in sizes), sizes  # + one millisecond
     assert len(sizes) <= 14, sizes
@@ -73,9 +75,9 @@ def test_file_limit_counts_chunks_touched() -> None:
         t = [1_700_000_000_000 + b * 1000 + i for i in range(100)]
         s.append(pa.table({"id": list(range(b * 100, b * 100 + 100)), "t": t}), timestamp="t")
     state = s.refresh()
-    window, lo, sizes, ids = planner.Window(s.journal), state.head_tso, [], []
+    window, lo, sizes, ids = Window(s.journal), state.head_tso, [], []
     while lo < state.tick:
-        p = planner.plan(window, state, lo, state.tick, planner.Limits(max_files=3))
+        p = planner.plan(window, state, lo, state.tick, ends.Limits(max_files=3))
         t = read_table(s.store, s.schema, p.chunks, lo, p.hi)
         touched = {c.path for c in p.chunks if read_table(s.store, s.schema, [c], lo, p.hi).num_rows}
         assert len(touched) <= 3
@@ -87,7 +89,7 @@ def test_file_limit_counts_chunks_touched() -> None:
 
 def test_a_millisecond_larger_than_the_limit_is_the_only_overshoot() -> None:
     s = _overlapping(_url("bounded-ms"), n=900, same_ms=300)  # three ms of 300 records
-    sizes = [b.num_rows for b in _batches(s, planner.Limits(max_records=100))]
+    sizes = [b.num_rows for b in _batches(s, ends.Limits(max_records=100))]
     assert sizes == [300, 300, 300]  # a batch never splits a millisecond
 
 
@@ -128,15 +130,15 @@ def test_chunk_format_v1_reads_and_newer_versions_are_refused() -> None:
     url = _url("bounded-v")
     s = Stream.create(url, segments=1)
     s.append(pa.table({"x": [1, 2]}))
-    entry = json.loads(s.store.read(entry_path(1)))
+    entry = json.loads(s.store.read(layout.entry(1)))
     assert entry["v"] == FORMAT_VERSION
     entry["v"] = 1  # a v1 stream: entries without the new fields
     for ch in entry["chunks"]:
         del ch[8:]
-    s.store.write(entry_path(1), json.dumps(entry).encode())
+    s.store.write(layout.entry(1), json.dumps(entry).encode())
     assert Stream.open(url).read().column("x").to_pylist() == [1, 2]
     entry["v"] = FORMAT_VERSION + 1
-    s.store.write(entry_path(1), json.dumps(entry).encode())
+    s.store.write(layout.entry(1), json.dumps(entry).encode())
     with pytest.raises(CorruptMetadataError, match=f"version {FORMAT_VERSION + 1}.*upgrade pyspark-tstream"):
         Stream.open(url).journal.read_entry(1)
 
@@ -146,14 +148,14 @@ def test_partition_count_options_and_defaults(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(os, "cpu_count", lambda: 1000)  # the driver's cores must not matter
     mb = 1 << 20
-    assert planner.partition_count(10 * mb, 100) == 1  # small: 8 MB per task at least
-    assert planner.partition_count(17 * mb, 100) == 2  # one wave on 2 cores, not two
-    assert planner.partition_count(1000 * mb, 100) == planner.DEFAULT_PARALLELISM
-    assert planner.partition_count(1000 * mb, 100, parallelism=2) == 8  # one per ~128 MB
-    assert planner.partition_count(1000 * mb, 100, parallelism=64) == 64
-    assert planner.partition_count(1 * mb, 100, min_partitions=5) == 5
-    assert planner.partition_count(1000 * mb, 100, max_partitions=3) == 3
-    assert planner.partition_count(1000 * mb, 2, min_partitions=5) == 2  # never more than chunks
+    assert tasks.partition_count(10 * mb, 100) == 1  # small: 8 MB per task at least
+    assert tasks.partition_count(17 * mb, 100) == 2  # one wave on 2 cores, not two
+    assert tasks.partition_count(1000 * mb, 100) == tasks.DEFAULT_PARALLELISM
+    assert tasks.partition_count(1000 * mb, 100, parallelism=2) == 8  # one per ~128 MB
+    assert tasks.partition_count(1000 * mb, 100, parallelism=64) == 64
+    assert tasks.partition_count(1 * mb, 100, min_partitions=5) == 5
+    assert tasks.partition_count(1000 * mb, 100, max_partitions=3) == 3
+    assert tasks.partition_count(1000 * mb, 2, min_partitions=5) == 2  # never more than chunks
     o = SourceOptions.from_options({"path": "memory://x/s", "minPartitions": "4", "MAXPARTITIONS": "16"})
     assert (o.min_partitions, o.max_partitions) == (4, 16)
     for bad, match in (({"minPartitions": "0"}, "minPartitions='0' must be positive"),
@@ -194,7 +196,7 @@ def test_lazy_plan_finds_older_records_committed_later() -> None:
             s.commit(write_batches(one, [table.slice(0, 5)]), schema=table.schema)
             table = table.slice(5)
     holder.close()
-    batches = _batches(s, planner.Limits(max_records=50))
+    batches = _batches(s, ends.Limits(max_records=50))
     ids = [i for b in batches for i in b.column("id").to_pylist()]
     assert sorted(ids) == sorted(list(range(200)) + list(range(1000, 1200)))
     assert batches[0].column("id").to_pylist() == list(range(1000, 1050))  # the oldest, committed last

@@ -123,7 +123,7 @@ def _bounded_costs(n: int) -> dict[str, int]:
 
 def test_bounded_reads_cost_the_same_at_100_and_100k_commits() -> None:
     from pyspark_tstream.journal.timeindex import FANOUT
-    from pyspark_tstream.read.planner import WINDOW_NODES
+    from pyspark_tstream.read.window import WINDOW_NODES
 
     small, large = _bounded_costs(100), _bounded_costs(100_000)
     for key in ("read", "tail", "plan", "batch"):

@@ -17,13 +17,14 @@ from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import app as cli
 from pyspark_tstream.compaction import compact as compaction_mod
-from pyspark_tstream.compaction.compact import CompactionPolicy, plan_groups
+from pyspark_tstream.compaction.policy import COMPACT_EVERY, NEVER_MERGED, CompactionPolicy, Piece, plan_groups
 from pyspark_tstream.errors import ConfigError, CorruptMetadataError
-from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk, Entry, entry_path
+from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk, Entry
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.read.compacted import substitute
 from pyspark_tstream.read.reading import chunk_records
 from pyspark_tstream.schema import RAW_TSO
+from pyspark_tstream.store import layout
 
 
 def test_compaction_keeps_every_record_bit_for_bit(url: str) -> None:
@@ -220,7 +221,7 @@ def test_automatic_compaction_bounds_pieces_and_is_best_effort(url: str, caplog:
         st = s.state
         pieces = len(planned_files(s))
         # size-tiered: at most (min - 1) pieces per level plus the pending small chunks
-        assert pieces <= 3 * 4 + 4 + compaction_mod.COMPACT_EVERY, (b, pieces)
+        assert pieces <= 3 * 4 + 4 + COMPACT_EVERY, (b, pieces)
     assert len(planned_files(s)) <= 24
     ops = [d.op for d in s.journal.deltas(st, 1, st.pos)]
     assert ops.count("compact") >= 10
@@ -262,14 +263,14 @@ def test_compaction_off_and_bad_config(url: str) -> None:
 
 def test_tiered_groups() -> None:
     policy = CompactionPolicy(target=1 << 20, min=4)
-    pieces = [compaction_mod.Piece(Chunk(0, f"p{i}", 10, 100, i * 10, 1, i, i), 0) for i in range(22)]
+    pieces = [Piece(Chunk(0, f"p{i}", 10, 100, i * 10, 1, i, i), 0) for i in range(22)]
     groups = plan_groups(pieces, policy, full=False, final=False)
     # 16 small chunks made four level-1 macros, which made one level-2; 4 more made a level-1;
     # 2 remain small until more arrive (or, in a sealed segment, merge now)
     assert [len(g) for g in groups] == [16, 4, 1, 1]
     assert [len(g) for g in plan_groups(pieces, policy, full=False, final=True)] == [16, 4, 2]
     assert [len(g) for g in plan_groups(pieces, policy, full=True, final=False)] == [22]
-    big = [compaction_mod.Piece(Chunk(0, "big", 10, 1 << 20, 0, 1, 0, 0), compaction_mod._BIG)] + pieces[:3]
+    big = [Piece(Chunk(0, "big", 10, 1 << 20, 0, 1, 0, 0), NEVER_MERGED)] + pieces[:3]
     assert [len(g) for g in plan_groups(big, policy, full=True, final=False)] == [1, 3]
 
 
@@ -293,7 +294,7 @@ def test_v1_entries_read_and_newer_versions_fail(tmp_path: Path) -> None:
     s = fill_stream(url, appends=3, segments=1)
     before = s.read()
     for pos in range(s.state.pos + 1):  # rewrite as format v1 (no v2 fields were used)
-        p = tmp_path / "s" / entry_path(pos)
+        p = tmp_path / "s" / layout.entry(pos)
         d = json.loads(p.read_text())
         d["v"] = 1
         d["state"].pop("compaction", None)

@@ -8,7 +8,7 @@ import pytest
 from compaction_streams import fill_stream, planned_files, same_records
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import app as cli
-from pyspark_tstream.compaction import compact as compaction_mod
+from pyspark_tstream.compaction.policy import COMPACT_EVERY
 from pyspark_tstream.errors import CorruptChunkError
 
 
@@ -66,7 +66,7 @@ def test_automatic_compaction_goes_on_past_an_unreadable_chunk(url: str, caplog:
     with caplog.at_level(logging.WARNING, logger="pyspark_tstream"):
         for b in range(8, 300):
             s.append([{"k": "a", "b": b}], key="k")  # the data commits never fail
-            assert len(planned_files(s)) <= 3 * 4 + 4 + compaction_mod.COMPACT_EVERY + 1, b
+            assert len(planned_files(s)) <= 3 * 4 + 4 + COMPACT_EVERY + 1, b
     assert s.store.uri(victim.path) in caplog.text
     with pytest.raises(CorruptChunkError):
         Stream.open(url).read()

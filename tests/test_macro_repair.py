@@ -14,11 +14,11 @@ import pytest
 from conftest import CallLog
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.compaction import macro_rebuild
-from pyspark_tstream.compaction.gc import manifest_path
 from pyspark_tstream.errors import TStreamError
-from pyspark_tstream.journal.entries import entry_path
+from pyspark_tstream.journal.state import segment_number
 from pyspark_tstream.maintain.fsck import verify
-from pyspark_tstream.maps.macromap import Macro, MacroMap, bucket_dir, head_path, version_path
+from pyspark_tstream.maps.macromap import Macro, MacroMap
+from pyspark_tstream.store import layout
 
 T0 = 1_700_000_000_000
 ORDER = [("_segment", "ascending"), ("_seq", "ascending")]
@@ -48,7 +48,7 @@ def _seg(s: Stream) -> int:
 
 
 def _versions(s: Stream, seg: int) -> list[str]:
-    return sorted(n for n in s.store.list(bucket_dir(seg, 0)) if n != "head.json")
+    return sorted(n for n in s.store.list(layout.macro_bucket_folder(segment_number(seg), 0)) if n != "head.json")
 
 
 def _same(a: pa.Table, b: pa.Table) -> None:
@@ -57,16 +57,17 @@ def _same(a: pa.Table, b: pa.Table) -> None:
 
 
 def _damage(s: Stream, seg: int, how: str) -> None:
-    newest = version_path(seg, 0, len(_versions(s, seg)) - 1)
+    newest = layout.macro_version(segment_number(seg), 0, len(_versions(s, seg)) - 1)
     if how == "newest version and head hint lost":
-        s.store.delete([newest, head_path(seg, 0)])
+        s.store.delete([newest, layout.macro_head(segment_number(seg), 0)])
     elif how == "whole bucket lost":
-        s.store.delete([f"{bucket_dir(seg, 0)}/{n}" for n in s.store.list(bucket_dir(seg, 0))])
+        folder = layout.macro_bucket_folder(segment_number(seg), 0)
+        s.store.delete([f"{folder}/{n}" for n in s.store.list(folder)])
     elif how == "newest version unreadable":
         s.store.write(newest, b"{not json")
     elif how == "newest version and head hint unreadable":
         s.store.write(newest, b"{not json")
-        s.store.write(head_path(seg, 0), b"[]")
+        s.store.write(layout.macro_head(segment_number(seg), 0), b"[]")
     else:
         raise AssertionError(how)
 
@@ -138,7 +139,7 @@ def _one_compaction(url: str) -> tuple[Stream, pa.Table, Macro, list[str]]:
     assert s.compact()["macros"] == 2
     seg = _seg(s)
     macro = next(m for m in MacroMap(s.store).latest(seg, 0).macros if m.floor == 0)
-    replaced = json.loads(s.store.read(manifest_path(macro.path)))["replaced"]
+    replaced = json.loads(s.store.read(layout.manifest(macro.path)))["replaced"]
     return s, before, macro, replaced
 
 
@@ -152,7 +153,7 @@ def test_a_lost_macro_chunk_whose_small_chunks_remain_is_listed_by_them_and_kept
     assert [(p.kind, p.repairable) for p in report.problems] == [("macro map", True)], report.summary()
     assert macro.path in report.problems[0].message and "still there" in report.problems[0].message
     assert Stream.open(url).repair().ok
-    assert json.loads(s.store.read(manifest_path(macro.path)))["replaced"] == []
+    assert json.loads(s.store.read(layout.manifest(macro.path)))["replaced"] == []
     Stream.open(url).vacuum(grace_ms=0)
     assert all(s.store.exists(p) for p in replaced)
     _same(before, Stream.open(url).read())
@@ -186,10 +187,10 @@ def test_repair_publishes_after_a_compactor_that_wins_the_next_version(
     seg = _seg(s)
     _damage(s, seg, "newest version and head hint lost")
     _, fixes = verify(s.store)
-    want = fixes["macros"][(seg, 0)]
+    want = fixes.macros[(seg, 0)]
     state = s.refresh()
     state.compaction["segs"][str(seg)][3] = 7  # as if the segment's newest bucket were another
-    stale = s.store.read(version_path(seg, 0, 0))
+    stale = s.store.read(layout.macro_version(segment_number(seg), 0, 0))
     real = s.store.put_if_absent
     rivals: list[str] = []
 
@@ -209,19 +210,20 @@ def test_repair_publishes_after_a_compactor_that_wins_the_next_version(
 def test_repair_rebuilds_every_damaged_bucket_of_a_segment(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """With buckets of 32 ``_seq`` (instead of 2**22), a segment's map spans several buckets;
     losing all of them (the state names only the newest) is rebuilt bucket by bucket."""
-    from pyspark_tstream.compaction import compact as compaction
+    from pyspark_tstream.compaction import policy
     from pyspark_tstream.maps import macromap
 
     monkeypatch.setattr(macromap, "SPAN", 32)
-    monkeypatch.setattr(compaction, "SPAN", 32)
+    monkeypatch.setattr(policy, "SPAN", 32)
     s = _compacted_twice(url)
     before = s.read()
     seg = _seg(s)
     mm = MacroMap(s.store)
-    buckets = sorted(int(n) for n in s.store.list(f"{macromap.ROOT}/{seg}") if n.isdigit())
+    buckets = sorted(int(n) for n in s.store.list(layout.macro_segment_folder(segment_number(seg))) if n.isdigit())
     assert len(buckets) >= 3
     healthy = {b: mm.latest(seg, b).macros for b in buckets}
-    s.store.delete([f"{bucket_dir(seg, b)}/{n}" for b in buckets for n in s.store.list(bucket_dir(seg, b))])
+    folders = [layout.macro_bucket_folder(segment_number(seg), b) for b in buckets]
+    s.store.delete([f"{folder}/{n}" for folder in folders for n in s.store.list(folder)])
     report = Stream.open(url).verify()
     assert {p.details["bucket"] for p in report.problems if p.kind == "macro map"} == set(buckets)
     assert all(p.repairable for p in report.problems), report.summary()
@@ -250,8 +252,8 @@ def test_repair_interrupted_at_any_write_completes_on_the_next_run(monkeypatch: 
         s.compact()
         seg = _seg(s)
         macro = next(m for m in MacroMap(s.store).latest(seg, 0).macros if m.floor == 0)
-        replaced = json.loads(s.store.read(manifest_path(macro.path)))["replaced"]
-        s.store.delete([macro.path, head_path(seg, 0)])
+        replaced = json.loads(s.store.read(layout.manifest(macro.path)))["replaced"]
+        s.store.delete([macro.path, layout.macro_head(segment_number(seg), 0)])
         return url, before, replaced
 
     def after(url: str, before: pa.Table, replaced: list[str], at: int) -> None:
@@ -317,7 +319,7 @@ def test_the_journal_names_what_every_manifest_named(url: str) -> None:
     assert any(set(m["replaced"]) & set(written) and set(m["replaced"]) - set(written) for m in written.values())
     for macro, m in written.items():
         assert named[macro] == m["replaced"], macro
-        assert manifest_bytes(m["seg"], macro, m["from"], m["to"], named[macro]) == manifests[manifest_path(macro)]
+        assert manifest_bytes(m["seg"], macro, m["from"], m["to"], named[macro]) == manifests[layout.manifest(macro)]
 
 
 @pytest.mark.parametrize("how", ["missing", "unreadable"])
@@ -360,14 +362,14 @@ def test_a_lost_manifest_of_a_lost_macro_chunk_deletes_nothing(url: str, first: 
     """Macro-chunk and manifest both gone, its small chunks still there: vacuum deletes none of
     them (before or after repair), repair lists them in the map, and no record is lost."""
     s, before, macro, replaced = _one_compaction(url)
-    s.store.delete([macro.path, manifest_path(macro.path)])
+    s.store.delete([macro.path, layout.manifest(macro.path)])
     if first == "vacuum":
         Stream.open(url).vacuum(grace_ms=0)
         assert all(s.store.exists(p) for p in replaced)
     report = Stream.open(url).repair()
     assert report.ok and report.repaired, report.summary()
     if first == "repair":  # rebuilt naming nothing: the small chunks hold the records now
-        assert json.loads(s.store.read(manifest_path(macro.path)))["replaced"] == []
+        assert json.loads(s.store.read(layout.manifest(macro.path)))["replaced"] == []
     Stream.open(url).vacuum(grace_ms=0)
     assert all(s.store.exists(p) for p in replaced)
     _same(before, Stream.open(url).read())
@@ -402,7 +404,7 @@ def test_a_manifest_naming_metadata_never_makes_vacuum_delete_it(url: str) -> No
     before = s.read()
     rel = sorted(manifests)[0]
     doc = json.loads(manifests[rel])
-    entry = entry_path(s.state.pos)
+    entry = layout.entry(s.state.pos)
     assert s.store.exists("_tstream/head.json") and s.store.exists(entry)
     s.store.write(rel, json.dumps({**doc, "replaced": ["_tstream/head.json", f"data/0/../../{entry}"]}).encode())
     report = Stream.open(url).verify()
@@ -455,7 +457,7 @@ def test_a_damaged_manifest_of_an_unreadable_macro_chunk_deletes_nothing(url: st
     top = next(json.loads(raw) for raw in manifests.values()
                if set(json.loads(raw)["replaced"]) & {json.loads(r)["macro"] for r in manifests.values()})
     s.store.write(top["macro"], s.store.read(top["macro"])[:-100])
-    rel = manifest_path(top["macro"])
+    rel = layout.manifest(top["macro"])
     s.store.delete([rel]) if manifest == "missing" else s.store.write(rel, b"[1, 2, 3]")
     if first == "vacuum":
         Stream.open(url).vacuum(grace_ms=0)

@@ -520,7 +520,7 @@ def test_storage_access_key_alias_maps_to_s3fs_key() -> None:
                                        ("1.5k", 1536), ("2tb", 2 << 40)])
 def test_one_size_parser_for_every_size_in_config(text: str, size: int) -> None:
     """maxBytesPerTrigger, the retention size and the compaction target read sizes alike."""
-    from pyspark_tstream.compaction.compact import CompactionPolicy
+    from pyspark_tstream.compaction.policy import CompactionPolicy
     from pyspark_tstream.conf.parsing import option_as_bytes
     from pyspark_tstream.maintain.retention import RetentionPolicy
 
@@ -532,7 +532,7 @@ def test_one_size_parser_for_every_size_in_config(text: str, size: int) -> None:
 
 @pytest.mark.parametrize("text", ["ib", "10 zb", "MB", "-1MB"])
 def test_bad_sizes_are_refused_everywhere(text: str) -> None:
-    from pyspark_tstream.compaction.compact import CompactionPolicy
+    from pyspark_tstream.compaction.policy import CompactionPolicy
     from pyspark_tstream.conf.parsing import option_as_bytes
     from pyspark_tstream.maintain.retention import RetentionPolicy
 
@@ -547,7 +547,7 @@ def test_bad_sizes_are_refused_everywhere(text: str) -> None:
 def test_policy_texts_are_split_alike() -> None:
     """retention, scaling and compaction read ``key=value`` parts the same way (one splitter):
     keys in any case and with spaces around them, and an unreadable part quoted as written."""
-    from pyspark_tstream.compaction.compact import CompactionPolicy
+    from pyspark_tstream.compaction.policy import CompactionPolicy
     from pyspark_tstream.epochs.scaling import ScalingPolicy
     from pyspark_tstream.maintain.retention import RetentionPolicy
     from pyspark_tstream.policytext import policy_parts

@@ -85,7 +85,7 @@ class StreamConfig:
 
         ScalingPolicy.parse(self.scaling)
         RetentionPolicy.parse(self.retention)
-        from ..compaction.compact import CompactionPolicy
+        from ..compaction.policy import CompactionPolicy
 
         if not isinstance(self.compaction, str):
             raise ConfigError(f"compaction={self.compaction!r} must be text like target=128MB,min=16 or off",

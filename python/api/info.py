@@ -10,8 +10,9 @@ from typing import Any
 import pyarrow as pa
 
 from ..epochs.routing import fraction
+from ..journal.compaction_state import compacted_upto
 from ..journal.state import StreamState
-from ..read.compacted import compacted_upto
+from ..read.schema_guard import schema_changes
 from ..timestamps import iso, physical, tso_id
 
 
@@ -37,6 +38,24 @@ def describe(url: str, s: StreamState, schema: pa.Schema | None) -> dict[str, An
             for wid, w in s.writers.items()},
         "sealed_segments": s.sealed,
         "schema": [f"{f.name} {f.type}" for f in schema] if schema is not None else None,
+        "schema_history": schema_history(s, schema),
         "config": dict(s.config),
         "created": iso(s.created),
     }
+
+
+def schema_history(s: StreamState, schema: pa.Schema | None) -> list[dict[str, Any]]:
+    """The stream's columns by the commit that brought them: the first columns (``position``
+    None: fixed at creation or by the first write), then each ``mergeSchema`` change with its
+    journal position, time and added columns, as ``s.schema_changes`` records them (a change an
+    older pyspark-tstream wrote has no record: its columns count as first)."""
+    if schema is None:
+        return []
+    changes = schema_changes(s)
+    later = {n for c in changes for n in c.columns}
+    out: list[dict[str, Any]] = [{"position": None, "time": None,
+                                  "columns": [f"{f.name} {f.type}" for f in schema if f.name not in later]}]
+    for c in changes:
+        out.append({"position": c.pos, "time": iso(c.wall),
+                    "columns": [f"{n} {schema.field(n).type}" for n in c.columns if n in schema.names]})
+    return out

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..compaction.compact import CompactionPolicy, compact
+from ..compaction.compact import compact
+from ..compaction.policy import CompactionPolicy
 from ..maintain.fsck import Report, verify
 from ..maintain.repair import repair
 from .context import StreamContext

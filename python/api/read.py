@@ -17,10 +17,11 @@ import pyarrow as pa
 from ..errors import ConfigError, TimestampError
 from ..journal.entries import Chunk
 from ..read.compacted import substitute
-from ..read.planner import Plan, Window, plan, plan_chunks, tail_bound
+from ..read.planner import Plan, plan, plan_chunks, tail_bound
 from ..read.reading import BATCH_ROWS, read_table, read_tsos
 from ..read.start import cut_bound
 from ..read.sweep import sweep
+from ..read.window import Window
 from ..schema import SYSTEM_COLUMNS, SYSTEM_FIELDS, full_schema
 from ..store.storage import Store
 from ..timestamps import TimeLike, pack, to_ms

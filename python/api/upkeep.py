@@ -14,7 +14,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..compaction.compact import COMPACT_EVERY, CompactionPolicy, compact, due
+from ..compaction.compact import compact
+from ..compaction.policy import COMPACT_EVERY, CompactionPolicy, due
 from ..epochs.scaling import ScalingPolicy
 from ..journal.entries import Entry
 from ..journal.state import StreamState

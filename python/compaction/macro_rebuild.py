@@ -30,14 +30,15 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ..errors import CorruptMetadataError
+from ..journal.compaction_state import compacted_upto, segment_summaries
 from ..journal.entries import Chunk
 from ..journal.state import StreamState, segment_number
 from ..journal.timeindex import Delta
-from ..maps.macromap import ROOT, Bucket, Macro, MacroMap, bucket_dir, bucket_of, head_path, version_path
-from ..read.compacted import compacted_upto, segment_summaries
+from ..maps.macromap import Bucket, Macro, MacroMap, bucket_of
 from ..schema import RAW_TSO
+from ..store import layout
 from ..store.storage import RangedFile, Store
-from .gc import CommittedPart, committed_parts, manifest_bytes, manifest_path, manifest_replaced
+from .gc import CommittedPart, committed_parts, manifest_bytes, manifest_replaced
 
 
 @dataclass
@@ -119,7 +120,7 @@ class Expected:
 def expected(state: StreamState, deltas: Sequence[Delta], exists: Callable[[str], bool]) -> Expected:
     """The map the journal ``deltas`` (positions ``[head_pos, pos]``) determine; ``exists(path)``
     says whether a data file is there and readable (step 4 of the module docstring)."""
-    segs = {int(s) for s in segment_summaries(state)}
+    segs = set(segment_summaries(state))
     chunks: dict[int, list[Chunk]] = {s: [] for s in segs}
     for d in deltas:
         for c in d.chunks:
@@ -176,13 +177,10 @@ def expected(state: StreamState, deltas: Sequence[Delta], exists: Callable[[str]
 def bucket_of_error(e: CorruptMetadataError, segs: Sequence[int]) -> tuple[int, int] | None:
     """The ``(segment, bucket)`` of an unreadable map version named in ``e``, if it is one."""
     path = str(getattr(e, "path", ""))
-    if f"/{ROOT}/" not in path:
+    where = layout.macro_bucket_of(path)
+    if where is None:
         return None
-    parts = path.split(f"/{ROOT}/", 1)[1].split("/")
-    try:
-        number, bucket = int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return None
+    number, bucket = where
     seg = next((s for s in segs if segment_number(s) == number), None)
     return None if seg is None else (seg, bucket)
 
@@ -209,33 +207,33 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
     # first: once a version lists the small chunks, nothing tells a later run that the
     # manifest of the lost macro-chunk still names them for deletion
     done = _release(store, [(part, files) for part, files in want.fallback.values() if set(files) & listed])
-    present = sorted(int(n.removesuffix(".json")) for n in store.list(bucket_dir(seg, bucket))
-                     if n.endswith(".json") and n.removesuffix(".json").isdigit())
+    present = sorted(v for n in store.list(layout.macro_bucket_folder(segment_number(seg), bucket))
+                     if (v := layout.numbered_name(n)) is not None)
 
     def content(v: int) -> bytes:
         return Bucket(seg, bucket, v, macros).to_bytes()
 
     def read(v: int) -> Bucket | None:
-        rel = version_path(seg, bucket, v)
+        rel = layout.macro_version(segment_number(seg), bucket, v)
         try:
             return mm.decode(store.read(rel), rel)
         except (CorruptMetadataError, FileNotFoundError):
             return None
 
-    e = segment_summaries(state).get(str(seg))
-    named = int(e[4]) if e is not None and len(e) >= 5 and int(e[3]) == bucket else -1
+    e = segment_summaries(state).get(seg)
+    named = e.version if e is not None and e.map_version is not None and e.bucket == bucket else -1
     for v in sorted({v for v in (named, present[-1] if present else -1) if v >= 0}):
         have = read(v)
         if have is None or (v == named and want.differs(seg, bucket, have)):
             what = "missing" if v not in present else "unreadable" if have is None else "stale"
             written = sorted({0, v} - set(present)) if what == "missing" else [v]
             for w in written:
-                store.write(version_path(seg, bucket, w), content(w))
+                store.write(layout.macro_version(segment_number(seg), bucket, w), content(w))
                 done.append(f"macro map of segment {seg} bucket {bucket}: {what} version {w} rebuilt from the journal")
             present = sorted(set(present) | set(written))
     newest = read(present[-1]) if present else None
     if newest is not None:  # the search for the newest starts here, past any damaged older one
-        store.write(head_path(seg, bucket), newest.to_bytes())
+        store.write(layout.macro_head(segment_number(seg), bucket), newest.to_bytes())
     # a newest version that still lacks an entry gets a successor, published as compactors
     # publish theirs (create-if-absent, re-checked on a rival's version after a lost race)
     won = mm.update(seg, bucket, lambda cur: macros if want.differs(seg, bucket, cur) else None)
@@ -250,7 +248,7 @@ def _release(store: Store, fallback: list[tuple[CommittedPart, list[str]]]) -> l
     unreadable manifest is written naming nothing)."""
     done = []
     for part, files in sorted(fallback, key=lambda pf: pf[0].path):
-        rel = manifest_path(part.path)
+        rel = layout.manifest(part.path)
         try:
             raw = store.read(rel)
         except FileNotFoundError:

@@ -38,7 +38,8 @@ import json
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..conf.options import SourceOptions
 from ..errors import UnsupportedOperationError
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = ["read"]
 
-#: Columns of the broadcast chunk descriptions: file, seg, seq - offset, floor, first row, stop row.
+#: Columns of the broadcast chunk descriptions: file, then :data:`FileRows.NUMBERS`.
 _DESC = ("__ts_file", "__ts_seg", "__ts_seq0", "__ts_floor", "__ts_first", "__ts_stop")
 #: Characters Hadoop keeps as they are in a file URI (``_metadata.file_path`` is URI-encoded).
 _URI_SAFE = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@/-]*")
@@ -62,6 +63,49 @@ _S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 #: fsspec/s3fs storage options → Hadoop s3a settings (passed as reader options, per query).
 _S3A_KEYS = {"endpoint_url": "fs.s3a.endpoint", "key": "fs.s3a.access.key",
              "secret": "fs.s3a.secret.key", "token": "fs.s3a.session.token"}
+
+
+@dataclass(frozen=True)
+class FileRows:
+    """Rows ``[first, stop)`` of the Parquet file ``path`` and the numbers their system columns
+    come from: row ``j`` is record ``_seq = seq0 + j`` of segment ``seg``, with
+    ``_tso = greatest(raw, floor + j)``. One row of the description table (:data:`_DESC`)."""
+
+    path: str
+    seg: int
+    seq0: int  # _seq of the file's row 0 (a view's seq - offset)
+    floor: int
+    first: int
+    stop: int
+
+    #: The numbers a row looks up, in the order of the description table's columns after the file.
+    NUMBERS: ClassVar[tuple[str, ...]] = ("seg", "seq0", "floor", "first", "stop")
+
+    @classmethod
+    def of(cls, c: Chunk, first: int, stop: int) -> FileRows:
+        return cls(c.path, c.seg, c.seq - c.offset, c.floor, first, stop)
+
+    def numbers(self) -> tuple[int, ...]:
+        return tuple(getattr(self, name) for name in self.NUMBERS)
+
+    def numbering(self) -> tuple[int, int, int]:
+        """What views of one file share: segment, ``_seq`` of row 0, floor."""
+        return self.seg, self.seq0, self.floor
+
+
+@dataclass(frozen=True)
+class Described:
+    """A planned chunk and the rows of its file it owns after the stream cuts."""
+
+    chunk: Chunk
+    rows: FileRows
+
+    @property
+    def whole(self) -> bool:
+        """Whether it takes every row of its file (no row-range filter needed): an ordinary
+        chunk (floor != 0) is all of its file; a macro-chunk (floor 0) may be cut."""
+        c = self.chunk
+        return c.floor != 0 and c.offset == 0 and self.rows.first == 0 and self.rows.stop == c.rows
 
 
 def read(spark: SparkSession, url: str, **options: Any) -> DataFrame:
@@ -102,23 +146,23 @@ def read(spark: SparkSession, url: str, **options: Any) -> DataFrame:
         return spark.createDataFrame([], out_schema)
     # Spark's scan reads whatever file is there: a missing, cut-short or foreign one (another
     # chunk's, even of the same rows and bytes) fails here, as tstream's own read fails
-    check_files(stream.store, [c for c, *_ in described])
+    check_files(stream.store, [d.chunk for d in described])
     user_fields = [f for f in out_schema.fields if f.name not in ("_timestamp", "_tso", "_segment", "_seq")]
     scan_schema = StructType(user_fields + [StructField(RAW_TSO, LongType(), True)])
-    files = sorted({c.path for c, *_ in described})  # chunks the cuts emptied are not scanned
+    files = sorted({d.chunk.path for d in described})  # chunks the cuts emptied are not scanned
     depth = _key_depth(files)
     users = [F.col(f"`{f.name}`") for f in user_fields]
     scan = (spark.read.options(**reader_options).schema(scan_schema)
             .parquet(*[posixpath.join(root, p) for p in files]))
     row, key = F.col("_metadata.row_index"), _file_key(depth)
     # a filter only where some chunk needs it: a full read of whole chunks filters nothing
-    timed = any(not (lo < c.lo and c.hi <= hi) for c, *_ in described)
+    timed = any(not (lo < d.chunk.lo and d.chunk.hi <= hi) for d in described)
     if timed:
         # _tso >= raw, so this keeps every wanted row and lets Parquet skip row groups by the
         # raw column's statistics
         scan = scan.where(F.col(RAW_TSO) <= F.lit(hi))
     per_file = _per_file(described)
-    cut = per_file is None or any(not _whole(d) for d in described)
+    cut = per_file is None or any(not d.whole for d in described)
     if per_file is not None and len(per_file) <= LOOKUP_FILES:
         # _metadata referenced only where used: Spark then reads only the fields a query needs
         seg, seq0, floor, first, stop = _looked_up(per_file, depth)
@@ -127,10 +171,9 @@ def read(spark: SparkSession, url: str, **options: Any) -> DataFrame:
         # whole _metadata struct of every row, which costs ~0.1 CPU-s per million rows)
         scan = scan.select(*users, F.col(RAW_TSO), row.alias("__ts_row"), key.alias("__ts_key"))
         row = F.col("__ts_row")
-        rows = ([(p, *v) for p, v in per_file.items()] if per_file is not None else
-                [(c.path, seg, seq - offset, floor, first, stop)
-                 for c, seg, seq, floor, offset, first, stop in described])
-        scan = _joined(spark, scan, [(_uri_key(r[0], depth), *r[1:]) for r in rows], unique=per_file is not None)
+        rows = list(per_file.values()) if per_file is not None else [d.rows for d in described]
+        scan = _joined(spark, scan, [(_uri_key(r.path, depth), *r.numbers()) for r in rows],
+                       unique=per_file is not None)
         # a left join's columns are nullable; the system columns are not
         seg, seq0, floor, first, stop = [F.coalesce(F.col(n), F.lit(0)) for n in _DESC[1:]]
     # the Python read's rule (reading.view_tsos): the floor counts the rows of the file
@@ -151,31 +194,22 @@ def read(spark: SparkSession, url: str, **options: Any) -> DataFrame:
 LOOKUP_FILES = 64
 
 
-def _whole(d: tuple[Chunk, int, int, int, int, int, int]) -> bool:
-    """Whether a description takes every row of its file (no row-range filter needed)."""
-    c, _, _, _, offset, first, stop = d
-    # an ordinary chunk (floor != 0) is all of its file; a macro-chunk (floor 0) may be cut
-    return c.floor != 0 and offset == 0 and first == 0 and stop == c.rows
-
-
-def _per_file(described: Sequence[tuple[Chunk, int, int, int, int, int, int]]
-              ) -> dict[str, tuple[int, int, int, int, int]] | None:
-    """Per file, (seg, seq - offset, floor, first row, stop row): one numbering and one row range
-    per file, which views of one macro-chunk share. None when a file needs several."""
-    out: dict[str, tuple[int, int, int, int, int]] = {}
-    for c, seg, seq, floor, offset, first, stop in sorted(described, key=lambda d: (d[0].path, d[5])):
-        mine = (seg, seq - offset, floor)
-        had = out.get(c.path)
+def _per_file(described: Sequence[Described]) -> dict[str, FileRows] | None:
+    """Per file, its one numbering and row range, which adjacent views of one macro-chunk
+    share. None when a file needs several."""
+    out: dict[str, FileRows] = {}
+    for d in sorted(described, key=lambda d: (d.chunk.path, d.rows.first)):
+        had = out.get(d.rows.path)
         if had is None:
-            out[c.path] = (*mine, first, stop)
-        elif had[:3] == mine and had[4] == first:  # the next adjacent view of the same file
-            out[c.path] = (*mine, had[3], stop)
+            out[d.rows.path] = d.rows
+        elif had.numbering() == d.rows.numbering() and had.stop == d.rows.first:  # the next adjacent view
+            out[d.rows.path] = replace(had, stop=d.rows.stop)
         else:
             return None
     return out
 
 
-def _looked_up(per_file: Mapping[str, tuple[int, ...]], depth: int) -> list[Any]:
+def _looked_up(per_file: Mapping[str, FileRows], depth: int) -> list[Any]:
     """(seg, seq0, floor, first, stop) of a row's file: its index in a literal map of file names,
     then that element of literal arrays (a map of 64 names is a few string compares a row).
 
@@ -185,13 +219,13 @@ def _looked_up(per_file: Mapping[str, tuple[int, ...]], depth: int) -> list[Any]
 
     paths = sorted(per_file)
     if len(paths) == 1:
-        return [F.lit(v).cast("bigint") for v in per_file[paths[0]]]
+        return [F.lit(v).cast("bigint") for v in per_file[paths[0]].numbers()]
     key = "_metadata.file_name" if depth == 1 else f"substring_index(_metadata.file_path, '/', -{depth})"
     index = "element_at(map({}), {})".format(
         ", ".join(f"{_sql_text(_uri_key(p, depth))}, {i}" for i, p in enumerate(paths, 1)), key)
     # coalesce: element_at is nullable to Spark, the system columns are not
     return [F.expr("coalesce(element_at(array({}), {}), 0L)".format(
-        ", ".join(f"{int(per_file[p][n])}L" for p in paths), index)) for n in range(5)]
+        ", ".join(f"{int(getattr(per_file[p], name))}L" for p in paths), index)) for name in FileRows.NUMBERS]
 
 
 def _joined(spark: Any, scan: Any, rows: Sequence[tuple[Any, ...]], unique: bool) -> Any:
@@ -218,11 +252,11 @@ def _option_text(value: Any) -> Any:
 
 
 def _descriptions(chunks: Sequence[Chunk], start_cut: Mapping[int, int],
-                  end_cut: Mapping[int, int]) -> list[tuple[Chunk, int, int, int, int, int, int]]:
-    """Per chunk: (chunk, seg, seq, floor, offset, first row, stop row) — rows of its file it owns.
+                  end_cut: Mapping[int, int]) -> list[Described]:
+    """Per chunk, the rows of its file it owns; chunks left with no rows are dropped.
 
     A chunk owns rows ``[offset, offset + rows)`` of its file; a segment's stream cuts narrow
-    that to the rows with ``start_cut <= _seq < end_cut``. Chunks left with no rows are dropped.
+    that to the rows with ``start_cut <= _seq < end_cut``.
     """
     out = []
     for c in chunks:
@@ -233,13 +267,13 @@ def _descriptions(chunks: Sequence[Chunk], start_cut: Mapping[int, int],
         if c.seg in end_cut:
             stop = min(stop, offset + end_cut[c.seg] - c.seq)
         if stop > first:
-            out.append((c, c.seg, c.seq, c.floor, offset, first, stop))
+            out.append(Described(c, FileRows.of(c, first, stop)))
     return out
 
 
 def _desc_frame(spark: Any, rows: Sequence[tuple[Any, ...]]) -> Any:
     """The chunk descriptions as an inline table (a local relation: broadcasting it runs no job)."""
-    values = ", ".join(f"({_sql_text(r[0])}, {', '.join(str(int(x)) for x in r[1:])})" for r in rows)
+    values = ", ".join(f"({_sql_text(key)}, {', '.join(str(int(x)) for x in numbers)})" for key, *numbers in rows)
     casts = ", ".join([_DESC[0]] + [f"CAST({n} AS BIGINT) AS {n}" for n in _DESC[1:]])
     return spark.sql(f"SELECT {casts} FROM VALUES {values} AS t({', '.join(_DESC)})")
 

@@ -95,10 +95,10 @@ def plan_partitions(chunks: Sequence[Chunk], lo: int, hi: int, *, spec: ReadSpec
                     min_partitions: int | None = None, max_partitions: int | None = None,
                     start_cut: dict[int, int] | None = None,
                     end_cut: dict[int, int] | None = None) -> list[TStreamPartition]:
-    """The Spark partitions of a plan: :func:`~pyspark_tstream.read.planner.plan_tasks` with the
+    """The Spark partitions of a plan: :func:`~pyspark_tstream.read.tasks.plan_tasks` with the
     ``minPartitions``/``maxPartitions`` options and Spark's default parallelism, each carrying
     ``spec``."""
-    from ..read.planner import plan_tasks  # the driver's: executors only read partitions
+    from ..read.tasks import plan_tasks  # the driver's: executors only read partitions
 
     tasks = plan_tasks(chunks, lo, hi, parallelism=spark_parallelism(), min_partitions=min_partitions,
                        max_partitions=max_partitions, start_cut=start_cut, end_cut=end_cut)

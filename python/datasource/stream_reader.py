@@ -4,7 +4,7 @@ Each batch is ``(start.tso, end.tso]`` with ``end.tso`` at or below the tick pub
 ``end.pos``; read limits end it earlier, at the end of a millisecond, never above the tick
 (:mod:`~pyspark_tstream.read.planner` chooses it). The reader object lives in Spark's driver-side
 runner for the whole query; through its :class:`~.handle.StreamHandle` it keeps a bounded
-:class:`~pyspark_tstream.read.planner.Window` of index nodes ahead of its position (never the
+:class:`~pyspark_tstream.read.window.Window` of index nodes ahead of its position (never the
 history). ``read`` runs on executors from a pickled copy and uses only the partition it is
 given (:mod:`.partitions`), so the planner is imported only where the driver plans: every
 executor unpickles this module, and a Python worker starts no faster than its imports
@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from ..api.stream import Stream
-    from ..read.planner import Limits, Plan, Window
+    from ..read.ends import Limits
+    from ..read.planner import Plan
+    from ..read.window import Window
 
 if has("read_limits"):
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles, ReadMaxRows
@@ -56,7 +58,11 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self._available_now: TStreamOffset | None = None
         self._last_end: TStreamOffset | None = None
         self._initial: dict[str, Any] | None = None
-        from ..read.planner import Limits
+        from ..read.ends import Limits
+        from ..read.schema_guard import SchemaGuard
+
+        # the query's columns are Spark's, fixed now: batches end before a commit that adds others
+        self._guard = SchemaGuard(stream.url, schema.fieldNames())
 
         if not has("read_limits") and not Limits(options.max_records_per_trigger, options.max_bytes_per_trigger,
                                                   options.max_files_per_trigger).unlimited:
@@ -102,7 +108,7 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return ReadAllAvailable()
 
     def _limits(self, limit: ReadLimit | None) -> Limits:
-        from ..read.planner import Limits
+        from ..read.ends import Limits
 
         if not has("read_limits"):
             # PySpark < 4.2 runs Trigger.AvailableNow/Once as one batch it cannot tell us about:
@@ -123,6 +129,7 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         tick, pos = state.tick, state.pos
         if self._available_now is not None:
             tick, pos = min(tick, self._available_now.tso), self._available_now.pos
+        tick, pos = self._guard.limit(state, begin.tso, tick, pos)  # raises when nothing is left
         if tick <= begin.tso:
             return begin.to_dict()
         limits = self._limits(limit)
@@ -154,7 +161,8 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
 
     # -- planning -----------------------------------------------------------------------------
     def _plan(self, lo: int, hi: int, last_pos: int, limits: Limits | None = None) -> Plan:
-        from ..read.planner import Limits, plan
+        from ..read.ends import Limits
+        from ..read.planner import plan
 
         p = plan(self._window, self.stream.state, lo, hi, limits or Limits(), last_pos=last_pos)
         self._window.forget_before(p.first_pos)  # behind every future batch: tsos only move forward
@@ -174,7 +182,7 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
             self._last_end = stop  # the next batch starts here (see _resume_point)
         if stop.tso <= begin.tso:
             return []
-        self.stream.refresh()
+        self._guard.check(self.stream.refresh(), begin.tso, stop.tso, stop.pos)
         lo = check_data_loss(self.stream.state, begin.tso, fail=self.options.fail_on_data_loss,
                              context="this streaming query", journal=self.stream.journal)
         chunks = self._plan(lo, stop.tso, stop.pos).chunks

@@ -1,9 +1,9 @@
-"""Journal entries on the store: their format, their paths, and reading them back.
+"""Journal entries on the store: their format and reading them back.
 
 One job: entry I/O. An entry is one immutable JSON object per journal position
-(``_tstream/journal/<pos // 100000:06d>/<pos:012d>.json``) holding what its commit did (a
+(:func:`~pyspark_tstream.store.layout.entry`) holding what its commit did (a
 :class:`Chunk` list and info) and the whole :class:`~pyspark_tstream.journal.state.StreamState` after
-it; ``head.json`` copies the newest one. Readers treat the head (and the ``anchor`` that names
+it; the head hint copies the newest one. Readers treat the head (and the ``anchor`` that names
 the oldest entry garbage collection kept) as hints: a stale or lost hint costs probes or an
 O(log n) search, never a wrong answer. Entries carry a format version; newer ones are refused
 (:func:`check_version`). Committing entries is :mod:`~pyspark_tstream.journal.journal`'s job.
@@ -18,17 +18,15 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import CorruptMetadataError, corrupt, error, newer_format
+from ..store import layout
 from ..store.storage import Store
-from ..store.versions import newest_present, numbered_path, probe_past
+from ..store.versions import newest_present, probe_past
 from .shapes import check_delta, check_entry
 from .state import StreamState
 
-META = "_tstream"
-HEAD = f"{META}/head.json"
-ANCHOR = f"{META}/anchor.json"
 #: On-store format written by this version; older versions are read, newer ones refused.
 #: 1: first release (one floor chain per segment). 2: writer lanes (per-writer ``lanes`` in the
 #: state; chunks of a segment may overlap in time) and the chunk trailing fields ``offset``,
@@ -36,11 +34,6 @@ ANCHOR = f"{META}/anchor.json"
 FORMAT_VERSION = 2
 
 logger = logging.getLogger(__name__)
-
-
-def entry_path(pos: int) -> str:
-    """Where the entry at journal position ``pos`` lives."""
-    return numbered_path(f"{META}/journal", pos)
 
 
 def check_version(v: Any, path: str) -> None:
@@ -75,24 +68,31 @@ class Chunk:
     sorted: bool = True
     marks: tuple[int, ...] = ()
 
+    #: The stored list's positions, in order (one definition for both directions).
+    FIELDS: ClassVar[tuple[str, ...]] = ("seg", "path", "rows", "bytes", "seq", "floor", "lo", "hi", "offset",
+                                         "sorted", "marks")
+    #: The trailing fields stored only when not default, with their stored defaults.
+    OPTIONAL: ClassVar[dict[str, Any]] = {"offset": 0, "sorted": True, "marks": []}
+
     def to_json(self) -> list[Any]:
-        out: list[Any] = [self.seg, self.path, self.rows, self.bytes, self.seq, self.floor, self.lo, self.hi]
-        deltas = [m - p for m, p in zip(self.marks, (self.lo,) + self.marks[:-1])]
-        tail: list[Any] = [self.offset, self.sorted, deltas]
-        defaults: list[Any] = [0, True, []]
-        while tail and tail[-1] == defaults[len(tail) - 1]:
-            tail.pop()
-        return out + tail
+        stored = {name: getattr(self, name) for name in self.FIELDS}
+        stored["marks"] = [m - p for m, p in zip(self.marks, (self.lo,) + self.marks[:-1])]
+        values = [stored[name] for name in self.FIELDS]
+        while len(values) > len(self.FIELDS) - len(self.OPTIONAL) and \
+                values[-1] == self.OPTIONAL[self.FIELDS[len(values) - 1]]:
+            values.pop()
+        return values
 
     @classmethod
     def from_json(cls, v: list[Any]) -> Chunk:
+        stored = dict(zip(cls.FIELDS, v))
         marks: list[int] = []
-        m = v[6]
-        for d in (v[10] if len(v) > 10 else ()):
+        m = stored["lo"]
+        for d in stored.get("marks", ()):
             m += d
             marks.append(m)
-        return cls(*v[:8], offset=v[8] if len(v) > 8 else 0, sorted=v[9] if len(v) > 9 else True,
-                   marks=tuple(marks))
+        stored["marks"] = tuple(marks)
+        return cls(**stored)
 
 
 @dataclass
@@ -132,7 +132,7 @@ class Entry:
             return _delta(d["pos"], d["op"], d["wall"], d["nonce"], chunks, d.get("writer"), d.get("batch"),
                           d.get("info", {}))
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-            raise corrupt("journal entry", path, e) from e
+            raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
 
     @classmethod
     def decode(cls, data: bytes, *, path: str) -> Entry:
@@ -146,7 +146,7 @@ class Entry:
                        chunks=[Chunk.from_json(c) for c in d["chunks"]], info=d.get("info", {}),
                        state=StreamState.from_json(d["state"]))
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-            raise corrupt("journal entry", path, e) from e
+            raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
 
 
 def _delta(pos: int, op: str, wall: int, nonce: str, chunks: list[list[Any]], writer: str | None, batch: Any,
@@ -172,24 +172,24 @@ class EntryLog:
 
     def read_entries(self, positions: Sequence[int]) -> list[Entry]:
         """The entries at ``positions``, in that order: one batched read."""
-        rels = [entry_path(p) for p in positions]
+        rels = [layout.entry(p) for p in positions]
         return [self._decode(data, rel) for rel, data in zip(rels, self.store.read_many(rels))] if rels else []
 
     def read_deltas(self, positions: Sequence[int]) -> list[dict[str, Any]]:
         """:meth:`Entry.delta_json` of the entries at ``positions``, in that order: one batched
         read, states not decoded."""
-        rels = [entry_path(p) for p in positions]
+        rels = [layout.entry(p) for p in positions]
         return [Entry.decode_delta(data, path=self.store.uri(rel))
                 for rel, data in zip(rels, self.store.read_many(rels))] if rels else []
 
     def read_entry(self, pos: int) -> Entry:
         """The entry at ``pos`` (FileNotFoundError if it is absent)."""
-        rel = entry_path(pos)
+        rel = layout.entry(pos)
         return self._decode(self.store.read(rel), rel)
 
     def try_entry(self, pos: int) -> Entry | None:
         """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new."""
-        rel = entry_path(pos)
+        rel = layout.entry(pos)
         try:
             data = self.store.read(rel)
         except FileNotFoundError:
@@ -205,13 +205,13 @@ class EntryLog:
         """
         entry: Entry | None = None
         try:
-            entry = self._decode(self.store.read(HEAD), HEAD)
+            entry = self._decode(self.store.read(layout.HEAD), layout.HEAD)
         except FileNotFoundError:
             pass
         except CorruptMetadataError as e:
             logger.warning("head hint %s is unreadable (%s); finding the newest journal entry by "
                            "search instead (the next commit rewrites the head)",
-                           self.store.uri(HEAD), e.__cause__)
+                           self.store.uri(layout.HEAD), e.__cause__)
         if known is not None and (entry is None or known.pos > entry.pos):
             entry = known
         if entry is None:
@@ -220,7 +220,7 @@ class EntryLog:
 
     def _present(self, pos: int) -> bool:
         try:
-            self.store.read(entry_path(pos))
+            self.store.read(layout.entry(pos))
             return True
         except FileNotFoundError:
             return False
@@ -245,12 +245,12 @@ class EntryLog:
         has_zero = self._present(0)
         if has_zero and self._present(1):
             return 0
-        listed = self._lowest_listed()  # GC deleted [1, x) or nothing but entry 0 exists
+        listed = self.lowest_listed()  # GC deleted [1, x) or nothing but entry 0 exists
         return listed if listed is not None else (0 if has_zero else None)
 
     def _anchor_pos(self) -> int | None:
         try:
-            pos = json.loads(self.store.read(ANCHOR))["pos"]
+            pos = json.loads(self.store.read(layout.ANCHOR))["pos"]
             if isinstance(pos, int) and not isinstance(pos, bool) and pos >= 0:
                 return pos
             raise TypeError(f"pos is {pos!r}, not a non-negative integer")
@@ -258,15 +258,14 @@ class EntryLog:
             return None
         except (ValueError, KeyError, TypeError) as e:
             logger.warning("anchor %s is unreadable (%s: %s); searching the journal instead "
-                           "(`tstream repair` rewrites it)", self.store.uri(ANCHOR), type(e).__name__, e)
+                           "(`tstream repair` rewrites it)", self.store.uri(layout.ANCHOR), type(e).__name__, e)
             return None
 
-    def _lowest_listed(self) -> int | None:
+    def lowest_listed(self) -> int | None:
         """The lowest entry position above 0 that a listing shows (2 list calls)."""
-        for folder in self.store.list(f"{META}/journal"):
-            positions = sorted(int(n[:-5]) for n in self.store.list(f"{META}/journal/{folder}")
-                               if n.endswith(".json") and n[:-5].isdigit())
-            above = [p for p in positions if p > 0]
+        for folder in self.store.list(layout.JOURNAL):
+            listed = (layout.numbered_name(n) for n in self.store.list(layout.journal_folder(folder)))
+            above = sorted(p for p in listed if p is not None and p > 0)
             if above:
                 return above[0]
         return None

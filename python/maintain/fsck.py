@@ -26,23 +26,22 @@ from ..epochs.scaling import (
     EPOCH_CHUNK,
     decode_epoch,
     epoch_chunk_bytes,
-    epoch_chunk_path,
-    epoch_path,
     read_epoch,
 )
 from ..errors import CorruptMetadataError, GroupNotFoundError
-from ..journal.entries import ANCHOR, HEAD, META, Chunk, Entry, entry_path
+from ..journal.compaction_state import compacted_upto, segment_summaries
+from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
 from ..journal.state import StreamState, segment_number
-from ..journal.timeindex import COL_ID, FANOUT, Delta, decode_node, node_path, summary
-from ..maps.grouplog import GROUPS, GroupLog, GroupState
-from ..maps.macromap import bucket_dir as macro_bucket_dir
-from ..maps.sealed import ROOT as SEALED_ROOT
-from ..maps.sealed import decode_shard, head_path, shard_dir, shard_of, version_path
-from ..read.compacted import compacted_upto, segment_summaries, substitute
+from ..journal.timeindex import COL_ID, FANOUT, Delta, decode_node, summary
+from ..maps.grouplog import GroupLog, GroupState
+from ..maps.sealed import decode_shard, shard_of
+from ..read.compacted import substitute
 from ..read.file_checks import file_problems
+from ..store import layout
 from ..store.storage import Store
 from ..timestamps import iso, physical
+from .fixes import Fixes, ShardFix
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
 
 #: Metadata records read per batched call.
@@ -129,28 +128,28 @@ class _Checker:
     # -- the newest state -----------------------------------------------------------------------
     def newest(self) -> Entry:
         try:
-            hint: Entry | None = Entry.decode(self.store.read(HEAD), path=self.store.uri(HEAD))
+            hint: Entry | None = Entry.decode(self.store.read(layout.HEAD), path=self.store.uri(layout.HEAD))
         except FileNotFoundError:
             hint = None
-            self._problem("head", HEAD, f"head hint {self.store.uri(HEAD)} is missing; `tstream repair` "
+            self._problem("head", layout.HEAD, f"head hint {self.store.uri(layout.HEAD)} is missing; `tstream repair` "
                           "rewrites it (readers find the newest entry without it)", True)
         except CorruptMetadataError:
             hint = None
-            self._problem("head", HEAD, f"head hint {self.store.uri(HEAD)} is unreadable; `tstream repair` "
+            self._problem("head", layout.HEAD, f"head hint {self.store.uri(layout.HEAD)} is unreadable; `tstream repair` "
                           "rewrites it (readers find the newest entry without it)", True)
         self._count("hints")
         newest = self.journal.head(known=hint)
         if hint is not None and hint.pos > newest.pos:  # cannot happen with a sane store
-            self._problem("head", HEAD, f"head hint names position {hint.pos} beyond the journal "
+            self._problem("head", layout.HEAD, f"head hint names position {hint.pos} beyond the journal "
                           f"({newest.pos}); `tstream repair` rewrites it", True)
         return newest
 
     def anchor(self, state: StreamState) -> None:
         try:
-            raw = self.store.read(ANCHOR)
+            raw = self.store.read(layout.ANCHOR)
         except FileNotFoundError:
             if state.meta_gc_pos > 1:
-                self._problem("anchor", ANCHOR, f"anchor {self.store.uri(ANCHOR)} is missing although "
+                self._problem("anchor", layout.ANCHOR, f"anchor {self.store.uri(layout.ANCHOR)} is missing although "
                               "journal entries were collected; `tstream repair` rewrites it", True)
             return
         self._count("hints")
@@ -159,11 +158,11 @@ class _Checker:
             if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
                 raise TypeError(f"pos is {pos!r}")
         except (ValueError, KeyError, TypeError) as e:
-            self._problem("anchor", ANCHOR, f"anchor {self.store.uri(ANCHOR)} is unreadable ({e}); "
+            self._problem("anchor", layout.ANCHOR, f"anchor {self.store.uri(layout.ANCHOR)} is unreadable ({e}); "
                           "`tstream repair` rewrites it", True)
             return
-        if pos > state.pos or (pos and not self.store.exists(entry_path(pos))):
-            self._problem("anchor", ANCHOR, f"anchor {self.store.uri(ANCHOR)} names position {pos}, which "
+        if pos > state.pos or (pos and not self.store.exists(layout.entry(pos))):
+            self._problem("anchor", layout.ANCHOR, f"anchor {self.store.uri(layout.ANCHOR)} names position {pos}, which "
                           "is not a live journal entry; `tstream repair` rewrites it", True)
 
     # -- journal entries ------------------------------------------------------------------------
@@ -175,9 +174,9 @@ class _Checker:
         out: dict[int, Entry] = {}
         for i in range(0, len(positions), _BATCH):
             part = positions[i:i + _BATCH]
-            raws = self._read_all([entry_path(p) for p in part])
+            raws = self._read_all([layout.entry(p) for p in part])
             for p in part:
-                rel = entry_path(p)
+                rel = layout.entry(p)
                 raw = raws[rel]
                 self._count("journal entries")
                 self._tick()
@@ -213,9 +212,9 @@ class _Checker:
         for level in range(1, len(counts) + 1):
             lo = state.meta_gc_pos // FANOUT if level == 1 else 0
             nodes = list(range(lo, counts[level - 1]))
-            raws = self._read_all([node_path(level, n) for n in nodes])
+            raws = self._read_all([layout.index_node(level, n) for n in nodes])
             for n in nodes:
-                rel = node_path(level, n)
+                rel = layout.index_node(level, n)
                 self._count("index nodes")
                 self._tick()
                 children = range(n * FANOUT, (n + 1) * FANOUT)
@@ -323,14 +322,14 @@ class _Checker:
         if broken is None and not gone:
             return live
         want = expected(state, deltas, lambda rel: rel in sizes and rel not in unreadable)
-        segs = [int(s) for s in segment_summaries(state)]
+        segs = list(segment_summaries(state))
         where = bucket_of_error(broken, segs) if broken is not None else None
         if broken is not None and where is None:  # not a bucket version we can place: say what it is
             self._problem("macro map", broken.path.split(self.store.display_url.rstrip("/") + "/")[-1],
                           str(broken), False)
         affected = gone | ({where[0]} if where else set())
         for seg, bucket, why in want.damaged(self.store, affected, where, broken):
-            rel = macro_bucket_dir(seg, bucket)
+            rel = layout.macro_bucket_folder(segment_number(seg), bucket)
             self._problem("macro map", rel, f"macro map of segment {seg} bucket {bucket} ({self.store.uri(rel)}) "
                           f"{why}: reads of its compacted records fail; `tstream repair` rebuilds it from "
                           "the journal", True, segment=seg, bucket=bucket)
@@ -385,9 +384,9 @@ class _Checker:
         records: list[dict[str, Any]] = []
         pending = state.pending_epoch["epoch"] if state.pending_epoch else None
         wanted = [e for e in range(1, state.epoch + 1) if e != pending]
-        raws = self._read_all([epoch_path(e) for e in wanted])
+        raws = self._read_all([layout.epoch_record(e) for e in wanted])
         for ep in wanted:
-            rel = epoch_path(ep)
+            rel = layout.epoch_record(ep)
             self._count("epoch records")
             self._tick()
             raw = raws[rel]
@@ -423,10 +422,10 @@ class _Checker:
             return {}
         by_epoch = {int(r["epoch"]): r for r in records}
         by_epoch.setdefault(0, read_epoch(self.store, state, 0))
-        raws = self._read_all([epoch_chunk_path(k) for k in full])
+        raws = self._read_all([layout.epoch_chunk(k) for k in full])
         rebuilt: dict[int, bytes] = {}
         for k in full:
-            rel = epoch_chunk_path(k)
+            rel = layout.epoch_chunk(k)
             self._count("epoch history chunks")
             self._tick()
             want = [by_epoch.get(e) for e in range(k * EPOCH_CHUNK, (k + 1) * EPOCH_CHUNK)]
@@ -450,25 +449,25 @@ class _Checker:
         return rebuilt
 
     def shards(self, state: StreamState, epoch_records: Iterable[dict[str, Any]],
-               entries: dict[int, Entry]) -> dict[int, dict[str, Any]]:
+               entries: dict[int, Entry]) -> dict[int, ShardFix]:
         """Sealed-map shards decode and hold every sealed segment; returns per shard what
         repair rewrites: unreadable versions, records to merge back, the head hint."""
         sealed_ids = {i for rec in epoch_records for i in rec.get("sealed", [])}
         sealed_ids -= {r["id"] for r in state.pending_sealed}
         shards = sorted({shard_of(i) for i in sealed_ids} |
-                        {int(n) for n in self.store.list(SEALED_ROOT) if n.isdigit()})
-        plans: dict[int, dict[str, Any]] = {}
+                        {int(n) for n in self.store.list(layout.SEALED) if n.isdigit()})
+        plans: dict[int, ShardFix] = {}
         for shard in shards:
             self._count("sealed shards")
             self._tick()
-            folder = shard_dir(shard)
+            folder = layout.sealed_folder(shard)
             names = self.store.list(folder)
             versions = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
-            plan: dict[str, Any] = {"versions": {}, "records": [], "head": False}
+            plan = ShardFix()
             prev: dict[str, Any] = {}
             have: set[str] = set()
             for v in versions:
-                rel = version_path(shard, v)
+                rel = layout.sealed_version(shard, v)
                 try:
                     cur = decode_shard(self.store.read(rel), self.store.uri(rel))
                     if cur["v"] != v:
@@ -477,22 +476,22 @@ class _Checker:
                     have |= set(prev)
                 except (CorruptMetadataError, FileNotFoundError) as e:
                     # later versions hold all it held; a copy of its predecessor keeps the chain
-                    plan["versions"][v] = {"shard": shard, "v": v, "segments": prev}
+                    plan.versions[v] = {"shard": shard, "v": v, "segments": prev}
                     self._problem("shard", rel, f"sealed-segment shard version {self.store.uri(rel)} is "
                                   f"unreadable ({e}); `tstream repair` rewrites it", True, shard=shard, version=v)
             try:
-                decode_shard(self.store.read(head_path(shard)), head_path(shard))
+                decode_shard(self.store.read(layout.sealed_head(shard)), layout.sealed_head(shard))
             except FileNotFoundError:
                 pass
             except CorruptMetadataError:
-                plan["head"] = True
-                self._problem("shard", head_path(shard), f"sealed-shard head hint {self.store.uri(head_path(shard))}"
+                plan.head = True
+                self._problem("shard", layout.sealed_head(shard), f"sealed-shard head hint {self.store.uri(layout.sealed_head(shard))}"
                               " is unreadable; `tstream repair` rewrites it", True, shard=shard)
             missing = sorted(i for i in sealed_ids if shard_of(i) == shard and str(segment_number(i)) not in have)
             if missing:
                 records = rebuild_sealed(missing, entries)
                 if records is not None:
-                    plan["records"] = records
+                    plan.records = records
                     self._problem("shard", folder, f"sealed-segment shard {self.store.uri(folder)} lacks "
                                   f"sealed segment(s) {missing}; the journal holds them: `tstream repair` "
                                   "adds them", True, shard=shard, missing=missing)
@@ -501,7 +500,7 @@ class _Checker:
                                   f"sealed segment(s) {missing} and the journal entries of their sealing were "
                                   "collected; reads of those segments' history fail: truncate the stream "
                                   "past their sealing (`tstream truncate`)", False, shard=shard, missing=missing)
-            if plan["versions"] or plan["records"] or plan["head"]:
+            if plan:
                 plans[shard] = plan
         return plans
 
@@ -510,7 +509,7 @@ class _Checker:
         """Each consumer group's head hint and newest version decode; returns versions that
         repair restores from the head's copy."""
         restore: dict[str, bytes] = {}
-        for name in self.store.list(GROUPS):
+        for name in self.store.list(layout.GROUPS):
             self._count("consumer groups")
             log = GroupLog(self.store, name)
             head_raw: bytes | None = None
@@ -542,7 +541,7 @@ class _Checker:
         return restore
 
 
-def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict[str, Any]]:
+def verify(store: Store, progress: Progress | None = None) -> tuple[Report, Fixes]:
     """Check the stream at ``store``; returns the report and what :func:`repair` can rewrite."""
     ck = _Checker(store, progress)
     newest = ck.newest()
@@ -550,8 +549,8 @@ def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict
     ck.total = (state.pos - max(state.meta_gc_pos, 1) + 2) + state.chunks + state.epoch
     ck.anchor(state)
     try:
-        head_raw: bytes | None = store.read(HEAD)
-        if Entry.decode(head_raw, path=HEAD).pos != state.pos:
+        head_raw: bytes | None = store.read(layout.HEAD)
+        if Entry.decode(head_raw, path=layout.HEAD).pos != state.pos:
             head_raw = None
     except (FileNotFoundError, CorruptMetadataError):
         head_raw = None
@@ -564,10 +563,9 @@ def verify(store: Store, progress: Progress | None = None) -> tuple[Report, dict
     shards = ck.shards(state, records, entries)
     groups = ck.groups()
     report = Report(url=store.display_url, position=state.pos, checked=ck.checked, problems=ck.problems)
-    fixes = {"head": head_raw if head_raw is not None else None, "newest": newest, "nodes": nodes,
-             "epochs": epochs, "epoch_chunks": epoch_chunks, "shards": shards,
-             "groups": groups, "macros": ck.macro_fixes, "manifests": manifests}
+    fixes = Fixes(newest=newest, head=head_raw, nodes=nodes, epochs=epochs, epoch_chunks=epoch_chunks,
+                  shards=shards, macros=ck.macro_fixes, manifests=manifests, groups=groups)
     return report, fixes
 
 
-__all__ = ["META", "Problem", "Report", "verify"]
+__all__ = ["Fixes", "Problem", "Report", "ShardFix", "verify"]

@@ -22,38 +22,22 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import CorruptMetadataError, corrupt
-from ..journal.entries import META
 from ..journal.state import segment_number
+from ..store import layout
 from ..store.races import LOST, Lost, until_won
 from ..store.storage import Store
 from ..store.versions import newest_version
 
 #: Rows of ``_seq`` per bucket, and the most rows a macro-chunk may hold.
 SPAN = 1 << 22
-ROOT = f"{META}/macros"
 
 
 def bucket_of(seq: int) -> int:
     """The bucket whose range ``[k·SPAN, (k+1)·SPAN)`` holds ``_seq`` ``seq``."""
     return seq // SPAN
-
-
-def bucket_dir(seg: int, bucket: int) -> str:
-    """The folder of a bucket's versions and head hint."""
-    return f"{ROOT}/{segment_number(seg)}/{bucket:06d}"
-
-
-def version_path(seg: int, bucket: int, v: int) -> str:
-    """Version ``v`` of a bucket (immutable)."""
-    return f"{bucket_dir(seg, bucket)}/{v:08d}.json"
-
-
-def head_path(seg: int, bucket: int) -> str:
-    """A bucket's head hint: a copy of its newest version."""
-    return f"{bucket_dir(seg, bucket)}/head.json"
 
 
 @dataclass(frozen=True)
@@ -76,14 +60,18 @@ class Macro:
     def end(self) -> int:
         return self.first + self.rows
 
+    #: The stored list's positions, in order (``sorted`` as 0/1; ``floor`` only when not 0).
+    FIELDS: ClassVar[tuple[str, ...]] = ("first", "rows", "path", "bytes", "lo", "hi", "sorted", "level", "floor")
+
     def to_json(self) -> list[Any]:
-        v = [self.first, self.rows, self.path, self.bytes, self.lo, self.hi, int(self.sorted), self.level]
-        return v + [self.floor] if self.floor else v
+        v = [int(self.sorted) if name == "sorted" else getattr(self, name) for name in self.FIELDS]
+        return v if self.floor else v[:-1]
 
     @classmethod
     def from_json(cls, v: list[Any]) -> Macro:
-        return cls(int(v[0]), int(v[1]), v[2], int(v[3]), int(v[4]), int(v[5]), bool(v[6]), int(v[7]),
-                   int(v[8]) if len(v) > 8 else 0)
+        """The entry stored as ``v``; TypeError or ValueError when it is not one."""
+        return cls(**{name: x if name == "path" else bool(x) if name == "sorted" else int(x)
+                      for name, x in zip(cls.FIELDS, v)})
 
 
 @dataclass(frozen=True)
@@ -113,18 +101,18 @@ class MacroMap:
             return Bucket(int(d["seg"]), int(d["bucket"]), int(d["v"]),
                           tuple(Macro.from_json(m) for m in d["macros"]))
         except (ValueError, KeyError, TypeError, IndexError) as e:
-            raise corrupt("macro map bucket", self.store.uri(rel), e) from e
+            raise corrupt("macro map bucket", self.store.uri(rel), e, self.store.display_url) from e
 
     def latest(self, seg: int, bucket: int) -> Bucket:
         """Newest version of a bucket (``v = -1`` and no macros if it has none): 2 reads."""
-        head = head_path(seg, bucket)
+        head = layout.macro_head(segment_number(seg), bucket)
         try:
             cur = self.decode(self.store.read(head), head)
         except (FileNotFoundError, CorruptMetadataError):  # a hint: search the versions instead
             cur = Bucket(seg, bucket, -1, ())
 
         def rel(v: int) -> str:
-            return version_path(seg, bucket, v)
+            return layout.macro_version(segment_number(seg), bucket, v)
 
         # the head may lag (another compactor's version, or a lost hint write) or be gone
         return newest_version(lambda v: self.decode(self.store.read(rel(v)), rel(v)),
@@ -175,7 +163,7 @@ class MacroMap:
         out: dict[int, list[Macro]] = {seg: [] for seg in ranges}
         exact = {seg: bv for seg, bv in known.items()
                  if seg in ranges and any(bucket_of(a) == bv[0] for a, _ in ranges[seg])}
-        rels = [version_path(seg, b, v) for seg, (b, v) in exact.items()]
+        rels = [layout.macro_version(segment_number(seg), b, v) for seg, (b, v) in exact.items()]
         try:
             blobs = self.store.read_many(rels)
         except FileNotFoundError:
@@ -214,10 +202,10 @@ class MacroMap:
                 return None
             nxt = Bucket(seg, bucket, cur[0].v + 1, tuple(sorted(macros, key=lambda m: m.first)))
             data = nxt.to_bytes()
-            rel = version_path(seg, bucket, nxt.v)
+            rel = layout.macro_version(segment_number(seg), bucket, nxt.v)
             if self.store.put_if_absent(rel, data):
                 try:  # a hint: readers and compactors probe past a stale one
-                    self.store.write(head_path(seg, bucket), data)
+                    self.store.write(layout.macro_head(segment_number(seg), bucket), data)
                 except OSError:
                     pass
                 return nxt

@@ -3,35 +3,56 @@
 Journal entries keep naming the small chunks a compaction (python/compaction.py) replaced; a plan
 made from journal positions calls :func:`substitute`, which replaces the chunks compacted since
 by *views* of macro-chunks (``Chunk.offset`` = row offset in the file, ``floor`` 0), one view per
-run of consecutive chunks, found in the macro map (python/macromap.py). The state's per-segment
-summary (``state.compaction["segs"][seg]``: compacted up to ``_seq``, last position, chunks up to
-it, map bucket and version, end of the last macro-chunk) says when no lookup is needed — zero
-reads for a tailing reader. :func:`plan_from_map` reads a long compacted history from the map
-(one batched read) instead of the journal deltas of every compacted commit.
+run of consecutive chunks, found in the macro map (python/maps/macromap.py). The state's
+per-segment summary (:class:`~pyspark_tstream.journal.compaction_state.SegmentSummary`: compacted
+up to ``_seq``, last position, chunks up to it, map bucket and version, end of the last
+macro-chunk) says when no lookup is needed — zero reads for a tailing reader. :func:`plan_from_map`
+reads a long compacted history from the map (one batched read) instead of the journal deltas of
+every compacted commit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..journal.compaction_state import compaction_pos, segment_summaries
 from ..journal.entries import Chunk
-from ..journal.state import StreamState
-from ..maps.macromap import Macro, MacroMap, version_path
+from ..journal.state import StreamState, segment_number
+from ..maps.macromap import Macro, MacroMap
+from ..store import layout
 from ..store.storage import Store
 
 
-def segment_summaries(state: StreamState) -> dict[str, list[int]]:
-    """``state.compaction["segs"]``: per segment id (text), what compaction reached (§6.4)."""
-    return state.compaction.get("segs", {}) if state.compaction else {}
+@dataclass
+class _View:
+    """A run of consecutive planned chunks of one macro-chunk, growing while the plan is walked;
+    it becomes one :class:`Chunk` view (``offset`` = its first row in the file, floor 0)."""
 
+    macro: Macro
+    seg: int
+    seq: int
+    rows: int
+    lo: int
+    hi: int
+    sorted: bool
 
-def compacted_upto(state: StreamState, seg: int) -> int:
-    """The ``_seq`` below which the segment's chunks have been compacted (or left as they are)."""
-    e = segment_summaries(state).get(str(seg))
-    return int(e[0]) if e else 0
+    def extends(self, c: Chunk) -> bool:
+        """Whether ``c`` follows this view's records directly (so it joins it)."""
+        return self.seq + self.rows == c.seq
+
+    def extend(self, c: Chunk) -> None:
+        self.sorted = self.sorted and c.sorted and self.hi < c.lo
+        self.rows += c.rows
+        self.lo, self.hi = min(self.lo, c.lo), max(self.hi, c.hi)
+
+    def chunk(self) -> Chunk:
+        m = self.macro
+        return Chunk(seg=self.seg, path=m.path, rows=self.rows, bytes=_share(m, self.rows), seq=self.seq, floor=0,
+                     lo=self.lo, hi=self.hi, offset=self.seq - m.first, sorted=self.sorted)
 
 
 def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk], maps: Any = None) -> list[Chunk]:
@@ -49,15 +70,14 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk], maps: 
         return list(chunks)
     need: dict[int, list[Chunk]] = {}
     for c in chunks:
-        e = segs.get(str(c.seg))
-        if e is not None and c.floor != 0 and c.seq < (e[5] if len(e) >= 6 else e[0]):
+        e = segs.get(c.seg)
+        if e is not None and c.floor != 0 and c.seq < e.lookup_end:
             need.setdefault(c.seg, []).append(c)
     if not need:
         return list(chunks)
     mm = maps if maps is not None else MacroMap(store)
     home: dict[tuple[int, int], Macro] = {}
-    known = {seg: (int(segs[str(seg)][3]), int(segs[str(seg)][4])) for seg in need
-             if len(segs[str(seg)]) >= 5 and segs[str(seg)][4] >= 0}
+    known = {seg: v for seg in need if (v := segs[seg].map_version) is not None}
     found = mm.covering_many({seg: [(c.seq, c.seq + c.rows) for c in cs] for seg, cs in need.items()}, known)
     for seg, cs in need.items():
         macros = found[seg]
@@ -66,24 +86,20 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk], maps: 
         for c, i in zip(cs, at.tolist()):
             if i >= 0 and c.seq + c.rows <= macros[i].end:
                 home[(c.seg, c.seq)] = macros[i]
-    out: list[Chunk | list] = []
-    open_view: dict[str, list] = {}  # macro path -> its newest view, being extended
+    out: list[Chunk | _View] = []
+    open_view: dict[str, _View] = {}  # macro path -> its newest view, being extended
     for c in chunks:
         m = home.get((c.seg, c.seq)) if c.floor != 0 else None
         if m is None or m.floor:  # not compacted, or listed as it is
             out.append(c)
             continue
         v = open_view.get(m.path)
-        if v is not None and v[2] + v[3] == c.seq:  # [macro, seg, seq, rows, lo, hi, sorted]
-            v[3] += c.rows
-            v[6] = v[6] and c.sorted and v[5] < c.lo
-            v[4], v[5] = min(v[4], c.lo), max(v[5], c.hi)
+        if v is not None and v.extends(c):
+            v.extend(c)
             continue
-        v = open_view[m.path] = [m, c.seg, c.seq, c.rows, c.lo, c.hi, c.sorted]
+        v = open_view[m.path] = _View(m, c.seg, c.seq, c.rows, c.lo, c.hi, c.sorted)
         out.append(v)
-    return [x if isinstance(x, Chunk) else
-            Chunk(seg=x[1], path=x[0].path, rows=x[3], bytes=_share(x[0], x[3]), seq=x[2], floor=0, lo=x[4],
-                  hi=x[5], offset=x[2] - x[0].first, sorted=x[6]) for x in out]
+    return [x if isinstance(x, Chunk) else x.chunk() for x in out]
 
 
 def plan_from_map(store: Store, state: StreamState, first: int, lo: int, hi: int) -> tuple[list[Chunk], int] | None:
@@ -94,13 +110,13 @@ def plan_from_map(store: Store, state: StreamState, first: int, lo: int, hi: int
     map version the state names for its segment (merged, or as it is). One batched read,
     however many commits that covers; used while each segment's map fits one bucket.
     """
-    comp = state.compaction or {}
-    pos = int(comp.get("pos", 0))
-    segs = comp.get("segs", {})
-    if pos <= first or not segs or any(len(e) < 6 or e[3] != 0 or e[4] < 0 for e in segs.values()):
+    pos = compaction_pos(state)
+    segs = segment_summaries(state)
+    if pos <= first or not segs or any(not e.map_lists_all or e.map_version is None or e.bucket != 0
+                                       for e in segs.values()):
         return None
-    items = sorted((int(k), int(e[4])) for k, e in segs.items())
-    rels = [version_path(seg, 0, v) for seg, v in items]
+    items = sorted((seg, int(e.version or 0)) for seg, e in segs.items())
+    rels = [layout.macro_version(segment_number(seg), 0, v) for seg, v in items]
     try:
         blobs = store.read_many(rels)
     except FileNotFoundError:

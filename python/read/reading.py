@@ -42,7 +42,7 @@ READ_ORDER = [("_tso", "ascending"), ("_segment", "ascending"), ("_seq", "ascend
 class ReadTask:
     """A unit of reading (one Spark partition): chunks and the ``_tso`` range to keep.
 
-    The planner (:func:`~pyspark_tstream.read.planner.plan_tasks`) makes them on the driver; it is
+    The planner (:func:`~pyspark_tstream.read.tasks.plan_tasks`) makes them on the driver; it is
     defined here, with the code that reads it, so an executor unpickling one loads no planner.
     """
 
@@ -266,7 +266,7 @@ def read_tsos(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, np
 
 def chunk_tsos(store: Store, chunk: Chunk) -> np.ndarray:
     """A chunk's final ``_tso`` values, reading only its raw timestamp column (a planner's
-    :data:`~pyspark_tstream.read.planner.TsoLoader` for cuts finer than the chunk's marks)."""
+    :data:`~pyspark_tstream.read.window.TsoLoader` for cuts finer than the chunk's marks)."""
     return chunks_tsos(store, [chunk])[0]
 
 

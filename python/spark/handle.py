@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..api.stream import Stream
-    from ..read.planner import Window
+    from ..read.window import Window
     from ..store.storage import Store
 
 
@@ -56,8 +56,8 @@ class StreamHandle:
         if self._window is None:
             from functools import partial
 
-            from ..read.planner import Window
             from ..read.reading import chunk_tsos
+            from ..read.window import Window
 
             stream = self.stream
             self._window = Window(stream.journal, load=partial(chunk_tsos, stream.store))

@@ -24,7 +24,7 @@ from _data import counted_stream  # noqa: E402
 from histories import T0, commit_history, micro_batches, overlapping_chunks  # noqa: E402
 from pyspark_tstream.api.stream import Stream  # noqa: E402
 from pyspark_tstream.conf.options import SourceOptions  # noqa: E402
-from pyspark_tstream.read import planner  # noqa: E402
+from pyspark_tstream.read.ends import Limits  # noqa: E402
 
 
 def measure(n: int, reps: int) -> dict[str, float]:
@@ -64,10 +64,10 @@ def batch_sizes() -> list[tuple[str, list[int]]]:
     per_row = sum(c.bytes for c in chunks) / sum(c.rows for c in chunks)
     rows: list[tuple[str, list[int]]] = []
     for label, limits, exact in (
-            ("maxRecordsPerTrigger=100", planner.Limits(max_records=100), True),
-            ("maxRecordsPerTrigger=100 (marks only)", planner.Limits(max_records=100), False),
-            (f"maxBytesPerTrigger={int(per_row * 100)} (~100 rows)", planner.Limits(max_bytes=int(per_row * 100)), True),
-            ("maxFilesPerTrigger=3", planner.Limits(max_files=3), True)):
+            ("maxRecordsPerTrigger=100", Limits(max_records=100), True),
+            ("maxRecordsPerTrigger=100 (marks only)", Limits(max_records=100), False),
+            (f"maxBytesPerTrigger={int(per_row * 100)} (~100 rows)", Limits(max_bytes=int(per_row * 100)), True),
+            ("maxFilesPerTrigger=3", Limits(max_files=3), True)):
         rows.append((label, [t.num_rows for _, _, t in micro_batches(s, limits, exact)]))
     seq = Stream.create(f"memory://bench-{uuid.uuid4().hex[:8]}/s", segments=1)
     import pyarrow as pa
@@ -75,7 +75,7 @@ def batch_sizes() -> list[tuple[str, list[int]]]:
     for b in range(10):
         seq.append(pa.table({"id": list(range(b * 100, b * 100 + 100))}))
     rows.append(("maxFilesPerTrigger=3 (10 sequential chunks of 100)",
-                 [t.num_rows for _, _, t in micro_batches(seq, planner.Limits(max_files=3))]))
+                 [t.num_rows for _, _, t in micro_batches(seq, Limits(max_files=3))]))
     return rows
 
 

@@ -359,7 +359,7 @@ def source_partitions(url: str) -> list[Any]:
     """
     from pyspark_tstream.api.stream import Stream
     from pyspark_tstream.datasource.partitions import ReadSpec, TStreamPartition
-    from pyspark_tstream.read.planner import plan_tasks
+    from pyspark_tstream.read.tasks import plan_tasks
     from pyspark_tstream.spark.arrow import spark_schema
 
     stream = Stream.open(url)

@@ -1,0 +1,45 @@
+"""What ``repair`` can rewrite, as ``verify`` found it: a typed record instead of a dict of keys.
+
+Invariant: every field holds an object derived from the journal (or a copy of one), keyed by
+what it replaces, so :func:`~pyspark_tstream.maintain.repair.repair` writes them without
+deciding anything; :func:`~pyspark_tstream.maintain.fsck.verify` builds one per run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..compaction.macro_rebuild import Expected
+from ..journal.entries import Entry
+
+
+@dataclass
+class ShardFix:
+    """What repair rewrites in one sealed-map shard."""
+
+    #: unreadable version -> the content written in its place (a copy of its predecessor's
+    #: segments: later versions hold all it held, and the chain stays unbroken)
+    versions: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: sealed-segment records the shard lacks, rebuilt from the journal (merged back)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    head: bool = False  # the head hint is unreadable
+
+    def __bool__(self) -> bool:
+        return bool(self.versions or self.records or self.head)
+
+
+@dataclass(frozen=True)
+class Fixes:
+    """What :func:`~pyspark_tstream.maintain.repair.repair` can rewrite, as :func:`verify` found
+    it: every field is derived from the journal (or a copy of it), keyed by what it replaces."""
+
+    newest: Entry  # the newest readable journal entry: its state is what repair rebuilds for
+    head: bytes | None  # the head hint's bytes when they copy the newest entry (restore a lost one)
+    nodes: dict[tuple[int, int], bytes] = field(default_factory=dict)  # (level, node) -> content
+    epochs: dict[int, bytes] = field(default_factory=dict)  # epoch -> its record
+    epoch_chunks: dict[int, bytes] = field(default_factory=dict)  # history chunk number -> content
+    shards: dict[int, ShardFix] = field(default_factory=dict)
+    macros: dict[tuple[int, int], Expected] = field(default_factory=dict)  # (segment, bucket) -> the map
+    manifests: dict[str, bytes] = field(default_factory=dict)  # path -> content
+    groups: dict[str, bytes] = field(default_factory=dict)  # consumer-group object path -> content

@@ -1,0 +1,141 @@
+"""Metadata records decode into typed records at the boundary and encode back to the same bytes.
+
+The stored forms stay positional JSON lists (the per-segment compaction summary, chunk
+references, macro-map entries); each record names its positions once and round-trips every form
+ever written, including the first compaction summary's 5 fields. fsck's :class:`Fixes` carries
+what repair rewrites as typed fields.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from compaction_streams import fill_stream
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal.compaction_state import (
+    SegmentSummary,
+    compacted_upto,
+    segment_summaries,
+)
+from pyspark_tstream.journal.entries import Chunk, Entry
+from pyspark_tstream.journal.state import segment_number
+from pyspark_tstream.maintain.fixes import Fixes, ShardFix
+from pyspark_tstream.maintain.fsck import verify
+from pyspark_tstream.maps.macromap import Macro, MacroMap
+from pyspark_tstream.read.compacted import plan_from_map, substitute
+from pyspark_tstream.store import layout
+
+
+@pytest.mark.parametrize("stored", [
+    [120, 7, 12, 0, 3, 100],  # format v2: end of the last macro-chunk
+    [120, 7, 12, 0, 3],  # the first form: no macro_end
+    [120, 7, 12],  # no map version
+    [0, -1, 0, 0, -1, 0],  # nothing settled yet, no map version published
+])
+def test_segment_summary_round_trips_every_stored_form(stored: list[int]) -> None:
+    e = SegmentSummary.decode(stored)
+    assert e.encode() == stored
+    assert json.dumps(e.encode()) == json.dumps(stored)
+    assert e.settled_to == stored[0] and e.last_pos == stored[1] and e.chunks == stored[2]
+
+
+def test_an_old_summary_looks_up_up_to_its_compacted_seq_and_is_not_planned_from_the_map() -> None:
+    old, new = SegmentSummary.decode([120, 7, 12, 0, 3]), SegmentSummary.decode([120, 7, 12, 0, 3, 100])
+    assert old.lookup_end == 120 and new.lookup_end == 100  # no chunk above 100 is in a macro-chunk
+    assert not old.map_lists_all and new.map_lists_all
+    assert old.map_version == new.map_version == (0, 3)
+    assert SegmentSummary.decode([120, 7, 12]).map_version is None
+    assert SegmentSummary.decode([120, 7, 12, 0, -1, 0]).map_version is None
+
+
+def test_merging_a_run_into_an_old_summary_writes_the_current_form() -> None:
+    old = SegmentSummary.decode([120, 7, 12, 0, 3])
+    got = old.merged(SegmentSummary(100, 9, 11, 0, 2, 90))
+    assert got.encode() == [120, 9, 12, 0, 3, 120]  # each the larger; an old summary's end is its _seq
+    assert SegmentSummary(0).merged(SegmentSummary(50, 4, 5, 0, 1, 40)).encode() == [50, 4, 5, 0, 1, 40]
+
+
+@pytest.mark.parametrize("stored", [
+    [3, "data/1/a.parquet", 10, 900, 40, 7, 100, 200],
+    [3, "data/1/a.parquet", 10, 900, 40, 0, 100, 200, 64],
+    [3, "data/1/a.parquet", 10, 900, 40, 0, 100, 200, 0, False],
+    [3, "data/1/a.parquet", 10, 900, 40, 7, 100, 200, 0, True, [5, 20, 1]],
+])
+def test_chunk_references_round_trip(stored: list) -> None:
+    c = Chunk.from_json(stored)
+    assert c.to_json() == stored
+    assert (c.seg, c.path, c.rows, c.bytes, c.seq, c.floor, c.lo, c.hi) == tuple(stored[:8])
+    if len(stored) > 10:
+        assert c.marks == (105, 125, 126)  # differences from lo, then from the previous mark
+
+
+@pytest.mark.parametrize("stored", [
+    [0, 40, "data/1/m-1.parquet", 5000, 10, 90, 1, 2],
+    [40, 5, "data/1/c.parquet", 300, 91, 99, 0, 0, 77],  # a chunk listed as it is keeps its floor
+])
+def test_macro_map_entries_round_trip(stored: list) -> None:
+    m = Macro.from_json(stored)
+    assert m.to_json() == stored
+    assert m.end == stored[0] + stored[1] and m.sorted is bool(stored[6])
+
+
+def _compacted(url: str) -> Stream:
+    s = fill_stream(url, appends=40)
+    s.compact()
+    fill_stream(url, appends=10, start=40)
+    return Stream.open(url)
+
+
+def test_stored_metadata_of_a_compacted_stream_reencodes_byte_for_byte(url: str) -> None:
+    s = _compacted(url)
+    st = s.refresh()
+    for pos in range(1, st.pos + 1):
+        raw = s.store.read(layout.entry(pos))
+        assert Entry.decode(raw, path=layout.entry(pos)).encode() == raw, pos
+    segs = segment_summaries(st)
+    assert segs and all(len(e.encode()) == 6 for e in segs.values())
+    assert {str(k): e.encode() for k, e in segs.items()} == st.compaction["segs"]
+    mm = MacroMap(s.store)
+    for seg, e in segs.items():
+        rel = layout.macro_version(segment_number(seg), int(e.bucket or 0), int(e.version or 0))
+        raw = s.store.read(rel)
+        assert mm.decode(raw, rel).to_bytes() == raw
+
+
+def test_a_stream_whose_state_holds_old_summaries_reads_the_same_records(url: str) -> None:
+    s = _compacted(url)
+    st = s.refresh()
+    chunks = [c for d in s.journal.deltas(st, st.head_pos, st.pos) for c in d.chunks]
+    old = Entry.decode(s.store.read(layout.entry(st.pos)), path="x").state
+    old.compaction["segs"] = {k: v[:5] for k, v in old.compaction["segs"].items()}
+    assert all(compacted_upto(old, seg) == compacted_upto(st, seg) for seg in segment_summaries(st))
+    # the first form's map need not list passed chunks: never planned from the map alone
+    assert plan_from_map(s.store, st, 1, st.head_tso, st.tick) is not None
+    assert plan_from_map(s.store, old, 1, st.head_tso, st.tick) is None
+    assert substitute(s.store, old, chunks) == substitute(s.store, st, chunks)
+
+
+def test_fsck_hands_repair_typed_fixes_that_it_writes(url: str) -> None:
+    s = Stream.create(url, segments=2)
+    for b in range(70):
+        s.append(pa.table({"k": [f"k{b % 5}"], "t": [1_700_000_000_000 + b]}), key="k", timestamp="t")
+        if b == 30:
+            s.scale(split=s.state.segments[0].id, parts=2)
+    node, epoch = s.store.read(layout.index_node(1, 0)), s.store.read(layout.epoch_record(1))
+    s.store.delete([layout.index_node(1, 0), layout.epoch_record(1)])
+    s.store.write(layout.sealed_version(0, 0), b"nope")
+    report, fixes = verify(s.store)
+    assert isinstance(fixes, Fixes) and not report.ok
+    assert fixes.nodes == {(1, 0): node} and fixes.epochs == {1: epoch}
+    assert set(fixes.shards) == {0} and isinstance(fixes.shards[0], ShardFix) and list(fixes.shards[0].versions) == [0]
+    assert fixes.newest.pos == s.refresh().pos and not fixes.macros and not fixes.manifests
+    after = Stream.open(url).repair()
+    assert after.ok, after.summary()
+    assert s.store.read(layout.index_node(1, 0)) == node and s.store.read(layout.epoch_record(1)) == epoch
+
+
+def test_a_summary_that_is_not_integers_is_refused() -> None:
+    with pytest.raises(ValueError):
+        SegmentSummary.decode([1, "x", 2])
