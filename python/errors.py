@@ -81,6 +81,19 @@ class SchemaMismatchError(TStreamError, ValueError):
     condition = "TSTREAM_SCHEMA_MISMATCH"
 
 
+class SchemaChangedError(TStreamError, RuntimeError):
+    """The stream gained columns after a streaming query fixed its schema; restart the query.
+
+    ``columns`` are the new columns, ``pos`` the journal position of the first commit that
+    added one (None when no change record says where: a write by an older tstream).
+    """
+
+    condition = "TSTREAM_SCHEMA_CHANGED"
+    fields = {"columns": REQUIRED, "pos": None}
+    columns: list[str]
+    pos: int | None
+
+
 class TimestampError(TStreamError, ValueError):
     """A timestamp column is missing, null under ``client-require``, or out of range."""
 

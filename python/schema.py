@@ -108,7 +108,9 @@ def _compatible(stored: pa.DataType, given: pa.DataType) -> bool:
     if pa.types.is_timestamp(stored) and pa.types.is_timestamp(given):
         return True
     if pa.types.is_integer(stored) and pa.types.is_integer(given):
-        return True
+        return True  # cast by conform: a value that does not fit fails the write, naming the column
+    if pa.types.is_floating(stored) and pa.types.is_floating(given):
+        return given.bit_width <= stored.bit_width  # float → double is exact; double → float is not
     return False
 
 
@@ -119,7 +121,12 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
         if f.name in table.column_names:
             col = table.column(f.name)
             if col.type != f.type:
-                col = col.cast(f.type)
+                try:
+                    col = col.cast(f.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise SchemaMismatchError(
+                        f"column {f.name}: values of type {col.type} do not fit the stream's {f.type} ({e}); "
+                        f"write values that fit {f.type} (a stream never changes a column's type)") from e
             cols.append(col)
         else:
             cols.append(pa.nulls(table.num_rows, f.type))

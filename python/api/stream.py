@@ -242,6 +242,15 @@ class Stream:
         state = self.refresh()
         return describe(self.url, state, self.schema)
 
+    def schema_history(self) -> list[dict[str, Any]]:
+        """The columns by the commit that brought them: ``[{"position", "time", "columns"}]``, the
+        first columns first (``position`` None), then each mergeSchema change (from the state:
+        no store call beyond the refresh)."""
+        from .info import schema_history
+
+        state = self.refresh()
+        return schema_history(state, self.schema)
+
     # -- appending (stream_append) ------------------------------------------------------------
     def write_spec(self, schema: pa.Schema, *, key: str | None = None, timestamp: str | None = None,
                    merge_schema: bool = False, writer_tag: str = "w") -> WriteSpec:

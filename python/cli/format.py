@@ -135,6 +135,11 @@ def print_info(info: dict[str, Any], out: TextIO) -> None:
                   "records": f"{g['rows']:,}", "bytes": human_bytes(g["bytes"]), "chunks": g["chunks"],
                   "seq": f"{g['first_seq']}..{g['next_seq']}", "last id": g["last_id"]}
                  for g in info["segments"]], out)
+    changes = info.get("schema_history", [])[1:]
+    if changes:
+        out.write("\nschema changes\n")
+        print_table([{"position": c["position"], "time": c["time"], "added columns": ", ".join(c["columns"])}
+                     for c in changes], out)
     if info.get("writers"):
         out.write("\nwriters\n")
         print_table([{"writer": wid, "live": "yes" if w["live"] else "no", "last id": w["last_id"],

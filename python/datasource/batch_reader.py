@@ -68,6 +68,11 @@ class TStreamBatchReader(DataSourceReader):
         self._handle = StreamHandle.of(stream)
         self._spec = ReadSpec.of(stream, schema)
         self.lo, self.hi, self.start_cut, self.end_cut = batch_range(options, stream)
+        if self.hi > self.lo:  # Spark took its schema a moment ago: a later widening is not read
+            from ..read.schema_guard import SchemaGuard
+
+            guard = SchemaGuard(stream.url, schema.fieldNames(), remedy="run the read again to read them")
+            self.hi = guard.limit(stream.state, self.lo, self.hi, stream.state.pos)[0]
         self.segments: set[int] | None = None
 
     def partitions(self) -> list[InputPartition]:

@@ -65,5 +65,8 @@ def check_entry(d: Any) -> None:
     need(isinstance(st.get("index"), list) and all(
         isinstance(level, list) and all(isinstance(i, list) and len(i) >= 7 and all(is_int(x) for x in i)
                                         for i in level) for level in st["index"]), "state.index")
+    need(isinstance(st.get("schema_changes", []), list) and all(
+        isinstance(c, list) and len(c) == 4 and all(is_int(x) for x in c[:3]) and isinstance(c[3], list)
+        and all(isinstance(n, str) for n in c[3]) for c in st.get("schema_changes", [])), "state.schema_changes")
     need(isinstance(st.get("pending_sealed", []), list) and isinstance(st.get("truncations", []), list)
           and isinstance(st.get("pending_epoch") or {}, dict), "state.pending_*")

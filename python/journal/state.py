@@ -155,6 +155,10 @@ class StreamState:
     #: chunks up to it, map bucket, its version, end of the last macro-chunk]}}; empty until
     #: the first compaction
     compaction: dict[str, Any] = field(default_factory=dict)
+    #: additive schema changes (mergeSchema), oldest first: [journal position, wall ms, the tick
+    #: before that commit, [added columns]]; at most one per stream column, so bounded by the
+    #: schema it describes. Live queries stop their batches before a change (read/schema_guard.py)
+    schema_changes: list[list[Any]] = field(default_factory=list)
 
     def segment(self, seg_id: int) -> Segment | None:
         for s in self.segments:
@@ -174,6 +178,7 @@ class StreamState:
             "pending_sealed": self.pending_sealed, "pending_epoch": self.pending_epoch,
             "truncations": self.truncations,
             **({"compaction": self.compaction} if self.compaction else {}),
+            **({"schema_changes": self.schema_changes} if self.schema_changes else {}),
         }
 
     @classmethod
@@ -189,4 +194,5 @@ class StreamState:
             first_tso=d.get("first_tso", 0), gc_pos=d.get("gc_pos", 0), meta_gc_pos=d.get("meta_gc_pos", 0),
             pending_sealed=d.get("pending_sealed", []), pending_epoch=d.get("pending_epoch"),
             truncations=d.get("truncations", []), compaction=d.get("compaction", {}),
+            schema_changes=d.get("schema_changes", []),
         )

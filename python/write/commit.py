@@ -153,7 +153,7 @@ class CommitRequest:
                 if found is not None:
                     self.duplicate_pos = found
                     return None
-        self._schema(state)
+        self._schema(state, pos)
         expired = _expire(state, self.now, self.writer_id)
         lanes = state.writers[self.writer_id].lanes if writer is not None else {}
         chunks, moved = self._place(state, lanes)
@@ -201,7 +201,9 @@ class CommitRequest:
         return Entry(pos=pos, op=self.op, wall=self.now, state=state, writer=self.writer_id,
                      batch=self.batch_id, chunks=chunks, info=info)
 
-    def _schema(self, state: StreamState) -> None:
+    def _schema(self, state: StreamState, pos: int) -> None:
+        """Fix or widen the stream schema; a widening is recorded with the tick before it (runs
+        before the tick moves), so a live query can end its batches before its records."""
         if self.schema is None:
             return
         if not state.schema:
@@ -211,6 +213,8 @@ class CommitRequest:
         merged = reconcile(current, self.schema, merge=self.merge_schema)
         if merged != current:
             state.schema = encode_schema(merged)
+            added = merged.names[len(current):]  # reconcile appends new columns, never reorders
+            state.schema_changes = [*state.schema_changes, [pos, self.now, state.tick, added]]
 
     def _place(self, state: StreamState, lanes: dict[int, int]) -> tuple[list[Chunk], dict[str, int]]:
         """Number and floor the chunks; ``lanes`` is the writer's lane state before this commit."""
