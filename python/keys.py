@@ -74,6 +74,19 @@ TIMESTAMP_COLUMN = "timestampColumn"
 #: Writer identity; default: derived from ``checkpointLocation`` (none for a batch write).
 WRITER_ID = "writerId"
 
+#: ``df.write`` only, with ``writerId``: this write's batch number (a non-negative integer, e.g.
+#: ``foreachBatch``'s ``epoch_id``). A batch id at or below the writer's last committed one
+#: appends nothing (Delta's ``txnVersion`` rule). A streaming sink keys by query and batch itself.
+BATCH_ID = "batchId"
+
+#: Delta Lake's names of ``writerId``/``batchId``, accepted with the same meaning.
+TXN_APP_ID = "txnAppId"
+TXN_VERSION = "txnVersion"
+
+#: Prefix of the writer ids a streaming sink derives from ``checkpointLocation``; reserved, so an
+#: idempotent ``df.write`` can never share a streaming query's dedupe window.
+QUERY_WRITER_PREFIX = "query-"
+
 #: Allow additive schema changes (new nullable columns) on write.
 MERGE_SCHEMA = "mergeSchema"
 MERGE_SCHEMA_DEFAULT = False
@@ -146,7 +159,8 @@ SOURCE_KEYS: tuple[str, ...] = (
 )
 
 SINK_KEYS: tuple[str, ...] = (
-    PATH, KEY_COLUMN, TIMESTAMP_COLUMN, WRITER_ID, MERGE_SCHEMA, STORE_RETRY_TIMEOUT, *STREAM_CONFIG_FIELDS,
+    PATH, KEY_COLUMN, TIMESTAMP_COLUMN, WRITER_ID, BATCH_ID, TXN_APP_ID, TXN_VERSION, MERGE_SCHEMA,
+    STORE_RETRY_TIMEOUT, *STREAM_CONFIG_FIELDS,
 )
 
 #: Keys Spark adds on its own; accepted silently on both sides (the sink reads the first two).

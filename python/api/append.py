@@ -10,6 +10,7 @@ job, reached through the ``after_commit`` hook: the data commit is durable befor
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,6 +25,8 @@ from ..write.commit import Ack, CommitRequest, check_schema_for_write
 from ..write.reroute import reroute
 from ..write.writing import ChunkInfo, WriteSpec, write_batches
 from .context import StreamContext
+
+logger = logging.getLogger(__name__)
 
 #: Attempts at a commit whose segments keep being sealed under it.
 SEALED_RETRIES = 100
@@ -73,13 +76,24 @@ class Appender:
 
     def commit(self, chunks: Sequence[ChunkInfo], *, writer_id: str | None = None, batch_id: Any = None,
                session: bool = False, schema: pa.Schema | None = None, merge_schema: bool = False,
-               op: str = "append", heartbeat: int | None = None, close: bool = False) -> Ack:
-        """Make ``chunks`` visible in one journal commit; a repeated (writer, batch) is a no-op."""
+               op: str = "append", heartbeat: int | None = None, close: bool = False,
+               monotonic: bool = False, fresh: bool = False) -> Ack:
+        """Make ``chunks`` visible in one journal commit; a repeated (writer, batch) is a no-op.
+
+        ``monotonic``: batch ids of this writer only increase, so an integer batch id at or below
+        its last committed one is a no-op too (Delta's ``txnVersion`` rule). ``fresh``: the
+        chunks were written for this call and handed to no earlier commit, so a no-op deletes
+        them (none may be named by a commit: they would otherwise wait for
+        ``vacuum(orphans=True)``); without it a no-op keeps them, since a retry after a commit
+        with an unknown outcome may hand over the very files that commit named.
+        """
         h = self.ctx
-        req = CommitRequest(chunks=list(chunks), writer_id=writer_id, batch_id=batch_id, session=session,
+        handed = list(chunks)
+        req = CommitRequest(chunks=list(handed), writer_id=writer_id, batch_id=batch_id, session=session,
                             op=op, heartbeat=heartbeat, close=close,
                             schema=normalize(user_schema(schema)) if schema is not None else None,
-                            merge_schema=merge_schema, now=now_ms(), count_raised=self.count_raised)
+                            merge_schema=merge_schema, now=now_ms(), count_raised=self.count_raised,
+                            monotonic=monotonic)
         for _ in range(SEALED_RETRIES):
             try:
                 entry, _ = h.journal.commit(req, h.state)
@@ -94,23 +108,33 @@ class Appender:
             raise CommitConflictError("segments kept changing under this commit; retry it",
                                       expected=h.state.pos + 1)
         if entry is None:
-            return self.duplicate_ack(req)
+            return self.skipped(req, [*handed, *req.chunks] if fresh else [])
         h.entry = entry
         if entry.chunks and self.after_commit is not None:
             self.after_commit(entry)
         return Ack.from_entry(entry)
 
-    def duplicate_ack(self, req: CommitRequest) -> Ack:
-        """The answer to a batch that was committed before: the original commit's ack."""
+    def skipped(self, req: CommitRequest, discard: Sequence[ChunkInfo] = ()) -> Ack:
+        """A request that committed nothing (:meth:`CommitRequest.settled`): log it, delete the
+        ``discard`` chunks (this attempt's own files) but any the earlier commit names, and
+        answer with the earlier commit's ack."""
         pos = req.duplicate_pos
         h = self.ctx
         h.refresh()
-        if pos is not None and pos >= 0:
-            original = h.journal.try_entry(pos)
-            if original is not None:
-                return Ack.from_entry(original, duplicate=True)
-        return Ack(pos=-1 if pos is None else pos, rows=0, tick=h.state.tick, duplicate=True,
-                   writer_id=req.writer_id, batch_id=req.batch_id)
+        original = h.journal.try_entry(pos) if pos is not None and pos >= 0 else None
+        named = {c.path for c in original.chunks} if original is not None else set()
+        doomed = sorted({c.path for c in discard} - named)
+        if doomed:
+            h.store.delete(doomed)
+        note = req.skip_text() + (f"; this attempt's {len(doomed)} chunk file(s) deleted" if doomed else "")
+        logger.info("%s", note)
+        if original is not None:
+            ack = Ack.from_entry(original, duplicate=True)
+        else:
+            ack = Ack(pos=-1 if pos is None else pos, rows=0, tick=h.state.tick, duplicate=True,
+                      writer_id=req.writer_id, batch_id=req.batch_id)
+        ack.note = note
+        return ack
 
     def count_raised(self, info: ChunkInfo, floor: int) -> int:
         """How many of a written chunk's records the commit's ``floor`` raises (for the ack).
@@ -125,25 +149,22 @@ class Appender:
 
     def append(self, data: Any, key: str | None = None, timestamp: str | None = None,
                writer_id: str | None = None, batch_id: Any = None, *, merge_schema: bool = False,
-               session: bool = False) -> Ack:
+               session: bool = False, monotonic: bool = False) -> Ack:
         """Append records in one atomic commit and return the S2-style :class:`Ack`.
 
         The public :meth:`~pyspark_tstream.api.stream.Stream.append` documents the arguments.
         """
         table = to_table(data)
         state = self.ctx.refresh()
-        if writer_id is not None and batch_id is not None:
-            w = state.writers.get(writer_id)
-            if w is not None and w.find(batch_id) is not None:
-                req = CommitRequest(writer_id=writer_id, batch_id=batch_id)
-                req.duplicate_pos = w.find(batch_id)
-                return self.duplicate_ack(req)
+        probe = CommitRequest(writer_id=writer_id, batch_id=batch_id, monotonic=monotonic)
+        if probe.settled(state):  # known already: write no files at all
+            return self.skipped(probe)
         spec = self.write_spec(table.schema, key=key, timestamp=timestamp, merge_schema=merge_schema)
         chunks = write_batches(spec, [table], ordered=True) if table.num_rows else []
         if not chunks and writer_id is None:
             return Ack(pos=state.pos, rows=0, tick=state.tick)
         return self.commit(chunks, writer_id=writer_id, batch_id=batch_id, session=session,
-                           schema=table.schema, merge_schema=merge_schema)
+                           schema=table.schema, merge_schema=merge_schema, monotonic=monotonic, fresh=True)
 
     def heartbeat(self, writer_id: str, tso: int | None = None) -> Ack:
         """A data-less tick record: ``writer_id`` is live and will not commit below ``tso``."""

@@ -260,23 +260,32 @@ class Stream:
 
     def commit(self, chunks: Sequence[ChunkInfo], *, writer_id: str | None = None, batch_id: Any = None,
                session: bool = False, schema: pa.Schema | None = None, merge_schema: bool = False,
-               op: str = "append", heartbeat: int | None = None, close: bool = False) -> Ack:
-        """Make ``chunks`` visible in one journal commit; a repeated (writer, batch) is a no-op."""
+               op: str = "append", heartbeat: int | None = None, close: bool = False,
+               monotonic: bool = False, fresh: bool = False) -> Ack:
+        """Make ``chunks`` visible in one journal commit; a repeated (writer, batch) is a no-op.
+
+        ``monotonic``: as in :meth:`append`. ``fresh``: the chunks were written for this call
+        only, so a no-op deletes them (see :meth:`Appender.commit <pyspark_tstream.api.append.Appender.commit>`).
+        """
         return self.appending.commit(chunks, writer_id=writer_id, batch_id=batch_id, session=session,
                                      schema=schema, merge_schema=merge_schema, op=op, heartbeat=heartbeat,
-                                     close=close)
+                                     close=close, monotonic=monotonic, fresh=fresh)
 
     def append(self, data: Any, key: str | None = None, timestamp: str | None = None,
                writer_id: str | None = None, batch_id: Any = None, *, merge_schema: bool = False,
-               session: bool = False) -> Ack:
+               session: bool = False, monotonic: bool = False) -> Ack:
         """Append records in one atomic commit and return the S2-style :class:`Ack`.
 
         ``data``: a pyarrow Table/RecordBatch, a list of dicts or a pandas DataFrame. ``key``
         names the routing-key column, ``timestamp`` the client timestamp column (TIMESTAMP or
-        epoch-ms integers). The same (``writer_id``, ``batch_id``) twice commits once.
+        epoch-ms integers). The same (``writer_id``, ``batch_id``) twice commits once (the
+        writer remembers its last 64 batch ids exactly, and every integer id below those).
+        ``monotonic=True`` (what ``df.write``'s ``batchId`` does, Delta's ``txnVersion`` rule):
+        this writer's integer batch ids only increase, so one at or below its last committed
+        batch id commits nothing either. A no-op returns an ack with ``duplicate=True``.
         """
         return self.appending.append(data, key, timestamp, writer_id, batch_id, merge_schema=merge_schema,
-                                     session=session)
+                                     session=session, monotonic=monotonic)
 
     def heartbeat(self, writer_id: str, tso: int | None = None) -> Ack:
         """A data-less tick record: ``writer_id`` is live and will not commit below ``tso``."""

@@ -163,6 +163,43 @@ def _group_name(opts: Mapping[str, Any]) -> str | None:
     return name
 
 
+def _twin(opts: Mapping[str, Any], ours: str, delta: str, parse: Any) -> tuple[Any, str | None]:
+    """The value of option ``ours`` or of its Delta-named twin, and which key gave it."""
+    mine, theirs = parse(opts, ours), parse(opts, delta)
+    if mine is not None and theirs is not None and mine != theirs:
+        raise ConfigError(f"{ours}={mine!r} and {delta}={theirs!r} disagree: {delta} is Delta's name for "
+                          f"{ours}; give one of them", option=delta, value=theirs)
+    if mine is not None:
+        return mine, ours
+    return theirs, (delta if theirs is not None else None)
+
+
+def _writer_and_batch(opts: Mapping[str, Any]) -> tuple[str | None, int | None, str | None]:
+    """``writerId`` and ``batchId`` (or Delta's ``txnAppId``/``txnVersion``): the writer id, the
+    batch id, and the key that gave the batch id (``None``: no idempotent write).
+
+    A batch id needs a writer (it counts per writer); ``txnAppId`` needs ``txnVersion`` as in
+    Delta; ``writerId`` alone still just names the writer (lanes, declared writers).
+    """
+    writer, writer_key = _twin(opts, K.WRITER_ID, K.TXN_APP_ID, option_as_str)
+    batch, batch_key = _twin(opts, K.BATCH_ID, K.TXN_VERSION,
+                             lambda o, k: option_as_int(o, k, min_value=0))
+    if batch_key is not None and writer is None:
+        partner = K.TXN_APP_ID if batch_key == K.TXN_VERSION else K.WRITER_ID
+        raise ConfigError(f"{batch_key}={batch} needs {partner}: batch ids count per writer; add "
+                          f".option('{partner}', '<a name for this job, the same on every run>')",
+                          option=batch_key, value=batch)
+    if writer_key == K.TXN_APP_ID and batch is None:
+        raise ConfigError(f"{K.TXN_APP_ID}={writer!r} needs {K.TXN_VERSION} (as in Delta): add "
+                          f".option('{K.TXN_VERSION}', epoch_id), or use {K.WRITER_ID} to name the "
+                          "writer of a write that is not idempotent", option=K.TXN_APP_ID, value=writer)
+    if batch is not None and writer is not None and writer.startswith(K.QUERY_WRITER_PREFIX):
+        raise ConfigError(f"{writer_key}={writer!r}: writer ids starting with {K.QUERY_WRITER_PREFIX!r} "
+                          "are the streaming sink's own (derived from checkpointLocation); choose "
+                          "another name", option=writer_key, value=writer)
+    return writer, batch, batch_key
+
+
 def _required_path(opts: Mapping[str, Any], side: str) -> str:
     path = option_as_str(opts, K.PATH)
     if path is None and K.PATHS.lower() in opts:
@@ -379,8 +416,13 @@ class SinkOptions:
     key_column, timestamp_column : str or None
         Routing-key column and client-timestamp column.
     writer_id : str or None
-        Explicit writer identity; ``None`` means derive it from ``checkpoint_location``
-        (a batch write without either is a one-shot writer).
+        Explicit writer identity (``writerId`` or Delta's ``txnAppId``); ``None`` means derive
+        it from ``checkpoint_location`` (a batch write without either is a one-shot writer).
+    batch_id : int or None
+        ``df.write`` only (``batchId`` or Delta's ``txnVersion``, with ``writer_id``): the
+        write's batch number; one at or below the writer's last committed batch appends nothing.
+    batch_option : str or None
+        The key that gave ``batch_id``, for messages (a streaming sink refuses it).
     checkpoint_location, query_name : str or None
         What Spark passed for a streaming query.
     merge_schema : bool
@@ -397,6 +439,8 @@ class SinkOptions:
     key_column: str | None = None
     timestamp_column: str | None = None
     writer_id: str | None = None
+    batch_id: int | None = None
+    batch_option: str | None = None
     checkpoint_location: str | None = None
     query_name: str | None = None
     merge_schema: bool = K.MERGE_SCHEMA_DEFAULT
@@ -411,17 +455,30 @@ class SinkOptions:
         """How the query's store calls retry (``storeRetryTimeout``)."""
         return _retry_policy(self.store_retry_timeout_ms)
 
+    def check_streaming(self) -> None:
+        """Refuse a batch id on ``df.writeStream``: the sink keys each commit by query and
+        micro-batch itself, so a replayed micro-batch is a no-op already."""
+        if self.batch_option is not None:
+            raise ConfigError(
+                f"{self.batch_option} is a df.write option: a streaming tstream sink keys each commit "
+                f"by its query and micro-batch already (a replay is a no-op); remove {self.batch_option}, "
+                f"or inside foreachBatch give it to df.write with epoch_id", option=self.batch_option,
+                value=self.batch_id)
+
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> SinkOptions:
         """Parse and validate the raw (case-insensitive) sink options."""
         opts = _normalized(options)
         _check_known(opts, K.SINK_KEYS, [k for k in K.SOURCE_KEYS if k not in K.SINK_KEYS],
                      "write")
+        writer_id, batch_id, batch_option = _writer_and_batch(opts)
         return cls(
             path=_required_path(opts, "write"),
             key_column=option_as_str(opts, K.KEY_COLUMN),
             timestamp_column=option_as_str(opts, K.TIMESTAMP_COLUMN),
-            writer_id=option_as_str(opts, K.WRITER_ID),
+            writer_id=writer_id,
+            batch_id=batch_id,
+            batch_option=batch_option,
             checkpoint_location=option_as_str(opts, K.CHECKPOINT_LOCATION),
             query_name=option_as_str(opts, K.QUERY_NAME),
             merge_schema=option_as_bool(opts, K.MERGE_SCHEMA, K.MERGE_SCHEMA_DEFAULT),

@@ -86,6 +86,8 @@ class TStreamDataSource(DataSource):
         from ..store.storage import Store
 
         options = SinkOptions.from_options(self.options)
+        if streaming:
+            options.check_streaming()
         if overwrite:
             raise UnsupportedOperationError(
                 f"tstream streams are append-only: {'outputMode complete' if streaming else 'mode(overwrite)'} "

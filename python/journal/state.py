@@ -98,6 +98,18 @@ class Writer:
             return -1
         return None
 
+    def last_batch(self) -> int | None:
+        """The largest integer batch id this writer ever committed (None: none yet).
+
+        Exact although the window is bounded: an evicted integer id raised :attr:`floor`, and
+        every later one is still in the window. What an increasing-batch writer (``df.write``'s
+        ``batchId``, Delta's ``txnVersion``) compares a new batch id with.
+        """
+        ints = [b for b, _ in self.batches if isinstance(b, int) and not isinstance(b, bool)]
+        if self.floor is not None:
+            ints.append(self.floor)
+        return max(ints, default=None)
+
     def remember(self, batch: Any, pos: int) -> None:
         self.batches.append([batch, pos])
         while len(self.batches) > DEDUPE_WINDOW:

@@ -163,13 +163,24 @@ class JournalCommitter:
         return self.handle.stream
 
     def commit(self, messages: Sequence[TaskCommitMessage | None], batch_id: int | None) -> Ack:
-        """One journal commit of every task's chunks, keyed by (writer, ``batch_id``)."""
+        """One journal commit of every task's chunks, keyed by (writer, ``batch_id``).
+
+        A (writer, batch) the journal already has commits nothing and deletes the tasks' files
+        (written for this attempt only). A ``df.write`` batch id (``batchId``/``txnVersion``)
+        follows Delta's rule: one at or below the writer's last committed batch is a no-op too.
+        """
         chunks = [ChunkInfo.from_json(c) for m in sorted((m for m in messages if m is not None),
                                                          key=lambda m: m.partition)
                   for c in m.chunks]
-        return self.stream.commit(chunks, writer_id=writer_identity(self.options), batch_id=batch_id,
-                                  session=self.session, schema=self.input_schema,
-                                  merge_schema=self.options.merge_schema)
+        writer = writer_identity(self.options)
+        ack = self.stream.commit(chunks, writer_id=writer, batch_id=batch_id, session=self.session,
+                                 schema=self.input_schema, merge_schema=self.options.merge_schema,
+                                 monotonic=not self.session, fresh=True)
+        if ack.duplicate and not self.session:
+            # the user asked for an idempotent df.write and it did nothing: say so (the core
+            # logs every no-op at INFO; a Python worker shows WARNING by default)
+            logger.warning("%s (df.write to %s)", ack.note, self.options.path)
+        return ack
 
     def abort(self, messages: Sequence[TaskCommitMessage | None], batch_id: int | None) -> None:
         """Delete the tasks' files only once the journal proves the batch is not in it.
@@ -225,7 +236,8 @@ class TStreamStreamWriter(StreamWriterBase):  # type: ignore[misc, valid-type]
 
 
 class TStreamBatchWriter(DataSourceArrowWriter):
-    """``df.write.mode("append")``: one commit; a one-shot writer unless ``writerId`` is declared."""
+    """``df.write.mode("append")``: one commit; a one-shot writer unless ``writerId`` is declared,
+    idempotent with ``writerId`` + ``batchId`` (or Delta's ``txnAppId`` + ``txnVersion``)."""
 
     def __init__(self, tasks: TaskChunkWriter, committer: JournalCommitter) -> None:
         self.tasks = tasks
@@ -235,8 +247,8 @@ class TStreamBatchWriter(DataSourceArrowWriter):
         return self.tasks.write(iterator)
 
     def commit(self, messages: list[TaskCommitMessage | None]) -> None:
-        # a batch write is one-shot: writerId (if any) names it, no batch id dedupes it
-        self.committer.commit(messages, None)
+        # one-shot unless batchId/txnVersion (with writerId/txnAppId) makes it idempotent
+        self.committer.commit(messages, self.committer.options.batch_id)
 
     def abort(self, messages: list[TaskCommitMessage | None]) -> None:
-        self.committer.abort(messages, None)
+        self.committer.abort(messages, self.committer.options.batch_id)

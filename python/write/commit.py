@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from ..errors import SegmentSealedError
 from ..journal.entries import Chunk, Entry
-from ..journal.state import StreamState, Writer
+from ..journal.state import DEDUPE_WINDOW, StreamState, Writer
 from ..keys import WRITER_LEASE_MS_DEFAULT
 from ..schema import decode_schema, encode_schema, reconcile
 from ..timestamps import LOGICAL_MASK, final_bounds, final_marks, tso_id
@@ -49,8 +49,9 @@ class Ack:
     "rows"}``. ``moved`` counts the records each rule moved: ``lane`` (raised above the same
     writer's earlier records in its segment), ``tick`` (raised above the published tick) and
     ``cap`` (client time lowered to arrival time); ``raised`` is ``lane + tick``.
-    ``duplicate`` is True when (writer_id, batch_id) had already been committed; the other
-    fields then describe that earlier commit when it is still known.
+    ``duplicate`` is True when (writer_id, batch_id) had already been committed (or, for a
+    writer whose batch ids only increase, a later batch was); the other fields then describe
+    that earlier commit when it is still known, and ``note`` says why nothing was appended.
     """
 
     pos: int
@@ -62,6 +63,7 @@ class Ack:
     writer_id: str | None = None
     batch_id: Any = None
     moved: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MOVE_RULES, 0))
+    note: str = ""
 
     @property
     def first_tso(self) -> int | None:
@@ -141,18 +143,52 @@ class CommitRequest:
     merge_schema: bool = False
     now: int = 0
     count_raised: CountRaised | None = None
+    #: batch ids of this writer only increase (Delta's ``txnVersion``): an integer batch id at or
+    #: below the writer's last committed one is a no-op even if that exact id never committed
+    monotonic: bool = False
     duplicate_pos: int | None = field(default=None, init=False)
+    #: (last committed batch id, its journal position or -1) when ``monotonic`` skipped the batch
+    superseded_by: tuple[Any, int] | None = field(default=None, init=False)
+
+    def settled(self, state: StreamState) -> bool:
+        """True if (writer, batch) needs no commit on ``state``: committed, or superseded.
+
+        Sets :attr:`duplicate_pos` (the earlier commit's position, -1 when it is older than the
+        dedupe window) or :attr:`superseded_by`, which :meth:`skip_text` reports.
+        """
+        self.duplicate_pos = self.superseded_by = None
+        writer = state.writers.get(self.writer_id) if self.writer_id is not None else None
+        if writer is None or self.batch_id is None:
+            return False
+        found = writer.find(self.batch_id)
+        if found is not None:
+            self.duplicate_pos = found
+            return True
+        last = writer.last_batch() if self.monotonic else None
+        if last is not None and type(self.batch_id) is int and self.batch_id <= last:
+            where = writer.find(last)
+            self.superseded_by = (last, -1 if where is None else where)
+            return True
+        return False
+
+    def skip_text(self) -> str:
+        """Why this request committed nothing, for the log (after :meth:`settled` said so)."""
+        head = f"tstream: batch {self.batch_id!r} of writer {self.writer_id!r}"
+        if self.superseded_by is not None:
+            last, pos = self.superseded_by
+            at = f" (journal position {pos})" if pos >= 0 else ""
+            return (f"{head} is not above its last committed batch {last!r}{at}: batch ids of an "
+                    "idempotent writer only increase; nothing appended")
+        if self.duplicate_pos is not None and self.duplicate_pos >= 0:
+            return f"{head} was already committed at journal position {self.duplicate_pos}; nothing appended"
+        return (f"{head} was already committed (before the writer's last {DEDUPE_WINDOW} batches); "
+                "nothing appended")
 
     def __call__(self, state: StreamState, pos: int) -> Entry | None:
         """Build the entry at ``pos`` on top of ``state`` (a private copy), or None if duplicate."""
-        writer: Writer | None = None
-        if self.writer_id is not None:
-            writer = state.writers.get(self.writer_id)
-            if writer is not None and self.batch_id is not None:
-                found = writer.find(self.batch_id)
-                if found is not None:
-                    self.duplicate_pos = found
-                    return None
+        if self.settled(state):
+            return None
+        writer = state.writers.get(self.writer_id) if self.writer_id is not None else None
         self._schema(state, pos)
         expired = _expire(state, self.now, self.writer_id)
         lanes = state.writers[self.writer_id].lanes if writer is not None else {}
