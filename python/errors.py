@@ -214,9 +214,12 @@ def error(name: str, **params: Any) -> TStreamError:
     return cls(MESSAGES[name].format(**params), **{k: v for k, v in params.items() if k in cls.fields})
 
 
-def corrupt(kind: str, path: str, e: BaseException) -> CorruptMetadataError:
-    """The one error for an unreadable metadata object: what, where, why, and the remedy."""
-    url = path.split("/_tstream/")[0] if "/_tstream/" in path else path
+def corrupt(kind: str, path: str, e: BaseException, url: str) -> CorruptMetadataError:
+    """The one error for an unreadable metadata object: what, where, why, and the remedy.
+
+    ``url`` is the stream's (the remedy names it): ``store.layout.stream_url(path)``, which
+    this module cannot call (the store imports the errors).
+    """
     reason = f"{type(e).__name__}: {e}" if not isinstance(e, FileNotFoundError) else "it is missing"
     err = error("TSTREAM_CORRUPT_METADATA", kind=kind, path=path, reason=reason, url=url)
     assert isinstance(err, CorruptMetadataError)

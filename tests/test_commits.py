@@ -306,8 +306,9 @@ def test_index_node_holds_each_entrys_delta_exactly(url: str) -> None:
     import json
 
     from pyspark_tstream.errors import CorruptMetadataError, TStreamError
-    from pyspark_tstream.journal.entries import FORMAT_VERSION, Entry, entry_path
-    from pyspark_tstream.journal.timeindex import FANOUT, node_path
+    from pyspark_tstream.journal.entries import FORMAT_VERSION, Entry
+    from pyspark_tstream.journal.timeindex import FANOUT
+    from pyspark_tstream.store import layout
 
     s = Stream.create(url, segments=2, compaction="off")
     t0 = 1_700_000_000_000
@@ -318,22 +319,22 @@ def test_index_node_holds_each_entrys_delta_exactly(url: str) -> None:
             s.scale(split=s.state.segments[0].id, parts=2)
         if b == 20:
             s.compact(full=True)
-    node = json.loads(s.store.read(node_path(1, 0)))
+    node = json.loads(s.store.read(layout.index_node(1, 0)))
     assert [d["pos"] for d in node["entries"]] == list(range(FANOUT))
-    expected = [Entry.decode(s.store.read(entry_path(p)), path=entry_path(p)).delta_json() for p in range(FANOUT)]
+    expected = [Entry.decode(s.store.read(layout.entry(p)), path=layout.entry(p)).delta_json() for p in range(FANOUT)]
     assert json.dumps(node["entries"]) == json.dumps(expected)  # same bytes: fsck rebuilds nodes
     assert any(d.get("info") for d in expected) and any(d.get("writer") for d in expected)
     assert any(len(c) > 10 for d in expected for c in d["chunks"])  # chunks with marks
 
     head = s.refresh().pos
-    bad = json.loads(s.store.read(entry_path(head)))
+    bad = json.loads(s.store.read(layout.entry(head)))
     with pytest.raises(CorruptMetadataError, match="journal entry.*x"):
         Entry.decode_delta(json.dumps({**bad, "chunks": [["x"]]}).encode(), path="x")
     with pytest.raises(TStreamError, match=f"format {FORMAT_VERSION + 1}|version {FORMAT_VERSION + 1}"):
         Entry.decode_delta(json.dumps({**bad, "v": FORMAT_VERSION + 1}).encode(), path="x")
     # an entry whose state is damaged still gives its delta to the next node
     assert Entry.decode_delta(json.dumps({**bad, "state": {"pos": "?"}}).encode(), path="x") == \
-        Entry.decode(s.store.read(entry_path(head)), path="x").delta_json()
+        Entry.decode(s.store.read(layout.entry(head)), path="x").delta_json()
 
 
 def test_search_reads_node_summaries_and_reads_check_their_entries(url: str) -> None:
@@ -343,7 +344,8 @@ def test_search_reads_node_summaries_and_reads_check_their_entries(url: str) -> 
     import json
 
     from pyspark_tstream.errors import CorruptMetadataError
-    from pyspark_tstream.journal.timeindex import COL_MAX_TSO, FANOUT, node_path
+    from pyspark_tstream.journal.timeindex import COL_MAX_TSO, FANOUT
+    from pyspark_tstream.store import layout
     from pyspark_tstream.timestamps import pack
 
     s = Stream.create(url, segments=1, compaction="off")
@@ -354,7 +356,7 @@ def test_search_reads_node_summaries_and_reads_check_their_entries(url: str) -> 
     want = s.journal.search(s.refresh(), COL_MAX_TSO, target)
     assert FANOUT <= want < 2 * FANOUT  # found inside level-1 node 1
 
-    rel = node_path(1, 1)
+    rel = layout.index_node(1, 1)
     node = json.loads(s.store.read(rel))
     node["entries"][5]["chunks"] = [["x"]]
     s.store.write(rel, json.dumps(node).encode())
@@ -423,3 +425,28 @@ def test_a_commit_far_behind_catches_up_in_a_few_reads(url: str, operation: str)
     # a handful of journal calls, not one per position it was behind
     journal = [op for op, rel in log.calls if rel.startswith("_tstream/journal/")]
     assert journal.count("put_if_absent") <= 3 and journal.count("read") <= 8, log.calls
+
+
+def test_the_journal_composes_entry_io_and_the_index(url: str) -> None:
+    """A ``Journal`` holds an entry log and a time index and forwards what callers use: the
+    answers are the parts' own, and nothing else of them (private helpers) leaks through."""
+    from pyspark_tstream.journal.entries import EntryLog
+    from pyspark_tstream.journal.timeindex import COL_MAX_TSO, FANOUT, TimeIndex
+
+    s = Stream.create(url, segments=1)
+    for b in range(FANOUT + 3):  # one level-1 node flushed
+        s.append(pa.table({"i": [b]}), writer_id="w", batch_id=b)
+    j = Journal(Stream.open(url).store)
+    assert not isinstance(j, EntryLog) and isinstance(j.log, EntryLog) and isinstance(j.index, TimeIndex)
+    assert j.index.log is j.log
+    head = j.head()
+    assert head == j.log.head() and head.pos >= FANOUT + 3
+    assert j.read_entry(2) == j.log.read_entry(2) and j.try_entry(head.pos + 1) is None
+    assert j.lowest_listed() == j.log.lowest_listed() == 1
+    state = head.state
+    mid = j.read_entry(FANOUT // 2).state.max_tso
+    first_after = next(p for p in range(head.pos + 1) if j.read_entry(p).state.max_tso > mid)
+    assert j.search(state, COL_MAX_TSO, mid) == j.index.search(state, COL_MAX_TSO, mid) == first_after
+    assert j.deltas(state, 1, head.pos) == j.index.deltas(state, 1, head.pos)
+    assert j.read_node(1, 0) == j.index.read_node(1, 0)
+    assert not any(hasattr(j, name) for name in ("_search_newest", "_lowest_live", "_anchor_pos", "read_deltas"))

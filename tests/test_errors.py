@@ -78,7 +78,7 @@ def test_shared_messages_come_from_one_table() -> None:
     assert isinstance(newer, UnsupportedFormatError) and newer.version == 9
     assert str(newer).startswith("consumer-group record s3://b/s/_tstream/groups/g/head.json has format version 9")
     assert "upgrade pyspark-tstream" in str(newer)
-    bad = corrupt("index node", "file:///d/s/_tstream/index/1/0.json", ValueError("x"))
+    bad = corrupt("index node", "file:///d/s/_tstream/index/1/0.json", ValueError("x"), "file:///d/s")
     assert isinstance(bad, CorruptMetadataError) and bad.path.endswith("0.json")
     assert "`tstream repair file:///d/s`" in str(bad)
     # structured fields are declared once per class; a wrong or missing one is a programming error

@@ -16,11 +16,12 @@ import pyarrow as pa
 import pytest
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import main
-from pyspark_tstream.epochs.scaling import EPOCH_CHUNK, epoch_chunk_path, epoch_path
+from pyspark_tstream.epochs.scaling import EPOCH_CHUNK
 from pyspark_tstream.errors import CorruptChunkError
-from pyspark_tstream.journal.entries import ANCHOR, HEAD, Entry, entry_path
-from pyspark_tstream.journal.timeindex import FANOUT, node_path
+from pyspark_tstream.journal.entries import Entry
+from pyspark_tstream.journal.timeindex import FANOUT
 from pyspark_tstream.read.compacted import substitute
+from pyspark_tstream.store import layout
 from pyspark_tstream.timestamps import physical
 
 T0 = 1_700_000_000_000
@@ -42,17 +43,17 @@ def _records(url: str) -> list[int]:
 
 
 DAMAGES: dict[str, Callable[[Stream], None]] = {
-    "head garbage": lambda s: s.store.write(HEAD, b"\x00garbage"),
-    "head missing": lambda s: s.store.delete([HEAD]),
-    "anchor garbage": lambda s: s.store.write(ANCHOR, b'{"pos": "x"}'),
-    "level-1 node missing": lambda s: s.store.delete([node_path(1, 0)]),
-    "level-1 node wrong": lambda s: s.store.write(node_path(1, 1), s.store.read(node_path(1, 0))),
-    "level-1 node truncated": lambda s: s.store.write(node_path(1, 0), s.store.read(node_path(1, 0))[:100]),
-    "epoch record missing": lambda s: s.store.delete([epoch_path(1)]),
-    "epoch record garbage": lambda s: s.store.write(epoch_path(1), b"[1,2"),
+    "head garbage": lambda s: s.store.write(layout.HEAD, b"\x00garbage"),
+    "head missing": lambda s: s.store.delete([layout.HEAD]),
+    "anchor garbage": lambda s: s.store.write(layout.ANCHOR, b'{"pos": "x"}'),
+    "level-1 node missing": lambda s: s.store.delete([layout.index_node(1, 0)]),
+    "level-1 node wrong": lambda s: s.store.write(layout.index_node(1, 1), s.store.read(layout.index_node(1, 0))),
+    "level-1 node truncated": lambda s: s.store.write(layout.index_node(1, 0), s.store.read(layout.index_node(1, 0))[:100]),
+    "epoch record missing": lambda s: s.store.delete([layout.epoch_record(1)]),
+    "epoch record garbage": lambda s: s.store.write(layout.epoch_record(1), b"[1,2"),
     "shard hint garbage": lambda s: s.store.write("_tstream/sealed/000000/head.json", b"{}"),
     "shard version garbage": lambda s: s.store.write("_tstream/sealed/000000/00000000.json", b"nope"),
-    "newest entry garbage": lambda s: s.store.write(entry_path(s.refresh().pos), b"{\"pos\": 1"),
+    "newest entry garbage": lambda s: s.store.write(layout.entry(s.refresh().pos), b"{\"pos\": 1"),
 }
 
 
@@ -84,12 +85,12 @@ def test_level2_index_node_rebuilt() -> None:
     state = s.state
     for _ in range(FANOUT * FANOUT + 3):
         _, state = s.journal.commit(lambda st, pos: Entry(pos=pos, op="tick", wall=st.wall, state=st), state)
-    good = s.store.read(node_path(2, 0))
-    s.store.write(node_path(2, 0), b"\x00")
+    good = s.store.read(layout.index_node(2, 0))
+    s.store.write(layout.index_node(2, 0), b"\x00")
     report = Stream.open(url).verify()
     assert [p.kind for p in report.problems] == ["node"] and report.problems[0].repairable
     Stream.open(url).repair()
-    assert s.store.read(node_path(2, 0)) == good
+    assert s.store.read(layout.index_node(2, 0)) == good
 
 
 def test_missing_chunk_names_records_and_a_working_remedy(url: str, capsys: pytest.CaptureFixture) -> None:
@@ -170,8 +171,8 @@ def test_collected_history_is_not_a_problem(url: str, capsys: pytest.CaptureFixt
     s.vacuum(grace_ms=0)
     assert s.verify().ok
     st = s.refresh()
-    s.store.delete([entry_path(p) for p in range(max(st.meta_gc_pos, 1), st.gc_pos)])  # the next run's work
-    s.store.delete([node_path(1, n) for n in range(st.meta_gc_pos // FANOUT, st.gc_pos // FANOUT)])
+    s.store.delete([layout.entry(p) for p in range(max(st.meta_gc_pos, 1), st.gc_pos)])  # the next run's work
+    s.store.delete([layout.index_node(1, n) for n in range(st.meta_gc_pos // FANOUT, st.gc_pos // FANOUT)])
     assert Stream.open(url).verify().ok
     s.vacuum(grace_ms=0)
     assert main(["fsck", url, "--progress"]) == 0
@@ -190,7 +191,7 @@ def test_epoch_history_chunk_checked_and_rebuilt(damage: str) -> None:
         seg = s.refresh().segments[0]
         s.scale(split=seg.id, parts=2) if b % 2 == 0 else s.scale(merge=[g.id for g in s.state.segments])
     assert s.refresh().epoch > EPOCH_CHUNK
-    rel = epoch_chunk_path(0)
+    rel = layout.epoch_chunk(0)
     good = s.store.read(rel)
     assert s.verify().ok
     before = _records(url)

@@ -20,12 +20,9 @@ import pyarrow as pa
 import pytest
 from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
-from pyspark_tstream.epochs.scaling import epoch_path
 from pyspark_tstream.errors import TStreamError
-from pyspark_tstream.journal.entries import ANCHOR, HEAD, entry_path
-from pyspark_tstream.journal.timeindex import node_path
-from pyspark_tstream.maps.macromap import bucket_dir
-from pyspark_tstream.maps.macromap import head_path as macro_head_path
+from pyspark_tstream.journal.state import segment_number
+from pyspark_tstream.store import layout
 
 T0 = 1_700_000_000_000
 #: Remedies an error may name: each is a real command (see tests/test_fsck.py).
@@ -75,14 +72,14 @@ def _targets(s: Stream, pos: int) -> dict[str, str]:
     versions = sorted(s.store.list(f"{glog}/log/000000"))
     chunk = next(c for p in range(open0, pos + 1) for c in s.journal.read_entry(p).chunks)
     return {
-        "entry (newest)": entry_path(pos),
-        "entry (open level)": entry_path(open0),
-        "head": HEAD,
-        "anchor": ANCHOR,
-        "index node": node_path(1, st.meta_gc_pos // 32 if st.meta_gc_pos // 32 < open0 // 32 else 0),
+        "entry (newest)": layout.entry(pos),
+        "entry (open level)": layout.entry(open0),
+        "head": layout.HEAD,
+        "anchor": layout.ANCHOR,
+        "index node": layout.index_node(1, st.meta_gc_pos // 32 if st.meta_gc_pos // 32 < open0 // 32 else 0),
         "shard version": f"{shard}/00000000.json",
         "shard head": f"{shard}/head.json",
-        "epoch record": epoch_path(1),
+        "epoch record": layout.epoch_record(1),
         "group version": f"{glog}/log/000000/{versions[-1]}",
         "group head": f"{glog}/head.json",
         "chunk": chunk.path,
@@ -194,10 +191,10 @@ def _compacted_template() -> tuple[str, dict[str, Any]]:
         s = Stream.open(url)
         seg = min(int(k) for k in s.state.compaction["segs"])
         part = next(p for p in s.journal.read_entry(s.state.pos).info["parts"] if p["seg"] == seg)
-        versions = sorted(n for n in s.store.list(bucket_dir(seg, 0)) if n[0].isdigit())
+        versions = sorted(n for n in s.store.list(layout.macro_bucket_folder(segment_number(seg), 0)) if n[0].isdigit())
         _COMPACTED.update(url=url, records=sorted(s.read()["t"].cast(pa.int64()).to_pylist()), targets={
-            "macro map version": f"{bucket_dir(seg, 0)}/{versions[-1]}",
-            "macro map head": macro_head_path(seg, 0),
+            "macro map version": f"{layout.macro_bucket_folder(segment_number(seg), 0)}/{versions[-1]}",
+            "macro map head": layout.macro_head(segment_number(seg), 0),
             "compaction manifest": part["manifest"],
             "macro-chunk (its replaced files remain)": part["macro"]})
     return _COMPACTED["url"], _COMPACTED

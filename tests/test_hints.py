@@ -12,8 +12,9 @@ import pyarrow as pa
 import pytest
 from conftest import CallLog
 from pyspark_tstream.api.stream import Stream
-from pyspark_tstream.journal.entries import ANCHOR, HEAD, Entry
+from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.journal import Journal
+from pyspark_tstream.store import layout
 
 DAMAGE = {
     "garbage": b"\x00\x9f not json",
@@ -37,15 +38,15 @@ def test_damaged_head_falls_back_and_next_commit_rewrites_it(url: str, damage: s
     """Before: every read and append failed with 'restore it from a backup or truncate'."""
     s = _stream(url, 5)
     if damage == "missing":
-        s.store.delete([HEAD])
+        s.store.delete([layout.HEAD])
     else:
-        data = DAMAGE[damage] if DAMAGE[damage] is not None else s.store.read(HEAD)[:40]
-        s.store.write(HEAD, data)
+        data = DAMAGE[damage] if DAMAGE[damage] is not None else s.store.read(layout.HEAD)[:40]
+        s.store.write(layout.HEAD, data)
     fresh = Stream.open(url)
     assert fresh.state.pos == 5
     assert sorted(fresh.read()["i"].to_pylist()) == [0, 1, 2, 3, 4]
     fresh.append(pa.table({"i": [5]}), writer_id="w", batch_id=5)
-    assert Entry.decode(s.store.read(HEAD), path=HEAD).pos == 6  # rewritten
+    assert Entry.decode(s.store.read(layout.HEAD), path=layout.HEAD).pos == 6  # rewritten
     assert sorted(Stream.open(url).read()["i"].to_pylist()) == list(range(6))
 
 
@@ -60,11 +61,11 @@ def test_damaged_anchor_with_missing_head_after_gc(url: str, anchor: bytes | Non
     s.vacuum(grace_ms=0)  # a second run deletes the entries (metadata lags one run)
     newest = s.refresh().pos
     assert not s.store.exists("_tstream/journal/000000/000000000001.json")
-    s.store.delete([HEAD])
+    s.store.delete([layout.HEAD])
     if anchor is None:
-        s.store.delete([ANCHOR])
+        s.store.delete([layout.ANCHOR])
     else:
-        s.store.write(ANCHOR, anchor)
+        s.store.write(layout.ANCHOR, anchor)
     fresh = Stream.open(url)
     assert fresh.state.pos == newest
     assert fresh.read()["t"].to_pylist()[-1] is not None
@@ -86,9 +87,9 @@ def test_head_search_costs_log_n_reads(damage: str) -> None:
         url = f"memory://hint-{damage}-{n}/s"
         s = _ticks(url, n)
         if damage == "missing":
-            s.store.delete([HEAD])
+            s.store.delete([layout.HEAD])
         else:
-            s.store.write(HEAD, b"garbage")
+            s.store.write(layout.HEAD, b"garbage")
         log = CallLog()
         j = Journal(s.store)
         j.store.observer = log
@@ -141,7 +142,7 @@ def test_lost_version_hint_costs_log_n_reads(kind: str) -> None:
 def test_garbage_macro_map_hint_is_only_a_hint(url: str) -> None:
     """A damaged macro-map bucket head is a hint like every other: reads of compacted history
     search the bucket's versions instead of failing."""
-    from pyspark_tstream.maps.macromap import head_path
+    from pyspark_tstream.journal.state import segment_number
 
     s = Stream.create(url, segments=1)
     for b in range(20):
@@ -149,6 +150,6 @@ def test_garbage_macro_map_hint_is_only_a_hint(url: str) -> None:
     before = s.read()
     assert s.compact()["macros"] > 0
     seg = s.refresh().segments[0].id
-    s.store.write(head_path(seg, 0), b"\x00 not json")
+    s.store.write(layout.macro_head(segment_number(seg), 0), b"\x00 not json")
     assert Stream.open(url).read().equals(before)
     assert Stream.open(url).verify().ok

@@ -138,7 +138,7 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_the_package() -> None:
     graph = import_graph()
     assert {f"{PACKAGE}.api.stream", f"{PACKAGE}.cli.app", f"{PACKAGE}.datasource.source",
-            f"{PACKAGE}.sink.writer", f"{PACKAGE}.keys"} <= set(graph)
+            f"{PACKAGE}.sink.writer", f"{PACKAGE}.keys", f"{PACKAGE}.store.layout"} <= set(graph)
     assert f"{PACKAGE}.journal.journal" in graph[f"{PACKAGE}.api.stream"]
 
 

@@ -14,8 +14,8 @@ import pytest
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.epochs.routing import KEY_SPACE, key_hash, route
 from pyspark_tstream.errors import UnsupportedFormatError
-from pyspark_tstream.journal.entries import entry_path
 from pyspark_tstream.journal.journal import Journal
+from pyspark_tstream.store import layout
 from pyspark_tstream.write import writing
 from pyspark_tstream.write.writing import write_batches
 
@@ -376,11 +376,11 @@ def test_format_v1_stream_reads_and_appends(url: str) -> None:
     s.append([{"t": T0}], timestamp="t", writer_id="w", batch_id=0)
     store = s.store
     for pos in range(s.refresh().pos + 1):
-        d = json.loads(store.read(entry_path(pos)))
+        d = json.loads(store.read(layout.entry(pos)))
         d["v"] = 1
         for w in d["state"]["writers"].values():
             w.pop("lanes", None)
-        store.write(entry_path(pos), json.dumps(d).encode())
+        store.write(layout.entry(pos), json.dumps(d).encode())
     store.delete(["_tstream/head.json"])
     old = Stream.open(url)
     assert old.read()["t"].to_pylist() == [T0]
@@ -390,9 +390,9 @@ def test_format_v1_stream_reads_and_appends(url: str) -> None:
 
 def test_newer_format_fails_clearly(url: str) -> None:
     s = Stream.create(url, segments=1)
-    d = json.loads(s.store.read(entry_path(0)))
+    d = json.loads(s.store.read(layout.entry(0)))
     d["v"] = 99
-    s.store.write(entry_path(0), json.dumps(d).encode())
+    s.store.write(layout.entry(0), json.dumps(d).encode())
     s.store.write("_tstream/head.json", json.dumps(d).encode())
     with pytest.raises(UnsupportedFormatError, match="format version 99.*upgrade pyspark-tstream"):
         Stream.open(url)
@@ -404,9 +404,9 @@ def test_chunk_with_bad_trailing_fields_fails_clearly(url: str) -> None:
 
     s = Stream.create(url, segments=1)
     ack = s.append([{"t": T0}], timestamp="t")
-    d = json.loads(s.store.read(entry_path(ack.pos)))
+    d = json.loads(s.store.read(layout.entry(ack.pos)))
     d["chunks"][0] = d["chunks"][0][:8] + [0.5, "yes"]
-    s.store.write(entry_path(ack.pos), json.dumps(d).encode())
+    s.store.write(layout.entry(ack.pos), json.dumps(d).encode())
     with pytest.raises(CorruptMetadataError, match="tstream repair"):
         Stream.open(url).journal.read_entry(ack.pos)
 

@@ -12,8 +12,8 @@ import pytest
 from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import DataLossError
-from pyspark_tstream.journal.entries import HEAD
 from pyspark_tstream.read.start import check_data_loss
+from pyspark_tstream.store import layout
 from pyspark_tstream.write.writing import write_batches
 
 T0 = 1_700_000_000_000
@@ -56,7 +56,7 @@ def test_truncate_then_vacuum(tmp_path: Path) -> None:
     assert counts["chunks"] == len(files_before) - len(_data_files(tmp_path)) > 0
     assert s.read().num_rows == 150
     # the stream survives losing its head hint: readers probe from the GC anchor
-    s.store.delete([HEAD])
+    s.store.delete([layout.HEAD])
     reopened = Stream.open(url)
     assert reopened.read().num_rows == 150
     reopened.append(pa.table({"k": ["x"], "b": [9], "t": [T0 + 20_000]}), key="k", timestamp="t")

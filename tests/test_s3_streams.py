@@ -26,13 +26,13 @@ import pytest
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.conf.options import SinkOptions, SourceOptions
 from pyspark_tstream.errors import StorageError, StreamNotFoundError, TStreamError
-from pyspark_tstream.journal.entries import HEAD, META, entry_path
+from pyspark_tstream.store import layout
 from pyspark_tstream.store.storage import RetryPolicy, Store
 from s3servers import BUCKET, REGION, TargetedFaultProxy, boto3_client, free_ports, s3_storage_options
 
 pytestmark = pytest.mark.s3
 
-JOURNAL = f"/{META}/journal/"
+JOURNAL = f"/{layout.JOURNAL}/"
 DATA = "/data/"
 
 
@@ -122,13 +122,14 @@ def test_create_append_read_info_round_trip(s3_root: S3Root) -> None:
     # the objects really are on the server, under the stream's own prefix
     data = [k for k in s3_root.keys("data/") if k.endswith(".parquet")]
     assert len(data) == info["chunks"] >= 3
-    assert f"{s3_root.prefix}/{entry_path(2)}" in s3_root.keys(f"{META}/")
+    assert f"{s3_root.prefix}/{layout.entry(2)}" in s3_root.keys(f"{layout.META}/")
 
 
 def test_a_lost_macro_map_is_rebuilt_on_an_object_store(s3_root: S3Root) -> None:
     """fsck and repair of a compacted stream whose map bucket objects are all gone (listing,
     conditional create and ranged reads of the macro-chunks' timestamp column, on the server)."""
-    from pyspark_tstream.maps.macromap import MacroMap, bucket_dir
+    from pyspark_tstream.journal.state import segment_number
+    from pyspark_tstream.maps.macromap import MacroMap
 
     s = Stream.create(s3_root.url, segments=2, compaction="off", storage_options=s3_root.options)
     for b in range(12):
@@ -138,7 +139,8 @@ def test_a_lost_macro_map_is_rebuilt_on_an_object_store(s3_root: S3Root) -> None
     mm = MacroMap(s.store)
     seg = min(int(k) for k in s.refresh().compaction["segs"])
     healthy = mm.latest(seg, 0).macros
-    s.store.delete([f"{bucket_dir(seg, 0)}/{n}" for n in s.store.list(bucket_dir(seg, 0))])
+    folder = layout.macro_bucket_folder(segment_number(seg), 0)
+    s.store.delete([f"{folder}/{n}" for n in s.store.list(folder)])
     fresh = Stream.open(s3_root.url, storage_options=s3_root.options)
     report = fresh.verify()
     assert [(p.kind, p.repairable) for p in report.problems] == [("macro map", True)], report.summary()
@@ -156,8 +158,8 @@ def test_same_writer_batch_twice_is_a_no_op(s3_root: S3Root) -> None:
     assert not first.duplicate and again.duplicate
     assert again.pos == first.pos and again.segments == first.segments
     assert other.read().num_rows == 40
-    journal = s3_root.keys(f"{META}/journal/")
-    assert journal == [f"{s3_root.prefix}/{entry_path(p)}" for p in (0, 1)]  # no entry for it
+    journal = s3_root.keys(f"{layout.JOURNAL}/")
+    assert journal == [f"{s3_root.prefix}/{layout.entry(p)}" for p in (0, 1)]  # no entry for it
     assert not other.append(_events(40, start=40), writer_id="w", batch_id=8).duplicate
     assert s.read().num_rows == 80
 
@@ -228,7 +230,7 @@ def test_sixteen_concurrent_committers_on_seaweedfs(seaweedfs_server: str) -> No
     assert sorted((a.writer_id, a.batch_id) for a in winners) == sorted(pairs)
     assert sorted(a.pos for a in winners) == list(range(1, n + 1))
     # every journal position 1..N holds exactly one entry, and nothing lies beyond N
-    assert root.keys(f"{META}/journal/") == [f"{root.prefix}/{entry_path(p)}" for p in range(n + 1)]
+    assert root.keys(f"{layout.JOURNAL}/") == [f"{root.prefix}/{layout.entry(p)}" for p in range(n + 1)]
     store = Stream.open(root.url, storage_options=root.options)
     entries = [store.journal.read_entry(p) for p in range(1, n + 1)]
     assert [e.pos for e in entries] == list(range(1, n + 1))
@@ -279,7 +281,7 @@ def test_ambiguous_journal_put_is_acknowledged_once(
     proxy.on("PUT", JOURNAL, "apply-drop")
     ack = s.append(_events(30, start=30), key="key", **who)
 
-    slot = entry_path(2)
+    slot = layout.entry(2)
     journal_puts = [(p, a) for m, p, a in proxy.requests if m == "PUT" and JOURNAL in p]
     # the faulted request was exactly the commit point, and the retry hit the same key
     assert [a for _, a in journal_puts] == ["apply-drop", "pass"]
@@ -293,7 +295,7 @@ def test_ambiguous_journal_put_is_acknowledged_once(
     assert t.num_rows == 60 and sorted(t["id"].to_pylist()) == list(range(60))
     assert fresh.journal.read_entry(2).batch == who.get("batch_id")
     # the head hint was written after the ambiguous commit too
-    assert json.loads(s.store.read(HEAD))["pos"] == 2
+    assert json.loads(s.store.read(layout.HEAD))["pos"] == 2
     if who:  # the same batch again is a duplicate of that commit
         assert fresh.append(_events(30, start=30), **who).pos == 2
     # and the next commit takes the next slot
@@ -332,10 +334,10 @@ def test_transient_faults_on_commit_and_chunk_io_are_retried(
     assert len(gets) == chunks + 3
     # and journal reads on open
     proxy.reset()
-    proxy.on("GET", HEAD, "503")
+    proxy.on("GET", layout.HEAD, "503")
     proxy.on("GET", JOURNAL, "500")
     assert Stream.open(s.store.url, storage_options=s.store.storage_options).state.pos == 3
-    assert _actions(proxy, "GET", HEAD)[0] == "503" and _actions(proxy, "GET", JOURNAL)[0] == "500"
+    assert _actions(proxy, "GET", layout.HEAD)[0] == "503" and _actions(proxy, "GET", JOURNAL)[0] == "500"
 
 
 def _snapshot(s: Stream) -> tuple[int, int, list[int]]:
@@ -442,7 +444,7 @@ def test_credentials_never_leak_from_the_python_api(
 
     # every object in the bucket, metadata and data alike, read back behind tstream's back
     keys = root.keys()
-    assert any(HEAD in k for k in keys) and any(k.endswith(".parquet") for k in keys)
+    assert any(layout.HEAD in k for k in keys) and any(k.endswith(".parquet") for k in keys)
     blobs = [root.get(k) for k in keys]
     assert all(SECRET.encode() not in b and ACCESS_KEY_ID.encode() not in b for b in blobs)
 
@@ -451,7 +453,7 @@ def test_credentials_never_leak_from_the_python_api(
     failures: list[BaseException] = []
     fast = RetryPolicy(attempts=2, base_delay=0.01)
     for attempt in (
-        lambda: Store(root.url, _leaky_options(dead), retry=fast).read(HEAD),
+        lambda: Store(root.url, _leaky_options(dead), retry=fast).read(layout.HEAD),
         lambda: Stream.open(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/s", storage_options=opts),
         lambda: Stream.create(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/s", storage_options=opts),
         lambda: Stream.create(f"s3://{BUCKET}/{_fresh_prefix('denied')}",

@@ -175,8 +175,9 @@ def test_segments_between_reads_epoch_history_in_chunks() -> None:
 
     from conftest import CallLog
     from histories import epoch_history
-    from pyspark_tstream.epochs.scaling import EPOCH_CHUNK, epoch_chunk_path
+    from pyspark_tstream.epochs.scaling import EPOCH_CHUNK
     from pyspark_tstream.journal.journal import Journal
+    from pyspark_tstream.store import layout
     from pyspark_tstream.store.storage import Store
 
     s = epoch_history(3 * EPOCH_CHUNK + 5)
@@ -196,5 +197,5 @@ def test_segments_between_reads_epoch_history_in_chunks() -> None:
     epochs = reader.state.epoch
     assert log.count() <= at + 1 + math.ceil(epochs / EPOCH_CHUNK) + 1, log.calls
     # a stream written before history chunks existed: the records alone still answer
-    s.store.delete([epoch_chunk_path(k) for k in range(epochs // EPOCH_CHUNK)])
+    s.store.delete([layout.epoch_chunk(k) for k in range(epochs // EPOCH_CHUNK)])
     assert Stream.open(url).segments_between(0, int(time.time() * 1000) + 1000) == expected

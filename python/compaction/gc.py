@@ -17,22 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..journal.entries import META
 from ..journal.journal import Journal
 from ..journal.state import StreamState
 from ..journal.timeindex import COL_WALL
-from ..maps.macromap import ROOT as MACRO_ROOT
 from ..maps.macromap import MacroMap
+from ..store import layout
 from ..store.storage import Store
 
 log = logging.getLogger("pyspark_tstream")
-
-MANIFESTS = f"{META}/compact"
-
-
-def manifest_path(macro_path: str) -> str:
-    """The manifest of the compaction that wrote macro-chunk ``macro_path``."""
-    return f"{MANIFESTS}/{macro_path.rsplit('/', 1)[-1].removesuffix('.parquet')}.json"
 
 
 def manifest_bytes(seg: int, macro: str, first: int, end: int, replaced: Sequence[str]) -> bytes:
@@ -63,9 +55,7 @@ def manifest_replaced(raw: bytes | None, macro: str) -> list[str] | None:
     except ValueError:
         return None
     replaced = doc.get("replaced") if isinstance(doc, dict) and doc.get("macro") == macro else None
-    if not isinstance(replaced, list) or not all(
-            isinstance(r, str) and r.startswith("data/") and r.endswith(".parquet") and ".." not in r
-            for r in replaced):
+    if not isinstance(replaced, list) or not all(isinstance(r, str) and layout.is_data_file(r) for r in replaced):
         return None
     return replaced
 
@@ -140,7 +130,7 @@ def replaced_by(deltas: Sequence[Any], macros: set[str]) -> dict[str, list[str]]
 def discard_unpublished(store: Store, paths: Sequence[str]) -> None:
     """Delete files this compaction wrote and never published (best effort)."""
     try:
-        store.delete(list(paths) + [manifest_path(p) for p in paths])
+        store.delete(list(paths) + [layout.manifest(p) for p in paths])
     except OSError as e:
         log.warning("tstream: could not delete unpublished macro-chunks %s (%s); orphan cleanup "
                     "(`tstream vacuum --orphans`) removes them", list(paths), e)
@@ -222,7 +212,7 @@ def live_macros(store: Store, seg_number: int) -> set[str]:
     """Every macro-chunk the map lists for a segment (lists its buckets: orphan cleanup only)."""
     mm = MacroMap(store)
     out: set[str] = set()
-    for name in store.list(f"{MACRO_ROOT}/{seg_number}"):
+    for name in store.list(layout.macro_segment_folder(seg_number)):
         if name.isdigit():
             out.update(m.path for m in mm.latest(seg_number, int(name)).macros)
     return out
@@ -239,10 +229,10 @@ def orphan_manifests(store: Store, uncollected: Sequence[Any], live: set[str], n
     """
     named = {p["manifest"] for d in uncollected if d.op == "compact"
              for p in d.info.get("parts", []) if p.get("manifest")}
-    named |= {manifest_path(m) for m in live}
+    named |= {layout.manifest(m) for m in live}
     out = []
-    for name in store.list(MANIFESTS):
-        rel = f"{MANIFESTS}/{name}"
+    for name in store.list(layout.MANIFESTS):
+        rel = layout.manifest_file(name)
         if name.endswith(".json") and rel not in named and now - store.modified_ms(rel) >= grace_ms:
             out.append(rel)
     return out

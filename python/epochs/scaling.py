@@ -32,27 +32,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, corrupt
-from ..journal.entries import FORMAT_VERSION, META, Entry, check_version
+from ..journal.entries import FORMAT_VERSION, Entry, check_version
 from ..journal.state import Segment, StreamState, segment_id
 from ..policytext import policy_parts
+from ..store import layout
 from ..store.storage import Store
-from ..store.versions import numbered_path
 from .routing import KEY_SPACE
 
-EPOCHS = f"{META}/epochs"
 #: Epoch records per history chunk.
 EPOCH_CHUNK = 32
 _EPOCH0 = {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None}
-
-
-def epoch_path(epoch: int) -> str:
-    """Where the record of ``epoch`` (1 and up) lives."""
-    return numbered_path(EPOCHS, epoch)
-
-
-def epoch_chunk_path(chunk: int) -> str:
-    """Where epoch history chunk ``chunk`` (records ``32·chunk .. 32·chunk + 31``) lives."""
-    return f"{EPOCHS}/chunks/{chunk:012d}.json"
 
 
 def sealed_record(s: Segment, epoch: int, pos: int, created: Sequence[Segment]) -> dict[str, Any]:
@@ -81,11 +70,11 @@ def write_epoch_record(store: Store, state: StreamState) -> None:
     (deterministic, so rewrites are harmless)."""
     rec = state.pending_epoch
     if rec is not None:
-        store.write(epoch_path(rec["epoch"]), json.dumps(rec, separators=(",", ":")).encode())
+        store.write(layout.epoch_record(rec["epoch"]), json.dumps(rec, separators=(",", ":")).encode())
         if rec["epoch"] % EPOCH_CHUNK == EPOCH_CHUNK - 1:
             k = rec["epoch"] // EPOCH_CHUNK
             records = _read_singles(store, range(k * EPOCH_CHUNK, rec["epoch"])) + [rec]
-            store.write(epoch_chunk_path(k), epoch_chunk_bytes(k, records))
+            store.write(layout.epoch_chunk(k), epoch_chunk_bytes(k, records))
         state.pending_epoch = None
 
 
@@ -93,9 +82,10 @@ def _read_singles(store: Store, epochs: Sequence[int]) -> list[dict[str, Any]]:
     """Epoch records one object each (one batched read); epoch 0 has none if never scaled."""
     out = []
     if len(epochs) and epochs[0] == 0:
-        out.append(json.loads(store.read(epoch_path(0))) if store.exists(epoch_path(0)) else dict(_EPOCH0))
+        zero = layout.epoch_record(0)
+        out.append(json.loads(store.read(zero)) if store.exists(zero) else dict(_EPOCH0))
         epochs = epochs[1:]
-    rels = [epoch_path(e) for e in epochs]
+    rels = [layout.epoch_record(e) for e in epochs]
     return out + [decode_epoch(d, store.uri(r), e) for r, d, e in zip(rels, store.read_many(rels), epochs)] \
         if rels else out
 
@@ -109,7 +99,7 @@ def read_epochs(store: Store, state: StreamState, first: int, last: int) -> list
         k, end = e // EPOCH_CHUNK, min(last, (e // EPOCH_CHUNK + 1) * EPOCH_CHUNK - 1)
         pending = state.pending_epoch["epoch"] if state.pending_epoch is not None else None
         if (k + 1) * EPOCH_CHUNK - 1 <= state.epoch and pending != (k + 1) * EPOCH_CHUNK - 1:
-            rel = epoch_chunk_path(k)
+            rel = layout.epoch_chunk(k)
             try:
                 chunk = json.loads(store.read(rel))
                 if not (isinstance(chunk, dict) and isinstance(chunk.get("records"), list)):
@@ -117,7 +107,7 @@ def read_epochs(store: Store, state: StreamState, first: int, last: int) -> list
             except FileNotFoundError:
                 chunk = None  # a stream from before history chunks: read the records themselves
             except (ValueError, TypeError) as err:
-                raise corrupt("epoch history chunk", store.uri(rel), err) from err
+                raise corrupt("epoch history chunk", store.uri(rel), err, store.display_url) from err
             if chunk is not None:
                 check_version(chunk.get("v"), store.uri(rel))
                 out.extend(chunk["records"][e - k * EPOCH_CHUNK: end - k * EPOCH_CHUNK + 1])
@@ -137,12 +127,12 @@ def read_epoch(store: Store, state: StreamState, epoch: int) -> dict[str, Any]:
     """The record of ``epoch``: its segments, what it sealed and created, where it began."""
     if state.pending_epoch is not None and state.pending_epoch["epoch"] == epoch:
         return state.pending_epoch
-    if epoch == 0 and not store.exists(epoch_path(0)):
+    if epoch == 0 and not store.exists(layout.epoch_record(0)):
         return dict(_EPOCH0)
     try:
-        return decode_epoch(store.read(epoch_path(epoch)), store.uri(epoch_path(epoch)), epoch)
+        return decode_epoch(store.read(layout.epoch_record(epoch)), store.uri(layout.epoch_record(epoch)), epoch)
     except FileNotFoundError as e:
-        raise corrupt("epoch record", store.uri(epoch_path(epoch)), e) from e
+        raise corrupt("epoch record", store.uri(layout.epoch_record(epoch)), e, store.display_url) from e
 
 
 def decode_epoch(data: bytes, path: str, epoch: int) -> dict[str, Any]:
@@ -162,7 +152,7 @@ def decode_epoch(data: bytes, path: str, epoch: int) -> dict[str, Any]:
             raise TypeError("not an epoch record")
         return rec
     except (ValueError, TypeError) as e:
-        raise corrupt("epoch record", path, e) from e
+        raise corrupt("epoch record", path, e, layout.stream_url(path)) from e
 
 
 @dataclass

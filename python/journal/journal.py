@@ -1,8 +1,9 @@
 """The journal: a totally ordered sequence of commits, one immutable object per position.
 
-One job: the commit protocol. :class:`Journal` is an :class:`~pyspark_tstream.journal.entries.EntryLog`
-(entry I/O) with a :class:`~pyspark_tstream.journal.timeindex.TimeIndex`; its own code takes
-positions. Invariants:
+One job: the commit protocol. :class:`Journal` holds an
+:class:`~pyspark_tstream.journal.entries.EntryLog` (entry I/O) and a
+:class:`~pyspark_tstream.journal.timeindex.TimeIndex`, and forwards the few of their methods its
+callers use; its own code takes positions. Invariants:
 
 * Position ``n`` is taken by exactly one commit, through an atomic create-if-absent of
   ``_tstream/journal/…/<n>.json``; data files become visible only when an entry names them.
@@ -27,9 +28,10 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from ..errors import CorruptMetadataError, StorageError, error
+from ..store import layout
 from ..store.races import LOST, Lost, until_won
 from ..store.storage import Store
-from .entries import HEAD, Entry, EntryLog, entry_path
+from .entries import Entry, EntryLog
 from .state import StreamState
 from .timeindex import Delta, TimeIndex, summary
 
@@ -41,15 +43,35 @@ logger = logging.getLogger(__name__)
 NodeReader = Callable[[int, int], dict[str, Any]]
 
 
-class Journal(EntryLog):
+class Journal:
     """Reads, searches and appends the journal entries of one stream."""
 
     def __init__(self, store: Store) -> None:
-        super().__init__(store)
-        self.index = TimeIndex(self)
+        self.store = store
+        #: Entry I/O: reads entries and the head and anchor hints.
+        self.log = EntryLog(store)
+        #: The time index over the entries ``log`` reads.
+        self.index = TimeIndex(self.log)
         #: Called with the work state before each conditional create: lazy writes of committed
         #: facts (sealed-segment shards, epoch records) that then leave the state.
         self.flushers: list[Callable[[StreamState], None]] = []
+
+    # -- entry I/O (see entries.EntryLog) ------------------------------------------------------
+    def read_entry(self, pos: int) -> Entry:
+        """The entry at ``pos`` (FileNotFoundError if it is absent)."""
+        return self.log.read_entry(pos)
+
+    def try_entry(self, pos: int) -> Entry | None:
+        """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new."""
+        return self.log.try_entry(pos)
+
+    def head(self, known: Entry | None = None) -> Entry:
+        """The newest entry: the head hint, then probes past it (``known``: an entry the caller has)."""
+        return self.log.head(known)
+
+    def lowest_listed(self) -> int | None:
+        """The lowest entry position above 0 that a listing shows (repair's anchor of last resort)."""
+        return self.log.lowest_listed()
 
     # -- the time index (see timeindex.TimeIndex) ---------------------------------------------
     def search(self, state: StreamState, col: int, value: int, read_node: NodeReader | None = None) -> int:
@@ -152,8 +174,8 @@ class Journal(EntryLog):
             winner = self.try_entry(pos)
             if winner is None:
                 raise CorruptMetadataError(
-                    f"journal slot {self.store.uri(entry_path(pos))} reported as taken but is "
-                    "missing; check the store's consistency", path=self.store.uri(entry_path(pos)))
+                    f"journal slot {self.store.uri(layout.entry(pos))} reported as taken but is "
+                    "missing; check the store's consistency", path=self.store.uri(layout.entry(pos)))
             if winner.nonce != entry.nonce:
                 return winner.state
             # our own earlier attempt created it (its answer was lost): the commit is ours
@@ -184,7 +206,7 @@ class Journal(EntryLog):
         keeps failing, the error says the outcome is unknown: the caller must keep the batch's
         files (the sink's abort proves from the journal whether it may delete them).
         """
-        rel = entry_path(pos)
+        rel = layout.entry(pos)
         try:
             return self.store.put_if_absent(rel, data)
         except StorageError as first:
@@ -208,7 +230,7 @@ class Journal(EntryLog):
         # next reader probe one more position, so it must not turn a commit into an error
         # (whatever the failure: the commit is durable and must be reported as such).
         try:
-            self.store.write(HEAD, data)
+            self.store.write(layout.HEAD, data)
         except Exception as e:  # noqa: BLE001 - see above
             logger.info("head hint %s not written (%s); readers probe past it",
-                        self.store.uri(HEAD), e)
+                        self.store.uri(layout.HEAD), e)

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CorruptMetadataError, corrupt
-from .entries import META, Chunk, Entry, EntryLog
+from ..store import layout
+from .entries import Chunk, Entry, EntryLog
 from .shapes import check_delta, is_int, need
 from .state import StreamState
 
@@ -32,11 +33,6 @@ FANOUT = 32
 COL_ID, COL_MAX_TSO, COL_TICK, COL_WALL, COL_ROWS, COL_EPOCH, COL_BYTES = range(7)
 #: How many columns a summary has (an index item has at least these).
 COLUMNS = 7
-
-
-def node_path(level: int, node: int) -> str:
-    """Where index node ``node`` of ``level`` (1 and up) lives."""
-    return f"{META}/index/{level}/{node:012d}.json"
 
 
 def decode_node(data: bytes, path: str, level: int | None = None, *, deltas: bool = False) -> dict[str, Any]:
@@ -55,7 +51,7 @@ def decode_node(data: bytes, path: str, level: int | None = None, *, deltas: boo
         if level == 1 or "entries" in node:
             need(isinstance(node.get("entries"), list), "entries")
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-        raise corrupt("index node", path, e) from e
+        raise corrupt("index node", path, e, layout.stream_url(path)) from e
     if deltas and "entries" in node:
         node["deltas"] = node_entries(node, path)
     return node
@@ -69,7 +65,7 @@ def node_entries(node: dict[str, Any], path: str) -> list[Delta]:
     try:
         return [Delta.from_json(d) for d in node["entries"]]
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-        raise corrupt("index node", path, e) from e
+        raise corrupt("index node", path, e, layout.stream_url(path)) from e
 
 
 @dataclass(frozen=True)
@@ -117,11 +113,11 @@ class TimeIndex:
 
     def read_node(self, level: int, node: int) -> dict[str, Any]:
         """Index node ``node`` of ``level`` (CorruptMetadataError if it is missing or unreadable)."""
-        rel = node_path(level, node)
+        rel = layout.index_node(level, node)
         try:
             return decode_node(self.store.read(rel), self.store.uri(rel), level)
         except FileNotFoundError as e:
-            raise corrupt("index node", self.store.uri(rel), e) from e
+            raise corrupt("index node", self.store.uri(rel), e, self.store.display_url) from e
 
     def deltas(self, state: StreamState, first: int, last: int, *, truncated: bool = False) -> list[Delta]:
         """Deltas of positions ``first..last`` (inclusive) using compacted nodes where flushed.
@@ -138,12 +134,12 @@ class TimeIndex:
         flushed_last = min(last, open0 - 1)
         if first <= flushed_last:
             nodes = list(range(first // FANOUT, flushed_last // FANOUT + 1))
-            rels = [node_path(1, n) for n in nodes]
+            rels = [layout.index_node(1, n) for n in nodes]
             try:
                 blobs = self.store.read_many(rels)
             except FileNotFoundError as e:
                 missing = e.filename if isinstance(e.filename, str) else self.store.uri(rels[0])
-                raise corrupt("index node", missing, e) from e
+                raise corrupt("index node", missing, e, self.store.display_url) from e
             for rel, data in zip(rels, blobs):
                 node = decode_node(data, self.store.uri(rel), 1, deltas=True)
                 out.extend(d for d in node["deltas"] if first <= d.pos <= flushed_last)
@@ -161,11 +157,11 @@ class TimeIndex:
         open0 = first_open(state)
         if hi < open0:
             content = (read_node or self.read_node)(1, node)
-            path = self.store.uri(node_path(1, node))
+            path = self.store.uri(layout.index_node(1, node))
             ticks = {int(i[COL_ID]): int(i[COL_TICK]) for i in content["items"]}
             kept = [d for d in node_entries(content, path) if lo <= d.pos <= hi]
             if any(d.pos not in ticks for d in kept):
-                raise corrupt("index node", path, ValueError("an entry has no summary"))
+                raise corrupt("index node", path, ValueError("an entry has no summary"), self.store.display_url)
             return [(d, ticks[d.pos]) for d in kept]
         rest = [p for p in range(lo, hi + 1) if p not in known]
         return [(Delta.of(e), e.state.tick) for e in self.log.read_entries(rest)]
@@ -208,7 +204,7 @@ class TimeIndex:
             content: dict[str, Any] = {"level": level + 1, "node": node_no, "items": items}
             if level == 0:
                 content["entries"] = self.log.read_deltas([i[COL_ID] for i in items])
-            self.store.write(node_path(level + 1, node_no), json.dumps(content, separators=(",", ":")).encode())
+            self.store.write(layout.index_node(level + 1, node_no), json.dumps(content, separators=(",", ":")).encode())
             last = items[-1]
             state.index[level] = []
             if level + 1 == len(state.index):

@@ -28,13 +28,14 @@ import numpy as np
 
 from ..compaction.gc import live_macros, macros_created, orphan_manifests
 from ..errors import ConfigError
-from ..journal.entries import ANCHOR, Entry, entry_path
+from ..journal.entries import Entry
 from ..journal.journal import Journal
 from ..journal.state import StreamState
-from ..journal.timeindex import COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT, node_path
+from ..journal.timeindex import COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT
 from ..policytext import policy_parts
 from ..read.compacted import substitute
 from ..read.reading import read_tsos
+from ..store import layout
 from ..store.storage import Store
 from ..timestamps import pack, parse_duration_ms
 from ..units import size_bytes
@@ -202,9 +203,9 @@ def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: in
         paths += macros_created(old)
         store.delete(paths)
     # readers that lost the head hint probe forward from the anchor, which must still exist
-    store.write(ANCHOR, json.dumps({"pos": state.gc_pos}).encode())
-    entries = [entry_path(p) for p in range(max(state.meta_gc_pos, 1), state.gc_pos)]
-    nodes = [node_path(1, n) for n in range(state.meta_gc_pos // FANOUT, state.gc_pos // FANOUT)]
+    store.write(layout.ANCHOR, json.dumps({"pos": state.gc_pos}).encode())
+    entries = [layout.entry(p) for p in range(max(state.meta_gc_pos, 1), state.gc_pos)]
+    nodes = [layout.index_node(1, n) for n in range(state.meta_gc_pos // FANOUT, state.gc_pos // FANOUT)]
     store.delete(entries + nodes)
     return {"chunks": len(paths), "entries": len(entries), "nodes": len(nodes)}
 
@@ -224,11 +225,11 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
     referenced = {c.path for d in deltas if d.pos >= state.head_pos for c in d.chunks}
     live: set[str] = set()  # macro-chunks are named by the macro map, not by journal entries
     out = []
-    for segdir in store.list("data"):
+    for segdir in store.list(layout.DATA):
         if segdir.isdigit():
             live |= live_macros(store, int(segdir))
-        for name in store.list(f"data/{segdir}"):
-            rel = f"data/{segdir}/{name}"
+        for name in store.list(layout.data_folder(segdir)):
+            rel = layout.data_file(segdir, name)
             if rel not in referenced and rel not in live and now - store.modified_ms(rel) >= grace_ms:
                 out.append(rel)
     return out + orphan_manifests(store, [d for d in deltas if d.pos >= gc_first], live, now, grace_ms)

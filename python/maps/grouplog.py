@@ -41,14 +41,13 @@ from ..errors import (
     TStreamError,
     newer_format,
 )
-from ..journal.entries import META
+from ..store import layout
 from ..store.storage import Store
-from ..store.versions import newest_present, numbered_path, probe_past
+from ..store.versions import newest_present, probe_past
 from ..timestamps import parse_id, tso_id
 
 logger = logging.getLogger(__name__)
 
-GROUPS = f"{META}/groups"
 #: Segment (or seq) part of a cursor meaning "every record with this ``_tso`` (in this
 #: segment) was delivered".
 ALL_SEGMENTS = (1 << 63) - 1
@@ -197,7 +196,7 @@ class GroupState:
                        consumers={k: (int(v[0]), int(v[1])) for k, v in d.get("consumers", {}).items()},
                        pending=tuple(Pending.from_json(p) for p in d.get("pending", [])))
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
-            url = path.split("/_tstream/")[0]
+            url = layout.stream_url(path)
             raise CorruptMetadataError(
                 f"consumer-group record {path} is unreadable ({type(e).__name__}: {e}); `tstream repair "
                 f"{url}` restores it if the group's head holds a copy, otherwise start a new group where "
@@ -210,11 +209,11 @@ class GroupLog:
     def __init__(self, store: Store, name: str) -> None:
         self.store = store
         self.name = check_group_name(name)
-        self.folder = f"{GROUPS}/{name}"
-        self.head_path = f"{self.folder}/head.json"
+        self.head_path = layout.group_head(self.name)
 
     def version_path(self, pos: int) -> str:
-        return numbered_path(f"{self.folder}/log", pos)
+        """Where version ``pos`` of this group lives."""
+        return layout.group_version(self.name, pos)
 
     def try_version(self, pos: int) -> GroupState | None:
         """Version ``pos`` or None: one store call."""
@@ -282,7 +281,7 @@ def group_names(store: Store) -> list[str]:
     Lists ``_tstream/groups/``: a stream has few groups and this folder does not grow with
     history (each group's versions live in its own subfolder, which is never listed).
     """
-    return [n for n in store.list(GROUPS) if _valid_name(n)]
+    return [n for n in store.list(layout.GROUPS) if _valid_name(n)]
 
 
 def group_positions(store: Store) -> dict[str, int]:

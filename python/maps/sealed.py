@@ -18,14 +18,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import CorruptMetadataError, corrupt
-from ..journal.entries import META
 from ..journal.state import StreamState, segment_number
+from ..store import layout
 from ..store.races import LOST, Lost, until_won
 from ..store.storage import Store
 from ..store.versions import newest_version
 
 SHARD_WIDTH = 256
-ROOT = f"{META}/sealed"
 _RECORD_INTS = ("id", "lo", "hi", "rows", "bytes", "chunks", "first_seq", "next_seq", "last_tso", "sealed_epoch",
                 "sealed_pos")
 
@@ -33,21 +32,6 @@ _RECORD_INTS = ("id", "lo", "hi", "rows", "bytes", "chunks", "first_seq", "next_
 def shard_of(segment_id: int) -> int:
     """The shard that holds a sealed segment's record."""
     return segment_number(segment_id) // SHARD_WIDTH
-
-
-def shard_dir(shard: int) -> str:
-    """The folder of shard ``shard``'s versions and head hint."""
-    return f"{ROOT}/{shard:06d}"
-
-
-def version_path(shard: int, v: int) -> str:
-    """Version ``v`` of shard ``shard`` (immutable)."""
-    return f"{shard_dir(shard)}/{v:08d}.json"
-
-
-def head_path(shard: int) -> str:
-    """The head hint of shard ``shard``: a copy of its newest version."""
-    return f"{shard_dir(shard)}/head.json"
 
 
 def decode_shard(data: bytes, path: str) -> dict[str, Any]:
@@ -60,7 +44,7 @@ def decode_shard(data: bytes, path: str) -> dict[str, Any]:
             raise TypeError("not a sealed-segment shard")
         return d
     except (ValueError, TypeError) as e:
-        raise corrupt("sealed-segment shard", path, e) from e
+        raise corrupt("sealed-segment shard", path, e, layout.stream_url(path)) from e
 
 
 class SealedMap:
@@ -75,14 +59,14 @@ class SealedMap:
     def latest(self, shard: int) -> dict[str, Any]:
         """Newest version of a shard (``{"v": -1, "segments": {}}`` if it has none)."""
         try:
-            cur = self._decode(self.store.read(head_path(shard)), head_path(shard))
+            cur = self._decode(self.store.read(layout.sealed_head(shard)), layout.sealed_head(shard))
         except (FileNotFoundError, CorruptMetadataError):  # a hint: probe the versions instead
             cur = {"shard": shard, "v": -1, "segments": {}}
 
         def read(v: int) -> dict[str, Any]:
-            return self._decode(self.store.read(version_path(shard, v)), version_path(shard, v))
+            return self._decode(self.store.read(layout.sealed_version(shard, v)), layout.sealed_version(shard, v))
 
-        return newest_version(read, lambda v: self.store.exists(version_path(shard, v)), cur["v"], cur)
+        return newest_version(read, lambda v: self.store.exists(layout.sealed_version(shard, v)), cur["v"], cur)
 
     def get(self, state: StreamState, segment_id: int) -> dict[str, Any] | None:
         """The sealed record of a segment, or None if it is not sealed (O(1) store calls)."""
@@ -111,15 +95,15 @@ class SealedMap:
                    "segments": {**cur["segments"], **{str(segment_number(r["id"])): r for r in missing}}}
             tried[0] = nxt["v"]
             data = json.dumps(nxt, separators=(",", ":")).encode()
-            if not self.store.put_if_absent(version_path(shard, nxt["v"]), data):
+            if not self.store.put_if_absent(layout.sealed_version(shard, nxt["v"]), data):
                 return LOST
             try:  # a hint only: a stale head costs one more probe
-                self.store.write(head_path(shard), data)
+                self.store.write(layout.sealed_head(shard), data)
             except OSError:
                 pass
             return None
 
-        until_won(attempt, what=f"sealed-segment shard {self.store.uri(head_path(shard))}",
+        until_won(attempt, what=f"sealed-segment shard {self.store.uri(layout.sealed_head(shard))}",
                   expected=lambda: tried[0])
 
     def flush(self, state: StreamState) -> None:

@@ -4,7 +4,8 @@ Journal entries, sealed-map shards, macro-map buckets and consumer-group logs ke
 immutable versions next to a ``head.json`` hint. The hint may lag (another writer's version, a
 lost hint write) or be gone: a short forward walk covers a lagging hint at the usual cost, and
 past it an exponential then binary search over version existence finds the newest in O(log n)
-calls, so a lost hint never costs a walk over the whole history.
+calls, so a lost hint never costs a walk over the whole history. Where the versions live is
+:mod:`~pyspark_tstream.store.layout`'s job.
 """
 
 from __future__ import annotations
@@ -13,16 +14,6 @@ from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
-
-#: Numbered objects without bound (journal entries, epoch records, group versions) are grouped
-#: in folders of this many, so no folder grows with history.
-FOLDER_SPAN = 100_000
-
-
-def numbered_path(folder: str, n: int) -> str:
-    """Where object ``n`` of an unbounded numbered series lives: ``<folder>/<n // 100000:06d>/<n:012d>.json``."""
-    return f"{folder}/{n // FOLDER_SPAN:06d}/{n:012d}.json"
-
 
 def newest_present(present: Callable[[int], bool], lo: int) -> int:
     """The largest ``p >= lo`` with ``present(p)``, given ``present(lo)`` and that presence is

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from ..epochs.routing import key_hash, route
 from ..journal.state import Segment
 from ..schema import RAW_TSO
+from ..store import layout
 from ..store.storage import Store
 from ..timestamps import raw_marks
 from .writing import ChunkInfo
@@ -43,7 +44,7 @@ def reroute(store: Store, info: ChunkInfo, segments: Sequence[Segment]) -> list[
     for i in np.unique(idx):
         seg = ordered[int(i)]
         part = table.filter(pa.array(idx == i))
-        rel = f"data/{seg.number}/reroute-{uuid.uuid4().hex}.parquet"
+        rel = layout.reroute_chunk(seg.number, uuid.uuid4().hex)
         buf = io.BytesIO()
         pq.write_table(part, buf)
         store.write(rel, buf.getvalue())

@@ -37,6 +37,7 @@ from ..epochs.routing import KEY_SPACE, key_hash, route
 from ..errors import SchemaMismatchError, TimestampError
 from ..journal.state import segment_number
 from ..schema import RAW_TSO, conform
+from ..store import layout
 from ..store.storage import Store
 from ..timestamps import LOGICAL_BITS, MAX_MS, MarkSampler, now_ms, raw_hybrid, raw_marks
 
@@ -241,8 +242,17 @@ class ChunkWriter:
         body = conform(table.select([c for c in table.column_names if c in self.spec.schema.names]),
                        self.spec.schema)
         segs = self._route(table)
+        for idx, part, rows in self._split(body, segs):
+            if rows is None:
+                self._take(idx, part, ms, capped)
+            else:
+                self._take(idx, part, ms[rows], capped[rows] if capped is not None else None)
+
+    def _split(self, body: pa.Table, segs: np.ndarray) -> Iterator[tuple[int, pa.Table, np.ndarray | None]]:
+        """Each segment's rows of ``body`` (in input order): (segment index, rows, their row
+        numbers in ``body``, None when they are all of it)."""
         if len(self.spec.segment_ids) == 1 or (segs == segs[0]).all():
-            self._take(int(segs[0]), body, ms, capped)
+            yield int(segs[0]), body, None
             return
         # segment indices are small: a stable sort of int16 is a radix sort (~8x an int64 sort)
         order = np.argsort(segs.astype(np.int16) if len(self.spec.segment_ids) < 1 << 15 else segs,
@@ -258,8 +268,8 @@ class ChunkWriter:
         taken = body.take(int64s(order)) if self.ordered or not self._unsorted else None
         for s, e in zip(starts, ends):
             rows = order[s:e]
-            part = taken.slice(s, e - s) if taken is not None else body.take(int64s(rows))
-            self._take(int(sorted_segs[s]), part, ms[rows], capped[rows] if capped is not None else None)
+            yield int(sorted_segs[s]), (taken.slice(s, e - s) if taken is not None
+                                        else body.take(int64s(rows))), rows
 
     def _take(self, idx: int, body: pa.Table, ms: np.ndarray, capped: np.ndarray | None) -> None:
         n_capped = int(np.count_nonzero(capped)) if capped is not None else 0
@@ -383,9 +393,8 @@ class ChunkWriter:
         ms = np.concatenate(run.ms) if len(run.ms) > 1 else run.ms[0]
         body = pa.concat_tables(run.bodies) if len(run.bodies) > 1 else run.bodies[0]
         run.bodies.clear()
-        order = None
-        if not _ascending(ms):
-            order = np.argsort(ms, kind="stable")
+        order = _time_order(ms)
+        if order is not None:
             ms = ms[order]
         raw = raw_hybrid(ms)
         f = w = None
@@ -453,7 +462,7 @@ class ChunkWriter:
     # -- shared -----------------------------------------------------------------------------------
     def _open_chunk(self, idx: int, table: pa.Table) -> tuple[Any, Any, str]:
         seg = self.spec.segment_ids[idx]
-        rel = f"data/{segment_number(seg)}/{self.spec.writer_tag}-{self.task}-{uuid.uuid4().hex}.parquet"
+        rel = layout.data_chunk(segment_number(seg), self.spec.writer_tag, self.task, uuid.uuid4().hex)
         f = self.spec.store.open_output(rel)
         w = pq.ParquetWriter(f, table.schema, write_statistics=[RAW_TSO],
                              **chunk_encodings(table, self.spec.compression))
@@ -533,6 +542,13 @@ def _in_order(body: pa.Table, order: np.ndarray | None, rows: int) -> Iterator[p
 
 def _ascending(ms: np.ndarray) -> bool:
     return len(ms) < 2 or bool(np.all(ms[1:] >= ms[:-1]))
+
+
+def _time_order(ms: np.ndarray) -> np.ndarray | None:
+    """The stable order of client times ``ms``; None when they are already in it."""
+    if len(ms) < 2 or bool(np.all(ms[1:] >= ms[:-1])):
+        return None
+    return np.argsort(ms, kind="stable")
 
 
 def _moved(raw: np.ndarray, ms: np.ndarray) -> int:
