@@ -16,7 +16,7 @@ from pyspark_tstream.epochs.routing import KEY_SPACE, key_hash, route
 from pyspark_tstream.errors import UnsupportedFormatError
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.store import layout
-from pyspark_tstream.write import writing
+from pyspark_tstream.write import ordering, writing
 from pyspark_tstream.write.writing import write_batches
 
 DAY = 86_400_000
@@ -188,16 +188,16 @@ def test_a_run_of_sorted_stretches_is_reordered_without_copying() -> None:
     rows."""
     body = pa.table({"v": np.arange(9_000, dtype=np.int64)})
     order = np.concatenate([np.arange(6_000, 9_000), np.arange(0, 3_000), np.arange(3_000, 6_000)])
-    parts = list(writing._in_order(body, order, 2_000))
+    parts = list(ordering.in_order(body, order, 2_000))
     assert [p.num_rows for p in parts] == [2_000] * 4 + [1_000]  # written a row group at a time
     assert pa.concat_tables(parts).equals(body.take(pa.array(order)))
     base = body.column("v").chunk(0).buffers()[1].address
     assert {c.buffers()[1].address for p in parts for c in p.column("v").chunks} == {base}  # no copy
     shuffled = np.random.default_rng(2).permutation(9_000)
-    parts = list(writing._in_order(body, shuffled, 2_000))
+    parts = list(ordering.in_order(body, shuffled, 2_000))
     assert [p.num_rows for p in parts] == [2_000] * 4 + [1_000]
     assert pa.concat_tables(parts).equals(body.take(pa.array(shuffled)))
-    assert pa.concat_tables(writing._in_order(body, None, 4_000)).equals(body)
+    assert pa.concat_tables(ordering.in_order(body, None, 4_000)).equals(body)
 
 
 def test_a_shuffled_task_holds_at_most_its_run_buffer(url: str, monkeypatch: pytest.MonkeyPatch) -> None:

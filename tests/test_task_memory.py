@@ -24,7 +24,7 @@ glibc_linux = pytest.mark.skipif(
 _CYCLES = """
 import json, sys, time
 import numpy as np, pyarrow as pa
-from pyspark_tstream.task_memory import keep_freed_memory
+from pyspark_tstream.spark.task_memory import keep_freed_memory
 applied = [keep_freed_memory() for _ in range(2)] if sys.argv[1] == "keep" else []
 
 def rss():
@@ -116,7 +116,7 @@ import sys
 import pyarrow as pa
 sys.path.insert(0, sys.argv[2])
 import process_roles
-from pyspark_tstream.stream import Stream
+from pyspark_tstream.api.stream import Stream
 s = Stream.create(f"file://{sys.argv[1]}/s", segments=2)
 s.append(process_roles.rows_for(pa.schema([("id", pa.int64()), ("k", pa.string()), ("t", pa.int64())]),
                                 list(range(10))), key="k", timestamp="t")
