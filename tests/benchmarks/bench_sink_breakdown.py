@@ -124,7 +124,9 @@ def measure(batches: list[pa.RecordBatch], root: str, reps: int) -> dict[str, An
         cpu, infos = _cpu(lambda: write_batches(spec, iter(batches)))
         totals.append(cpu)
         chunks = len(infos)
-        commits.append(_cpu(lambda: stream.commit(infos))[0])
+        # as the stream sink's driver commits a micro-batch: keyed by (writer, batch), in a session
+        commits.append(_cpu(lambda: stream.commit(infos, writer_id="bench", batch_id=len(commits),
+                                                  session=True, fresh=True))[0])
         prof = cProfile.Profile(time.process_time)
         prof.enable()
         write_batches(spec, iter(batches))
@@ -142,8 +144,10 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=1_250_000)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated shapes to run")
     ap.add_argument("--smoke", action="store_true", help="50k rows, 1 repetition (CI)")
     args = ap.parse_args(argv)
+    shapes = [s for s in SHAPES if s in args.shapes.split(",")]
     if args.smoke:
         args.rows, args.reps = 50_000, 1
     from pyspark_tstream.spark.task_memory import keep_freed_memory
@@ -151,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     keep_freed_memory()  # as a sink task's worker does (the floor's rows are measured with it too)
     table = make_table(args.rows)
     results = {}
-    for shape in SHAPES:
+    for shape in shapes:
         root = tempfile.mkdtemp(prefix="tstream-breakdown-")
         try:
             results[shape] = measure(shaped(table, shape), root, args.reps)
@@ -159,16 +163,16 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(root, ignore_errors=True)
     rows = []
     for step in [*STEPS, "other"]:
-        rows.append([step] + [f"{results[s]['steps'][step]:.3f}" for s in SHAPES])
-    rows.append(["**tstream task, total** (unprofiled)"] + [f"{results[s]['total']:.3f}" for s in SHAPES])
-    rows.append(["commit (driver, Stream.commit)"] + [f"{results[s]['commit']:.3f}" for s in SHAPES])
-    rows.append(["**stored floor** (_floors._sink)"] + [f"{results[s]['floor']:.3f}" for s in SHAPES])
+        rows.append([step] + [f"{results[s]['steps'][step]:.3f}" for s in shapes])
+    rows.append(["**tstream task, total** (unprofiled)"] + [f"{results[s]['total']:.3f}" for s in shapes])
+    rows.append(["commit (driver, Stream.commit)"] + [f"{results[s]['commit']:.3f}" for s in shapes])
+    rows.append(["**stored floor** (_floors._sink)"] + [f"{results[s]['floor']:.3f}" for s in shapes])
     rows.append(["tstream task / stored floor"] + [f"×{results[s]['total'] / results[s]['floor']:.2f}"
-                                                   for s in SHAPES])
-    rows.append(["chunks written"] + [str(results[s]["chunks"]) for s in SHAPES])
+                                                   for s in shapes])
+    rows.append(["chunks written"] + [str(results[s]["chunks"]) for s in shapes])
     print(f"# One sink task's CPU seconds by step: {args.rows:,} rows in {BATCH:,}-row batches, "
           f"best of {args.reps}\n")
-    print(render(["step"] + list(SHAPES), rows))
+    print(render(["step"] + shapes, rows))
     print("\nSteps are cProfile sums (process_time) of the writer's functions; the totals and the "
           "floor are timed without the profiler.")
 
