@@ -40,6 +40,7 @@ from ..schema import RAW_TSO, conform
 from ..store import layout
 from ..store.storage import Store
 from ..timestamps import LOGICAL_BITS, MAX_MS, MarkSampler, now_ms, raw_hybrid, raw_marks
+from .ordering import ascending, in_order, time_order
 
 ROW_GROUP_ROWS = 131_072
 #: Without a key column, batches smaller than this go to one segment (fewer, larger files).
@@ -51,8 +52,6 @@ RUN_ROWS = 1 << 20
 #: Unordered input: when a task's buffered rows take more memory than this, its largest
 #: segment buffer is written out (bounds a task's memory whatever its input size).
 RUN_BUFFER_BYTES = 128 << 20
-#: A run whose time order is at most this many stretches of its rows is reordered by slicing.
-REORDER_SLICES_MAX = 64
 #: Rows a writer gathers (zero-copy) before it routes, splits and stamps them: Spark hands a task
 #: 10k-row batches, and each costs the same Python and Arrow calls per segment whatever its size
 #: (64k-row groups: -17 % of a sink task's CPU). Wide rows gather fewer: at most GATHER_BYTES,
@@ -266,6 +265,10 @@ class ChunkWriter:
         # their buffers and writing a run frees them (slices of one take kept all segments' rows
         # of a batch alive until the last of them was written: up to twice RUN_BUFFER_BYTES).
         taken = body.take(int64s(order)) if self.ordered or not self._unsorted else None
+        if taken is None and body.column(0).num_chunks > 1:
+            # a take from a column of several chunks first concatenates them: once per group
+            # here, not once per segment
+            body = body.combine_chunks()
         for s, e in zip(starts, ends):
             rows = order[s:e]
             yield int(sorted_segs[s]), (taken.slice(s, e - s) if taken is not None
@@ -278,7 +281,7 @@ class ChunkWriter:
             return
         if idx not in self._unsorted:
             s = self._streamed.get(idx)
-            if _ascending(ms) and (s is None or ms[0] >= s.last_ms):
+            if ascending(ms) and (s is None or ms[0] >= s.last_ms):
                 # still in client-time order: stamping it now is stamping the sorted whole, and it
                 # leaves memory a row group at a time instead of a run at a time
                 s = s or self._streamed.setdefault(idx, _Streamed())
@@ -393,14 +396,12 @@ class ChunkWriter:
         ms = np.concatenate(run.ms) if len(run.ms) > 1 else run.ms[0]
         body = pa.concat_tables(run.bodies) if len(run.bodies) > 1 else run.bodies[0]
         run.bodies.clear()
-        order = _time_order(ms)
-        if order is not None:
-            ms = ms[order]
+        order, ms = time_order(ms)
         raw = raw_hybrid(ms)
         f = w = None
         at = 0
         try:
-            for part in _in_order(body, order, ROW_GROUP_ROWS):
+            for part in in_order(body, order, ROW_GROUP_ROWS):
                 table = _with_raw(part, raw[at: at + part.num_rows])
                 at += part.num_rows
                 if w is None:
@@ -517,38 +518,6 @@ class ChunkWriter:
 
 def _with_raw(body: pa.Table, raw: np.ndarray) -> pa.Table:
     return body.append_column(pa.field(RAW_TSO, pa.int64(), nullable=False), int64s(raw))
-
-
-def _in_order(body: pa.Table, order: np.ndarray | None, rows: int) -> Iterator[pa.Table]:
-    """``body.take(order)`` (``body`` if ``order`` is None), ``rows`` rows at a time.
-
-    A run often holds whole time-sorted stretches (input files or topic partitions, each in
-    order, read in another order): then zero-copy slices put it in order. Otherwise each piece
-    is taken on its own, so a sorted run costs one piece of memory on top of the run, not a copy
-    of it.
-    """
-    if order is not None:
-        cuts = np.flatnonzero(np.diff(order) != 1) + 1
-        if len(cuts) >= REORDER_SLICES_MAX:
-            for at in range(0, len(order), rows):
-                yield body.take(int64s(order[at: at + rows]))
-            return
-        starts = np.concatenate(([0], cuts))
-        ends = np.concatenate((cuts, [len(order)]))
-        body = pa.concat_tables([body.slice(int(order[a]), int(b - a)) for a, b in zip(starts, ends)])
-    for at in range(0, body.num_rows, rows):
-        yield body.slice(at, rows)
-
-
-def _ascending(ms: np.ndarray) -> bool:
-    return len(ms) < 2 or bool(np.all(ms[1:] >= ms[:-1]))
-
-
-def _time_order(ms: np.ndarray) -> np.ndarray | None:
-    """The stable order of client times ``ms``; None when they are already in it."""
-    if len(ms) < 2 or bool(np.all(ms[1:] >= ms[:-1])):
-        return None
-    return np.argsort(ms, kind="stable")
 
 
 def _moved(raw: np.ndarray, ms: np.ndarray) -> int:
