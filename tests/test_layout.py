@@ -41,6 +41,9 @@ def test_metadata_paths_are_the_documented_ones() -> None:
     assert layout.macro_head(7, 1) == "_tstream/macros/7/000001/head.json"
     assert layout.manifest("data/7/m-" + "a" * 32 + ".parquet") == "_tstream/compact/m-" + "a" * 32 + ".json"
     assert layout.manifest_file("m-x.json") == "_tstream/compact/m-x.json"
+    assert layout.commit_request(12, "ab12") == "_tstream/requests/000000000012-ab12.json"
+    assert layout.request_name("000000000012-ab12.json") == (12, "ab12")
+    assert layout.request_name("head.json") is None and layout.request_name("12-a-b.json") is None
     for folder, name in [(layout.JOURNAL, "journal"), (layout.INDEX, "index"), (layout.SEALED, "sealed"),
                          (layout.EPOCHS, "epochs"), (layout.GROUPS, "groups"), (layout.MACROS, "macros"),
                          (layout.MANIFESTS, "compact")]:

@@ -22,6 +22,7 @@ from ..read.reading import chunks_tsos
 from ..schema import check_names, normalize, user_schema
 from ..timestamps import count_raised, now_ms, pack
 from ..write.commit import Ack, CommitRequest, check_schema_for_write
+from ..write.group import GroupCommit, publishable
 from ..write.reroute import reroute
 from ..write.writing import ChunkInfo, WriteSpec, write_batches
 from .context import StreamContext
@@ -57,6 +58,8 @@ class Appender:
     def __init__(self, ctx: StreamContext, after_commit: Callable[[Entry], None] | None = None) -> None:
         self.ctx = ctx
         self.after_commit = after_commit
+        #: Data commits go through group commit (write/group.py): folded with other writers'.
+        self.group = GroupCommit(ctx.journal, self.count_raised)
 
     def write_spec(self, schema: pa.Schema, *, key: str | None = None, timestamp: str | None = None,
                    merge_schema: bool = False, writer_tag: str = "w") -> WriteSpec:
@@ -77,7 +80,7 @@ class Appender:
     def commit(self, chunks: Sequence[ChunkInfo], *, writer_id: str | None = None, batch_id: Any = None,
                session: bool = False, schema: pa.Schema | None = None, merge_schema: bool = False,
                op: str = "append", heartbeat: int | None = None, close: bool = False,
-               monotonic: bool = False, fresh: bool = False) -> Ack:
+               monotonic: bool = False, fresh: bool = False, listed: Any = None) -> Ack:
         """Make ``chunks`` visible in one journal commit; a repeated (writer, batch) is a no-op.
 
         ``monotonic``: batch ids of this writer only increase, so an integer batch id at or below
@@ -94,9 +97,14 @@ class Appender:
                             schema=normalize(user_schema(schema)) if schema is not None else None,
                             merge_schema=merge_schema, now=now_ms(), count_raised=self.count_raised,
                             monotonic=monotonic)
+        created = True
         for _ in range(SEALED_RETRIES):
             try:
-                entry, _ = h.journal.commit(req, h.state)
+                if publishable(req):
+                    entry, created = self.group.commit(req, h.state, listed)
+                    listed = None
+                else:
+                    entry, _ = h.journal.commit(req, h.state)
                 break
             except SegmentSealedError:
                 # a scale committed since these chunks were routed: give them to its successors
@@ -109,8 +117,9 @@ class Appender:
                                       expected=h.state.pos + 1)
         if entry is None:
             return self.skipped(req, [*handed, *req.chunks] if fresh else [])
-        h.entry = entry
-        if entry.chunks and self.after_commit is not None:
+        if entry.pos > h.entry.pos:  # (a folded request's entry: its view, whose state is the entry's)
+            h.entry = entry
+        if created and entry.chunks and self.after_commit is not None:
             self.after_commit(entry)
         return Ack.from_entry(entry)
 
@@ -143,7 +152,8 @@ class Appender:
         written (raw hybrid timestamps are far above any row index), then floored here.
         """
         as_written = Chunk(seg=info.seg, path=info.path, rows=info.rows, bytes=info.bytes, seq=0,
-                           floor=0, lo=info.raw_lo, hi=info.raw_hi)
+                           floor=0, lo=info.raw_lo, hi=info.raw_hi, offset=info.offset,
+                           file_bytes=info.file_bytes)
         (raw,) = chunks_tsos(self.ctx.store, [as_written])
         return count_raised(raw, floor)
 
@@ -155,16 +165,22 @@ class Appender:
         The public :meth:`~pyspark_tstream.api.stream.Stream.append` documents the arguments.
         """
         table = to_table(data)
-        state = self.ctx.refresh()
+        # the newest state this handle saw, not a fresh read: a commit's critical path is its
+        # data PUTs and one conditional create; a stale state costs a lost race, never a wrong
+        # commit (the entry is rebuilt on the winner's state, a sealed segment re-routed)
+        state = self.ctx.state
         probe = CommitRequest(writer_id=writer_id, batch_id=batch_id, monotonic=monotonic)
         if probe.settled(state):  # known already: write no files at all
             return self.skipped(probe)
         spec = self.write_spec(table.schema, key=key, timestamp=timestamp, merge_schema=merge_schema)
+        # other writers' published requests are listed while the data is written (group commit)
+        listed = self.group.prefetch(state) if table.num_rows and self.group.background else None
         chunks = write_batches(spec, [table], ordered=True) if table.num_rows else []
         if not chunks and writer_id is None:
             return Ack(pos=state.pos, rows=0, tick=state.tick)
         return self.commit(chunks, writer_id=writer_id, batch_id=batch_id, session=session,
-                           schema=table.schema, merge_schema=merge_schema, monotonic=monotonic, fresh=True)
+                           schema=table.schema, merge_schema=merge_schema, monotonic=monotonic, fresh=True,
+                           listed=listed)
 
     def heartbeat(self, writer_id: str, tso: int | None = None) -> Ack:
         """A data-less tick record: ``writer_id`` is live and will not commit below ``tso``."""

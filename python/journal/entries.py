@@ -24,14 +24,18 @@ from ..errors import CorruptMetadataError, corrupt, error, newer_format
 from ..store import layout
 from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
-from .shapes import check_delta, check_entry
+from .shapes import check_delta, check_entry, is_int, need
 from .state import StreamState
 
 #: On-store format written by this version; older versions are read, newer ones refused.
 #: 1: first release (one floor chain per segment). 2: writer lanes (per-writer ``lanes`` in the
 #: state; chunks of a segment may overlap in time) and the chunk trailing fields ``offset``,
-#: ``sorted`` and ``marks``. Version 1 streams read and append unchanged.
-FORMAT_VERSION = 2
+#: ``sorted`` and ``marks``. 3: wide writes (a chunk may be a *slice* of a file several segments
+#: share: the trailing field ``file_bytes``; an entry of many chunks stores them packed, see
+#: :func:`pack_chunks`). 4: group commit (an entry may fold several writers' requests: ``folds``,
+#: and ``state.folded``, the ids folded lately, which a version-3 committer would drop).
+#: Version 1, 2 and 3 streams read and append unchanged.
+FORMAT_VERSION = 4
 
 logger = logging.getLogger(__name__)
 
@@ -108,10 +112,14 @@ class Entry:
     batch: Any = None
     chunks: list[Chunk] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    #: Group commit (format v4): the requests this entry folded, in order, as
+    #: ``[request id, writer, batch, chunk count, info]``; their chunks are consecutive runs of
+    #: ``chunks``. Empty for an entry of one commit (``writer``/``batch``/``info`` are then its).
+    folds: list[list[Any]] = field(default_factory=list)
 
     def delta_json(self) -> dict[str, Any]:
-        return _delta(self.pos, self.op, self.wall, self.nonce, [c.to_json() for c in self.chunks],
-                      self.writer, self.batch, self.info)
+        return _with_folds(_delta(self.pos, self.op, self.wall, self.nonce, [c.to_json() for c in self.chunks],
+                                  self.writer, self.batch, self.info), self.folds)
 
     def encode(self) -> bytes:
         d = self.delta_json()
@@ -129,8 +137,8 @@ class Entry:
             check_delta(d)
             check_version(d.get("v"), path)
             chunks = [Chunk.from_json(c).to_json() for c in d["chunks"]]
-            return _delta(d["pos"], d["op"], d["wall"], d["nonce"], chunks, d.get("writer"), d.get("batch"),
-                          d.get("info", {}))
+            return _with_folds(_delta(d["pos"], d["op"], d["wall"], d["nonce"], chunks, d.get("writer"),
+                                      d.get("batch"), d.get("info", {})), check_folds(d.get("folds", []), len(chunks)))
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
             raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
 
@@ -141,10 +149,12 @@ class Entry:
             d = json.loads(data)
             check_entry(d)
             check_version(d.get("v"), path)
+            chunks = [Chunk.from_json(c) for c in d["chunks"]]
             return cls(pos=d["pos"], op=d["op"], wall=d["wall"], nonce=d["nonce"],
                        writer=d.get("writer"), batch=d.get("batch"),
-                       chunks=[Chunk.from_json(c) for c in d["chunks"]], info=d.get("info", {}),
-                       state=StreamState.from_json(d["state"]))
+                       chunks=chunks, info=d.get("info", {}),
+                       state=StreamState.from_json(d["state"]),
+                       folds=check_folds(d.get("folds", []), len(chunks)))
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
             raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
 
@@ -159,6 +169,22 @@ def _delta(pos: int, op: str, wall: int, nonce: str, chunks: list[list[Any]], wr
     if info:
         d["info"] = info
     return d
+
+
+def _with_folds(d: dict[str, Any], folds: list[list[Any]]) -> dict[str, Any]:
+    if folds:
+        d["folds"] = folds
+    return d
+
+
+def check_folds(folds: Any, chunks: int) -> list[list[Any]]:
+    """The ``folds`` of an entry, shape-checked: ``[id, writer, batch, chunk count, info]`` each,
+    whose chunk counts add up to the entry's ``chunks`` (TypeError otherwise)."""
+    need(isinstance(folds, list) and all(
+        isinstance(f, list) and len(f) == 5 and isinstance(f[0], str) and (f[1] is None or isinstance(f[1], str))
+        and is_int(f[3]) and f[3] >= 0 and isinstance(f[4], dict) for f in folds), "the entry's folds")
+    need(not folds or sum(f[3] for f in folds) == chunks, "the entry's folds (chunk counts)")
+    return folds
 
 
 class EntryLog:

@@ -14,8 +14,9 @@ callers use; its own code takes positions. Invariants:
   sealed/epoch records of earlier commits (deterministic bytes, so a lost race rewrites the
   same content), and its own pending records only after it won its slot.
 
-Costs (store calls): commit 1 read + 1 conditional create + 1 head write (+ 1 node write and 1
-batched read every ``FANOUT`` commits); reads and searches as in :mod:`~pyspark_tstream.journal.entries`
+Costs (store calls): commit 1 conditional create on its critical path (+ 1 node write and 1
+batched read every ``FANOUT`` commits; a lost race 1 read), then 1 head write in the background
+on object stores (:mod:`~pyspark_tstream.journal.hints`); reads and searches as in :mod:`~pyspark_tstream.journal.entries`
 and :mod:`~pyspark_tstream.journal.timeindex`.
 """
 
@@ -32,6 +33,7 @@ from ..store import layout
 from ..store.races import LOST, Lost, until_won
 from ..store.storage import Store
 from .entries import Entry, EntryLog
+from .hints import HeadHints
 from .state import StreamState
 from .timeindex import Delta, TimeIndex, summary
 
@@ -55,6 +57,8 @@ class Journal:
         #: Called with the work state before each conditional create: lazy writes of committed
         #: facts (sealed-segment shards, epoch records) that then leave the state.
         self.flushers: list[Callable[[StreamState], None]] = []
+        #: The head hint (written in the background on object stores) and other deferred chores.
+        self.hints = HeadHints(store)
 
     # -- entry I/O (see entries.EntryLog) ------------------------------------------------------
     def read_entry(self, pos: int) -> Entry:
@@ -122,9 +126,9 @@ class Journal:
 
         def attempt() -> tuple[Entry | None, StreamState] | Lost:
             nonlocal newest, lost
-            out = self._attempt(build, newest)
-            if isinstance(out, StreamState):  # another commit took the slot: rebuild on its state
-                newest = out
+            out = self.attempt(build, newest)
+            if isinstance(out, Entry):  # another commit took the slot: rebuild on its state
+                newest = out.state
                 lost += 1
                 if lost >= 2:
                     # lost twice in a row: we may be far behind (a long vacuum or compaction
@@ -138,9 +142,10 @@ class Journal:
         return until_won(attempt, what=f"a journal slot of {self.store.display_url}",
                          expected=lambda: newest.pos + 1)
 
-    def _attempt(self, build: Callable[[StreamState, int], Entry | None],
-                 state: StreamState) -> tuple[Entry | None, StreamState] | StreamState:
-        """One try at position ``state.pos + 1``: the outcome, or the winner's state if lost."""
+    def attempt(self, build: Callable[[StreamState, int], Entry | None],
+                state: StreamState) -> tuple[Entry | None, StreamState] | Entry:
+        """One try at position ``state.pos + 1``: the outcome, or the winner's entry if lost
+        (a group committer looks in it for the requests it folded)."""
         pos = state.pos + 1
         work = StreamState.from_json(json.loads(json.dumps(state.to_json())))
         entry = build(work, pos)
@@ -177,9 +182,9 @@ class Journal:
                     f"journal slot {self.store.uri(layout.entry(pos))} reported as taken but is "
                     "missing; check the store's consistency", path=self.store.uri(layout.entry(pos)))
             if winner.nonce != entry.nonce:
-                return winner.state
+                return winner
             # our own earlier attempt created it (its answer was lost): the commit is ours
-        self._write_head(data)
+        self.hints.offer(pos, data)
         self._publish(entry.state, bool(fresh_sealed) or fresh_epoch is not None)
         return entry, entry.state
 

@@ -68,5 +68,8 @@ def check_entry(d: Any) -> None:
     need(isinstance(st.get("schema_changes", []), list) and all(
         isinstance(c, list) and len(c) == 4 and all(is_int(x) for x in c[:3]) and isinstance(c[3], list)
         and all(isinstance(n, str) for n in c[3]) for c in st.get("schema_changes", [])), "state.schema_changes")
+    need(isinstance(st.get("folded", []), list) and all(
+        isinstance(f, list) and len(f) == 2 and is_int(f[0]) and isinstance(f[1], list)
+        and all(isinstance(i, str) for i in f[1]) for f in st.get("folded", [])), "state.folded")
     need(isinstance(st.get("pending_sealed", []), list) and isinstance(st.get("truncations", []), list)
           and isinstance(st.get("pending_epoch") or {}, dict), "state.pending_*")

@@ -14,6 +14,10 @@ from typing import Any
 
 #: How many recent batch ids each writer remembers exactly (Redis IDMP keeps 100).
 DEDUPE_WINDOW = 64
+#: Group commit: a published request with base ``b`` may be folded only at positions
+#: ``(b, b + FOLD_WINDOW]``, and the state remembers the ids folded in its last this-many
+#: positions, so no request is folded twice (docs/design.md §7.27).
+FOLD_WINDOW = 16
 
 
 @dataclass
@@ -171,6 +175,16 @@ class StreamState:
     #: before that commit, [added columns]]; at most one per stream column, so bounded by the
     #: schema it describes. Live queries stop their batches before a change (read/schema_guard.py)
     schema_changes: list[list[Any]] = field(default_factory=list)
+    #: group commit: ``[journal position, [request ids folded there]]`` for the positions of the
+    #: last ``FOLD_WINDOW`` that folded published requests, oldest first (write/group.py)
+    folded: list[list[Any]] = field(default_factory=list)
+
+    def was_folded(self, rid: str) -> int | None:
+        """The position that folded published request ``rid``, if within the remembered window."""
+        for pos, ids in self.folded:
+            if rid in ids:
+                return int(pos)
+        return None
 
     def segment(self, seg_id: int) -> Segment | None:
         for s in self.segments:
@@ -191,6 +205,7 @@ class StreamState:
             "truncations": self.truncations,
             **({"compaction": self.compaction} if self.compaction else {}),
             **({"schema_changes": self.schema_changes} if self.schema_changes else {}),
+            **({"folded": self.folded} if self.folded else {}),
         }
 
     @classmethod
@@ -206,5 +221,5 @@ class StreamState:
             first_tso=d.get("first_tso", 0), gc_pos=d.get("gc_pos", 0), meta_gc_pos=d.get("meta_gc_pos", 0),
             pending_sealed=d.get("pending_sealed", []), pending_epoch=d.get("pending_epoch"),
             truncations=d.get("truncations", []), compaction=d.get("compaction", {}),
-            schema_changes=d.get("schema_changes", []),
+            schema_changes=d.get("schema_changes", []), folded=d.get("folded", []),
         )

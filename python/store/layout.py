@@ -20,6 +20,7 @@ it, so the tree below is the whole of the layout (design doc §6.1)::
         macros/<number>/<bucket:06d>/<v:08d>.json        macro_version(number, bucket, v)
         macros/<number>/<bucket:06d>/head.json           macro_head(number, bucket)
         compact/m-<uuid>.json                            manifest(macro-chunk path)
+        requests/<base:012d>-<id>.json                   commit_request(base, rid)
       data/<number>/<tag>-<task>-<uuid>.parquet          data_chunk(number, tag, task, uid)
       data/<number>/reroute-<uuid>.parquet               reroute_chunk(number, uid)
       data/<number>/m-<uuid>.parquet                     macro_chunk(number, uid)
@@ -54,6 +55,8 @@ GROUPS = f"{META}/groups"
 MACROS = f"{META}/macros"
 #: Compaction manifests.
 MANIFESTS = f"{META}/compact"
+#: Published commit requests waiting to be folded into a journal entry (group commit).
+REQUESTS = f"{META}/requests"
 #: Data files: one folder per segment number.
 DATA = "data"
 
@@ -94,6 +97,20 @@ def entry(pos: int) -> str:
 def journal_folder(name: str) -> str:
     """A listed folder of journal entries (``name`` as :data:`JOURNAL` lists it)."""
     return f"{JOURNAL}/{name}"
+
+
+def commit_request(base: int, rid: str) -> str:
+    """A published commit request (group commit): ``base`` is the journal position its writer
+    knew, ``rid`` its id; both are in the name so a combiner or a vacuum can skip or collect it
+    from a listing alone."""
+    return f"{REQUESTS}/{base:012d}-{rid}{_JSON}"
+
+
+def request_name(name: str) -> tuple[int, str] | None:
+    """``(base, rid)`` of a listed request name (``<base:012d>-<id>.json``), None if it is not one."""
+    stem = name[: -len(_JSON)] if name.endswith(_JSON) else ""
+    base, _, rid = stem.partition("-")
+    return (int(base), rid) if base.isdigit() and rid.isalnum() else None
 
 
 def index_node(level: int, node: int) -> str:

@@ -1,0 +1,371 @@
+"""Group commit: concurrent writers share journal slots (flat combining over an object store).
+
+One job: commit a data request so that acknowledged commits per second grow with writers while
+conditional creates stay at about one per round trip (docs/design.md §7.27). Every journal slot
+is a conditional create on one key; with N writers racing for it one wins and N − 1 used to
+re-read and race again, one slot at a time. Here a writer's request goes straight for the next
+slot (its critical path: the data PUTs, then one create). Only a writer that lost publishes its
+request as an immutable object (:func:`~pyspark_tstream.store.layout.commit_request`: chunk
+list, writer, batch, base position) and keeps trying; whoever wins a slot folds in every
+published request it has listed, as if each had committed in turn (:func:`fold`). A writer
+whose request another folded is acknowledged by the entry that folded it, which it reads
+anyway when it loses the next race.
+
+Invariants kept:
+
+* a request is folded at most once, whatever its writer does (crashes, retries, gives up): a
+  published request with base ``b`` may be folded only at positions ``(b, b + FOLD_WINDOW]``,
+  and every state remembers the ids folded in its last ``FOLD_WINDOW`` positions
+  (``StreamState.folded``), which covers all of ``(b, p − 1]`` for any slot ``p`` it may take;
+  a (writer, batch) is also deduplicated as for any commit (``CommitRequest.settled``), so a
+  retry with the same ids after a fold is a no-op;
+* a request is published only after its chunks are durable (the writer wrote them before
+  committing), so a combiner never names a missing file;
+* folding is the composition of sequential commits (``CommitRequest.__call__`` applied in
+  order on one state): lanes, the tick, dense ``_seq`` and dedupe hold exactly as if each had
+  its own entry;
+* a request that cannot be applied on the state (its segment was sealed by a scale, its schema
+  does not fit) is left out by a combiner, never failed: its own writer meets the error;
+* request objects are deleted by their writer once committed (in the background) and, when a
+  writer vanished, by ``vacuum`` from their names alone once their window has passed.
+
+Costs (store calls): an uncontended commit 1 conditional create; a lost race 1 read of the
+winner, then 1 request PUT (once), 1 listing and 1 batched read of the requests not yet seen,
+per further attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CommitConflictError, corrupt
+from ..journal.entries import Entry
+from ..journal.journal import Journal
+from ..journal.shapes import is_int, need
+from ..journal.state import FOLD_WINDOW, StreamState
+from ..schema import decode_schema, encode_schema, reconcile
+from ..store import layout
+from ..store.races import MAX_ATTEMPTS
+from .commit import MOVE_RULES, CommitRequest, CountRaised
+from .writing import ChunkInfo
+
+#: Format of a published request object.
+REQUEST_VERSION = 1
+#: At most this many requests go into one entry (bounds an entry's size).
+FOLD_MAX = 256
+#: Lost races in one commit after which the head hint is read (Journal.commit reads it after 2).
+HEAD_AFTER_LOSSES = 8
+#: After a lost race, a writer lists published requests before each of its next this-many commits.
+CONTENDED_COMMITS = 16
+
+logger = logging.getLogger(__name__)
+
+
+def new_id() -> str:
+    """A request id: 64 random bits, hex (unique within any fold window)."""
+    return uuid.uuid4().hex[:16]
+
+
+def publishable(req: CommitRequest) -> bool:
+    """Whether ``req`` may be folded by another writer: a plain data append (ticks, session
+    closes and schema merges commit on their own)."""
+    return (req.op == "append" and bool(req.chunks) and req.heartbeat is None and not req.close
+            and not req.merge_schema)
+
+
+@dataclass(frozen=True)
+class Published:
+    """A commit request as another writer reads it: what ``CommitRequest`` needs, and its slot window."""
+
+    rid: str
+    base: int
+    now: int
+    chunks: tuple[ChunkInfo, ...]
+    writer: str | None = None
+    batch: Any = None
+    session: bool = False
+    monotonic: bool = False
+    schema: str = ""  # the data's user schema, encoded ("" none)
+
+    @property
+    def path(self) -> str:
+        return layout.commit_request(self.base, self.rid)
+
+    @classmethod
+    def of(cls, rid: str, base: int, req: CommitRequest) -> Published:
+        return cls(rid=rid, base=base, now=req.now, chunks=tuple(req.chunks), writer=req.writer_id,
+                   batch=req.batch_id, session=req.session, monotonic=req.monotonic,
+                   schema=encode_schema(req.schema) if req.schema is not None else "")
+
+    def request(self, count_raised: CountRaised | None) -> CommitRequest:
+        return CommitRequest(chunks=list(self.chunks), writer_id=self.writer, batch_id=self.batch,
+                             session=self.session, now=self.now, monotonic=self.monotonic,
+                             schema=decode_schema(self.schema) if self.schema else None,
+                             count_raised=count_raised)
+
+    def encode(self) -> bytes:
+        return json.dumps({"v": REQUEST_VERSION, "rid": self.rid, "base": self.base, "now": self.now,
+                           "writer": self.writer, "batch": self.batch, "session": self.session,
+                           "monotonic": self.monotonic, "schema": self.schema,
+                           "chunks": [c.to_json() for c in self.chunks]}, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, path: str) -> Published:
+        """The request in ``data``; CorruptMetadataError naming ``path`` if it is not one."""
+        try:
+            d = json.loads(data)
+            need(isinstance(d, dict) and d.get("v") == REQUEST_VERSION, "the request's version")
+            need(isinstance(d.get("rid"), str) and is_int(d.get("base")) and is_int(d.get("now")), "rid/base/now")
+            need(d.get("writer") is None or isinstance(d["writer"], str), "writer")
+            need(isinstance(d.get("chunks"), list) and all(isinstance(c, dict) for c in d["chunks"]), "chunks")
+            return cls(rid=d["rid"], base=d["base"], now=d["now"], writer=d.get("writer"), batch=d.get("batch"),
+                       session=bool(d.get("session")), monotonic=bool(d.get("monotonic")),
+                       schema=str(d.get("schema") or ""),
+                       chunks=tuple(ChunkInfo.from_json(c) for c in d["chunks"]))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise corrupt("commit request", path, e, layout.stream_url(path)) from e
+
+
+@dataclass
+class Part:
+    """One request in a fold: the builder's own (first) or a published one."""
+
+    rid: str
+    req: CommitRequest
+    base: int = -1  # the base it was published with; -1 while unpublished
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def published(self) -> bool:
+        return self.base >= 0
+
+    def window_has(self, pos: int) -> bool:
+        """Whether this request may be folded at ``pos`` (always, while unpublished)."""
+        return not self.published or self.base < pos <= self.base + FOLD_WINDOW
+
+
+def applicable(req: CommitRequest, state: StreamState) -> bool:
+    """Whether ``req`` applies on ``state`` without error: its segments are active and its schema fits."""
+    if any(state.segment(c.seg) is None for c in req.chunks):
+        return False
+    if req.schema is not None and state.schema:
+        try:
+            reconcile(decode_schema(state.schema), req.schema, merge=False)
+        except Exception:  # noqa: BLE001 - a mismatch of any kind: its own writer reports it
+            return False
+    return True
+
+
+def fold(parts: Sequence[Part], state: StreamState, pos: int) -> Entry | None:
+    """The entry at ``pos`` that commits ``parts`` in order on ``state`` (a private copy), as
+    that many sequential commits would; None if none needs committing.
+
+    ``parts[0]`` is the builder's own request: its errors (a sealed segment, a schema that does
+    not fit) propagate. Others that cannot apply, are out of their window or were folded
+    already are left out. An entry of the builder's own unpublished request alone is an
+    ordinary entry; any other records its parts in ``folds`` and the published ids in
+    ``state.folded``.
+    """
+    built: list[tuple[Part, Entry]] = []
+    for i, part in enumerate(parts[:FOLD_MAX]):
+        if not part.window_has(pos) or state.was_folded(part.rid) is not None:
+            continue
+        if i > 0 and not applicable(part.req, state):
+            continue
+        entry = part.req(state, pos)
+        if entry is not None:
+            built.append((part, entry))
+    if not built:
+        return None
+    if len(built) == 1 and not built[0][0].published and built[0][0] is parts[0]:
+        return built[0][1]
+    ids = [p.rid for p, _ in built if p.published]
+    state.folded = [f for f in state.folded if f[0] > pos - FOLD_WINDOW] + ([[pos, ids]] if ids else [])
+    info: dict[str, Any] = {"rows": sum(int(e.info.get("rows", 0)) for _, e in built), "folded": len(built)}
+    moved = {rule: sum(int(e.info.get("moved", {}).get(rule, 0)) for _, e in built) for rule in MOVE_RULES}
+    if any(moved.values()):
+        info["moved"] = {rule: n for rule, n in moved.items() if n}
+    raised = sum(int(e.info.get("raised", 0)) for _, e in built)
+    if raised:
+        info["raised"] = raised
+    expired = sorted({w for _, e in built for w in e.info.get("expired", [])})
+    if expired:
+        info["expired"] = expired
+    first = built[0][1]
+    return Entry(pos=pos, op="append", wall=max(e.wall for _, e in built), state=state, writer=first.writer,
+                 batch=first.batch, chunks=[c for _, e in built for c in e.chunks], info=info,
+                 folds=[[p.rid, e.writer, e.batch, len(e.chunks), e.info] for p, e in built])
+
+
+def part_of(entry: Entry, rid: str) -> Entry | None:
+    """The view of ``entry`` as the commit of request ``rid`` alone (None if it holds no such part)."""
+    at = 0
+    for f in entry.folds:
+        if f[0] == rid:
+            return Entry(pos=entry.pos, op=entry.op, wall=entry.wall, state=entry.state, nonce=entry.nonce,
+                         writer=f[1], batch=f[2], chunks=entry.chunks[at: at + f[3]], info=f[4])
+        at += f[3]
+    return None
+
+
+class GroupCommit:
+    """Commits data requests through one journal, folding and being folded (module docstring)."""
+
+    def __init__(self, journal: Journal, count_raised: CountRaised | None = None) -> None:
+        self.journal = journal
+        self.store = journal.store
+        self.count_raised = count_raised
+        #: Published requests read so far, by id (immutable; dropped once out of their window).
+        self.seen: dict[str, Published] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        #: Listing runs beside the data writes on object stores (in line elsewhere, when contended).
+        self.background = journal.hints.background
+        #: Commits left during which this writer lists before its first attempt (after a lost race).
+        self.contended = 0
+
+    def prefetch(self, state: StreamState) -> Future[list[Published]]:
+        """Start listing the published requests now (while the caller writes its data), so the
+        first attempt folds them without a round trip of its own."""
+        return self._executor().submit(self._discover, None, state)
+
+    def commit(self, req: CommitRequest, state: StreamState,
+               listed: Future[list[Published]] | None = None, own: Part | None = None) -> tuple[Entry | None, bool]:
+        """Commit ``req`` on ``state`` (the newest known): ``(entry, created)`` where ``entry``
+        is the view of the journal entry that holds ``req`` (:func:`part_of`) and ``created``
+        says whether this call created it; ``(None, created)`` when ``req`` needed no commit
+        (:meth:`CommitRequest.settled`). ``listed``: a :meth:`prefetch` of the pending requests;
+        ``own``: ``req`` as already published (a writer resuming after a crash)."""
+        own = own if own is not None else Part(new_id(), req)
+        newest = state
+        if listed is not None:
+            # uncontended, a listing still in flight must not hold the create back (it is one
+            # more round trip, and a lone writer finds nothing anyway)
+            pending = listed.result() if self.contended or listed.done() else []
+        else:
+            pending = self._discover(None, state) if self.contended else []
+        self.contended = max(0, self.contended - 1)
+        lost = 0
+        for _ in range(MAX_ATTEMPTS):
+            if own.published:
+                done = self._folded_before(own, newest)
+                if done is not None:
+                    return done, False
+            parts = [own, *(Part(p.rid, p.request(self.count_raised), p.base) for p in pending)]
+            out = self.journal.attempt(lambda st, pos: fold(parts, st, pos), newest)
+            if not isinstance(out, Entry):
+                entry, newest = out
+                if entry is None:
+                    return None, False
+                mine = part_of(entry, own.rid) if entry.folds else entry
+                if mine is None and own.published:
+                    return self._folded_before(own, entry.state), True
+                self._done(own)
+                return mine, True
+            if own.published and out.folds:
+                mine = part_of(out, own.rid)
+                if mine is not None:
+                    self._done(own)
+                    return mine, False
+            newest = out.state
+            lost += 1
+            self.contended = CONTENDED_COMMITS
+            if lost % HEAD_AFTER_LOSSES == 0:  # far behind, maybe (Journal.commit's rule): the head
+                # is the newest. Rarely: each lost race already moved us one entry on, and under
+                # many writers the head is the object most rewritten and slowest to read
+                newest = max(newest, self.journal.head().state, key=lambda st: st.pos)
+            pending = self._contend(own, newest)
+        raise CommitConflictError(f"gave up after {MAX_ATTEMPTS} lost races on a journal slot of "
+                                  f"{self.store.display_url}", expected=newest.pos + 1)
+
+    # -- after a lost race -------------------------------------------------------------------
+    def _contend(self, own: Part, state: StreamState) -> list[Published]:
+        """Publish ``own`` (once, if it may be folded) and list the requests others published,
+        both at once: one round trip when nothing new is listed, two otherwise."""
+        if own.published or not publishable(own.req):
+            return self._discover(own, state)
+        own.base = state.pos
+        item = Published.of(own.rid, own.base, own.req)
+        put = self._executor().submit(self.store.write, item.path, item.encode())
+        try:
+            return self._discover(own, state)
+        finally:
+            put.result()  # published before our next attempt: a fold of it names durable chunks
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tstream-group")
+        return self._pool
+
+    def _discover(self, own: Part | None, state: StreamState) -> list[Published]:
+        """The published requests that may still be folded after ``state``, oldest first."""
+        nxt = state.pos + 1
+        wanted: list[tuple[int, str]] = []
+        for name in self.store.list(layout.REQUESTS):
+            parsed = layout.request_name(name)
+            if parsed is None:
+                continue
+            base, rid = parsed
+            if (own is None or rid != own.rid) and base + FOLD_WINDOW >= nxt and state.was_folded(rid) is None:
+                wanted.append((base, rid))
+        for rid in [r for r, p in self.seen.items() if p.base + FOLD_WINDOW < nxt]:
+            del self.seen[rid]
+        unread = [layout.commit_request(b, r) for b, r in wanted if r not in self.seen]
+        for rel, data in zip(unread, self._read_present(unread)):
+            if data is None:
+                continue
+            try:
+                item = Published.decode(data, self.store.uri(rel))
+            except Exception as e:  # noqa: BLE001 - a damaged request is skipped, never folded
+                logger.warning("tstream: %s", e)
+                continue
+            self.seen[item.rid] = item
+        return sorted((self.seen[r] for _, r in wanted if r in self.seen), key=lambda p: (p.base, p.rid))
+
+    def _read_present(self, rels: list[str]) -> list[bytes | None]:
+        """The objects at ``rels`` in one batched read; None for one deleted since it was listed."""
+        if not rels:
+            return []
+        try:
+            return list(self.store.read_many(rels))
+        except (FileNotFoundError, KeyError):  # KeyError: memory:// deleting under a concurrent read
+            out: list[bytes | None] = []
+            for rel in rels:
+                try:
+                    out.append(self.store.read(rel))
+                except (FileNotFoundError, KeyError):
+                    out.append(None)
+            return out
+
+    # -- a request another writer may have folded --------------------------------------------
+    def _folded_before(self, own: Part, state: StreamState) -> Entry | None:
+        """The part of the entry that folded ``own`` if ``state`` shows it did; if its window
+        passed unfolded, ``own`` becomes a fresh, unpublished request (returns None)."""
+        pos = state.was_folded(own.rid)
+        if pos is None and state.pos >= own.base + FOLD_WINDOW:
+            if state.pos - FOLD_WINDOW >= own.base + 1:  # the window's positions left this state's memory
+                pos = self.journal.read_entry(own.base + FOLD_WINDOW).state.was_folded(own.rid)
+            if pos is None:  # nobody can fold it any more: commit it afresh
+                self.journal.hints.later(lambda rel=layout.commit_request(own.base, own.rid): self.store.delete([rel]))
+                own.rid, own.base = new_id(), -1
+                return None
+        if pos is None:
+            return None
+        mine = part_of(self.journal.read_entry(pos), own.rid)
+        if mine is None:
+            raise corrupt("journal entry", self.store.uri(layout.entry(pos)),
+                          ValueError(f"the state says it folded request {own.rid}, the entry does not"),
+                          self.store.display_url)
+        self._done(own)
+        return mine
+
+    def _done(self, own: Part) -> None:
+        """``own`` is committed: delete its published object, off the critical path."""
+        if own.published:
+            rel = layout.commit_request(own.base, own.rid)
+            self.journal.hints.later(lambda: self.store.delete([rel]))

@@ -1,0 +1,299 @@
+"""Group commit (issue #35): a commit's critical path, folding published requests exactly once."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pyarrow as pa
+import pytest
+from conftest import CallLog
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.errors import UnsupportedFormatError
+from pyspark_tstream.journal import entries
+from pyspark_tstream.journal.entries import Entry
+from pyspark_tstream.journal.state import FOLD_WINDOW
+from pyspark_tstream.store import layout
+from pyspark_tstream.timestamps import now_ms
+from pyspark_tstream.write.commit import CommitRequest
+from pyspark_tstream.write.group import GroupCommit, Part, Published, new_id
+from pyspark_tstream.write.writing import write_batches
+
+
+def _rows(writer: str, batch: int, rows: int = 10) -> pa.Table:
+    return pa.table({"writer": [writer] * rows, "batch": [batch] * rows, "i": list(range(rows))})
+
+
+def _counts(s: Stream) -> dict[tuple[str, int], int]:
+    t = s.read()
+    out: dict[tuple[str, int], int] = {}
+    for k in zip(t["writer"].to_pylist(), t["batch"].to_pylist()):
+        out[k] = out.get(k, 0) + 1
+    seqs = sorted(zip(t["_segment"].to_pylist(), t["_seq"].to_pylist()))
+    for seg in {g for g, _ in seqs}:
+        mine = [q for g, q in seqs if g == seg]
+        assert mine == list(range(len(mine))), "_seq not dense"
+    return out
+
+
+def _publish(s: Stream, writer: str, batch: int) -> Published:
+    """What a writer that lost a race leaves behind: its chunks, then its request object."""
+    table = _rows(writer, batch)
+    chunks = write_batches(s.appending.write_spec(table.schema), [table], ordered=True)
+    req = CommitRequest(chunks=chunks, writer_id=writer, batch_id=batch, schema=table.schema, now=now_ms())
+    item = Published.of(new_id(), s.state.pos, req)
+    s.store.write(item.path, item.encode())
+    return item
+
+
+def test_a_single_writers_commit_is_its_data_put_and_one_conditional_create(url: str) -> None:
+    """On an object store the head hint and the listing of others' requests leave the critical
+    path: the committing thread makes only the data write(s) and one conditional create."""
+    s = Stream.create(url, segments=2)
+    s.append(_rows("w", 0), writer_id="w", batch_id=0)
+    s.context.journal.hints.background = True  # as on s3:// (hints.LOCAL are in line)
+    s.appending.group.background = True
+    caller = threading.get_ident()
+    mine: list[tuple[str, str]] = []
+    s.store.observer = lambda op, rel: mine.append((op, rel)) if threading.get_ident() == caller else None
+    for b in range(1, 5):  # away from the index flush every 32 positions
+        mine.clear()
+        ack = s.append(_rows("w", b), writer_id="w", batch_id=b)
+        assert ack.rows == 10 and not ack.duplicate
+        ops = [op for op, _ in mine]
+        assert ops[-1] == "put_if_absent" and set(ops[:-1]) <= {"open_output", "write"}, mine
+        assert len(ops) == 2, mine  # one data file (all segments' slices) + the create: 2 round trips
+    s.context.journal.hints.settle()
+    assert Stream.open(url).state.pos == s.state.pos
+
+
+def test_a_published_request_is_folded_by_the_next_winner_and_acknowledged(url: str) -> None:
+    s = Stream.create(url, segments=2)
+    s.append(_rows("a", 0), writer_id="a", batch_id=0)
+    b = Stream.open(url)
+    item = _publish(b, "b", 0)
+    s.appending.group.contended = 1  # a writer that lost lately lists before its attempt
+    s.append(_rows("a", 1), writer_id="a", batch_id=1)
+    entry = s.journal.read_entry(s.state.pos)
+    assert [f[:3] for f in entry.folds] == [[entry.folds[0][0], "a", 1], [item.rid, "b", 0]]
+    assert entry.state.was_folded(item.rid) == entry.pos
+    # b's writer (its process went on) is acknowledged by that entry, not by a commit of its own
+    own = Part(item.rid, item.request(None), item.base)
+    part, created = b.appending.group.commit(own.req, b.state, own=own)
+    assert not created and part is not None and part.pos == entry.pos and part.writer == "b"
+    assert sum(c.rows for c in part.chunks) == 10
+    assert _counts(s) == {("a", 0): 10, ("a", 1): 10, ("b", 0): 10}
+
+
+def test_a_writer_that_gave_up_after_publishing_is_committed_once(url: str) -> None:
+    """Its request is folded later; its retry with the same (writer, batch) is then a no-op."""
+    s = Stream.create(url, segments=2)
+    _publish(Stream.open(url), "quitter", 7)
+    s.appending.group.contended = 1
+    s.append(_rows("a", 0), writer_id="a", batch_id=0)
+    retry = Stream.open(url).append(_rows("quitter", 7), writer_id="quitter", batch_id=7)
+    assert retry.duplicate
+    assert _counts(s) == {("a", 0): 10, ("quitter", 7): 10}
+
+
+def test_a_request_is_never_folded_twice(url: str) -> None:
+    """Two combiners that both listed a request: the second finds it in the state's window."""
+    s = Stream.create(url)
+    item = _publish(Stream.open(url), "b", 0)
+    for w in ("a", "c"):
+        h = Stream.open(url)
+        h.appending.group.contended = 1
+        h.append(_rows(w, 0), writer_id=w, batch_id=0)
+    assert _counts(s) == {("a", 0): 10, ("b", 0): 10, ("c", 0): 10}
+    folds = [f[0] for e in s.journal.log.read_entries(range(1, s.refresh().pos + 1)) for f in e.folds]
+    assert folds.count(item.rid) == 1
+
+
+def test_an_anonymous_request_is_folded_once_by_its_id_alone(url: str) -> None:
+    s = Stream.create(url)
+    table = _rows("anon", 0)
+    chunks = write_batches(s.appending.write_spec(table.schema), [table], ordered=True)
+    req = CommitRequest(chunks=chunks, schema=table.schema, now=now_ms())
+    item = Published.of(new_id(), s.state.pos, req)
+    s.store.write(item.path, item.encode())
+    for w in ("a", "c"):
+        h = Stream.open(url)
+        h.appending.group.contended = 1
+        h.append(_rows(w, 0), writer_id=w, batch_id=0)
+    own = Part(item.rid, item.request(None), item.base)
+    part, created = Stream.open(url).appending.group.commit(own.req, s.refresh(), own=own)
+    assert not created and part is not None
+    assert _counts(s) == {("a", 0): 10, ("anon", 0): 10, ("c", 0): 10}
+
+
+def test_a_request_past_its_window_is_not_folded_and_its_writer_commits_it(url: str) -> None:
+    s = Stream.create(url)
+    item = _publish(Stream.open(url), "late", 0)
+    for i in range(FOLD_WINDOW + 1):
+        s.append(_rows("a", i), writer_id="a", batch_id=i)  # never lists: nobody folds "late"
+    h = Stream.open(url)
+    h.appending.group.contended = 1
+    h.append(_rows("c", 0), writer_id="c", batch_id=0)  # lists it, but too late to fold it
+    assert ("late", 0) not in _counts(s)
+    own = Part(item.rid, item.request(None), item.base)
+    part, created = Stream.open(url).appending.group.commit(own.req, s.refresh(), own=own)
+    assert created and part is not None and part.writer == "late"
+    assert _counts(s)[("late", 0)] == 10
+
+
+def test_concurrent_writers_fold_and_lose_nothing(url: str) -> None:
+    s0 = Stream.create(url, segments=3)
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            s = Stream.open(url)
+            for b in range(8):
+                s.append(_rows(f"w{t}", b), writer_id=f"w{t}", batch_id=b)
+        except BaseException as e:  # noqa: BLE001 - surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(12)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    assert _counts(s0) == {(f"w{t}", b): 10 for t in range(12) for b in range(8)}
+
+
+def test_crash_at_every_store_call_of_a_folding_commit(url: str) -> None:
+    """A crash at each store call of a commit that folds another writer's request; then both
+    writers retry: every batch exactly once."""
+    probe = Stream.create(url + "-probe")
+    _publish(Stream.open(url + "-probe"), "b", 0)
+    log = CallLog()
+    probe.appending.group.contended = 1
+    probe.store.observer = log
+    probe.append(_rows("a", 0), writer_id="a", batch_id=0)
+    total = log.count()
+    assert total >= 4  # the listing, the request read, the data, the create
+    for k in range(1, total + 1):
+        u = f"{url}-{k}"
+        s = Stream.create(u)
+        _publish(Stream.open(u), "b", 0)
+        s.appending.group.contended = 1
+        crash = CallLog()
+        crash.fail_at = k
+        s.store.observer = crash
+        try:
+            s.append(_rows("a", 0), writer_id="a", batch_id=0)
+            op, rel = crash.calls[k - 1]  # the commit stood: only best-effort work failed
+            assert rel == layout.HEAD or (op == "delete" and rel.startswith(layout.REQUESTS)), crash.calls[k - 1]
+        except RuntimeError as e:
+            assert "injected crash" in str(e)
+        s.store.observer = None
+        for w in ("a", "b"):
+            Stream.open(u).append(_rows(w, 0), writer_id=w, batch_id=0)
+        assert _counts(Stream.open(u)) == {("a", 0): 10, ("b", 0): 10}, f"crash at call {k}"
+
+
+def test_a_folding_entry_round_trips_and_version_2_entries_still_read(url: str) -> None:
+    s = Stream.create(url)
+    _publish(Stream.open(url), "b", 0)
+    s.appending.group.contended = 1
+    s.append(_rows("a", 0), writer_id="a", batch_id=0)
+    entry = s.journal.read_entry(s.state.pos)
+    assert entry.folds and Entry.decode(entry.encode(), path="x").folds == entry.folds
+    # an entry as format 2 wrote it (no folds, no state.folded) reads and appends unchanged
+    old = json.loads(s.store.read(layout.entry(1)))
+    old["v"] = 2
+    old.pop("folds", None)
+    old["state"].pop("folded", None)
+    u2 = url + "-v2"
+    s2 = Stream.create(u2)
+    s2.append(_rows("a", 0), writer_id="a", batch_id=0)
+    raw = json.loads(s2.store.read(layout.entry(1)))
+    raw["v"] = 2
+    s2.store.write(layout.entry(1), json.dumps(raw).encode())
+    s2.store.write(layout.HEAD, json.dumps(raw).encode())
+    again = Stream.open(u2)
+    again.append(_rows("a", 1), writer_id="a", batch_id=1)
+    assert _counts(again) == {("a", 0): 10, ("a", 1): 10}
+
+
+def test_a_newer_format_is_refused(url: str) -> None:
+    s = Stream.create(url)
+    s.append(_rows("a", 0))
+    raw = json.loads(s.store.read(layout.entry(1)))
+    raw["v"] = entries.FORMAT_VERSION + 1
+    with pytest.raises(UnsupportedFormatError):
+        Entry.decode(json.dumps(raw).encode(), path="x")
+
+
+def test_a_damaged_request_is_skipped_never_folded(url: str) -> None:
+    s = Stream.create(url)
+    s.store.write(layout.commit_request(0, "deadbeef00000000"), b"{not json")
+    s.appending.group.contended = 1
+    s.append(_rows("a", 0), writer_id="a", batch_id=0)
+    assert _counts(s) == {("a", 0): 10}
+    assert GroupCommit(s.journal)._discover(None, s.state) == []
+
+
+class _SlowDownProxy:
+    """S3's behaviour on one key: above ``limit`` conditional writes a second, 503 SlowDown."""
+
+    def __init__(self, upstream: str, limit: int) -> None:
+        import time
+
+        from s3servers import FaultProxy
+
+        outer = self
+
+        class Proxy(FaultProxy):
+            def _next(self, method: str, path: str) -> str:
+                if method == "PUT" and "/_tstream/journal/" in path:
+                    with self._lock:
+                        second = int(time.monotonic())
+                        n = outer.seen.get((path, second), 0) + 1
+                        outer.seen[(path, second)] = n
+                        if n > limit:
+                            outer.refused += 1
+                            return "503"
+                return super()._next(method, path)
+
+        self.seen: dict[tuple[str, int], int] = {}
+        self.refused = 0
+        self.proxy = Proxy(upstream).start()
+
+
+@pytest.mark.s3
+def test_slowdown_on_the_contended_slot_fails_no_writer(moto_server: str) -> None:
+    """Writers racing for one journal key past S3's per-key rate get 503 SlowDown; the store
+    retries them, group commit folds the losers, and every batch lands exactly once."""
+    import uuid
+
+    from pyspark_tstream.store.failures import RetryPolicy
+    from s3servers import BUCKET, s3_storage_options
+
+    slow = _SlowDownProxy(moto_server, limit=2)
+    try:
+        url = f"s3://{BUCKET}/slowdown-{uuid.uuid4().hex[:8]}/stream"
+        opts = s3_storage_options(slow.proxy.endpoint)
+        Stream.create(url, storage_options=opts)
+        errors: list[BaseException] = []
+
+        def work(t: int) -> None:
+            try:
+                s = Stream.open(url, opts, retry=RetryPolicy(attempts=8))
+                for b in range(4):
+                    s.append(_rows(f"w{t}", b), writer_id=f"w{t}", batch_id=b)
+                s.context.journal.hints.settle()
+            except BaseException as e:  # noqa: BLE001 - surfaced below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert not errors, errors
+        assert slow.refused > 0  # the limit was reached: writers met SlowDown and did not fail
+        assert _counts(Stream.open(url, opts)) == {(f"w{t}", b): 10 for t in range(6) for b in range(4)}
+    finally:
+        slow.proxy.stop()
