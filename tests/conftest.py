@@ -92,3 +92,23 @@ def calllog() -> Iterator[CallLog]:
 
 # spark / spark_connect session fixtures (tests/sparkfixtures.py)
 pytest_plugins.append("sparkfixtures")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that move to the ``slow`` set (CI's second run) by a rule rather than one by one.
+
+    - Every SeaweedFS case: the same tests run on moto in the default set; SeaweedFS is the
+      second, slower S3 server (its process starts in seconds) and the cluster's store.
+    - ``slow_on_file``: a crash-at-every-store-call loop whose ``memory://`` case stays in the
+      default set; the ``file://`` case replays the same crash points over local files, whose
+      own primitives (atomic create, rename) ``tests/test_storage.py`` pins in the default set.
+    """
+    slow = pytest.mark.slow
+    for item in items:
+        on_file = item.get_closest_marker("slow_on_file") is not None and "file" in getattr(
+            getattr(item, "callspec", None), "params", {}).get("url", "")
+        seaweedfs = item.get_closest_marker("seaweedfs") is not None or "seaweedfs_server" in getattr(
+            item, "fixturenames", ())
+        if seaweedfs or on_file:
+            item.add_marker(slow)

@@ -24,7 +24,7 @@ from s3servers import (
 )
 from sparkcluster import kill_group, standalone_cluster
 
-pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.s3, pytest.mark.seaweedfs]
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.spark, pytest.mark.s3, pytest.mark.seaweedfs]
 
 DRIVER = """
 import json, sys

@@ -413,6 +413,7 @@ def test_without_latest_offset_limit_batches_reach_the_tick_exactly_once(
 
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_register_twice_on_a_session_that_discovered_tstream(spark: Any, tmp_path: Path) -> None:
     """PySpark 4.0 refuses to re-register a discovered name; register() must not."""

@@ -17,7 +17,7 @@ import pytest
 from pyspark_tstream import demo
 from pyspark_tstream.api.stream import Stream
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 
 def test_demo_drops_nothing_and_matches_batch(spark: Any, tmp_path: Path) -> None:

@@ -156,6 +156,7 @@ def _with_scaling(clock: _Clock) -> Build:
     return build
 
 
+@pytest.mark.slow_on_file
 @pytest.mark.parametrize("work", ["retention", "scaling"])
 @pytest.mark.parametrize("error", [RuntimeError, OSError])
 def test_failure_at_every_call_of_commit_and_post_commit_work(

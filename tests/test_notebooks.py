@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from pyspark_tstream.spark.compat import has
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.py"))
 HEADER = "# Databricks notebook source"

@@ -79,6 +79,7 @@ def _sink_options(endpoint: str, **extra: str) -> dict[str, str]:
             **extra}
 
 
+@pytest.mark.slow
 @pytest.mark.s3
 def test_a_streaming_writer_waits_out_a_silent_store_only_if_it_answered_before(fault_proxy: Any) -> None:
     """What PySpark does for every micro-batch: ask ``DataSource.streamWriter`` in a new process.

@@ -132,6 +132,7 @@ def test_tests_folder_is_not_a_package() -> None:
     assert not (ROOT / "tests" / "__init__.py").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_spark_registers_tstream_without_explicit_register() -> None:
     proc = _run_python("""

@@ -29,7 +29,7 @@ from pyspark_tstream.errors import StreamNotFoundError
 from s3servers import BUCKET, FaultProxy, s3_storage_options
 from test_s3_spark import SYSTEM, spark_storage_options
 
-pytestmark = [pytest.mark.spark, pytest.mark.s3]
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.s3]
 OUTAGE_S = 8.0
 ROWS = 25  # records per appended batch
 T0 = 1_700_000_000_000

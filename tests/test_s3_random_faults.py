@@ -25,7 +25,7 @@ from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import TStreamError
 from s3servers import BUCKET, RandomFaultProxy, s3_storage_options
 
-pytestmark = pytest.mark.s3
+pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
 T = TypeVar("T")
 WRITERS, BATCHES, ROWS = 4, 12, 50

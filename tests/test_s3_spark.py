@@ -23,7 +23,7 @@ import pytest
 from pyspark_tstream.api.stream import Stream
 from s3servers import ACCESS_KEY, BUCKET, REGION, SECRET_KEY, boto3_client, free_ports, s3_storage_options
 
-pytestmark = [pytest.mark.spark, pytest.mark.s3]
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.s3]
 
 SYSTEM = ("_timestamp", "_tso", "_segment", "_seq")
 

@@ -11,7 +11,7 @@ import pytest
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import StreamNotFoundError
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.slow, pytest.mark.spark]  # a live pipeline for 20 s
 
 
 def _has_rows(url: str) -> bool:

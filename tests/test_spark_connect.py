@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.slow, pytest.mark.spark]  # a Connect server of its own: ~40 s
 
 SCRIPT = r'''
 import json, sys

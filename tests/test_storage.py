@@ -325,6 +325,7 @@ def test_gives_up_after_bounded_attempts(fault_proxy: Any, op: str) -> None:
     assert store.read("a") == b"x"  # nothing was applied by the failed attempts
 
 
+@pytest.mark.slow
 @pytest.mark.s3
 @pytest.mark.parametrize("action", ["503", "drop"])
 def test_a_store_that_answered_waits_out_an_outage_within_its_patience(fault_proxy: Any, action: str) -> None:
