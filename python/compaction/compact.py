@@ -162,7 +162,9 @@ def _write_macro(store: Store, schema: pa.Schema, seg: int, members: Sequence[Pi
     level = max((p.level for p in members if p.level != NEVER_MERGED), default=0) + 1
     macro = Macro(first=members[0].first, rows=rows, path=rel, bytes=size, lo=lo or 0, hi=hi or 0,
                   sorted=ordered, level=level)
-    return macro, [p.chunk.path for p in members]
+    # a shared file's slices are not its whole: other segments' slices may still be live in it
+    # (python/write/shared.py), so no manifest names it; truncation's GC deletes it with its last slice
+    return macro, [p.chunk.path for p in members if not getattr(p.chunk, "file_bytes", 0)]
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,8 @@ def replaced_by(deltas: Sequence[Any], macros: set[str]) -> dict[str, list[str]]
     chunks: dict[int, list[tuple[int, str]]] = {}
     for d in deltas:
         for c in d.chunks:  # a compaction commits no data chunk
-            chunks.setdefault(c.seg, []).append((c.seq, c.path))
+            if not c.shared:  # a shared file goes with its last slice (see compact._write_macro)
+                chunks.setdefault(c.seg, []).append((c.seq, c.path))
     for cs in chunks.values():
         cs.sort()
     walk = committed_parts(deltas)

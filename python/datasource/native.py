@@ -12,8 +12,8 @@ Parquet file (``_metadata.row_index``), computed with Spark expressions:
 
 * a chunk is rows ``[offset, offset + rows)`` of its file (a view of part of a macro-chunk, or
   all of an ordinary chunk), narrowed by the stream cuts of its segment;
-* with ``j = row_index``: ``_tso = greatest(raw, floor + j)`` (the floor counts the file's rows,
-  as the Python read does); ``_seq = seq - offset + j``; ``_timestamp = _tso >> 18`` (ms);
+* with ``j = row_index``: ``_tso = greatest(raw, floor - offset + j)`` (the floor counts the
+  chunk's rows, as the Python read does; a macro-chunk view's floor is 0); ``_seq = seq - offset + j``; ``_timestamp = _tso >> 18`` (ms);
   records outside ``(lo, hi]`` are dropped.
 
 Views of one macro-chunk share ``seq - offset`` and the floor, so each file has one numbering
@@ -83,7 +83,9 @@ class FileRows:
 
     @classmethod
     def of(cls, c: Chunk, first: int, stop: int) -> FileRows:
-        return cls(c.path, c.seg, c.seq - c.offset, c.floor, first, stop)
+        # a chunk's floor counts its own rows (tso_i = max(raw_i, floor + i)); a file row j is
+        # chunk row j - offset. A floor of 0 (macro-chunk views) raises nothing, whatever the rows.
+        return cls(c.path, c.seg, c.seq - c.offset, c.floor - c.offset if c.floor else 0, first, stop)
 
     def numbers(self) -> tuple[int, ...]:
         return tuple(getattr(self, name) for name in self.NUMBERS)
@@ -105,7 +107,8 @@ class Described:
         """Whether it takes every row of its file (no row-range filter needed): an ordinary
         chunk (floor != 0) is all of its file; a macro-chunk (floor 0) may be cut."""
         c = self.chunk
-        return c.floor != 0 and c.offset == 0 and self.rows.first == 0 and self.rows.stop == c.rows
+        return c.floor != 0 and c.offset == 0 and not c.shared and self.rows.first == 0 and \
+            self.rows.stop == c.rows
 
 
 def read(spark: SparkSession, url: str, **options: Any) -> DataFrame:
@@ -176,7 +179,7 @@ def read(spark: SparkSession, url: str, **options: Any) -> DataFrame:
                        unique=per_file is not None)
         # a left join's columns are nullable; the system columns are not
         seg, seq0, floor, first, stop = [F.coalesce(F.col(n), F.lit(0)) for n in _DESC[1:]]
-    # the Python read's rule (reading.view_tsos): the floor counts the rows of the file
+    # the Python read's rule (reading.view_tsos), with the floor moved to count the file's rows
     tso = F.greatest(F.col(RAW_TSO), floor + row)
     if cut:
         scan = scan.where((row >= first) & (row < stop))
@@ -260,7 +263,7 @@ def _descriptions(chunks: Sequence[Chunk], start_cut: Mapping[int, int],
     """
     out = []
     for c in chunks:
-        offset = c.offset  # > 0: a view of part of a macro-chunk (format v2)
+        offset = c.offset  # > 0: a view of part of a macro-chunk (v2) or a shared file's slice (v3)
         first, stop = offset, offset + c.rows
         if c.seg in start_cut:
             first = max(first, offset + start_cut[c.seg] - c.seq)

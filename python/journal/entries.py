@@ -24,6 +24,7 @@ from ..errors import CorruptMetadataError, corrupt, error, newer_format
 from ..store import layout
 from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
+from .packing import expand, pack
 from .shapes import check_delta, check_entry, is_int, need
 from .state import StreamState
 
@@ -32,10 +33,14 @@ from .state import StreamState
 #: state; chunks of a segment may overlap in time) and the chunk trailing fields ``offset``,
 #: ``sorted`` and ``marks``. 3: wide writes (a chunk may be a *slice* of a file several segments
 #: share: the trailing field ``file_bytes``; an entry of many chunks stores them packed, see
-#: :func:`pack_chunks`). 4: group commit (an entry may fold several writers' requests: ``folds``,
+#: :mod:`.packing`). 4: group commit (an entry may fold several writers' requests: ``folds``,
 #: and ``state.folded``, the ids folded lately, which a version-3 committer would drop).
 #: Version 1, 2 and 3 streams read and append unchanged.
 FORMAT_VERSION = 4
+
+#: An entry (or index node delta) with at least this many chunks stores them packed (format v3,
+#: :mod:`.packing`).
+PACK_MIN = 8
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +63,12 @@ class Chunk:
     ``step = timestamps.mark_step(rows)``, so a planner can cut inside the chunk without reading
     it (empty when unknown). Serialized only when not default; ``marks`` as differences from the
     previous mark (from ``lo`` for the first).
+
+    Format v3: ``file_bytes`` > 0 makes the chunk a *slice* of a shared file (a Spark task's one
+    file holding the rows of every segment it wrote, each segment's rows in row groups of their
+    own): its rows are ``[offset, offset + rows)`` of that ``file_bytes``-byte file and ``bytes``
+    is the compressed size of its row groups. ``floor`` counts the chunk's own rows
+    (``tso_i = max(raw_i, floor + i)``, ``i`` from 0 at ``offset``), as for any chunk.
     """
 
     seg: int
@@ -71,12 +82,18 @@ class Chunk:
     offset: int = 0
     sorted: bool = True
     marks: tuple[int, ...] = ()
+    file_bytes: int = 0
 
     #: The stored list's positions, in order (one definition for both directions).
     FIELDS: ClassVar[tuple[str, ...]] = ("seg", "path", "rows", "bytes", "seq", "floor", "lo", "hi", "offset",
-                                         "sorted", "marks")
+                                         "sorted", "marks", "file_bytes")
     #: The trailing fields stored only when not default, with their stored defaults.
-    OPTIONAL: ClassVar[dict[str, Any]] = {"offset": 0, "sorted": True, "marks": []}
+    OPTIONAL: ClassVar[dict[str, Any]] = {"offset": 0, "sorted": True, "marks": [], "file_bytes": 0}
+
+    @property
+    def shared(self) -> bool:
+        """Whether this chunk is a slice of a file other chunks (of other segments) share."""
+        return self.file_bytes > 0
 
     def to_json(self) -> list[Any]:
         stored = {name: getattr(self, name) for name in self.FIELDS}
@@ -118,8 +135,8 @@ class Entry:
     folds: list[list[Any]] = field(default_factory=list)
 
     def delta_json(self) -> dict[str, Any]:
-        return _with_folds(_delta(self.pos, self.op, self.wall, self.nonce, [c.to_json() for c in self.chunks],
-                                  self.writer, self.batch, self.info), self.folds)
+        return _with_folds(_delta(self.pos, self.op, self.wall, self.nonce, self.chunks, self.writer, self.batch,
+                                  self.info), self.folds)
 
     def encode(self) -> bytes:
         d = self.delta_json()
@@ -133,10 +150,10 @@ class Entry:
         index flush copies what entries did, and decoding their states was half a commit's
         CPU); CorruptMetadataError (naming ``path``) if the delta is not one."""
         try:
-            d = json.loads(data)
+            d = expand(json.loads(data))
             check_delta(d)
             check_version(d.get("v"), path)
-            chunks = [Chunk.from_json(c).to_json() for c in d["chunks"]]
+            chunks = [Chunk.from_json(c) for c in d["chunks"]]
             return _with_folds(_delta(d["pos"], d["op"], d["wall"], d["nonce"], chunks, d.get("writer"),
                                       d.get("batch"), d.get("info", {})), check_folds(d.get("folds", []), len(chunks)))
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
@@ -146,7 +163,7 @@ class Entry:
     def decode(cls, data: bytes, *, path: str) -> Entry:
         """The entry in ``data``; CorruptMetadataError (naming ``path``) if it is not one."""
         try:
-            d = json.loads(data)
+            d = expand(json.loads(data))
             check_entry(d)
             check_version(d.get("v"), path)
             chunks = [Chunk.from_json(c) for c in d["chunks"]]
@@ -159,10 +176,14 @@ class Entry:
             raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
 
 
-def _delta(pos: int, op: str, wall: int, nonce: str, chunks: list[list[Any]], writer: str | None, batch: Any,
+def _delta(pos: int, op: str, wall: int, nonce: str, chunks: Sequence[Chunk], writer: str | None, batch: Any,
            info: dict[str, Any]) -> dict[str, Any]:
     """What an entry did, as stored (in entries and in level-1 index nodes, byte for byte)."""
-    d: dict[str, Any] = {"pos": pos, "op": op, "wall": wall, "nonce": nonce, "chunks": chunks}
+    d: dict[str, Any] = {"pos": pos, "op": op, "wall": wall, "nonce": nonce}
+    if len(chunks) >= PACK_MIN:
+        d["chunks"], d["packed"] = [], pack([c.to_json() for c in chunks])
+    else:
+        d["chunks"] = [c.to_json() for c in chunks]
     if writer is not None:
         d["writer"] = writer
         d["batch"] = batch

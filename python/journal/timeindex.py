@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import CorruptMetadataError, corrupt
 from ..store import layout
 from .entries import Chunk, Entry, EntryLog
+from .packing import expand
 from .shapes import check_delta, is_int, need
 from .state import StreamState
 
@@ -87,6 +88,7 @@ class Delta:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Delta:
+        d = expand(d)
         check_delta(d)  # a node holds each entry's delta_json: the entry's own shape check
         return cls(pos=d["pos"], op=d["op"], wall=d["wall"],
                    chunks=tuple(Chunk.from_json(c) for c in d["chunks"]),

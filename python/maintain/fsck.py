@@ -276,7 +276,10 @@ class _Checker:
                     continue
         live = [c for d in deltas for c in d.chunks if c.hi > state.head_tso]
         sizes: dict[str, int] = {}  # macro-chunks live in their segment's data folder too
-        for folder in sorted({c.path.rsplit("/", 1)[0] for c in live}):
+        folders = {c.path.rsplit("/", 1)[0] for c in live}
+        # a shared file lives in its first segment's folder; the others' macro-chunks in theirs
+        folders |= {layout.data_folder(segment_number(c.seg)) for c in live if c.shared}
+        for folder in sorted(folders):
             try:
                 listing = self.store._call("list", folder, lambda f=folder: self.store.fs.ls(
                     self.store.full(f), detail=True))
@@ -293,12 +296,17 @@ class _Checker:
         if unreadable:  # plan around them where the files they replaced are all still there
             planned = self.macro_map(state, deltas, live, sizes, frozenset(unreadable))
             verdicts = self._footers(planned, sizes, verdicts)
-        for path in {c.path: None for c in planned}:
+        by_file: dict[str, list[Chunk]] = {}
+        for c in planned:
+            by_file.setdefault(c.path, []).append(c)
+        for path, views in by_file.items():
             c, bad = verdicts[path]
             self._count("chunks")
             self._tick()
             if bad is not None:
-                self._chunk_problem(c, bad)
+                # a shared file held slices of several segments: each one's records are lost
+                for v in (views if c.shared else [c]):
+                    self._chunk_problem(v, bad)
 
     def _footers(self, chunks: list[Chunk], sizes: dict[str, int],
                  known: dict[str, tuple[Chunk, str | None]]) -> dict[str, tuple[Chunk, str | None]]:

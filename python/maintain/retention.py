@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,7 @@ import numpy as np
 
 from ..compaction.gc import live_macros, macros_created, orphan_manifests
 from ..errors import ConfigError
-from ..journal.entries import Entry
+from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
 from ..journal.state import StreamState
 from ..journal.timeindex import COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT
@@ -198,7 +199,9 @@ def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: in
     paths: list[str] = []
     if upto > state.gc_pos:
         old = journal.deltas(state, state.gc_pos, upto - 1, truncated=True)
-        paths = [c.path for d in old for c in d.chunks if c.hi <= state.head_tso]
+        paths = [c.path for d in old for c in d.chunks if c.hi <= state.head_tso and not c.shared]
+        # a shared file goes when no slice of it is left: its slices are all in one entry
+        paths += _dead_shared([c for d in old for c in d.chunks if c.shared], state.head_tso)
         # compactions below the head merged only records below it: their macro-chunks go too
         paths += macros_created(old)
         store.delete(paths)
@@ -223,6 +226,8 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
     lo = min(gc_first, state.head_pos)
     deltas = journal.deltas(state, lo, state.pos, truncated=True) if lo <= state.pos else []
     referenced = {c.path for d in deltas if d.pos >= state.head_pos for c in d.chunks}
+    # a shared file below the head that a slice above the truncation still needs stays
+    referenced |= {c.path for d in deltas for c in d.chunks if c.shared and c.hi > state.head_tso}
     live: set[str] = set()  # macro-chunks are named by the macro map, not by journal entries
     out = []
     for segdir in store.list(layout.DATA):
@@ -233,3 +238,12 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
             if rel not in referenced and rel not in live and now - store.modified_ms(rel) >= grace_ms:
                 out.append(rel)
     return out + orphan_manifests(store, [d for d in deltas if d.pos >= gc_first], live, now, grace_ms)
+
+
+def _dead_shared(slices: Sequence[Chunk], head_tso: int) -> list[str]:
+    """The shared files among ``slices`` (all slices of each, from the one entry that
+    committed it) none of whose slices outlives the truncation at ``head_tso``."""
+    live: dict[str, bool] = {}
+    for c in slices:
+        live[c.path] = live.get(c.path, False) or c.hi > head_tso
+    return [p for p, alive in live.items() if not alive]

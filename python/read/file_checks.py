@@ -32,7 +32,7 @@ def file_problem(store: Store, chunk: Chunk, size: int | None) -> str | None:
     offset = int(getattr(chunk, "offset", 0))  # (a macro map entry has none)
     try:
         meta = footer(store, chunk.path, size)
-        times = footer_times(meta, chunk) if offset == 0 else None
+        times = footer_times(meta, chunk) if offset == 0 and not getattr(chunk, "file_bytes", 0) else None
     except FileNotFoundError:
         return "missing"
     except StorageError:
@@ -42,7 +42,10 @@ def file_problem(store: Store, chunk: Chunk, size: int | None) -> str | None:
             f"unreadable ({type(e).__name__}: {e})"
     if (rows := meta.num_rows) < offset + chunk.rows:
         return f"has {rows} rows, the journal says {offset + chunk.rows}"
-    if offset == 0 and rows == chunk.rows and size != chunk.bytes:
+    shared = int(getattr(chunk, "file_bytes", 0))  # a slice of a shared file: the file's size
+    if shared and size != shared:
+        return f"has {size} bytes, the journal says {shared}"
+    if not shared and offset == 0 and rows == chunk.rows and size != chunk.bytes:
         return f"has {size} bytes, the journal says {chunk.bytes}"
     return times_problem(chunk, *times) if times is not None else None
 
@@ -61,9 +64,9 @@ def file_problems(store: Store, chunks: Sequence[Chunk], sizes: Mapping[str, int
     def judge(c: Chunk) -> tuple[Chunk, str | None]:
         if sizes is not None:
             return c, file_problem(store, c, sizes.get(c.path))
-        if _alone(c):
+        if _alone(c) or int(getattr(c, "file_bytes", 0)):
             try:
-                if file_problem(store, c, c.bytes) is None:
+                if file_problem(store, c, int(getattr(c, "file_bytes", 0)) or c.bytes) is None:
                     # its footer read at the size the journal recorded: one call where all is well
                     return c, None
             except StorageError:

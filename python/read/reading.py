@@ -30,6 +30,7 @@ from ..journal.entries import Chunk
 from ..schema import RAW_TSO, conform, full_schema
 from ..store.storage import RangedFile, Store
 from ..timestamps import LOGICAL_BITS, apply_floor, final_bounds
+from .ranged import Sparse, fetch_ranges, source, wants_ranges
 
 #: Chunks up to this size are fetched together in one batched call.
 BATCH_FETCH_BYTES = 64 << 20
@@ -152,8 +153,9 @@ def _checked_raw(store: Store, chunk: Chunk, table: pa.Table) -> pa.Table:
 
 
 def _whole(chunk: Chunk, views: Sequence[Chunk]) -> bool:
-    """A plain chunk read alone: its file holds exactly its rows (a macro-chunk's views do not)."""
-    return len(views) == 1 and chunk.offset == 0 and chunk.floor != 0
+    """A plain chunk read alone: its file holds exactly its rows (a macro-chunk's views and a
+    shared file's slices do not)."""
+    return len(views) == 1 and chunk.offset == 0 and chunk.floor != 0 and not chunk.shared
 
 
 def decode_file(store: Store, chunk: Chunk, data: bytes, views: Sequence[Chunk] = ()) -> tuple[pa.Table, int]:
@@ -163,9 +165,9 @@ def decode_file(store: Store, chunk: Chunk, data: bytes, views: Sequence[Chunk] 
         # a zero-copy Arrow buffer: through a Python file object (io.BytesIO) the same decode
         # costs ~20 % more CPU (every read goes through Python)
         if _whole(chunk, views):
-            table, base = pq.read_table(pa.BufferReader(data)), 0  # a plain small chunk: all of it
+            table, base = pq.read_table(source(data)), 0  # a plain small chunk: all of it
         else:
-            f = pq.ParquetFile(pa.BufferReader(data))
+            f = pq.ParquetFile(source(data))
             starts = _group_starts(f)
             groups = _covering(starts, views)
             if len(groups) == f.num_row_groups:
@@ -195,7 +197,9 @@ def _covering(starts: np.ndarray, views: Sequence[Chunk]) -> list[int]:
 def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Chunk], bytes]]:
     """Whole-object GETs, batched for small chunks (one call for many is ~10x faster on S3).
 
-    Views of the same file come together, fetched once: ``(views, bytes)`` per file.
+    Views of the same file come together, fetched once: ``(views, bytes)`` per file. Slices
+    covering little of a shared file fetch its footer and their row groups only
+    (:mod:`.ranged`: ``bytes`` is then a :class:`~.ranged.Sparse` file).
     """
     by_path: dict[str, list[Chunk]] = {}
     for c in chunks:
@@ -213,6 +217,12 @@ def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Ch
         yield from zip(group, blobs)
 
     for views in by_path.values():
+        if wants_ranges(views):
+            try:
+                yield views, fetch_ranges(store, views[0].path, views[0].file_bytes, views)
+            except FileNotFoundError as e:
+                raise damaged(store, store.uri(views[0].path), "named by the journal is missing") from e
+            continue
         bytes_ = sum(c.bytes for c in views)
         if group and size + bytes_ > BATCH_FETCH_BYTES:
             yield from flush()
@@ -227,13 +237,14 @@ def view_tsos(table: pa.Table, chunk: Chunk, base: int = 0) -> np.ndarray:
     """Final ``_tso`` of a chunk's rows, from its decoded file (``base``: the table's first row)."""
     col = table.column(RAW_TSO)
     raw = numbers(col, np.int64)[chunk.offset - base: chunk.offset - base + chunk.rows]
-    # tso_j = max(raw_j, floor + j) over the rows j of the file; usually the floor is below
-    # every raw timestamp (a floor only raises records its writer stamped late): then the raw
-    # column is the answer, zero-copy, without the floor's two arrays
-    top = chunk.floor + chunk.offset + len(raw) - 1
+    # tso_i = max(raw_i, floor + i) over the chunk's rows i (a slice's from its offset; a
+    # macro-chunk view's floor is 0); usually the floor is below every raw timestamp (a floor
+    # only raises records its writer stamped late): then the raw column is the answer,
+    # zero-copy, without the floor's two arrays
+    top = chunk.floor + len(raw) - 1
     if len(raw) and int(raw.min()) >= top:
         return raw
-    return apply_floor(raw, chunk.floor + chunk.offset)
+    return apply_floor(raw, chunk.floor)
 
 
 def check_times(store: Store, chunk: Chunk, tso: np.ndarray) -> None:
@@ -256,12 +267,20 @@ def read_tsos(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, np
     """Final ``_tso`` of each chunk (or view), reading only the raw timestamp column."""
     for views, data in fetch_files(store, chunks):
         try:
-            raw = pq.read_table(pa.BufferReader(data), columns=[RAW_TSO])
+            if isinstance(data, Sparse):  # a shared file's footer and some row groups: only those
+                f = pq.ParquetFile(source(data))
+                starts = _group_starts(f)
+                groups = _covering(starts, views)
+                raw, base = f.read_row_groups(groups, columns=[RAW_TSO]), int(starts[groups[0]]) if groups else 0
+            else:
+                raw, base = pq.read_table(source(data), columns=[RAW_TSO]), 0
         except (pa.ArrowException, OSError, ValueError, KeyError) as e:
             raise _corrupt(store, views[0], e) from e
+        if any(c.offset + c.rows > base + raw.num_rows for c in views):
+            raise _overwritten(store, views[0], base + raw.num_rows, max(c.offset + c.rows for c in views))
         raw = _checked_raw(store, views[0], raw)
         for c in views:
-            yield c, view_tsos(raw, c)
+            yield c, view_tsos(raw, c, base)
 
 
 def chunk_tsos(store: Store, chunk: Chunk) -> np.ndarray:
@@ -348,7 +367,7 @@ class FileRows:
         # ``columns``: the user columns to decode (None: all); a projection decodes no other
         self.store, self.views = store, views
         try:
-            self.file = pq.ParquetFile(pa.BufferReader(data))
+            self.file = pq.ParquetFile(source(data))
             self.starts = _group_starts(self.file)
             self.groups = _covering(self.starts, views)
             self.base = int(self.starts[self.groups[0]]) if self.groups else 0
@@ -385,7 +404,7 @@ class FileRows:
             return self.file.read_row_group(g, columns=self.columns)
         f = self._by_dictionary.get(names)
         if f is None:  # shares the footer already parsed, and the bytes (zero-copy)
-            f = self._by_dictionary[names] = pq.ParquetFile(pa.BufferReader(self.data), metadata=self.file.metadata,
+            f = self._by_dictionary[names] = pq.ParquetFile(source(self.data), metadata=self.file.metadata,
                                                              read_dictionary=list(names))
         return decode_dictionaries(f.read_row_group(g, columns=self.columns), names)
 

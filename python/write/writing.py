@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -34,13 +33,16 @@ import pyarrow.parquet as pq
 from ..arrow_arrays import int64s, is_text, numbers
 from ..chunkfile.encoding import chunk_encodings
 from ..epochs.routing import KEY_SPACE, key_hash, route
-from ..errors import SchemaMismatchError, TimestampError
+from ..errors import TimestampError
 from ..journal.state import segment_number
 from ..schema import RAW_TSO, conform
 from ..store import layout
-from ..store.storage import Store
 from ..timestamps import LOGICAL_BITS, MAX_MS, MarkSampler, now_ms, raw_hybrid, raw_marks
 from .ordering import ascending, in_order, time_order
+from .shared import SharedFiles
+from .spec import ChunkInfo, WriteSpec
+
+__all__ = ["ChunkInfo", "ChunkWriter", "WriteSpec", "client_ms", "write_batches"]
 
 ROW_GROUP_ROWS = 131_072
 #: Without a key column, batches smaller than this go to one segment (fewer, larger files).
@@ -58,74 +60,6 @@ RUN_BUFFER_BYTES = 128 << 20
 #: which keeps a task's memory within RUN_BUFFER_BYTES plus one gathered group.
 GATHER_ROWS = 1 << 16
 GATHER_BYTES = 8 << 20
-
-
-@dataclass(frozen=True)
-class ChunkInfo:
-    """A written, not yet committed chunk (what a Spark task sends to the driver)."""
-
-    seg: int
-    path: str
-    rows: int
-    bytes: int
-    raw_lo: int  # first raw hybrid timestamp
-    raw_hi: int  # last raw hybrid timestamp
-    task: str = ""
-    key: str | None = None  # routing column, so a committer can re-route after a scale
-    key_lo: int = 0  # the key range the chunk was routed to
-    key_hi: int = KEY_SPACE
-    lane_raised: int = 0  # records the running max of ordered input raised inside the chunk
-    capped: int = 0  # records whose client time the arrival cap lowered
-    marks: tuple[int, ...] = ()  # raw timestamps of the mark rows (timestamps.raw_marks)
-
-    def to_json(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["marks"] = list(self.marks)
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> ChunkInfo:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: (tuple(v) if k == "marks" else v) for k, v in d.items() if k in known})
-
-
-@dataclass(frozen=True)
-class WriteSpec:
-    """Everything a writer task needs; pickles to Spark workers.
-
-    Built on the driver by :meth:`pyspark_tstream.api.stream.Stream.write_spec`.
-    """
-
-    store: Store
-    schema: pa.Schema
-    segment_ids: tuple[int, ...]
-    bounds: tuple[int, ...]
-    key: str | None = None
-    timestamp: str | None = None
-    timestamping: str = "client-prefer"
-    uncapped: bool = False
-    compression: str = "snappy"
-    writer_tag: str = "w"
-
-    def check_input(self, schema: pa.Schema) -> None:
-        """Fail before any write if the key or timestamp column is unusable."""
-        names = schema.names
-        if self.key is not None and self.key not in names:
-            raise SchemaMismatchError(
-                f"keyColumn {self.key!r} is not a column of the data; columns: {names}")
-        if self.timestamp is not None:
-            if self.timestamp not in names:
-                raise TimestampError(
-                    f"timestampColumn {self.timestamp!r} is not a column of the data; columns: {names}")
-            t = schema.field(self.timestamp).type
-            if not (pa.types.is_timestamp(t) or pa.types.is_integer(t) or pa.types.is_date(t)):
-                raise TimestampError(
-                    f"timestampColumn {self.timestamp!r} has type {t}; use a TIMESTAMP column or "
-                    "BIGINT epoch milliseconds")
-        elif self.timestamping == "client-require":
-            raise TimestampError(
-                "timestamping=client-require needs a client timestamp: set timestampColumn "
-                "(nothing was written)")
 
 
 def client_ms(spec: WriteSpec, table: pa.Table, arrival: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -229,6 +163,7 @@ class ChunkWriter:
         self._known: pa.Array | None = None  # distinct string keys routed so far, and their segments
         self._known_segs = np.zeros(0, dtype=np.int64)
         self._known_lookup: pc.SetLookupOptions | None = None
+        self._shared: SharedFiles | None = None  # while finish writes several segments' rest
 
     def add(self, data: pa.RecordBatch | pa.Table) -> None:
         table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
@@ -462,6 +397,11 @@ class ChunkWriter:
 
     # -- shared -----------------------------------------------------------------------------------
     def _open_chunk(self, idx: int, table: pa.Table) -> tuple[Any, Any, str]:
+        if self._shared is not None:
+            return self._shared.open(idx, table)
+        return self._new_file(idx, table)
+
+    def _new_file(self, idx: int, table: pa.Table) -> tuple[Any, Any, str]:
         seg = self.spec.segment_ids[idx]
         rel = layout.data_chunk(segment_number(seg), self.spec.writer_tag, self.task, uuid.uuid4().hex)
         f = self.spec.store.open_output(rel)
@@ -478,11 +418,24 @@ class ChunkWriter:
                          lane_raised=lane_raised, capped=capped, marks=marks)
 
     def finish(self) -> list[ChunkInfo]:
-        """Write what is buffered and close every chunk; returns them in segment order."""
-        for idx in sorted(self._runs):
-            self._write_run(idx)
-        for idx in sorted(self._streamed):
-            self._close_streamed(idx)
+        """Write what is buffered and close every chunk; returns them in segment order. What
+        several segments still buffer goes into one shared file (write/shared.py)."""
+        # unordered input only (a Spark task); Stream.append's few large chunks stay one file each
+        if not self.ordered and len(self._runs) + sum(s.file is None for s in self._streamed.values()) > 1:
+            self._shared = SharedFiles(self._new_file)
+        try:
+            for idx in sorted(self._runs):
+                self._write_run(idx)
+            for idx in sorted(self._streamed):
+                self._close_streamed(idx)
+        except BaseException:
+            if self._shared is not None:
+                self._shared.abort()  # closed; what it wrote is an orphan until cleaned, as any
+            raise
+        if self._shared is not None:
+            shared, self._shared = self._shared, None
+            shared.close()
+            self._done = shared.slices(self._done)
         order = {s: i for i, s in enumerate(self.spec.segment_ids)}
         done, self._done = sorted(self._done, key=lambda c: order[c.seg]), []
         return done

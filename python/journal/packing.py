@@ -1,0 +1,107 @@
+"""Packed chunk lists (format v3): an entry's many chunk references in a few hundred kB, not MBs.
+
+One job: encode and decode the ``packed`` field of a journal entry (and of the deltas index
+nodes copy). A wide write commits one chunk reference per (task, segment) slice: 200 tasks x
+64 segments is 12,800 of them. As positional lists (:class:`~pyspark_tstream.journal.entries.Chunk`)
+they took ~370 bytes each, twice (the entry and the head hint): 9.5 MB for one commit. Packed,
+the references become columns, each delta-coded against what it usually equals, then zlib and
+base64:
+
+* files once, in a table; a chunk names its file by index (``path``), and a shared file's size
+  (``file_bytes``) is stored with it;
+* ``seq`` against the previous chunk of the same segment's ``seq + rows`` (dense numbering: 0),
+  ``floor`` against that chunk's floor (one floor per segment and commit: 0);
+* ``offset`` against the previous slice of the same file's ``offset + rows`` (slices are
+  contiguous: 0); ``lo`` against the previous chunk's ``lo``, ``hi`` against ``lo``;
+* ``sorted`` as the indices of the unsorted chunks; ``marks`` as stored (differences).
+
+The decoded lists are the full positional lists, so everything that reads chunk lists reads
+packed ones through :func:`unpack` unchanged. Works on stored lists, not on ``Chunk`` objects,
+so it does not import the entry module that uses it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+#: Positions in a chunk's stored list (``Chunk.FIELDS``).
+SEG, PATH, ROWS, BYTES, SEQ, FLOOR, LO, HI, OFFSET, SORTED, MARKS, FILE_BYTES = range(12)
+#: The stored defaults of the trailing optional fields (``Chunk.OPTIONAL``), by position.
+_DEFAULTS = (0, True, [], 0)
+
+
+def _full(c: Sequence[Any]) -> list[Any]:
+    return list(c) + list(_DEFAULTS[len(c) - OFFSET:]) if len(c) < FILE_BYTES + 1 else list(c)
+
+
+def pack(chunks: Sequence[Sequence[Any]]) -> str:
+    """The packed text of stored chunk lists (see the module docstring)."""
+    files: dict[str, int] = {}
+    sizes: list[int] = []
+    cols: dict[str, list[Any]] = {k: [] for k in ("f", "s", "r", "b", "q", "fl", "lo", "hi", "o", "m")}
+    unsorted: list[int] = []
+    seg_next: dict[int, tuple[int, int]] = {}  # seg -> (expected seq, floor)
+    file_next: dict[int, int] = {}  # file index -> expected offset
+    prev_lo = 0
+    for i, raw in enumerate(chunks):
+        c = _full(raw)
+        f = files.setdefault(c[PATH], len(files))
+        if f == len(sizes):
+            sizes.append(c[FILE_BYTES])
+        seq0, floor0 = seg_next.get(c[SEG], (0, 0))
+        cols["f"].append(f)
+        cols["s"].append(c[SEG])
+        cols["r"].append(c[ROWS])
+        cols["b"].append(c[BYTES])
+        cols["q"].append(c[SEQ] - seq0)
+        cols["fl"].append(c[FLOOR] - floor0)
+        cols["lo"].append(c[LO] - prev_lo)
+        cols["hi"].append(c[HI] - c[LO])
+        cols["o"].append(c[OFFSET] - file_next.get(f, 0))
+        cols["m"].append(c[MARKS])
+        if not c[SORTED]:
+            unsorted.append(i)
+        seg_next[c[SEG]] = (c[SEQ] + c[ROWS], c[FLOOR])
+        file_next[f] = c[OFFSET] + c[ROWS]
+        prev_lo = c[LO]
+    doc = {"files": list(files), "sizes": sizes, "unsorted": unsorted, **cols}
+    text = json.dumps(doc, separators=(",", ":")).encode()
+    return base64.b64encode(zlib.compress(text, 9)).decode("ascii")
+
+
+def unpack(text: str) -> list[list[Any]]:
+    """The full stored chunk lists of a packed text; ValueError (or KeyError, TypeError,
+    IndexError) when it is not one (the caller reports corrupt metadata)."""
+    doc = json.loads(zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True)))
+    files, sizes, unsorted = doc["files"], doc["sizes"], set(doc["unsorted"])
+    n = len(doc["f"])
+    if any(len(doc[k]) != n for k in ("s", "r", "b", "q", "fl", "lo", "hi", "o", "m")):
+        raise ValueError("packed chunk columns of different lengths")
+    out: list[list[Any]] = []
+    seg_next: dict[int, tuple[int, int]] = {}
+    file_next: dict[int, int] = {}
+    lo = 0
+    for i in range(n):
+        f, seg, rows = doc["f"][i], doc["s"][i], doc["r"][i]
+        seq0, floor0 = seg_next.get(seg, (0, 0))
+        seq, floor = seq0 + doc["q"][i], floor0 + doc["fl"][i]
+        lo += doc["lo"][i]
+        offset = file_next.get(f, 0) + doc["o"][i]
+        out.append([seg, files[f], rows, doc["b"][i], seq, floor, lo, lo + doc["hi"][i], offset,
+                    i not in unsorted, doc["m"][i], sizes[f]])
+        seg_next[seg] = (seq + rows, floor)
+        file_next[f] = offset + rows
+    return out
+
+
+def expand(d: Any) -> Any:
+    """A stored entry or delta with its ``packed`` chunks decoded into its ``chunks`` list (the
+    object itself when nothing is packed)."""
+    if isinstance(d, dict) and "packed" in d:
+        d = {**d, "chunks": unpack(d["packed"])}
+        del d["packed"]
+    return d

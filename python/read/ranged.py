@@ -1,0 +1,124 @@
+"""Reading a few row groups of a shared file (format v3): ranged reads, not the whole object.
+
+A slice of a shared file (``Chunk.file_bytes`` > 0, python/write/shared.py) is the row groups
+of one segment in a file holding every segment a Spark task wrote. A read of that segment
+fetches the footer (one ranged read of the file's tail, whose size the journal recorded) and
+the byte range of the row groups its slices cover (one more), never the rest: on S3 a read of
+one segment of a 64-segment file costs its own bytes, not 64 times them.
+
+The bytes come back as a :class:`Sparse` file, which the decoders open like the whole file's
+bytes (:func:`source`); a read outside the fetched ranges fails as a corrupt file would.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..store.storage import RangedFile, Store
+
+#: Bytes read from a file's end to find its Parquet footer (a second read if it is bigger):
+#: at most this, at least :data:`FOOTER_MIN`, else an eighth of the file.
+FOOTER_GUESS = 64 * 1024
+FOOTER_MIN = 8 * 1024
+
+
+def footer_guess(size: int) -> int:
+    """How much of a ``size``-byte shared file's tail to read for its footer: a footer is
+    ~100 bytes a column chunk, a small share of a file of small row groups (and reading too
+    little costs one more read, too much costs bytes)."""
+    return min(FOOTER_GUESS, max(FOOTER_MIN, size // 8))
+#: Views needing less than this share of a shared file's bytes fetch only their row groups.
+RANGED_SHARE = 0.5
+
+
+class Sparse:
+    """Byte ranges of one ``size``-byte file (its footer and some row groups)."""
+
+    def __init__(self, size: int, parts: dict[int, bytes]) -> None:
+        self.size, self.parts = size, parts
+
+    def fetch(self, start: int, end: int) -> bytes:
+        if end == self.size and start < self.size - len(self.parts[max(self.parts)]):
+            # pyarrow reads a footer as up to 64 kB of the file's end, and parses only the footer
+            return _padded(self.parts[max(self.parts)], self.size, start, end)
+        out, at = [], start
+        while at < end:
+            part = next(((a, d) for a, d in self.parts.items() if a <= at < a + len(d)), None)
+            if part is None:
+                raise OSError(f"bytes {at}..{end} of the file were not fetched (its footer names other "
+                              "row groups)")
+            a, d = part
+            out.append(d[at - a:end - a])
+            at = a + len(d)
+        return b"".join(out)
+
+    def reader(self) -> Any:
+        return pa.PythonFile(RangedFile(self.size, self.fetch), mode="r")
+
+    def __len__(self) -> int:
+        return sum(len(d) for d in self.parts.values())
+
+
+def source(data: Any) -> Any:
+    """What pyarrow opens for fetched file bytes: a zero-copy buffer, or a sparse file's reader."""
+    return data.reader() if isinstance(data, Sparse) else pa.BufferReader(data)
+
+
+def wants_ranges(views: Sequence[Any]) -> bool:
+    """Whether ``views`` (of one file) are slices of a shared file covering little enough of
+    it that fetching their row groups alone pays."""
+    size = views[0].file_bytes
+    return size > 0 and all(v.file_bytes == size for v in views) and \
+        sum(v.bytes for v in views) + footer_guess(size) < RANGED_SHARE * size
+
+
+def group_span(meta: pq.FileMetaData, g: int) -> tuple[int, int]:
+    """The byte range ``[start, end)`` of row group ``g``'s column chunks."""
+    rg = meta.row_group(g)
+    lo, hi = None, 0
+    for i in range(rg.num_columns):
+        col = rg.column(i)
+        start = col.dictionary_page_offset if col.has_dictionary_page and col.dictionary_page_offset else \
+            col.data_page_offset
+        lo = start if lo is None else min(lo, start)
+        hi = max(hi, start + col.total_compressed_size)
+    return lo or 0, hi
+
+
+def fetch_ranges(store: Store, rel: str, size: int, views: Sequence[Any]) -> Sparse:
+    """The footer and the row groups ``views`` cover of the ``size``-byte file ``rel``: two
+    ranged reads (three when the footer is over :data:`FOOTER_GUESS`)."""
+    tail = store.read_range(rel, max(0, size - footer_guess(size)), size)
+    if len(tail) < 8 or tail[-4:] != b"PAR1":
+        return Sparse(size, {max(0, size - len(tail)): tail})  # the decoder reports it
+    need = struct.unpack("<I", tail[-8:-4])[0] + 8
+    if need > len(tail):
+        tail = store.read_range(rel, max(0, size - need), size)
+    parts = {size - len(tail): tail}
+    meta = pq.ParquetFile(RangedFile(size, lambda a, b: _padded(tail, size, a, b))).metadata
+    first = min(v.offset for v in views)
+    stop = max(v.offset + v.rows for v in views)
+    at, spans = 0, []
+    for g in range(meta.num_row_groups):
+        n = meta.row_group(g).num_rows
+        if at < stop and at + n > first:
+            spans.append(group_span(meta, g))
+        at += n
+    if spans:
+        lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
+        parts[lo] = store.read_range(rel, lo, hi)
+    return Sparse(size, parts)
+
+
+def _padded(tail: bytes, size: int, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of a ``size``-byte file of which only ``tail`` was read, zeros
+    before it: pyarrow reads up to 64 kB from a file's end for its footer but parses only the
+    footer's own bytes, which the tail holds."""
+    at = size - len(tail)
+    pad = max(0, min(end, at) - start)
+    return bytes(pad) + tail[max(0, start - at):max(0, end - at)]

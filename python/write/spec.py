@@ -1,0 +1,86 @@
+"""What a writer task is given and what it hands back: :class:`WriteSpec` and :class:`ChunkInfo`.
+
+Records only (they pickle to Spark workers and travel back to the driver in commit messages);
+the writing itself is :mod:`.writing`'s job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import pyarrow as pa
+
+from ..epochs.routing import KEY_SPACE
+from ..errors import SchemaMismatchError, TimestampError
+from ..store.storage import Store
+
+
+@dataclass(frozen=True)
+class ChunkInfo:
+    """A written, not yet committed chunk (what a Spark task sends to the driver)."""
+
+    seg: int
+    path: str
+    rows: int
+    bytes: int
+    raw_lo: int  # first raw hybrid timestamp
+    raw_hi: int  # last raw hybrid timestamp
+    task: str = ""
+    key: str | None = None  # routing column, so a committer can re-route after a scale
+    key_lo: int = 0  # the key range the chunk was routed to
+    key_hi: int = KEY_SPACE
+    lane_raised: int = 0  # records the running max of ordered input raised inside the chunk
+    capped: int = 0  # records whose client time the arrival cap lowered
+    marks: tuple[int, ...] = ()  # raw timestamps of the mark rows (timestamps.raw_marks)
+    offset: int = 0  # a slice of a shared file (write/shared.py): its first row there
+    file_bytes: int = 0  # ... and the size of that file (0: the chunk is all of its file)
+
+    def to_json(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["marks"] = list(self.marks)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ChunkInfo:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: (tuple(v) if k == "marks" else v) for k, v in d.items() if k in known})
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """Everything a writer task needs; pickles to Spark workers.
+
+    Built on the driver by :meth:`pyspark_tstream.api.stream.Stream.write_spec`.
+    """
+
+    store: Store
+    schema: pa.Schema
+    segment_ids: tuple[int, ...]
+    bounds: tuple[int, ...]
+    key: str | None = None
+    timestamp: str | None = None
+    timestamping: str = "client-prefer"
+    uncapped: bool = False
+    compression: str = "snappy"
+    writer_tag: str = "w"
+
+    def check_input(self, schema: pa.Schema) -> None:
+        """Fail before any write if the key or timestamp column is unusable."""
+        names = schema.names
+        if self.key is not None and self.key not in names:
+            raise SchemaMismatchError(
+                f"keyColumn {self.key!r} is not a column of the data; columns: {names}")
+        if self.timestamp is not None:
+            if self.timestamp not in names:
+                raise TimestampError(
+                    f"timestampColumn {self.timestamp!r} is not a column of the data; columns: {names}")
+            t = schema.field(self.timestamp).type
+            if not (pa.types.is_timestamp(t) or pa.types.is_integer(t) or pa.types.is_date(t)):
+                raise TimestampError(
+                    f"timestampColumn {self.timestamp!r} has type {t}; use a TIMESTAMP column or "
+                    "BIGINT epoch milliseconds")
+        elif self.timestamping == "client-require":
+            raise TimestampError(
+                "timestamping=client-require needs a client timestamp: set timestampColumn "
+                "(nothing was written)")

@@ -1,0 +1,223 @@
+"""Wide writes (issue #34): one data file per writer task, a slice of it per segment.
+
+Spark-free: tasks are ``write_batches`` calls (what a Spark task runs) committed together, as
+the sink's driver commits its tasks' chunks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from conftest import CallLog
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal import entries as entries_mod
+from pyspark_tstream.journal.entries import Chunk, Entry
+from pyspark_tstream.read.ranged import footer_guess
+from pyspark_tstream.read.reading import read_table
+from pyspark_tstream.store import layout
+from pyspark_tstream.write.writing import ChunkInfo, write_batches
+
+SCHEMA = pa.schema([("key", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
+T0 = 1_700_000_000_000
+
+
+def _task(seed: int, rows: int, span_ms: int = 60_000) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table({"key": [f"k{i}" for i in rng.integers(0, 200, rows)],
+                     "ts": T0 + rng.integers(0, span_ms, rows),
+                     "val": np.arange(seed * 1_000_000, seed * 1_000_000 + rows)}, schema=SCHEMA)
+
+
+def _write(s: Stream, tasks: int, rows: int, first_seed: int = 0) -> list[ChunkInfo]:
+    spec = s.write_spec(SCHEMA, key="key", timestamp="ts")
+    out: list[ChunkInfo] = []
+    for t in range(first_seed, first_seed + tasks):
+        out += write_batches(spec, [_task(t, rows)], task=f"t{t}")
+    return out
+
+
+def _data_files(s: Stream) -> list[str]:
+    out = []
+    for folder in s.store.list(layout.DATA):
+        out += [layout.data_file(folder, n) for n in s.store.list(layout.data_folder(folder))]
+    return out
+
+
+def _vals(table: pa.Table) -> list[int]:
+    return sorted(table.column("val").to_pylist())
+
+
+def test_a_task_writes_one_file_and_every_segment_reads_back(url: str) -> None:
+    s = Stream.create(url, schema=SCHEMA, segments=8)
+    infos = _write(s, tasks=3, rows=400)
+    assert len({c.path for c in infos}) == 3  # one file per task
+    assert len(infos) == 24 and all(c.file_bytes > 0 for c in infos)
+    for path in {c.path for c in infos}:  # slices contiguous, in row groups of their own
+        mine = sorted((c.offset, c.rows) for c in infos if c.path == path)
+        assert [o for o, _ in mine] == list(np.cumsum([0] + [r for _, r in mine[:-1]]))
+        assert sum(c.bytes for c in infos if c.path == path) < mine[0][1] * 1000
+    s.commit(infos)
+    got = Stream.open(url).read()
+    assert _vals(got) == sorted(v for t in range(3) for v in _task(t, 400).column("val").to_pylist())
+    for seg, n in Counter(got.column("_segment").to_pylist()).items():  # dense _seq per segment
+        seqs = sorted(got.filter(pa.compute.equal(got.column("_segment"), seg)).column("_seq").to_pylist())
+        assert seqs == list(range(n))
+    # a task's slice of a segment is in client-time order: its _tso follow ts
+    for c in Stream.open(url).plan(0, 1 << 62):
+        rows = read_table(s.store, SCHEMA, [c], 0, 1 << 62)
+        assert rows.column("_tso").to_pylist() == sorted(rows.column("_tso").to_pylist())
+        assert rows.column("ts").to_pylist() == sorted(rows.column("ts").to_pylist())
+
+
+def test_one_segment_reads_only_its_row_groups(url: str) -> None:
+    s = Stream.create(url, schema=SCHEMA, segments=16)
+    s.commit(_write(s, tasks=4, rows=4000))
+    chunks = Stream.open(url).plan(0, 1 << 62)
+    seg = chunks[0].seg
+    mine = [c for c in chunks if c.seg == seg]
+    read_bytes = Counter()
+    store = s.store
+    real_range, real_many = store.read_range, store.read_many
+
+    def read_range(rel: str, start: int, end: int) -> bytes:
+        data = real_range(rel, start, end)
+        if rel.startswith(layout.DATA):
+            read_bytes["data"] += len(data)
+        return data
+
+    def read_many(rels: Any, **kw: Any) -> list[bytes]:
+        out = real_many(rels, **kw)
+        read_bytes["data"] += sum(len(d) for r, d in zip(rels, out) if r.startswith(layout.DATA))
+        return out
+
+    store.read_range, store.read_many = read_range, read_many  # type: ignore[method-assign]
+    got = read_table(store, SCHEMA, mine, 0, 1 << 62)
+    assert got.num_rows == sum(c.rows for c in mine) and set(got.column("_segment").to_pylist()) == {seg}
+    own = sum(c.bytes for c in mine)
+    footers = sum(footer_guess(c.file_bytes) for c in mine)  # one footer read per file
+    assert read_bytes["data"] <= 1.5 * own + footers, (read_bytes, own)
+    assert read_bytes["data"] < sum(c.file_bytes for c in mine) / 3
+
+
+def test_a_wide_commit_stays_small_and_old_entries_still_read() -> None:
+    chunks = [Chunk(seg=s, path=f"data/0/w-t{t}-{t:032x}.parquet", rows=78, bytes=2400 + s, seq=t * 78,
+                    floor=1, lo=T0 << 22 | t * 1000 + s, hi=(T0 << 22) + 4_000_000_000 + s, offset=s * 78,
+                    file_bytes=160_000, marks=())
+              for t in range(200) for s in range(64)]
+    from pyspark_tstream.journal.state import StreamState
+    e = Entry(pos=5, op="append", wall=1, state=StreamState.from_json(json.loads(
+        json.dumps({"pos": 5, "epoch": 0, "tick": 0, "max_tso": 0, "wall": 0, "created": 0, "schema": "",
+                    "config": {}, "segments": [], "writers": {}, "index": []}))), chunks=chunks)
+    data = e.encode()
+    assert len(data) < 400_000  # 12,800 slices (it was ~370 bytes a slice as lists: 4.7 MB)
+    back = Entry.decode(data, path="mem://x")
+    assert back.chunks == chunks
+    assert json.loads(data)["v"] == entries_mod.FORMAT_VERSION >= 3
+    # a v2 entry (lists, no file_bytes) decodes as it did
+    old = json.loads(data)
+    old.pop("packed")
+    old["v"] = 2
+    old["chunks"] = [[1, "data/1/w-a-b.parquet", 10, 100, 0, 1, 5, 9], [1, "data/1/m-c.parquet", 4, 50, 10, 0, 9, 12, 6]]
+    got = Entry.decode(json.dumps(old).encode(), path="mem://y").chunks
+    assert got[0].file_bytes == 0 and not got[0].shared and got[1].offset == 6
+    # a few chunks stay plain lists
+    few = Entry(pos=6, op="append", wall=1, state=back.state, chunks=chunks[:3])
+    assert len(json.loads(few.encode())["chunks"]) == 3
+
+
+def test_a_version_2_stream_reads_and_appends(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(entries_mod, "FORMAT_VERSION", 2)
+    monkeypatch.setattr(entries_mod, "PACK_MIN", 1 << 30)
+    s = Stream.create(url, schema=SCHEMA, segments=4)
+    s.append(_task(0, 300), key="key", timestamp="ts")
+    monkeypatch.undo()
+    s = Stream.open(url)
+    s.commit(_write(s, tasks=2, rows=300, first_seed=1))
+    assert _vals(Stream.open(url).read()) == sorted(v for t in range(3) for v in _task(t, 300).column("val").to_pylist())
+
+
+def test_compaction_and_vacuum_keep_shared_files_while_slices_need_them(url: str) -> None:
+    s = Stream.create(url, schema=SCHEMA, segments=4)
+    s.commit(_write(s, tasks=3, rows=500))
+    s.commit(_write(s, tasks=3, rows=500, first_seed=3))
+    want = _vals(s.read())
+    shared = {c.path for c in Stream.open(url).plan(0, 1 << 62) if c.shared}
+    assert shared
+    s.compact(full=True)
+    s.vacuum(grace_ms=0, orphans=True)
+    s.vacuum(grace_ms=0, orphans=True)
+    assert shared <= set(_data_files(s))  # compaction never names a shared file for deletion
+    assert _vals(Stream.open(url).read()) == want
+    assert not Stream.open(url).verify().problems
+
+
+def test_retention_removes_a_slice_but_not_its_file(url: str) -> None:
+    s = Stream.create(url, schema=SCHEMA, segments=4)
+    spec = s.write_spec(SCHEMA, key="key", timestamp="ts")
+    # one task: early rows in every segment but late rows only in some, so a truncation between
+    # them removes whole slices of the file and keeps others
+    early = _task(0, 400, span_ms=1000)
+    late = pa.table({"key": ["k1"] * 50, "ts": [T0 + 3_600_000 + i for i in range(50)], "val": list(range(-50, 0))},
+                    schema=SCHEMA)
+    infos = write_batches(spec, [pa.concat_tables([early, late])], task="t0")
+    assert len({c.path for c in infos}) == 1
+    s.commit(infos)
+    s.commit(_write(s, tasks=1, rows=10, first_seed=9))  # a later entry, so the first can go below the head
+    path = infos[0].path
+    s.truncate(T0 + 2_000_000)
+    s.vacuum(grace_ms=0)
+    s.vacuum(grace_ms=0)
+    fresh = Stream.open(url)
+    assert path in _data_files(fresh)
+    got = _vals(fresh.read())
+    assert set(range(-50, 0)) <= set(got) and not set(early.column("val").to_pylist()) & set(got)
+    assert not fresh.verify().problems
+
+
+def test_fsck_names_every_segment_a_missing_shared_file_held(url: str) -> None:
+    s = Stream.create(url, schema=SCHEMA, segments=8)
+    infos = _write(s, tasks=2, rows=500)
+    s.commit(infos)
+    lost = infos[0].path
+    held = sorted((c.seg, c.seq, c.seq + c.rows - 1) for c in Stream.open(url).plan(0, 1 << 62) if c.path == lost)
+    assert len(held) == 8
+    s.store.delete([lost])
+    report = Stream.open(url).verify()
+    named = sorted((p.details["segment"], p.details["first_seq"], p.details["last_seq"])
+                   for p in report.problems if p.kind == "chunk")
+    assert named == held
+
+
+def test_crash_at_every_store_call_of_a_wide_commit(url: str) -> None:
+    """Writing and committing 2 tasks x 4 segments, crashed at each store call in turn: the
+    stream holds all of it or none of it, and a retry of the same (writer, batch) lands once."""
+    probe = Stream.create(url + "-probe", schema=SCHEMA, segments=4)
+    log = CallLog()
+    probe.store.observer = log
+    probe.commit(_write(probe, 2, 200), writer_id="w", batch_id=1, schema=SCHEMA)
+    total = log.count()
+    want = sorted(v for t in range(2) for v in _task(t, 200).column("val").to_pylist())
+    landed = 0
+    for k in range(1, total + 1):
+        s = Stream.create(f"{url}-{k}", schema=SCHEMA, segments=4)
+        log = CallLog()
+        log.fail_at = k
+        s.store.observer = log
+        try:
+            s.commit(_write(s, 2, 200), writer_id="w", batch_id=1, schema=SCHEMA)
+        except RuntimeError:
+            pass
+        s.store.observer = None
+        fresh = Stream.open(f"{url}-{k}")
+        got = _vals(fresh.read())
+        assert got in ([], want), f"crash at call {k}"
+        landed += got == want
+        fresh.commit(_write(fresh, 2, 200), writer_id="w", batch_id=1, schema=SCHEMA)
+        assert _vals(Stream.open(f"{url}-{k}").read()) == want, f"crash at call {k}"
+        assert not fresh.verify().problems, f"crash at call {k}"
+    assert 0 < landed < total
