@@ -297,3 +297,83 @@ def test_slowdown_on_the_contended_slot_fails_no_writer(moto_server: str) -> Non
         assert _counts(Stream.open(url, opts)) == {(f"w{t}", b): 10 for t in range(6) for b in range(4)}
     finally:
         slow.proxy.stop()
+
+
+# -- vacuum: request objects left behind, and the chunks a pending request names ----------------
+def _exists(s: Stream, rel: str) -> bool:
+    try:
+        s.store.read(rel)
+        return True
+    except (FileNotFoundError, KeyError):
+        return False
+
+
+def test_vacuum_never_deletes_the_chunks_of_a_request_still_pending(url: str) -> None:
+    """Orphan cleanup with no grace between a request's publication and its fold: its chunks
+    are named by no entry yet, but by the request, so they stay and the fold reads them."""
+    s = Stream.create(url, segments=2)
+    s.append(_rows("a", 0), writer_id="a", batch_id=0)
+    item = _publish(Stream.open(url), "b", 0)
+    counts = Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0)
+    assert counts["orphans"] == 0 and counts["requests"] == 0
+    assert all(_exists(s, c.path) for c in item.chunks) and _exists(s, item.path)
+    s.appending.group.contended = 1
+    s.append(_rows("a", 1), writer_id="a", batch_id=1)
+    assert s.journal.read_entry(s.state.pos).state.was_folded(item.rid) == s.state.pos
+    assert _counts(s) == {("a", 0): 10, ("a", 1): 10, ("b", 0): 10}
+
+
+def test_vacuum_between_a_combiners_listing_and_its_fold_breaks_nothing(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The combiner has read the request and is about to fold it when a vacuum runs. The
+    request is past the orphan grace (its writer published it long ago), the combiner's own
+    chunk is not (an uncommitted chunk inside the grace is any writer's, not group commit's)."""
+    s = Stream.create(url)
+    item = _publish(Stream.open(url), "b", 0)
+    seen: list[dict[str, int]] = []
+    discover = GroupCommit._discover
+    vac = Stream.open(url)
+    modified = vac.store.modified_ms
+    old = {c.path for c in item.chunks} | {item.path}
+    monkeypatch.setattr(vac.store, "modified_ms", lambda rel: 0 if rel in old else modified(rel))
+
+    def discover_then_vacuum(self: GroupCommit, own: Part | None, state: object) -> list[Published]:
+        found = discover(self, own, state)  # type: ignore[arg-type]
+        if found and not seen:
+            seen.append(vac.vacuum(grace_ms=0, orphans=True, orphan_grace_ms=60_000))
+        return found
+
+    monkeypatch.setattr(GroupCommit, "_discover", discover_then_vacuum)
+    s.appending.group.contended = 1
+    s.append(_rows("a", 0), writer_id="a", batch_id=0)
+    assert seen and seen[0]["orphans"] == 0 and seen[0]["requests"] == 0
+    assert s.journal.read_entry(s.state.pos).state.was_folded(item.rid) == s.state.pos
+    assert _counts(Stream.open(url)) == {("a", 0): 10, ("b", 0): 10}
+
+
+def test_vacuum_collects_crashed_writers_requests_after_their_window_and_grace(url: str) -> None:
+    """A request whose writer vanished stays until no slot can fold it and the grace passed,
+    folded or not; an unfolded one's chunks are then ordinary orphans."""
+    s = Stream.create(url, segments=2)
+    folded = _publish(Stream.open(url), "folded", 0)
+    s.appending.group.contended = 1
+    s.append(_rows("a", 0), writer_id="a", batch_id=0)  # folds it; its writer never deletes it
+    assert s.state.was_folded(folded.rid) == s.state.pos
+    lost = _publish(Stream.open(url), "lost", 0)  # nobody lists again: never folded
+    for i in range(1, FOLD_WINDOW):
+        s.append(_rows("a", i), writer_id="a", batch_id=i)
+    # folded's window (base 0) has closed; lost (base 1) may still be folded at the next slot
+    assert s.state.pos == folded.base + FOLD_WINDOW == lost.base + FOLD_WINDOW - 1
+    assert Stream.open(url).vacuum(grace_ms=3_600_000)["requests"] == 0  # within the grace
+    assert _exists(s, folded.path)
+    counts = Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0)
+    assert counts["requests"] == 1 and counts["orphans"] == 0
+    assert not _exists(s, folded.path) and _exists(s, lost.path)
+    assert all(_exists(s, c.path) for c in lost.chunks)
+    s.append(_rows("a", FOLD_WINDOW), writer_id="a", batch_id=FOLD_WINDOW)  # lost's window closes
+    counts = Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0)
+    lost_files = {c.path for c in lost.chunks}
+    assert counts["requests"] == 1 and counts["orphans"] == len(lost_files)
+    assert not _exists(s, lost.path) and not any(_exists(s, p) for p in lost_files)
+    assert not s.store.list(layout.REQUESTS)
+    assert _counts(Stream.open(url)) == {**{("a", i): 10 for i in range(FOLD_WINDOW + 1)}, ("folded", 0): 10}

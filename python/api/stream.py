@@ -410,7 +410,10 @@ class Stream:
         """Delete files and metadata of records truncated at least ``grace_ms`` ago.
 
         With ``orphans``, also delete data files no commit names (failed or duplicate task
-        attempts) older than ``orphan_grace_ms``; that part lists the data folders.
+        attempts) older than ``orphan_grace_ms``; that part lists the data folders, and keeps
+        the files of group-commit requests still waiting to be folded. Request objects left by
+        crashed writers go once no slot can fold them and ``grace_ms`` passed (counted as
+        ``requests``; see :mod:`~pyspark_tstream.write.requests`).
         """
         return self.truncation.vacuum(grace_ms, orphans=orphans, orphan_grace_ms=orphan_grace_ms)
 

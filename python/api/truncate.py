@@ -4,7 +4,8 @@ One job: move the stream's head forward and reclaim what lies behind it. Truncat
 journal commit (O(segments) store calls) and never passes the tick; records become unreadable
 at once, their files go at a later :meth:`Truncation.vacuum` once ``GC_GRACE_MS`` passed (readers
 that planned before the truncation may still be reading them). Only ``vacuum(orphans=True)``
-lists folders.
+lists data folders; every vacuum lists the (small) folder of group commit's request objects
+(:mod:`~pyspark_tstream.write.requests`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..maintain.retention import (
 from ..maps.grouplog import group_positions
 from ..read.start import cut_bound
 from ..timestamps import TimeLike, now_ms, pack, to_ms
+from ..write.requests import named_since, pending_chunks, stale_requests
 from .config import GC_GRACE_MS, ORPHAN_GRACE_MS
 from .context import StreamContext
 from .read import Reader
@@ -115,11 +117,21 @@ class Truncation:
         state = h.refresh()
         upto = gc_target(state, now_ms(), grace_ms)
         counts = collect_garbage(store, journal, state, upto)
-        replaced, compact_gc = collect_replaced(store, journal, state,
-                                                gc_position(journal, state, now_ms(), grace_ms))
+        older = gc_position(journal, state, now_ms(), grace_ms)
+        replaced, compact_gc = collect_replaced(store, journal, state, older)
         counts["replaced"] = replaced
+        # group commit's request objects no slot can fold any more (their writers crashed)
+        stale = stale_requests(store, state, older)
+        store.delete(stale)
+        counts["requests"] = len(stale)
         if orphans:
-            found = orphan_files(store, journal, h.refresh(), now_ms(), orphan_grace_ms)
+            scanned = h.refresh()
+            found = orphan_files(store, journal, scanned, now_ms(), orphan_grace_ms)
+            # a pending request's chunks are named by no entry yet (listed after the data files;
+            # one folded and deleted since the scan's state is named by an entry since then)
+            keep = pending_chunks(store)
+            keep |= named_since(journal, scanned, h.refresh())
+            found = [f for f in found if f not in keep]
             store.delete(found)
             counts = {**counts, "orphans": len(found)}
         old_compact_gc = int((state.compaction or {}).get("gc", 0))

@@ -27,7 +27,8 @@ Invariants kept:
 * a request that cannot be applied on the state (its segment was sealed by a scale, its schema
   does not fit) is left out by a combiner, never failed: its own writer meets the error;
 * request objects are deleted by their writer once committed (in the background) and, when a
-  writer vanished, by ``vacuum`` from their names alone once their window has passed.
+  writer vanished, by ``vacuum`` from their names alone once their window has passed
+  (:mod:`~pyspark_tstream.write.requests`, which also keeps their chunks from orphan cleanup).
 
 Costs (store calls): an uncontended commit 1 conditional create; a lost race 1 read of the
 winner, then 1 request PUT (once), 1 listing and 1 batched read of the requests not yet seen,
