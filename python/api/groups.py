@@ -34,6 +34,7 @@ import pyarrow as pa
 from ..errors import ConfigError, EntryIdError, GroupExistsError, GroupNotFoundError
 from ..maps.grouplog import (
     ALL_SEGMENTS,
+    Cursor,
     GroupLog,
     GroupState,
     IdLike,
@@ -49,7 +50,7 @@ from ..maps.grouplog import (
 )
 from ..store.races import LOST, Lost, until_won
 from ..timestamps import iso, now_ms, pack, physical, to_ms, tso_id
-from .scan import ORDER, Cursor, count_after, empty_records, fetch, read_after
+from .scan import ORDER, count_after, empty_records, fetch, read_after
 from .stream import Stream
 
 __all__ = ["EntryIdError", "Group", "GroupExistsError", "GroupNotFoundError", "record_ids"]
@@ -361,7 +362,7 @@ class Group:
         return {
             "name": s.name, "last_delivered_id": _cursor_id(s.last),
             "pending": len(s.pending), "entries_read": s.delivered, "acked": s.acked,
-            "lag": lag, "lag_ms": max(physical(tick) - physical(max(s.last[0], 0)), 0) if lag else 0,
+            "lag": lag, "lag_ms": max(physical(tick) - physical(max(s.last.tso, 0)), 0) if lag else 0,
             "low_water_id": tso_id(s.low_water),
             "committed_id": None if s.committed is None else tso_id(s.committed),
             "consumers": [{"name": c, "pending": per.get(c, 0), "idle_ms": max(now - seen, 0),

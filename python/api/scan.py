@@ -22,13 +22,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..maps.grouplog import ALL_SEGMENTS
+from ..maps.grouplog import ALL_SEGMENTS, Cursor
 from ..read.reading import READ_ORDER, read_table
 from ..schema import full_schema
 from ..timestamps import physical
 from .stream import Stream
 
-Cursor = tuple[int, int, int]
 #: Extra rows asked of ``Stream.read`` so that records at the cursor's own ``_tso`` (filtered
 #: out afterwards) rarely force a second read.
 _SLACK = 64
@@ -70,11 +69,12 @@ def empty_records(stream: Stream) -> pa.Table:
 
 def after_mask(table: pa.Table, cursor: Cursor) -> pa.ChunkedArray:
     """Rows strictly after ``cursor`` in (``_tso``, ``_segment``, ``_seq``) order."""
+    cursor = Cursor(*cursor)
     tso, seg, seq = table["_tso"], table["_segment"], table["_seq"]
-    later = pc.greater(tso, cursor[0])
-    same_tso = pc.equal(tso, cursor[0])
-    later_seg = pc.and_(same_tso, pc.greater(seg, cursor[1]))
-    later_seq = pc.and_(pc.and_(same_tso, pc.equal(seg, cursor[1])), pc.greater(seq, cursor[2]))
+    later = pc.greater(tso, cursor.tso)
+    same_tso = pc.equal(tso, cursor.tso)
+    later_seg = pc.and_(same_tso, pc.greater(seg, cursor.segment))
+    later_seq = pc.and_(pc.and_(same_tso, pc.equal(seg, cursor.segment)), pc.greater(seq, cursor.seq))
     return pc.or_(pc.or_(later, later_seg), later_seq)
 
 
@@ -85,11 +85,12 @@ def read_after(stream: Stream, cursor: Cursor, *, count: int | None = None,
     Costs one stream refresh, then one ``Stream.read`` (a second, larger one only when more
     than ``_SLACK`` records share the cursor's millisecond or the last ``_tso`` of the page).
     """
+    cursor = Cursor(*cursor)
     state = stream.refresh()
     bound = state.tick if until is None else min(state.tick, until)
-    if count == 0 or bound < cursor[0] or (bound == cursor[0] and cursor[1] == ALL_SEGMENTS):
+    if count == 0 or bound < cursor.tso or (bound == cursor.tso and cursor.segment == ALL_SEGMENTS):
         return Page(empty_records(stream), cursor, max(bound, 0), count != 0)
-    start, end = physical(max(cursor[0], 0)), physical(bound) + 1
+    start, end = physical(max(cursor.tso, 0)), physical(bound) + 1
     limit = None if count is None else count + _SLACK
     while True:
         raw = stream.read(start=start, end=end, limit=limit)
@@ -117,14 +118,15 @@ def count_after(stream: Stream, cursor: Cursor, bound: int) -> int:
     cursor or the bound (at most two per segment) are read. Planning walks the journal between
     the cursor and now (one batched read per 32 commits): an admin-path cost.
     """
-    if bound < cursor[0]:
+    cursor = Cursor(*cursor)
+    if bound < cursor.tso:
         return 0
     stream.refresh()
-    lo = max(cursor[0] - 1, 0)
+    lo = max(cursor.tso - 1, 0)
     total = 0
     partial = []
     for c in stream.plan(lo, bound):
-        if c.lo > cursor[0] and c.hi <= bound:
+        if c.lo > cursor.tso and c.hi <= bound:
             total += c.rows
         else:
             partial.append(c)

@@ -28,7 +28,7 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -103,6 +103,18 @@ def parse_entry_id(text: str) -> tuple[int, int | None, int | None]:
     return tso, seg, (int(match.group(4)) if match.group(4) is not None else None)
 
 
+
+class Cursor(NamedTuple):
+    """A position in read order: every record up to (``tso``, ``segment``, ``seq``) inclusive.
+
+    Stored as the list ``[tso, segment, seq]``; ``seq`` is ``ALL_SEGMENTS`` for a version-1
+    cursor ``[tso, segment]`` (every record of that segment at that ``tso``).
+    """
+
+    tso: int
+    segment: int
+    seq: int
+
 @dataclass(frozen=True)
 class Pending:
     """A delivered, not yet acknowledged record (a PEL entry)."""
@@ -144,13 +156,17 @@ class GroupState:
     op: str
     wall: int
     created: int
-    last: tuple[int, int, int]
+    last: Cursor
     pending: tuple[Pending, ...] = ()
     consumers: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     committed: int | None = None
     delivered: int = 0
     acked: int = 0
     nonce: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def __post_init__(self) -> None:
+        # callers pass cursors as plain (tso, segment, seq) tuples; readers use the names
+        object.__setattr__(self, "last", Cursor(*self.last))
 
     def next(self, op: str, wall: int, **changes: Any) -> GroupState:
         """The successor version (a fresh nonce, so a lost race is told from our own write)."""
@@ -159,8 +175,7 @@ class GroupState:
     @property
     def low_water(self) -> int:
         """The largest ``_tso`` at or below which every record was delivered and acked."""
-        tso, seg, _ = self.last
-        mark = tso if seg == ALL_SEGMENTS else tso - 1
+        mark = self.last.tso if self.last.segment == ALL_SEGMENTS else self.last.tso - 1
         if self.pending:
             mark = min(mark, min(p.tso for p in self.pending) - 1)
         return max(mark, 0)
@@ -190,7 +205,7 @@ class GroupState:
             # version 1 cursors (tso, segment) named every record of that segment at that tso
             seq = int(last[2]) if len(last) > 2 else ALL_SEGMENTS
             return cls(name=d["name"], pos=d["pos"], op=d["op"], wall=d["wall"], created=d["created"],
-                       nonce=d["nonce"], last=(int(last[0]), int(last[1]), seq),
+                       nonce=d["nonce"], last=Cursor(int(last[0]), int(last[1]), seq),
                        committed=d.get("committed"), delivered=d.get("delivered", 0),
                        acked=d.get("acked", 0),
                        consumers={k: (int(v[0]), int(v[1])) for k, v in d.get("consumers", {}).items()},
