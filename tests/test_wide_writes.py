@@ -141,19 +141,78 @@ def test_a_version_2_stream_reads_and_appends(url: str, monkeypatch: pytest.Monk
     assert _vals(Stream.open(url).read()) == sorted(v for t in range(3) for v in _task(t, 300).column("val").to_pylist())
 
 
-def test_compaction_and_vacuum_keep_shared_files_while_slices_need_them(url: str) -> None:
+def _compacted_stream(url: str) -> tuple[Stream, list[int], set[str]]:
     s = Stream.create(url, schema=SCHEMA, segments=4)
     s.commit(_write(s, tasks=3, rows=500))
     s.commit(_write(s, tasks=3, rows=500, first_seed=3))
-    want = _vals(s.read())
     shared = {c.path for c in Stream.open(url).plan(0, 1 << 62) if c.shared}
-    assert shared
+    assert len(shared) == 6
+    return s, _vals(s.read()), shared
+
+
+def test_vacuum_deletes_shared_files_once_compaction_replaced_every_slice(url: str) -> None:
+    s, want, shared = _compacted_stream(url)
     s.compact(full=True)
-    s.vacuum(grace_ms=0, orphans=True)
-    s.vacuum(grace_ms=0, orphans=True)
-    assert shared <= set(_data_files(s))  # compaction never names a shared file for deletion
+    s.vacuum(grace_ms=3_600_000)  # within the grace: readers that planned before keep them
+    assert shared <= set(_data_files(s))
+    assert _vals(Stream.open(url).read()) == want
+    s.vacuum(grace_ms=0)
+    assert not shared & set(_data_files(s))  # every slice compacted: the shared files are gone
     assert _vals(Stream.open(url).read()) == want
     assert not Stream.open(url).verify().problems
+
+
+def test_shared_files_stay_while_a_segment_s_slices_are_not_compacted(url: str) -> None:
+    s = Stream.create(url, schema=SCHEMA, segments=4)
+    s.commit(_write(s, tasks=1, rows=500))
+    shared = {c.path for c in Stream.open(url).plan(0, 1 << 62) if c.shared}
+    assert len(shared) == 1
+    # a plain chunk for one segment only: that segment's slice is merged with it, the other
+    # segments' slices (one piece each) are left as they are
+    one = pa.table({"key": ["k1"] * 300, "ts": [T0 + i for i in range(300)], "val": list(range(-300, 0))}, schema=SCHEMA)
+    spec = s.write_spec(SCHEMA, key="key", timestamp="ts")
+    s.commit(write_batches(spec, [one], task="solo"))
+    want = _vals(s.read())
+    s.vacuum(grace_ms=0, orphans=True)  # nothing compacted: nothing goes
+    assert shared <= set(_data_files(s))
+    live = {c.path for c in s.plan(0, 1 << 62)}
+    assert shared <= live
+    s.compact(full=True)
+    planned = {c.path for c in Stream.open(url).plan(0, 1 << 62)}
+    s.vacuum(grace_ms=0, orphans=True)
+    s.vacuum(grace_ms=0, orphans=True)
+    files = set(_data_files(s))
+    assert shared & planned and any("/m-" in p for p in planned)  # one slice merged, others left
+    assert (shared & planned) <= files  # a file a plan still names stays
+    assert _vals(Stream.open(url).read()) == want
+    assert not Stream.open(url).verify().problems
+
+
+def test_crash_at_every_store_call_of_the_vacuum_of_shared_files(url: str) -> None:
+    probe, want, shared = _compacted_stream(url + "-probe")
+    probe.compact(full=True)
+    log = CallLog()
+    probe.store.observer = log
+    probe.vacuum(grace_ms=0)
+    probe.store.observer = None
+    total = log.count()
+    assert not shared & set(_data_files(probe))
+    for k in range(1, total + 1):
+        s, want, shared = _compacted_stream(f"{url}-{k}")
+        s.compact(full=True)
+        log = CallLog()
+        log.fail_at = k
+        s.store.observer = log
+        try:
+            s.vacuum(grace_ms=0)
+        except RuntimeError:
+            pass
+        s.store.observer = None
+        assert _vals(Stream.open(f"{url}-{k}").read()) == want, f"crash at call {k}"
+        Stream.open(f"{url}-{k}").vacuum(grace_ms=0)
+        assert not shared & set(_data_files(s)), f"crash at call {k}"
+        assert _vals(Stream.open(f"{url}-{k}").read()) == want, f"crash at call {k}"
+        assert not Stream.open(f"{url}-{k}").verify().problems, f"crash at call {k}"
 
 
 def test_retention_removes_a_slice_but_not_its_file(url: str) -> None:

@@ -163,7 +163,8 @@ def _write_macro(store: Store, schema: pa.Schema, seg: int, members: Sequence[Pi
     macro = Macro(first=members[0].first, rows=rows, path=rel, bytes=size, lo=lo or 0, hi=hi or 0,
                   sorted=ordered, level=level)
     # a shared file's slices are not its whole: other segments' slices may still be live in it
-    # (python/write/shared.py), so no manifest names it; truncation's GC deletes it with its last slice
+    # (python/write/shared.py), so it is not "replaced"; the manifest names it as a candidate
+    # that vacuum deletes once no live slice names it (gc.dead_shared)
     return macro, [p.chunk.path for p in members if not getattr(p.chunk, "file_bytes", 0)]
 
 
@@ -201,7 +202,9 @@ def _merge_around(store: Store, schema: pa.Schema, seg: int, group: list[Piece],
             else:
                 left.extend(run)
         return
-    store.write(layout.manifest(macro.path), manifest_bytes(seg, macro.path, macro.first, macro.end, replaced))
+    # shared files of slices merged here: vacuum deletes each once no live slice names it (gc.dead_shared)
+    shared = {x.chunk.path: x.pos for x in group if x.chunk.shared and x.pos >= 0}
+    store.write(layout.manifest(macro.path), manifest_bytes(seg, macro.path, macro.first, macro.end, replaced, shared))
     new.append(Merged(group, macro, replaced))
 
 

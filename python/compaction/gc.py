@@ -23,15 +23,21 @@ from ..journal.timeindex import COL_WALL
 from ..maps.macromap import MacroMap
 from ..store import layout
 from ..store.storage import Store
+from .shared_gc import dead_shared
 
 log = logging.getLogger("pyspark_tstream")
 
 
-def manifest_bytes(seg: int, macro: str, first: int, end: int, replaced: Sequence[str]) -> bytes:
+def manifest_bytes(seg: int, macro: str, first: int, end: int, replaced: Sequence[str],
+                   shared: dict[str, int] | None = None) -> bytes:
     """A manifest: macro-chunk ``macro`` holds ``_seq`` ``[first, end)`` of segment ``seg``, and
-    the files ``replaced`` go once its compaction is older than the grace period."""
-    return json.dumps({"seg": seg, "macro": macro, "from": first, "to": end, "replaced": list(replaced)},
-                      separators=(",", ":")).encode()
+    the files ``replaced`` go once its compaction is older than the grace period. ``shared``:
+    the shared files (wide writes) of slices it merged, each with the journal position that
+    committed it; vacuum deletes one once no live slice names it (:mod:`.shared_gc`)."""
+    doc: dict[str, Any] = {"seg": seg, "macro": macro, "from": first, "to": end, "replaced": list(replaced)}
+    if shared:
+        doc["shared"] = [[path, pos] for path, pos in sorted(shared.items())]
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def holds_its_records(store: Store, part: dict[str, Any]) -> bool:
@@ -58,6 +64,16 @@ def manifest_replaced(raw: bytes | None, macro: str) -> list[str] | None:
     if not isinstance(replaced, list) or not all(isinstance(r, str) and layout.is_data_file(r) for r in replaced):
         return None
     return replaced
+
+
+def manifest_shared(raw: bytes | None) -> dict[str, int]:
+    """The shared files a manifest names as candidates, with the positions that committed them
+    (empty for a manifest without them, or one whose list does not decode)."""
+    try:
+        doc = json.loads(raw) if raw is not None else {}
+        return {path: int(pos) for path, pos in doc.get("shared", []) if layout.is_data_file(path)}
+    except (ValueError, TypeError, AttributeError):
+        return {}
 
 
 @dataclass(frozen=True)
@@ -113,7 +129,7 @@ def replaced_by(deltas: Sequence[Any], macros: set[str]) -> dict[str, list[str]]
     chunks: dict[int, list[tuple[int, str]]] = {}
     for d in deltas:
         for c in d.chunks:  # a compaction commits no data chunk
-            if not c.shared:  # a shared file goes with its last slice (see compact._write_macro)
+            if not c.shared:  # a shared file goes with its last live slice (shared_gc.dead_shared)
                 chunks.setdefault(c.seg, []).append((c.seq, c.path))
     for cs in chunks.values():
         cs.sort()
@@ -162,19 +178,26 @@ def collect_replaced(store: Store, journal: Journal, state: StreamState, upto: i
     parts = [(d.pos, p) for d in journal.deltas(state, first, upto - 1, truncated=True)
              if d.op == "compact" for p in d.info.get("parts", []) if p.get("manifest")]
     lists: dict[str, list[str] | None] = {}
+    candidates: dict[str, int] = {}  # shared files of merged slices -> the position that committed them
     for _, p in parts:
         try:
             raw: bytes | None = store.read(p["manifest"])
         except FileNotFoundError:
             raw = None
         lists[p["macro"]] = manifest_replaced(raw, p["macro"])  # None: missing or unreadable
+        if lists[p["macro"]] is not None:
+            candidates.update(manifest_shared(raw))
     missing = [p for pos, p in parts if lists[p["macro"]] is None and pos >= state.head_pos]
     lists.update(_unlisted(store, journal, state, missing))  # before any deletes: it checks files
+    # before the manifests go: a crash after them would forget the candidates (deleting twice is harmless)
+    dead = dead_shared(store, journal, state, upto, candidates)
     files = 0
     for _, p in parts:
         replaced = lists[p["macro"]] or []
         store.delete(replaced)
         files += len(replaced)
+    store.delete(dead)
+    files += len(dead)
     store.delete([p["manifest"] for _, p in parts])
     return files, upto
 
