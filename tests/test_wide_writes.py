@@ -280,3 +280,31 @@ def test_crash_at_every_store_call_of_a_wide_commit(url: str) -> None:
         assert _vals(Stream.open(f"{url}-{k}").read()) == want, f"crash at call {k}"
         assert not fresh.verify().problems, f"crash at call {k}"
     assert 0 < landed < total
+
+
+def test_an_abort_after_a_landed_commit_deletes_nothing_the_journal_names(tmp_path: Any) -> None:
+    """Spark calls abort when commit raised, also with its entry durable: the shared files of
+    that batch (every task's one file, holding slices of every segment) must all stay."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+    from pyspark_tstream.datasource.source import TStreamDataSource
+
+    url = f"file://{tmp_path}/s"
+    spark_schema = StructType([StructField("id", LongType()), StructField("key", StringType())])
+    Stream.create(url, segments=8)
+    source = TStreamDataSource({"path": url, "keyColumn": "key", "checkpointLocation": str(tmp_path / "c")})
+    writer = source.streamWriter(spark_schema, False)
+    batches = [pa.record_batch({"id": pa.array(range(t * 100, t * 100 + 100), pa.int64()),
+                                "key": [f"k{i}" for i in range(100)]}) for t in range(3)]
+    messages = [writer.write(iter([b])) for b in batches]
+    writer.commit(messages, 0)
+    named = {c.path for c in Stream.open(url).plan(0, 1 << 62)}
+    assert any(c.shared for c in Stream.open(url).plan(0, 1 << 62))
+    writer.abort(messages, 0)  # the commit landed: nothing it names may go
+    assert named <= set(_data_files(Stream.open(url)))
+    assert sorted(Stream.open(url).read()["id"].to_pylist()) == list(range(300))
+    assert not Stream.open(url).verify().problems
+    lost = source.streamWriter(spark_schema, False)
+    gone = [lost.write(iter([batches[0]]))]
+    lost.abort(gone, 1)  # never committed: its files go, the landed batch's stay
+    assert not {c["path"] for m in gone for c in m.chunks} & set(_data_files(Stream.open(url)))
+    assert named <= set(_data_files(Stream.open(url)))
