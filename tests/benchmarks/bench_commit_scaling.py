@@ -5,6 +5,7 @@ Usage::
     python tests/benchmarks/bench_commit_scaling.py                 # 1, 4, 16, 64 writers, 20 s each
     python tests/benchmarks/bench_commit_scaling.py --writers 16 --seconds 10 --latency-ms 30
     python tests/benchmarks/bench_commit_scaling.py --smoke         # 1 and 4 writers, 3 s each (CI)
+    python tests/benchmarks/bench_commit_scaling.py --spark         # 4 streaming queries, one session
 
 Each writer is a process calling ``Stream.append`` with ``--rows`` records at a time, as writer
 ``w<i>`` with batch ids 0, 1, 2, … (an idempotent producer), for ``--seconds`` seconds after a
@@ -15,6 +16,17 @@ p99 (one ``append`` call), the journal entries those commits took (group commit 
 commits into one entry) and the machine's load average. Then everything is read back (without
 the proxy) and every (writer, batch) must be there exactly once, with ``_seq`` dense per
 segment: the run fails otherwise.
+
+``--spark``: ``--queries`` (4) streaming queries in one local Spark session, each reading its own
+``rate`` source (``--rows`` records per second) with 1 s processing-time triggers and writing
+``format("tstream")`` into one stream through the proxy (the sink's commit is group commit's
+path; the queries' commits race for the same slots) for ``--seconds``. Printed: micro-batches
+committed per second in total, the batch commit's time p50/p99 from the queries' progress
+(``addBatch``: the tasks' data writes and the journal commit; the sink commits inside it) and
+the whole trigger's, the journal entries those batches took, and exactly-once: the rate
+source numbers each query's rows 0, 1, 2, …, so each query's ids read back must be a dense
+prefix covering at least every batch its progress reported, and every (writer, batch) must be
+in the journal once. Not part of ``--smoke``.
 """
 
 from __future__ import annotations
@@ -118,6 +130,87 @@ def run(endpoint: str, proxy_endpoint: str, writers: int, seconds: float, rows: 
             "lost": lost, "duplicated": dup, "load": os.getloadavg()[0]}
 
 
+def run_spark(endpoint: str, proxy_endpoint: str, queries: int, seconds: float, rows: int,
+              folder: str) -> dict[str, Any]:
+    """``queries`` streaming queries of one session write one stream (module docstring)."""
+    import s3servers
+    from pyspark.sql import SparkSession
+    from pyspark_tstream.api.stream import Stream
+    from sparkfixtures import SESSION_CONF, _register
+
+    url = f"s3://{s3servers.BUCKET}/bench-spark-{uuid.uuid4().hex[:8]}/stream"
+    direct = s3servers.s3_storage_options(endpoint)
+    Stream.create(url, storage_options=direct, segments=4)
+    opts = {"storage.endpoint_url": proxy_endpoint, "storage.key": s3servers.ACCESS_KEY,
+            "storage.secret": s3servers.SECRET_KEY,
+            "storage.client_kwargs": json.dumps({"region_name": s3servers.REGION})}
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master("local[2]").appName("bench-commit-scaling")
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    _register(spark)
+    try:
+        started = []
+        for q in range(queries):
+            started.append(
+                spark.readStream.format("rate").option("rowsPerSecond", rows).option("numPartitions", 1).load()
+                .selectExpr(f"'q{q}' as q", "value as id", "timestamp as t")
+                .writeStream.format("tstream").options(**opts)
+                .option("checkpointLocation", os.path.join(folder, f"spark-ckpt-{q}"))
+                .option("keyColumn", "q").option("timestampColumn", "t")
+                .trigger(processingTime="1 second").start(url))
+        # warm-up (not measured): the session's first micro-batches start the Python workers
+        warm_until = time.time() + 180
+        while not all(any(p["numInputRows"] > 0 for p in query.recentProgress) for query in started):
+            if time.time() > warm_until or any(query.exception() is not None for query in started):
+                break
+            time.sleep(0.2)
+        first = [max((p["batchId"] for p in query.recentProgress), default=-1) for query in started]
+        t0 = time.time()
+        time.sleep(seconds)  # a benchmark: the queries run on their own triggers meanwhile
+        for query in started:
+            query.stop()
+        elapsed = time.time() - t0
+        every = [[p for p in query.recentProgress if p["numInputRows"] > 0] for query in started]
+        progress = [[p for p in ps if p["batchId"] > f] for ps, f in zip(every, first)]
+        errors = [str(query.exception()) for query in started if query.exception() is not None]
+    finally:
+        spark.stop()
+    if errors:
+        raise SystemExit(f"{len(errors)} query(ies) failed: {errors}")
+    add = np.array([p["durationMs"].get("addBatch", 0) for ps in progress for p in ps], dtype=float)
+    trig = np.array([p["durationMs"].get("triggerExecution", 0) for ps in progress for p in ps], dtype=float)
+    stream = Stream.open(url, direct)
+    for writer in [w for w in stream.state.writers if w.startswith("query-")]:
+        stream.writer(writer).close()  # a stopped query's session holds the tick back until released
+    t = stream.read()
+    lost = dup = 0
+    if not all(progress):
+        raise SystemExit("a query committed no micro-batch in the measured time: raise --seconds")
+    for q, ps in enumerate(every):
+        ids = sorted(i for qq, i in zip(t["q"].to_pylist(), t["id"].to_pylist()) if qq == f"q{q}")
+        reported = sum(int(p["numInputRows"]) for p in ps)
+        dup += len(ids) - len(set(ids))
+        lost += max(0, reported - len(set(ids))) + (0 if sorted(set(ids)) == list(range(len(set(ids)))) else 1)
+    parts: list[tuple[str, Any]] = []
+    for e in stream.journal.log.read_entries(range(1, stream.state.pos + 1)):
+        if e.op == "append" and e.chunks:
+            parts += [(f[1], f[2]) for f in e.folds] if e.folds else [(e.writer, e.batch)]
+    dup += len(parts) - len(set(parts))
+    entries = sum(1 for e in stream.journal.log.read_entries(range(1, stream.state.pos + 1))
+                  if e.op == "append" and e.chunks)
+    return {"queries": queries, "batches": len(parts), "per_s": sum(map(len, progress)) / elapsed,
+            "p50_ms": float(np.percentile(add, 50)) if len(add) else 0.0,
+            "p99_ms": float(np.percentile(add, 99)) if len(add) else 0.0,
+            "trigger_p50_ms": float(np.percentile(trig, 50)) if len(trig) else 0.0,
+            "trigger_p99_ms": float(np.percentile(trig, 99)) if len(trig) else 0.0,
+            "entries": entries, "folded": sum(1 for e in stream.journal.log.read_entries(
+                range(1, stream.state.pos + 1)) if len(e.folds) > 1),
+            "lost": lost, "duplicated": dup, "load": os.getloadavg()[0]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--writers", type=int, nargs="*", default=[1, 4, 16, 64])
@@ -125,6 +218,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10)
     ap.add_argument("--latency-ms", type=float, default=30.0)
     ap.add_argument("--smoke", action="store_true", help="1 and 4 writers, 3 s each")
+    ap.add_argument("--spark", action="store_true", help="streaming queries of one Spark session instead")
+    ap.add_argument("--queries", type=int, default=4, help="with --spark: streaming queries")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -142,6 +237,17 @@ def main() -> None:
         proxy._server.handle_error = lambda request, client_address: None  # clients that gave up
         proxy.start()
         try:
+            if args.spark:
+                r = run_spark(endpoint, proxy.endpoint, args.queries, args.seconds, args.rows, folder)
+                print(f"{r['queries']} streaming queries, 1 s triggers, {args.rows} rows/s each, "
+                      f"{args.latency_ms:.0f} ms per request: {r['per_s']:.2f} batches/s  "
+                      f"commit (addBatch) p50 {r['p50_ms']:.0f} ms p99 {r['p99_ms']:.0f} ms  "
+                      f"trigger p50 {r['trigger_p50_ms']:.0f} ms p99 {r['trigger_p99_ms']:.0f} ms  "
+                      f"{r['batches']} batches in {r['entries']} entries ({r['folded']} folding several)  "
+                      f"lost {r['lost']} duplicated {r['duplicated']}  load {r['load']:.1f}", flush=True)
+                if r["lost"] or r["duplicated"]:
+                    raise SystemExit("records lost or duplicated")
+                return
             for n in args.writers:
                 r = run(endpoint, proxy.endpoint, n, args.seconds, args.rows, folder)
                 rows_out.append(r)
