@@ -110,8 +110,12 @@ def fetch_ranges(store: Store, rel: str, size: int, views: Sequence[Any]) -> Spa
             spans.append(group_span(meta, g))
         at += n
     if spans:
-        lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
-        parts[lo] = store.read_range(rel, lo, hi)
+        # the tail read may already hold the last row groups (the last segment of a shared file
+        # sits just before the footer): fetch only what lies before it, so the tail stays the
+        # part at the highest offset, which Sparse.fetch takes for the footer
+        lo, hi = min(s for s, _ in spans), min(max(e for _, e in spans), size - len(tail))
+        if lo < hi:
+            parts[lo] = store.read_range(rel, lo, hi)
     return Sparse(size, parts)
 
 
