@@ -13,6 +13,10 @@ from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.timestamps import now_ms, physical
 
+#: The logic here sits above the store: its memory:// cases run by default, its file:// cases
+#: in the slow set (tests/test_storage.py pins the file store's own primitives by default).
+pytestmark = pytest.mark.slow_on_file
+
 
 def _batch(writer: str, batch: int, rows: int = 20) -> pa.Table:
     return pa.table({"writer": [writer] * rows, "batch": [batch] * rows, "i": list(range(rows)),

@@ -26,6 +26,10 @@ from pyspark_tstream.read.reading import chunk_records
 from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.store import layout
 
+#: The logic here sits above the store: its memory:// cases run by default, its file:// cases
+#: in the slow set (tests/test_storage.py pins the file store's own primitives by default).
+pytestmark = pytest.mark.slow_on_file
+
 
 def test_compaction_keeps_every_record_bit_for_bit(url: str) -> None:
     s = fill_stream(url)

@@ -11,6 +11,10 @@ from pyspark_tstream.cli import app as cli
 from pyspark_tstream.compaction.policy import COMPACT_EVERY
 from pyspark_tstream.errors import CorruptChunkError
 
+#: The logic here sits above the store: its memory:// cases run by default, its file:// cases
+#: in the slow set (tests/test_storage.py pins the file store's own primitives by default).
+pytestmark = pytest.mark.slow_on_file
+
 
 def _damage(s: Stream, path: str, how: str) -> None:
     if how == "missing":

@@ -24,6 +24,10 @@ from pyspark_tstream.read.compacted import substitute
 from pyspark_tstream.store import layout
 from pyspark_tstream.timestamps import physical
 
+#: The logic here sits above the store: its memory:// cases run by default, its file:// cases
+#: in the slow set (tests/test_storage.py pins the file store's own primitives by default).
+pytestmark = pytest.mark.slow_on_file
+
 T0 = 1_700_000_000_000
 
 

@@ -20,6 +20,10 @@ from pyspark_tstream.maintain.fsck import verify
 from pyspark_tstream.maps.macromap import Macro, MacroMap
 from pyspark_tstream.store import layout
 
+#: The logic here sits above the store: its memory:// cases run by default, its file:// cases
+#: in the slow set (tests/test_storage.py pins the file store's own primitives by default).
+pytestmark = pytest.mark.slow_on_file
+
 T0 = 1_700_000_000_000
 ORDER = [("_segment", "ascending"), ("_seq", "ascending")]
 

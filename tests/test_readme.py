@@ -16,7 +16,8 @@ import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 DOCS = README.parent / "docs"
-pytestmark = pytest.mark.spark
+# the README's and docs' examples run in the slow set: each shows behaviour other tests pin
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 
 def _blocks(lang: str, path: Path = README) -> list[str]:

@@ -24,10 +24,11 @@ from pyspark_tstream.timestamps import now_ms
 from pyspark_tstream.write.writing import write_batches
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-#: Two clusters of records ten and six minutes ago: an ago bound of eight minutes falls
-#: between them, however long the test takes.
-T0 = now_ms() - 10 * 60_000
-T1 = now_ms() - 6 * 60_000
+#: Two clusters of records ten and six hours before this module is imported: an ago bound of
+#: eight hours falls between them however long a run takes to reach these tests (pytest imports
+#: every module when it collects; minutes here failed once a full run took over six).
+T0 = now_ms() - 10 * 3_600_000
+T1 = now_ms() - 6 * 3_600_000
 
 
 def _batch(b: int, n: int = 400, t0: int = T0) -> pa.Table:
@@ -83,8 +84,8 @@ def _ranges(s: Stream) -> dict[str, dict[str, Any]]:
         "epoch-ms": {"start": mid, "end": T1 + 2 * 4_000},
         "iso-and-datetime": {"start": datetime.fromtimestamp(mid / 1000, tz=UTC).isoformat(),
                              "end": datetime.fromtimestamp((T1 + 5_000) / 1000, tz=UTC)},
-        "ago": {"start": "-8m"},
-        "ago-end": {"end": "-8m"},
+        "ago": {"start": "-8h"},
+        "ago-end": {"end": "-8h"},
         "start-cut": {"start": cut},
         "end-cut": {"end": cut},
         "cut-to-time": {"start": cut, "end": T1 + 9_000},
