@@ -23,7 +23,7 @@ def _crash_stream(name: str, again: bool) -> Stream:
 
 
 @pytest.mark.slow_on_file
-@pytest.mark.parametrize("again", [False, True], ids=["first", "again"])
+@pytest.mark.parametrize("again", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["first", "again"])
 def test_crash_at_every_store_call_of_a_compaction(url: str, again: bool) -> None:
     """A failure at any store call of a compaction (and of the vacuum after it) loses or
     duplicates no record, and the next compaction completes the work."""

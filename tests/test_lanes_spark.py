@@ -39,6 +39,7 @@ def _keys(segments: int) -> tuple[str, str, str]:
     return a, b, c
 
 
+@pytest.mark.slow  # by default: test_spark_source's tick-aligned batches with skewed writers
 def test_skewed_writers_sharing_a_segment_keep_times_and_windows(spark: Any, tmp_path: Path) -> None:
     """Three declared writers, one a month ahead, two sharing a segment: 0 moved records, and a
     zero-delay-watermark windowed count equals the batch count and the count by client time."""

@@ -85,7 +85,8 @@ def _skewed(url: str) -> Stream:
     return s
 
 
-@pytest.fixture(params=["lookup", "join"])
+# the join (many files) runs in the slow set; the lookups (few files) by default
+@pytest.fixture(params=["lookup", pytest.param("join", marks=pytest.mark.slow)])
 def branch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test with system columns from literal lookups (few files) or from the join (many)."""
     if request.param == "join":
