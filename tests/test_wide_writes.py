@@ -308,3 +308,20 @@ def test_an_abort_after_a_landed_commit_deletes_nothing_the_journal_names(tmp_pa
     lost.abort(gone, 1)  # never committed: its files go, the landed batch's stay
     assert not {c["path"] for m in gone for c in m.chunks} & set(_data_files(Stream.open(url)))
     assert named <= set(_data_files(Stream.open(url)))
+
+
+def test_slices_written_before_a_split_are_rerouted_with_only_their_own_rows(url: str) -> None:
+    """A scale that splits segments between the tasks' writes and their commit re-routes each
+    slice of a shared file by key: only the slice's own rows move (found by the soak: the whole
+    shared file was split, so other segments' rows came back twice and the parts kept the
+    slice's offset into a file that no longer held them, so the slice's rows were lost)."""
+    s = Stream.create(url, schema=SCHEMA, segments=4)
+    infos = _write(s, tasks=2, rows=600)
+    assert len({c.path for c in infos}) == 2 and all(c.file_bytes > 0 for c in infos)
+    for seg in list(s.refresh().segments):  # every segment split after the tasks routed
+        s.scale(split=seg.id, parts=2)
+    s.commit(infos)
+    got = Stream.open(url).read()
+    assert _vals(got) == sorted(v for t in range(2) for v in _task(t, 600).column("val").to_pylist())
+    active = {seg.id for seg in Stream.open(url).state.segments}
+    assert set(got.column("_segment").to_pylist()) <= active

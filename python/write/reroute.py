@@ -38,6 +38,9 @@ def reroute(store: Store, info: ChunkInfo, segments: Sequence[Segment]) -> list[
     if len(targets) == 1 or (targets and info.key is None):
         return [replace(info, seg=targets[0].id, key_lo=targets[0].lo, key_hi=targets[0].hi)]
     table = pq.read_table(io.BytesIO(store.read(info.path)))
+    if info.file_bytes or info.offset or table.num_rows != info.rows:
+        # a slice of a shared file (write/shared.py): only its own rows, which start at offset
+        table = table.slice(info.offset, info.rows)
     ordered = sorted(segments, key=lambda s: s.lo)
     idx = route(key_hash(table.column(info.key), name=info.key), [s.lo for s in ordered])
     out = []
@@ -49,7 +52,8 @@ def reroute(store: Store, info: ChunkInfo, segments: Sequence[Segment]) -> list[
         pq.write_table(part, buf)
         store.write(rel, buf.getvalue())
         raw = part.column(RAW_TSO).to_numpy()
+        # a file of its own: no longer a slice of the shared file it came from
         out.append(replace(info, seg=seg.id, path=rel, rows=part.num_rows, bytes=len(buf.getvalue()),
                            raw_lo=int(raw[0]), raw_hi=int(raw[-1]), key_lo=seg.lo, key_hi=seg.hi,
-                           marks=raw_marks(raw)))
+                           marks=raw_marks(raw), offset=0, file_bytes=0))
     return out
