@@ -75,7 +75,7 @@ def test_a_published_request_is_folded_by_the_next_winner_and_acknowledged(url: 
     s.appending.group.contended = 1  # a writer that lost lately lists before its attempt
     s.append(_rows("a", 1), writer_id="a", batch_id=1)
     entry = s.journal.read_entry(s.state.pos)
-    assert [f[:3] for f in entry.folds] == [[entry.folds[0][0], "a", 1], [item.rid, "b", 0]]
+    assert [(f.rid, f.writer, f.batch) for f in entry.folds] == [(entry.folds[0].rid, "a", 1), (item.rid, "b", 0)]
     assert entry.state.was_folded(item.rid) == entry.pos
     # b's writer (its process went on) is acknowledged by that entry, not by a commit of its own
     own = Part(item.rid, item.request(None), item.base)
@@ -105,7 +105,7 @@ def test_a_request_is_never_folded_twice(url: str) -> None:
         h.appending.group.contended = 1
         h.append(_rows(w, 0), writer_id=w, batch_id=0)
     assert _counts(s) == {("a", 0): 10, ("b", 0): 10, ("c", 0): 10}
-    folds = [f[0] for e in s.journal.log.read_entries(range(1, s.refresh().pos + 1)) for f in e.folds]
+    folds = [f.rid for e in s.journal.log.read_entries(range(1, s.refresh().pos + 1)) for f in e.folds]
     assert folds.count(item.rid) == 1
 
 

@@ -18,7 +18,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from ..errors import CorruptMetadataError, corrupt, error, newer_format
 from ..store import layout
@@ -116,6 +116,18 @@ class Chunk:
         return cls(**stored)
 
 
+class Fold(NamedTuple):
+    """One request a group-commit entry folded (format v4), stored as the list
+    ``[rid, writer, batch, chunks, info]``: its id, its dedupe key, how many of the entry's
+    chunks are its (consecutive, in fold order) and its own ``info``."""
+
+    rid: str
+    writer: str | None
+    batch: Any
+    chunks: int
+    info: dict[str, Any]
+
+
 @dataclass
 class Entry:
     """One journal entry: what the commit did, and the state after it."""
@@ -129,10 +141,10 @@ class Entry:
     batch: Any = None
     chunks: list[Chunk] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
-    #: Group commit (format v4): the requests this entry folded, in order, as
-    #: ``[request id, writer, batch, chunk count, info]``; their chunks are consecutive runs of
-    #: ``chunks``. Empty for an entry of one commit (``writer``/``batch``/``info`` are then its).
-    folds: list[list[Any]] = field(default_factory=list)
+    #: Group commit (format v4): the requests this entry folded, in order (:class:`Fold`); their
+    #: chunks are consecutive runs of ``chunks``. Empty for an entry of one commit
+    #: (``writer``/``batch``/``info`` are then its).
+    folds: list[Fold] = field(default_factory=list)
 
     def delta_json(self) -> dict[str, Any]:
         return _with_folds(_delta(self.pos, self.op, self.wall, self.nonce, self.chunks, self.writer, self.batch,
@@ -171,7 +183,7 @@ class Entry:
                        writer=d.get("writer"), batch=d.get("batch"),
                        chunks=chunks, info=d.get("info", {}),
                        state=StreamState.from_json(d["state"]),
-                       folds=check_folds(d.get("folds", []), len(chunks)))
+                       folds=[Fold(*f) for f in check_folds(d.get("folds", []), len(chunks))])
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
             raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CommitConflictError, corrupt
-from ..journal.entries import Entry
+from ..journal.entries import Entry, Fold
 from ..journal.journal import Journal
 from ..journal.shapes import is_int, need
 from ..journal.state import FOLD_WINDOW, StreamState
@@ -201,17 +201,17 @@ def fold(parts: Sequence[Part], state: StreamState, pos: int) -> Entry | None:
     first = built[0][1]
     return Entry(pos=pos, op="append", wall=max(e.wall for _, e in built), state=state, writer=first.writer,
                  batch=first.batch, chunks=[c for _, e in built for c in e.chunks], info=info,
-                 folds=[[p.rid, e.writer, e.batch, len(e.chunks), e.info] for p, e in built])
+                 folds=[Fold(p.rid, e.writer, e.batch, len(e.chunks), e.info) for p, e in built])
 
 
 def part_of(entry: Entry, rid: str) -> Entry | None:
     """The view of ``entry`` as the commit of request ``rid`` alone (None if it holds no such part)."""
     at = 0
     for f in entry.folds:
-        if f[0] == rid:
+        if f.rid == rid:
             return Entry(pos=entry.pos, op=entry.op, wall=entry.wall, state=entry.state, nonce=entry.nonce,
-                         writer=f[1], batch=f[2], chunks=entry.chunks[at: at + f[3]], info=f[4])
-        at += f[3]
+                         writer=f.writer, batch=f.batch, chunks=entry.chunks[at: at + f.chunks], info=f.info)
+        at += f.chunks
     return None
 
 
