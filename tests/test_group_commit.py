@@ -377,3 +377,21 @@ def test_vacuum_collects_crashed_writers_requests_after_their_window_and_grace(u
     assert not _exists(s, lost.path) and not any(_exists(s, p) for p in lost_files)
     assert not s.store.list(layout.REQUESTS)
     assert _counts(Stream.open(url)) == {**{("a", i): 10 for i in range(FOLD_WINDOW + 1)}, ("folded", 0): 10}
+
+
+def test_a_folding_entry_s_delta_is_its_stored_form(url: str) -> None:
+    """An entry's delta (what index nodes keep and fsck compares with them) holds its folds as
+    the stored lists, not as the ``Fold`` records a decoded entry reads by name: a node written
+    with a folding entry must equal the one fsck rebuilds from the journal."""
+    from pyspark_tstream.journal.entries import Entry, Fold
+
+    s = Stream.create(url, segments=1)
+    s.append([{"v": 1}])
+    entry = s.journal.read_entry(1)
+    folded = Entry(pos=entry.pos, op=entry.op, wall=entry.wall, state=entry.state, chunks=entry.chunks,
+                   folds=[Fold("r1", "a", 1, len(entry.chunks), {})])
+    stored = json.loads(json.dumps(folded.delta_json()))
+    assert folded.delta_json() == stored
+    back = Entry.decode(folded.encode(), path="x")
+    assert back.folds == [Fold("r1", "a", 1, len(entry.chunks), {})] and back.folds[0].writer == "a"
+    assert back.delta_json() == stored

@@ -148,7 +148,7 @@ class Entry:
 
     def delta_json(self) -> dict[str, Any]:
         return _with_folds(_delta(self.pos, self.op, self.wall, self.nonce, self.chunks, self.writer, self.batch,
-                                  self.info), self.folds)
+                                  self.info), [list(f) for f in self.folds])  # the stored form: lists
 
     def encode(self) -> bytes:
         d = self.delta_json()
