@@ -136,9 +136,10 @@ def _sampled(cases: list[tuple[str, str]], every: int = 5) -> list[Any]:
     one kind to the next, and every kind's list opens with the same generic damages.
     """
     out, seen = [], {}
+    order = {kind: n for n, kind in enumerate(dict.fromkeys(k for k, _ in cases))}
     for kind, damage in cases:
         i = seen[kind] = seen.get(kind, -1) + 1
-        offset = list(dict.fromkeys(k for k, _ in cases)).index(kind) % every
+        offset = order[kind] % every
         marks = () if i % every == offset else (pytest.mark.slow,)
         out.append(pytest.param(kind, damage, marks=marks))
     return out

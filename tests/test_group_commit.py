@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
@@ -22,6 +23,15 @@ from pyspark_tstream.write.writing import write_batches
 
 def _rows(writer: str, batch: int, rows: int = 10) -> pa.Table:
     return pa.table({"writer": [writer] * rows, "batch": [batch] * rows, "i": list(range(rows))})
+
+
+def _in_threads(work: Callable[[int], None], n: int) -> None:
+    """Run ``work(0) .. work(n - 1)`` in threads of their own, all at once, and wait for them."""
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
 
 
 def _counts(s: Stream) -> dict[tuple[str, int], int]:
@@ -153,11 +163,7 @@ def test_concurrent_writers_fold_and_lose_nothing(url: str) -> None:
         except BaseException as e:  # noqa: BLE001 - surfaced below
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(12)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    _in_threads(work, 12)
     assert not errors, errors
     assert _counts(s0) == {(f"w{t}", b): 10 for t in range(12) for b in range(8)}
 
@@ -287,11 +293,7 @@ def test_slowdown_on_the_contended_slot_fails_no_writer(moto_server: str) -> Non
             except BaseException as e:  # noqa: BLE001 - surfaced below
                 errors.append(e)
 
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        _in_threads(work, 6)
         assert not errors, errors
         assert slow.refused > 0  # the limit was reached: writers met SlowDown and did not fail
         assert _counts(Stream.open(url, opts)) == {(f"w{t}", b): 10 for t in range(6) for b in range(4)}
