@@ -27,6 +27,13 @@ the whole trigger's, the journal entries those batches took, and exactly-once: t
 source numbers each query's rows 0, 1, 2, …, so each query's ids read back must be a dense
 prefix covering at least every batch its progress reported, and every (writer, batch) must be
 in the journal once. Not part of ``--smoke``.
+
+``--floor``: the same writer processes, proxy and server, but each "commit" is only the store
+requests no design can avoid: the data PUT (a Parquet file of ``--rows`` records, as ``append``
+writes) and one small conditional create on a key of its own (never contended). What this
+machine, the proxy and the server sustain for N writers doing two round trips each: the
+ceiling for any commit protocol here (group commit adds a listing, a request PUT and reads
+when contended). Printed beside it: requests/s and the writers' CPU per "commit".
 """
 
 from __future__ import annotations
@@ -66,6 +73,12 @@ def worker(url: str, opts: dict[str, Any], name: str, start_at: float, seconds: 
     batch = 0
     end = start_at + seconds
     cpu0 = time.process_time()
+    prof = None
+    if os.environ.get("TSTREAM_BENCH_PROFILE") and name == "w0":  # where a writer's CPU goes
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
     while time.time() < end:
         t = table.set_column(1, "batch", pa.array([batch] * rows, pa.int64()))
         t0 = time.perf_counter()
@@ -74,9 +87,85 @@ def worker(url: str, opts: dict[str, Any], name: str, start_at: float, seconds: 
         assert not ack.duplicate, ack
         batch += 1
     cpu = time.process_time() - cpu0
+    if prof is not None:
+        import pstats
+
+        prof.disable()
+        with open(os.environ["TSTREAM_BENCH_PROFILE"], "w") as f:
+            pstats.Stats(prof, stream=f).sort_stats(os.environ.get("TSTREAM_BENCH_PROFILE_SORT", "tottime")).print_stats(40)
     stream.context.journal.hints.settle(5)
     with open(out, "w") as f:
         json.dump({"lat": lat, "batches": batch, "folded": folded, "cpu": cpu}, f)
+
+
+def floor_worker(url: str, opts: dict[str, Any], name: str, start_at: float, seconds: float, rows: int,
+                 out: str) -> None:
+    """A writer process of ``--floor``: a data PUT and one uncontended conditional create per loop."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark_tstream.store.storage import Store
+
+    store = Store(url, opts)
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"writer": [name] * rows, "batch": [0] * rows, "i": list(range(rows))}), buf)
+    data = buf.getvalue()
+    open(out + ".ready", "w").close()
+    go = os.path.join(os.path.dirname(out), "go")
+    while not os.path.exists(go):
+        time.sleep(0.02)
+    start_at = float(open(go).read())
+    time.sleep(max(0.0, start_at - time.time()))
+    lat: list[float] = []
+    end = start_at + seconds
+    cpu0 = time.process_time()
+    while time.time() < end:
+        t0 = time.perf_counter()
+        store.write(f"data/floor/{name}-{len(lat)}.parquet", data)
+        assert store.put_if_absent(f"_tstream/floor/{name}-{len(lat)}.json", b'{"floor": true}')
+        lat.append(time.perf_counter() - t0)
+    cpu = time.process_time() - cpu0
+    with open(out, "w") as f:
+        json.dump({"lat": lat, "batches": len(lat), "folded": 0, "cpu": cpu}, f)
+
+
+def run_floor(endpoint: str, proxy_endpoint: str, writers: int, seconds: float, rows: int,
+              folder: str) -> dict[str, Any]:
+    """``--floor`` for ``writers`` processes: loops/s, latency, requests/s, CPU per loop."""
+    import s3servers
+
+    url = f"s3://{s3servers.BUCKET}/floor-{uuid.uuid4().hex[:8]}/stream"
+    proxied = s3servers.s3_storage_options(proxy_endpoint)
+    results = _spawn("--floor-worker", url, proxied, writers, seconds, rows, folder)
+    lat = np.array([x for r in results for x in r["lat"]])
+    return {"writers": writers, "commits": len(lat), "per_s": len(lat) / seconds, "requests_s": 2 * len(lat) / seconds,
+            "p50_ms": float(np.percentile(lat, 50) * 1000) if len(lat) else 0.0,
+            "p99_ms": float(np.percentile(lat, 99) * 1000) if len(lat) else 0.0,
+            "cpu_ms": 1000 * sum(r["cpu"] for r in results) / max(len(lat), 1), "load": os.getloadavg()[0]}
+
+
+def _spawn(flag: str, url: str, opts: dict[str, Any], writers: int, seconds: float, rows: int,
+           folder: str) -> list[dict[str, Any]]:
+    """Start ``writers`` processes (``flag``), start their clocks together, return their results."""
+    procs, outs = [], []
+    for i in range(writers):
+        out = os.path.join(folder, f"{flag.strip('-')}-w{writers}-{i}.json")
+        outs.append(out)
+        procs.append(subprocess.Popen([sys.executable, __file__, flag, json.dumps(
+            [url, opts, f"w{i}", 0.0, seconds, rows, out])]))
+    while not all(os.path.exists(o + ".ready") for o in outs):
+        if any(p.poll() for p in procs):
+            break
+        time.sleep(0.05)
+    with open(os.path.join(folder, "go.tmp"), "w") as f:
+        f.write(str(time.time() + 0.5))
+    os.replace(os.path.join(folder, "go.tmp"), os.path.join(folder, "go"))
+    failed = [p.wait() for p in procs]
+    os.remove(os.path.join(folder, "go"))
+    if any(failed):
+        raise SystemExit(f"{sum(1 for f in failed if f)} writer process(es) failed")
+    return [json.load(open(o)) for o in outs]
 
 
 def run(endpoint: str, proxy_endpoint: str, writers: int, seconds: float, rows: int, folder: str) -> dict[str, Any]:
@@ -90,25 +179,7 @@ def run(endpoint: str, proxy_endpoint: str, writers: int, seconds: float, rows: 
 
     Stream.create(url, storage_options=direct, segments=4,
                   schema=pa.schema([("writer", pa.string()), ("batch", pa.int64()), ("i", pa.int64())]))
-    start_at = 0.0  # set by the "go" file once every writer is ready
-    procs, outs = [], []
-    for i in range(writers):
-        out = os.path.join(folder, f"w{writers}-{i}.json")
-        outs.append(out)
-        procs.append(subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(
-            [url, proxied, f"w{i}", start_at, seconds, rows, out])]))
-    while not all(os.path.exists(o + ".ready") for o in outs):
-        if any(p.poll() for p in procs):
-            break
-        time.sleep(0.05)
-    with open(os.path.join(folder, "go.tmp"), "w") as f:
-        f.write(str(time.time() + 0.5))
-    os.replace(os.path.join(folder, "go.tmp"), os.path.join(folder, "go"))
-    failed = [p.wait() for p in procs]
-    os.remove(os.path.join(folder, "go"))
-    if any(failed):
-        raise SystemExit(f"{sum(1 for f in failed if f)} writer process(es) failed")
-    results = [json.load(open(o)) for o in outs]
+    results = _spawn("--worker", url, proxied, writers, seconds, rows, folder)
     lat = np.array([x for r in results for x in r["lat"]])
     sent = {(f"w{i}", b) for i, r in enumerate(results) for b in range(r["batches"])}
     stream = Stream.open(url, direct)
@@ -220,10 +291,16 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="1 and 4 writers, 3 s each")
     ap.add_argument("--spark", action="store_true", help="streaming queries of one Spark session instead")
     ap.add_argument("--queries", type=int, default=4, help="with --spark: streaming queries")
+    ap.add_argument("--floor", action="store_true",
+                    help="only a data PUT and one uncontended conditional create per commit: the ceiling here")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--floor-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         worker(*json.loads(args.worker))
+        return
+    if args.floor_worker:
+        floor_worker(*json.loads(args.floor_worker))
         return
     if args.smoke:
         args.writers, args.seconds = [1, 4], 3.0
@@ -247,6 +324,16 @@ def main() -> None:
                       f"lost {r['lost']} duplicated {r['duplicated']}  load {r['load']:.1f}", flush=True)
                 if r["lost"] or r["duplicated"]:
                     raise SystemExit("records lost or duplicated")
+                return
+            if args.floor:
+                print(f"floor: a data PUT + one uncontended conditional create per commit, "
+                      f"{args.latency_ms:.0f} ms per request")
+                print("| writers | commits/s | requests/s | p50 | p99 | writer CPU per commit | load |")
+                print("|---|---|---|---|---|---|---|")
+                for n in args.writers:
+                    r = run_floor(endpoint, proxy.endpoint, n, args.seconds, args.rows, folder)
+                    print(f"| {n} | {r['per_s']:.1f} | {r['requests_s']:.0f} | {r['p50_ms']:.0f} ms | "
+                          f"{r['p99_ms']:.0f} ms | {r['cpu_ms']:.0f} ms | {r['load']:.1f} |", flush=True)
                 return
             for n in args.writers:
                 r = run(endpoint, proxy.endpoint, n, args.seconds, args.rows, folder)
