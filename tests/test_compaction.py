@@ -263,6 +263,7 @@ def test_compaction_off_and_bad_config(url: str) -> None:
         Stream.create(url + "y", compaction="min=1")
     assert CompactionPolicy.parse(None) == CompactionPolicy(128 << 20, 16)
     assert CompactionPolicy.parse("target=64MB,min=8") == CompactionPolicy(64 << 20, 8)
+    assert CompactionPolicy.parse("min=4") == CompactionPolicy(128 << 20, 4)  # the default target
 
 
 def test_tiered_groups() -> None:

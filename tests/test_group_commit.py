@@ -77,6 +77,75 @@ def test_a_single_writers_commit_is_its_data_put_and_one_conditional_create(url:
     assert Stream.open(url).state.pos == s.state.pos
 
 
+def test_compaction_due_after_an_append_runs_off_its_critical_path(url: str) -> None:
+    """On an object store, an append at which compaction is due still makes only its data write
+    and one conditional create on the caller's thread (in line, compaction cost a lone writer's
+    commit p99 ~1 s at 30 ms a request); the compaction lands in the background, and the
+    caller's next appends commit on top of it."""
+    s = Stream.create(url, segments=1, compaction="min=4")
+    s.context.journal.hints.background = True  # as on s3:// (hints.LOCAL are in line)
+    s.appending.group.background = True
+    caller = threading.get_ident()
+    mine: list[tuple[str, str]] = []
+    s.store.observer = lambda op, rel: mine.append((op, rel)) if threading.get_ident() == caller else None
+    sent = 0
+    while s.state.pos + 1 < 3 * 16:  # up to a compaction check (every 16) away from an index flush (32)
+        s.append(_rows("w", sent), writer_id="w", batch_id=sent)
+        sent += 1
+        s.upkeep.settle(60)  # (the checks at 16 and 32 run in the background too: let them land)
+    ran = threading.Event()
+    release = threading.Event()
+    import pyspark_tstream.api.upkeep as upkeep_mod
+
+    real = upkeep_mod.compact
+
+    def held(*a: object, **kw: object) -> object:
+        ran.set()
+        assert release.wait(30), "the test never released the compaction"
+        return real(*a, **kw)
+
+    upkeep_mod.compact = held
+    try:
+        mine.clear()
+        ack = s.append(_rows("w", 999), writer_id="w", batch_id=999)  # at position 48: compaction due
+        assert ack.pos % 16 == 0
+        assert [op for op, _ in mine][-1] == "put_if_absent" and len(mine) == 2, mine
+        assert ran.wait(30), "the due compaction never started"
+        assert not release.is_set()  # the append returned while the compaction was held
+        s.append(_rows("w", 1000), writer_id="w", batch_id=1000)  # the caller goes on meanwhile
+        release.set()
+        s.upkeep.settle(60)
+    finally:
+        upkeep_mod.compact = real
+        release.set()
+    s.context.journal.hints.settle()
+    after = Stream.open(url)
+    assert any(e.op == "compact" for e in (after.journal.read_entry(p) for p in range(ack.pos, after.state.pos + 1)))
+    assert sum(_counts(after).values()) == 10 * (sent + 2)  # every append once
+    s.append(_rows("w", 1001), writer_id="w", batch_id=1001)  # on top of the background's commit
+    assert Stream.open(url).state.pos == s.state.pos
+
+
+def test_a_lone_writers_index_flush_reads_no_entry_back(url: str) -> None:
+    """The level-1 index node written every 32 positions holds the deltas of its 32 entries; a
+    writer that committed them (or read them) keeps their stored bytes, so the flush reads
+    nothing back (it was a batched GET of 32 entries on the commit's critical path), and the
+    node is the one fsck rebuilds from the journal."""
+    Stream.create(url, segments=2, compaction="off")
+    s = Stream.open(url)  # a producer's handle: it read the create's entry (the head hint)
+    batch = 0
+    while s.state.pos + 1 < 32:
+        s.append(_rows("w", batch), writer_id="w", batch_id=batch)
+        batch += 1
+    calls: list[tuple[str, str]] = []
+    s.store.observer = lambda op, rel: calls.append((op, rel))
+    ack = s.append(_rows("w", batch), writer_id="w", batch_id=batch)
+    assert ack.pos == 32
+    assert not [c for c in calls if c[0].startswith("read")], calls
+    assert [rel for op, rel in calls if op == "write" and rel.startswith("_tstream/index/")], calls
+    assert Stream.open(url).verify().ok
+
+
 def test_a_published_request_is_folded_by_the_next_winner_and_acknowledged(url: str) -> None:
     s = Stream.create(url, segments=2)
     s.append(_rows("a", 0), writer_id="a", batch_id=0)

@@ -36,7 +36,7 @@ def _rows(n: int, first: int = 0) -> pa.Table:
 def test_appender_and_reader_share_one_context(url: str) -> None:
     h = _context(url)
     seen: list[Entry] = []
-    appender = Appender(h, after_commit=seen.append)
+    appender = Appender(h, after_commit=lambda entry, later: seen.append(entry))
     ack = appender.append(_rows(10), key="k", timestamp="t")
     assert ack.rows == 10 and h.state.pos == ack.pos  # the context moved with the commit
     assert [e.pos for e in seen] == [ack.pos]  # the hook runs after a data commit ...

@@ -52,10 +52,11 @@ def to_table(data: Any) -> pa.Table:
 class Appender:
     """Appends and commits through a :class:`~pyspark_tstream.api.context.StreamContext`.
 
-    ``after_commit(entry)`` runs after every commit that added chunks (never raising into it).
+    ``after_commit(entry, later)`` runs after every commit that added chunks (never raising into
+    it); ``later`` says the caller's latency matters (``Stream.append`` on an object store).
     """
 
-    def __init__(self, ctx: StreamContext, after_commit: Callable[[Entry], None] | None = None) -> None:
+    def __init__(self, ctx: StreamContext, after_commit: Callable[[Entry, bool], None] | None = None) -> None:
         self.ctx = ctx
         self.after_commit = after_commit
         #: Data commits go through group commit (write/group.py): folded with other writers'.
@@ -80,7 +81,7 @@ class Appender:
     def commit(self, chunks: Sequence[ChunkInfo], *, writer_id: str | None = None, batch_id: Any = None,
                session: bool = False, schema: pa.Schema | None = None, merge_schema: bool = False,
                op: str = "append", heartbeat: int | None = None, close: bool = False,
-               monotonic: bool = False, fresh: bool = False, listed: Any = None) -> Ack:
+               monotonic: bool = False, fresh: bool = False, listed: Any = None, upkeep_later: bool = False) -> Ack:
         """Make ``chunks`` visible in one journal commit; a repeated (writer, batch) is a no-op.
 
         ``monotonic``: batch ids of this writer only increase, so an integer batch id at or below
@@ -89,6 +90,8 @@ class Appender:
         them (none may be named by a commit: they would otherwise wait for
         ``vacuum(orphans=True)``); without it a no-op keeps them, since a retry after a commit
         with an unknown outcome may hand over the very files that commit named.
+        ``upkeep_later``: retention and compaction due after the commit run in the background
+        (:mod:`~pyspark_tstream.api.upkeep`).
         """
         h = self.ctx
         handed = list(chunks)
@@ -120,7 +123,7 @@ class Appender:
         if entry.pos > h.entry.pos:  # (a folded request's entry: its view, whose state is the entry's)
             h.entry = entry
         if created and entry.chunks and self.after_commit is not None:
-            self.after_commit(entry)
+            self.after_commit(entry, upkeep_later)
         return Ack.from_entry(entry)
 
     def skipped(self, req: CommitRequest, discard: Sequence[ChunkInfo] = ()) -> Ack:
@@ -180,7 +183,7 @@ class Appender:
             return Ack(pos=state.pos, rows=0, tick=state.tick)
         return self.commit(chunks, writer_id=writer_id, batch_id=batch_id, session=session,
                            schema=table.schema, merge_schema=merge_schema, monotonic=monotonic, fresh=True,
-                           listed=listed)
+                           listed=listed, upkeep_later=self.group.background)
 
     def heartbeat(self, writer_id: str, tso: int | None = None) -> Ack:
         """A data-less tick record: ``writer_id`` is live and will not commit below ``tso``."""

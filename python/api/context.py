@@ -30,9 +30,9 @@ Build = Callable[[StreamState, int], "Entry | None"]
 class StreamContext:
     """The store, journal and sealed map of one stream, and the newest entry seen through them."""
 
-    def __init__(self, store: Store, entry: Entry) -> None:
+    def __init__(self, store: Store, entry: Entry, journal: Journal | None = None) -> None:
         self.store = store
-        self.journal = Journal(store)
+        self.journal = journal if journal is not None else Journal(store)
         self.sealed_map = SealedMap(store)
         # committed facts written lazily by the next committer (see Journal.flushers)
         self.journal.flushers += [self.sealed_map.flush, lambda st: write_epoch_record(store, st)]

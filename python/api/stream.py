@@ -80,8 +80,9 @@ class Stream:
     module docstring).
     """
 
-    def __init__(self, store: Store, entry: Entry) -> None:
-        self.context = StreamContext(store, entry)
+    def __init__(self, store: Store, entry: Entry, journal: Journal | None = None) -> None:
+        # ``journal``: the one that read or wrote ``entry`` (it keeps recent entries' bytes)
+        self.context = StreamContext(store, entry, journal)
 
     # -- the parts, built on first use (module docstring) -------------------------------------
     @cached_property
@@ -117,8 +118,13 @@ class Stream:
         """What runs after a data commit (auto-scaling, retention, automatic compaction)."""
         from .upkeep import Upkeep
 
-        # retention needs the truncation part only when it runs
-        return Upkeep(self.context, trim=lambda: self.truncation.trim())
+        # retention needs the truncation part only when it runs; background runs (after
+        # Stream.append on object stores) work on a context of their own, like another process
+        def fork(entry: Entry) -> Upkeep:
+            other = Stream(self.store, entry)
+            return Upkeep(other.context, trim=lambda: other.truncation.trim())
+
+        return Upkeep(self.context, trim=lambda: self.truncation.trim(), fork=fork)
 
     @cached_property
     def appending(self) -> Appender:
@@ -154,8 +160,9 @@ class Stream:
             pos=0, epoch=0, tick=0, max_tso=0, wall=now, created=now,
             schema=encode_schema(schema) if schema is not None else "", config=cfg.to_dict(),
             segments=initial_segments(cfg.segments), writers={}, index=[], next_number=cfg.segments)
-        entry = Journal(store).create(Entry(pos=0, op="create", wall=now, state=state))
-        return cls(store, entry)
+        journal = Journal(store)
+        entry = journal.create(Entry(pos=0, op="create", wall=now, state=state))
+        return cls(store, entry, journal)
 
     @classmethod
     def open(cls, url: str, storage_options: Mapping[str, Any] | None = None, *,
@@ -170,7 +177,8 @@ class Stream:
     @classmethod
     def at(cls, store: Store) -> Stream:
         """Open the existing stream at ``store`` (its retry policy, and whether it was reached)."""
-        return cls(store, Journal(store).head())
+        journal = Journal(store)
+        return cls(store, journal.head(), journal)
 
     @classmethod
     def open_or_create(cls, url: str, *, storage_options: Mapping[str, Any] | None = None,
@@ -185,13 +193,15 @@ class Stream:
         """:meth:`open_or_create` on an existing ``store`` (its retry policy, whether it was reached)."""
         given = dict(config or {})
         try:
-            stream = cls(store, Journal(store).head())
+            journal = Journal(store)
+            stream = cls(store, journal.head(), journal)
         except StreamNotFoundError:
             cfg = StreamConfig.from_kwargs(given)
             try:
                 return cls._create(store, cfg, schema)
             except FileExistsError:  # lost a creation race: fine, use the winner's stream
-                stream = cls(store, Journal(store).head())
+                journal = Journal(store)
+            stream = cls(store, journal.head(), journal)
         stream.config.check_agrees(given, list(given))
         return stream
 

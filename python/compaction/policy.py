@@ -61,7 +61,7 @@ class CompactionPolicy:
                 raise ConfigError(
                     f"compaction={text!r}: bad part {part.text.strip()!r}; use target=<size like 128MB>,"
                     "min=<pieces per merge, 2 or more>, or off", option="compaction", value=text)
-        if vals.get("target", 1) < 1 << 10:
+        if vals.get("target", 1 << 10) < 1 << 10:
             raise ConfigError(f"compaction={text!r}: target must be at least 1KB", option="compaction", value=text)
         return cls(**vals)
 

@@ -220,11 +220,26 @@ def check_folds(folds: Any, chunks: int) -> list[list[Any]]:
     return folds
 
 
+#: Stored bytes of this many entries are kept after this handle read or committed them: a
+#: time-index flush needs the deltas of the last FANOUT positions, which a lone writer committed
+#: itself (reading them back was a batched GET every 32 commits on its critical path).
+RECENT_ENTRIES = 64
+
+
 class EntryLog:
     """Reads the journal entries of one stream (never writes them)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._recent: dict[int, bytes] = {}  # position -> stored bytes, oldest first
+
+    def remember(self, pos: int, data: bytes) -> None:
+        """Keep the stored bytes of committed entry ``pos`` (entries are immutable) for
+        :meth:`read_deltas`; the oldest beyond :data:`RECENT_ENTRIES` are dropped."""
+        recent = self._recent
+        recent[pos] = data
+        while len(recent) > RECENT_ENTRIES:
+            recent.pop(next(iter(recent)), None)
 
     def _decode(self, data: bytes, rel: str) -> Entry:
         return Entry.decode(data, path=self.store.uri(rel))
@@ -236,10 +251,13 @@ class EntryLog:
 
     def read_deltas(self, positions: Sequence[int]) -> list[dict[str, Any]]:
         """:meth:`Entry.delta_json` of the entries at ``positions``, in that order: one batched
-        read, states not decoded."""
-        rels = [layout.entry(p) for p in positions]
-        return [Entry.decode_delta(data, path=self.store.uri(rel))
-                for rel, data in zip(rels, self.store.read_many(rels))] if rels else []
+        read of those this handle has not kept (:meth:`remember`; none: no read), states not
+        decoded. A kept entry decodes from the very bytes the store holds."""
+        kept = dict(self._recent)
+        missing = [p for p in positions if p not in kept]
+        if missing:
+            kept.update(zip(missing, self.store.read_many([layout.entry(p) for p in missing])))
+        return [Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p))) for p in positions]
 
     def read_entry(self, pos: int) -> Entry:
         """The entry at ``pos`` (FileNotFoundError if it is absent)."""
@@ -253,7 +271,9 @@ class EntryLog:
             data = self.store.read(rel)
         except FileNotFoundError:
             return None
-        return self._decode(data, rel)
+        entry = self._decode(data, rel)
+        self.remember(pos, data)
+        return entry
 
     def head(self, known: Entry | None = None) -> Entry:
         """The newest entry: read the head hint, then probe past it (a stale hint is fine).
@@ -264,7 +284,9 @@ class EntryLog:
         """
         entry: Entry | None = None
         try:
-            entry = self._decode(self.store.read(layout.HEAD), layout.HEAD)
+            data = self.store.read(layout.HEAD)
+            entry = self._decode(data, layout.HEAD)
+            self.remember(entry.pos, data)  # the hint is a copy of that entry's stored bytes
         except FileNotFoundError:
             pass
         except CorruptMetadataError as e:

@@ -108,6 +108,7 @@ class Journal:
             existing = self.try_entry(0)
             if existing is None or existing.nonce != entry.nonce:
                 raise error("TSTREAM_STREAM_EXISTS", url=self.store.display_url)
+        self.log.remember(0, data)
         self._write_head(data)
         return entry
 
@@ -184,6 +185,7 @@ class Journal:
             if winner.nonce != entry.nonce:
                 return winner
             # our own earlier attempt created it (its answer was lost): the commit is ours
+        self.log.remember(pos, data)
         self.hints.offer(pos, data)
         self._publish(entry.state, bool(fresh_sealed) or fresh_epoch is not None)
         return entry, entry.state

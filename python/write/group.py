@@ -37,6 +37,7 @@ per further attempt.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
@@ -44,6 +45,8 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+import pyarrow as pa
 
 from ..errors import CommitConflictError, corrupt
 from ..journal.entries import Entry, Fold
@@ -107,8 +110,7 @@ class Published:
     def request(self, count_raised: CountRaised | None) -> CommitRequest:
         return CommitRequest(chunks=list(self.chunks), writer_id=self.writer, batch_id=self.batch,
                              session=self.session, now=self.now, monotonic=self.monotonic,
-                             schema=decode_schema(self.schema) if self.schema else None,
-                             count_raised=count_raised)
+                             schema=_schema(self.schema), count_raised=count_raised)
 
     def encode(self) -> bytes:
         return json.dumps({"v": REQUEST_VERSION, "rid": self.rid, "base": self.base, "now": self.now,
@@ -151,13 +153,20 @@ class Part:
         return not self.published or self.base < pos <= self.base + FOLD_WINDOW
 
 
+@functools.lru_cache(maxsize=64)
+def _schema(encoded: str) -> pa.Schema | None:
+    """A published request's schema, decoded once per text: a contended writer rebuilds every
+    pending request at each attempt, and decoding was most of its own CPU there."""
+    return decode_schema(encoded) if encoded else None
+
+
 def applicable(req: CommitRequest, state: StreamState) -> bool:
     """Whether ``req`` applies on ``state`` without error: its segments are active and its schema fits."""
     if any(state.segment(c.seg) is None for c in req.chunks):
         return False
     if req.schema is not None and state.schema:
         try:
-            reconcile(decode_schema(state.schema), req.schema, merge=False)
+            reconcile(_schema(state.schema), req.schema, merge=False)
         except Exception:  # noqa: BLE001 - a mismatch of any kind: its own writer reports it
             return False
     return True
@@ -232,7 +241,10 @@ class GroupCommit:
 
     def prefetch(self, state: StreamState) -> Future[list[Published]]:
         """Start listing the published requests now (while the caller writes its data), so the
-        first attempt folds them without a round trip of its own."""
+        first attempt folds them without a round trip of its own. Every writer lists, contended
+        lately or not: a writer that skipped it while uncontended folded nothing, and at 4
+        writers others' published requests then waited for their window to pass (p99 8 s,
+        against 2.4 s)."""
         return self._executor().submit(self._discover, None, state)
 
     def commit(self, req: CommitRequest, state: StreamState,
