@@ -146,6 +146,30 @@ def test_a_lone_writers_index_flush_reads_no_entry_back(url: str) -> None:
     assert Stream.open(url).verify().ok
 
 
+def test_a_writer_far_behind_publishes_its_request_near_the_head(url: str) -> None:
+    """A writer learns one entry per lost race; one far behind must not publish its request
+    with its stale position as base, or writers at the head (more than FOLD_WINDOW ahead) can
+    never fold it and it waits out the window, race after race (at 4 writers one made 9
+    commits in 15 s). At its first loss it reads the head: the base is the head's position."""
+    s = Stream.create(url, segments=2)
+    behind = Stream.open(url)  # a handle that saw position 0 only
+    for b in range(FOLD_WINDOW + 4):
+        s.append(_rows("ahead", b), writer_id="ahead", batch_id=b)
+    head = s.state.pos
+    published: list[int] = []
+
+    def watch(op: str, rel: str) -> None:
+        parsed = layout.request_name(rel.rsplit("/", 1)[-1]) if rel.startswith(layout.REQUESTS) else None
+        if op == "write" and parsed is not None:
+            published.append(parsed[0])
+
+    behind.store.observer = watch
+    ack = behind.append(_rows("behind", 0), writer_id="behind", batch_id=0)
+    assert published and published[0] >= head, (published, head)
+    assert ack.pos == head + 1 and not ack.duplicate
+    assert _counts(Stream.open(url))[("behind", 0)] == 10
+
+
 def test_a_published_request_is_folded_by_the_next_winner_and_acknowledged(url: str) -> None:
     s = Stream.create(url, segments=2)
     s.append(_rows("a", 0), writer_id="a", batch_id=0)
