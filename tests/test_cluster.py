@@ -51,6 +51,9 @@ spark.stop()
 """.replace("KEY", repr(ACCESS_KEY)).replace("SECRET", repr(SECRET_KEY)).replace("REGION", repr(REGION))
 
 T0 = 1_767_225_600_000
+#: Records per micro-batch (maxRecordsPerTrigger): each run of 2,400 records takes 4 batches, so
+#: every kill lands mid-stream (after the first committed batch) while the test stays ~1.5 min.
+PER_TRIGGER = "600"
 
 
 def _fill(url: str, opts: dict, first: int, batches: int, rows: int) -> int:
@@ -93,7 +96,7 @@ def test_worker_and_driver_killed_mid_stream_every_record_once(tmp_path: object)
             return (cluster.work / "driver.log").read_text(errors="replace")[-4000:]
 
         # 1) a worker (and its executor) SIGKILLed once the copy is under way
-        driver = cluster.driver(DRIVER, src, dst, ckpt, endpoint, "300")
+        driver = cluster.driver(DRIVER, src, dst, ckpt, endpoint, PER_TRIGGER)
         _wait("a first committed batch", lambda: _position(dst, opts) >= 1, driver)
         kill_group(cluster.workers[0])
         assert driver.wait(timeout=600) == 0, log()
@@ -103,11 +106,11 @@ def test_worker_and_driver_killed_mid_stream_every_record_once(tmp_path: object)
         # 2) the driver SIGKILLed mid-stream, then restarted from its checkpoint
         n2 = _fill(src, opts, n, batches=6, rows=400)
         before = _position(dst, opts)
-        driver = cluster.driver(DRIVER, src, dst, ckpt, endpoint, "300")
+        driver = cluster.driver(DRIVER, src, dst, ckpt, endpoint, PER_TRIGGER)
         _wait("a batch of the second run", lambda: _position(dst, opts) > before, driver)
         kill_group(driver)
         driver.wait(timeout=60)
-        restarted = cluster.driver(DRIVER, src, dst, ckpt, endpoint, "300")
+        restarted = cluster.driver(DRIVER, src, dst, ckpt, endpoint, PER_TRIGGER)
         assert restarted.wait(timeout=600) == 0, log()
         got = Stream.open(dst, opts).read()["id"].to_pylist()
         assert len(got) == n2 and sorted(got) == list(range(n2)), "driver restart lost or duplicated records"
