@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from ..journal.entries import Chunk
 from ..store.storage import Store
-from .reading import BATCH_ROWS, READ_ORDER, FileRows, fetch_files
+from .reading import BATCH_ROWS, READ_ORDER, FileRows, fetch_files, fetch_key
 
 
 class _Files:
@@ -36,26 +37,29 @@ class _Files:
         self.store, self.columns = store, columns
         # views come by first record: fetch_files returns their files in the order they are opened
         self.fetched = fetch_files(store, views)
-        self.waiting: dict[str, tuple[list[Chunk], bytes]] = {}
-        self.open: dict[str, FileRows] = {}
-        self.left = Counter(v.path for v in views)
+        # by fetch_key: a file, or a format-v5 slice's own file inside it (its span)
+        self.waiting: dict[Any, tuple[list[Chunk], bytes]] = {}
+        self.open: dict[Any, FileRows] = {}
+        self.left = Counter(fetch_key(v) for v in views)
 
     def rows(self, view: Chunk) -> FileRows:
         """The decoded file of ``view`` (fetched now if it was not)."""
-        got = self.open.get(view.path)
+        key = fetch_key(view)
+        got = self.open.get(key)
         if got is None:
-            while view.path not in self.waiting:
+            while key not in self.waiting:
                 views, data = next(self.fetched)
-                self.waiting[views[0].path] = (views, data)
-            views, data = self.waiting.pop(view.path)
-            got = self.open[view.path] = FileRows(self.store, views, data, self.columns)
+                self.waiting[fetch_key(views[0])] = (views, data)
+            views, data = self.waiting.pop(key)
+            got = self.open[key] = FileRows(self.store, views, data, self.columns)
         return got
 
     def done(self, view: Chunk) -> None:
         """The walk has passed ``view``'s last record: drop its file after its last view."""
-        self.left[view.path] -= 1
-        if not self.left[view.path]:
-            self.open.pop(view.path, None)
+        key = fetch_key(view)
+        self.left[key] -= 1
+        if not self.left[key]:
+            self.open.pop(key, None)
 
 
 def _kth_after(open_views: Sequence[tuple[Chunk, FileRows, np.ndarray]], a: int, k: int) -> int | None:

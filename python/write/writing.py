@@ -402,12 +402,17 @@ class ChunkWriter:
         return self._new_file(idx, table)
 
     def _new_file(self, idx: int, table: pa.Table) -> tuple[Any, Any, str]:
+        f, rel = self._new_output(idx)
+        return f, self._new_writer(f, table), rel
+
+    def _new_output(self, idx: int) -> tuple[Any, str]:
         seg = self.spec.segment_ids[idx]
         rel = layout.data_chunk(segment_number(seg), self.spec.writer_tag, self.task, uuid.uuid4().hex)
-        f = self.spec.store.open_output(rel)
-        w = pq.ParquetWriter(f, table.schema, write_statistics=[RAW_TSO],
-                             **chunk_encodings(table, self.spec.compression))
-        return f, w, rel
+        return self.spec.store.open_output(rel), rel
+
+    def _new_writer(self, f: Any, table: pa.Table) -> Any:
+        return pq.ParquetWriter(f, table.schema, write_statistics=[RAW_TSO],
+                                **chunk_encodings(table, self.spec.compression))
 
     def _info(self, idx: int, rel: str, rows: int, size: int, raw_lo: int, raw_hi: int,
               lane_raised: int, capped: int, marks: tuple[int, ...]) -> ChunkInfo:
@@ -422,7 +427,7 @@ class ChunkWriter:
         several segments still buffer goes into one shared file (write/shared.py)."""
         # unordered input only (a Spark task); Stream.append's few large chunks stay one file each
         if not self.ordered and len(self._runs) + sum(s.file is None for s in self._streamed.values()) > 1:
-            self._shared = SharedFiles(self._new_file)
+            self._shared = SharedFiles(self._new_output, self._new_writer)
         try:
             for idx in sorted(self._runs):
                 self._write_run(idx)
