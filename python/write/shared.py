@@ -43,8 +43,9 @@ SLICE_MARKS_MIN_ROWS = 4096
 
 #: Opens a shared file's output for a segment index: (output, path).
 OpenOutput = Callable[[int], tuple[Any, str]]
-#: A ParquetWriter writing a table's kind of rows to an output.
-OpenWriter = Callable[[Any, pa.Table], Any]
+#: For a shared file's first rows: what opens a ParquetWriter on an output for each of its slices
+#: (one schema and one choice of encodings per file, made once: as when the file had one writer).
+OpenWriter = Callable[[pa.Table], Callable[[Any], Any]]
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,11 @@ class _Kept:
     def __init__(self, f: Any) -> None:
         self.f = f
         self.closed = False
+        self.caught: bytearray | None = None  # what the writer's close writes: its footer
 
     def write(self, data: Any) -> int:
+        if self.caught is not None:
+            self.caught += data
         return self.f.write(data)
 
     def tell(self) -> int:
@@ -94,6 +98,8 @@ class _Part:
         self.shared = shared
         self.start = shared.file.tell()
         self.writer: Any = None
+        self.kept: _Kept | None = None
+        self.footer = b""
         self.rows = 0
         self.ended = False
 
@@ -101,7 +107,10 @@ class _Part:
         if self.writer is None:
             # pyarrow records offsets from where its writer started, whatever the output's
             # tell(): the slice's bytes read alone as a Parquet file
-            self.writer = self.shared.open_writer(_Kept(self.shared.file), table)
+            if self.shared.new_writer is None:
+                self.shared.new_writer = self.shared.open_writer(table)
+            self.kept = _Kept(self.shared.file)
+            self.writer = self.shared.new_writer(self.kept)
         self.writer.write_table(table, row_group_size=row_group_size)
         self.rows += table.num_rows
 
@@ -109,8 +118,12 @@ class _Part:
         # ChunkWriter closes a chunk's writer, then its output: both are this part
         if not self.ended:
             self.ended = True
-            if self.writer is not None:
+            if self.writer is not None and self.kept is not None:
+                self.kept.caught = bytearray()
                 self.writer.close()
+                # its footer, as written (a serialization of the writer's metadata costs as much again)
+                self.footer = footer_of(bytes(self.kept.caught))
+                self.kept.caught = None
             self.shared.end_part(self)
 
     def tell(self) -> int:
@@ -124,6 +137,7 @@ class SharedFiles:
     def __init__(self, open_output: OpenOutput, open_writer: OpenWriter) -> None:
         self.open_output, self.open_writer = open_output, open_writer
         self.file: Any = None
+        self.new_writer: Callable[[Any], Any] | None = None  # the open file's (OpenWriter)
         self.rel = ""
         self.closed: list[tuple[str, int, list[_Slice]]] = []  # (path, size, its slices)
         self.parts: list[_Slice] = []  # slices of the open file, in order
@@ -142,13 +156,10 @@ class SharedFiles:
         if not part.rows:
             return
         meta = part.writer.writer.metadata
-        sink = pa.BufferOutputStream()
-        meta.write_metadata_file(sink)  # its footer as the file holds it (offsets from its start)
         nbytes = sum(meta.row_group(g).column(i).total_compressed_size
                      for g in range(meta.num_row_groups) for i in range(meta.num_columns))
         end = self.file.tell()
-        self.parts.append(_Slice(part.rows, self.at_row, nbytes, part.start, end - part.start,
-                                 footer_of(sink.getvalue().to_pybytes())))
+        self.parts.append(_Slice(part.rows, self.at_row, nbytes, part.start, end - part.start, part.footer))
         self.at_row += part.rows
 
     def _close(self) -> None:
@@ -158,7 +169,7 @@ class SharedFiles:
         size = self.file.tell()
         self.file.close()
         self.closed.append((self.rel, size, self.parts))
-        self.file = None
+        self.file = self.new_writer = None
         self.parts, self.at_row = [], 0
 
     def close(self) -> None:

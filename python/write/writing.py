@@ -22,7 +22,7 @@ reader slices a time range by binary search. Two input kinds get two rules (docs
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -403,16 +403,18 @@ class ChunkWriter:
 
     def _new_file(self, idx: int, table: pa.Table) -> tuple[Any, Any, str]:
         f, rel = self._new_output(idx)
-        return f, self._new_writer(f, table), rel
+        return f, self._new_writer(table)(f), rel
 
     def _new_output(self, idx: int) -> tuple[Any, str]:
         seg = self.spec.segment_ids[idx]
         rel = layout.data_chunk(segment_number(seg), self.spec.writer_tag, self.task, uuid.uuid4().hex)
         return self.spec.store.open_output(rel), rel
 
-    def _new_writer(self, f: Any, table: pa.Table) -> Any:
-        return pq.ParquetWriter(f, table.schema, write_statistics=[RAW_TSO],
-                                **chunk_encodings(table, self.spec.compression))
+    def _new_writer(self, table: pa.Table) -> Callable[[Any], Any]:
+        """What opens a ParquetWriter for rows like ``table`` on an output (encodings chosen on
+        ``table``, once: a shared file's slices all use its first rows' choice)."""
+        schema, encodings = table.schema, chunk_encodings(table, self.spec.compression)
+        return lambda f: pq.ParquetWriter(f, schema, write_statistics=[RAW_TSO], **encodings)
 
     def _info(self, idx: int, rel: str, rows: int, size: int, raw_lo: int, raw_hi: int,
               lane_raised: int, capped: int, marks: tuple[int, ...]) -> ChunkInfo:
