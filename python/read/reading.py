@@ -30,7 +30,7 @@ from ..journal.entries import Chunk
 from ..schema import RAW_TSO, conform, full_schema
 from ..store.storage import RangedFile, Store
 from ..timestamps import LOGICAL_BITS, apply_floor, final_bounds
-from .ranged import Span, Sparse, fetch_ranges, fetch_spans, first_row, source, split_spans, wants_ranges, wants_spans
+from .ranged import Span, Sparse, fetch_ranges, fetch_spans, first_row, source, wants_ranges, wants_spans
 
 #: Chunks up to this size are fetched together in one batched call.
 BATCH_FETCH_BYTES = 64 << 20
@@ -195,20 +195,15 @@ def _covering(starts: np.ndarray, views: Sequence[Chunk]) -> list[int]:
     return [i for i in range(len(starts) - 1) if starts[i] < stop and starts[i + 1] > first]
 
 
-def fetch_key(c: Chunk) -> tuple[str, tuple[int, int] | None]:
-    """What :func:`fetch_files` hands a chunk's bytes out by: its file, and its span for a
-    format-v5 slice (each span is a Parquet file of its own, decoded on its own)."""
-    return c.path, c.span
-
-
 def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Chunk], bytes]]:
     """Whole-object GETs, batched for small chunks (one call for many is ~10x faster on S3).
 
-    Views of the same file come together, fetched once: ``(views, bytes)`` per file, or per
-    span for format-v5 slices (views with one :func:`fetch_key`; ``bytes`` is then a
-    :class:`~.ranged.Span`). Slices covering little of a shared file fetch their spans only, one
-    ranged read per run of adjacent spans (v5), or the file's footer and their row groups
-    (v3/v4: ``bytes`` is then a :class:`~.ranged.Sparse` file).
+    Views of the same file come together, fetched once: ``(views, bytes)`` per file. Slices
+    covering little of a shared file fetch their spans only, one ranged read per run of adjacent
+    spans, and come per span (format v5: ``bytes`` is then a :class:`~.ranged.Span`, the
+    slice's own Parquet file), or the file's footer and their row groups (v3/v4: ``bytes`` is
+    then a :class:`~.ranged.Sparse` file). A shared file fetched whole is decoded through its
+    outer footer, as one file (one footer to parse, not one a slice).
     """
     by_path: dict[str, list[Chunk]] = {}
     for c in chunks:
@@ -223,11 +218,7 @@ def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Ch
             # read_many names the missing object's URI (no probe per chunk needed)
             missing = e.filename if isinstance(e.filename, str) else store.uri(group[0][0].path)
             raise damaged(store, missing, "named by the journal is missing") from e
-        for views, blob in zip(group, blobs):
-            if all(v.span is not None for v in views):  # a v5 shared file fetched whole: its slices' own files
-                yield from split_spans(views, blob)  # type: ignore[misc]
-            else:
-                yield views, blob
+        yield from zip(group, blobs)
 
     for views in by_path.values():
         if wants_spans(views):

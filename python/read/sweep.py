@@ -20,14 +20,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from ..journal.entries import Chunk
 from ..store.storage import Store
-from .reading import BATCH_ROWS, READ_ORDER, FileRows, fetch_files, fetch_key
+from .reading import BATCH_ROWS, READ_ORDER, FileRows, fetch_files
 
 
 class _Files:
@@ -37,29 +36,32 @@ class _Files:
         self.store, self.columns = store, columns
         # views come by first record: fetch_files returns their files in the order they are opened
         self.fetched = fetch_files(store, views)
-        # by fetch_key: a file, or a format-v5 slice's own file inside it (its span)
-        self.waiting: dict[Any, tuple[list[Chunk], bytes]] = {}
-        self.open: dict[Any, FileRows] = {}
-        self.left = Counter(fetch_key(v) for v in views)
+        # by the id of each view: fetch_files hands out a file's views together, or a span's
+        # (format v5: one ranged read may return several slices' own files)
+        self.waiting: dict[int, tuple[list[Chunk], bytes]] = {}
+        self.open: dict[int, FileRows] = {}
+        self.left = Counter(id(v) for v in views)
 
     def rows(self, view: Chunk) -> FileRows:
         """The decoded file of ``view`` (fetched now if it was not)."""
-        key = fetch_key(view)
-        got = self.open.get(key)
+        got = self.open.get(id(view))
         if got is None:
-            while key not in self.waiting:
+            while id(view) not in self.waiting:
                 views, data = next(self.fetched)
-                self.waiting[fetch_key(views[0])] = (views, data)
-            views, data = self.waiting.pop(key)
-            got = self.open[key] = FileRows(self.store, views, data, self.columns)
+                for v in views:
+                    self.waiting[id(v)] = (views, data)
+            views, data = self.waiting[id(view)]
+            got = FileRows(self.store, views, data, self.columns)
+            for v in views:
+                self.waiting.pop(id(v), None)
+                self.open[id(v)] = got
         return got
 
     def done(self, view: Chunk) -> None:
-        """The walk has passed ``view``'s last record: drop its file after its last view."""
-        key = fetch_key(view)
-        self.left[key] -= 1
-        if not self.left[key]:
-            self.open.pop(key, None)
+        """The walk has passed ``view``'s last record: a file goes once its last view is done."""
+        self.left[id(view)] -= 1
+        if not self.left[id(view)]:
+            self.open.pop(id(view), None)
 
 
 def _kth_after(open_views: Sequence[tuple[Chunk, FileRows, np.ndarray]], a: int, k: int) -> int | None:
