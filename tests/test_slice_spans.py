@@ -62,7 +62,7 @@ def _slices(chunks: list[Chunk], path: str) -> list[Chunk]:
 
 def test_a_slice_read_fetches_its_span_alone_in_one_call(url: str) -> None:
     # slices of ~500 rows, ~5 kB (the benchmark's are ~9 kB); a slice's own footer is ~850 bytes
-    s, chunks = _wide(url, rows=8000)
+    _, chunks = _wide(url, rows=8000)
     assert all(c.shared and c.span is not None for c in chunks)
     path = chunks[0].path
     mine = _slices(chunks, path)
@@ -78,7 +78,7 @@ def test_a_slice_read_fetches_its_span_alone_in_one_call(url: str) -> None:
 
 
 def test_adjacent_spans_of_one_file_are_one_read(url: str) -> None:
-    s, chunks = _wide(url)
+    _, chunks = _wide(url)
     mine = _slices(chunks, chunks[0].path)[3:6]  # three consecutive segments' slices
     assert mine[0].span[1] == mine[1].span[0] and mine[1].span[1] == mine[2].span[0]
     store = Store(url)
@@ -94,7 +94,7 @@ def test_adjacent_spans_of_one_file_are_one_read(url: str) -> None:
 
 
 def test_a_read_of_every_segment_reads_each_file_whole_and_projects(url: str) -> None:
-    s, chunks = _wide(url, tasks=3, rows=900)
+    _, chunks = _wide(url, tasks=3, rows=900)
     store = Store(url)
     counted = Counted(store)
     got = read_table(store, SCHEMA, chunks, *EVERYTHING)
@@ -106,7 +106,7 @@ def test_a_read_of_every_segment_reads_each_file_whole_and_projects(url: str) ->
 def test_the_sweep_reads_spans_of_some_segments_with_a_projection(url: str) -> None:
     from pyspark_tstream.read.sweep import sweep
 
-    s, chunks = _wide(url, tasks=3, rows=900)
+    _, chunks = _wide(url, tasks=3, rows=900)
     segs = sorted({c.seg for c in chunks})[2:5]
     mine = [c for c in chunks if c.seg in segs]
     store = Store(url)
@@ -359,7 +359,8 @@ def test_footer_shift_moves_every_offset(kw: dict[str, Any]) -> None:
             for k in ("data_page_offset", "dictionary_page_offset", "index_page_offset", "file_offset"):
                 if x.get(k):
                     assert y[k] == x[k] + delta, (k, x, y)
-            assert {k: v for k, v in x.items() if "offset" not in k} == {k: v for k, v in y.items() if "offset" not in k}
+            assert {k: v for k, v in x.items() if "offset" not in k} == \
+                {k: v for k, v in y.items() if "offset" not in k}
     # the raw fields too (row-group file_offset, page index offsets), read back from the struct
     fields = footer_shift.decode(moved)
     orig = footer_shift.decode(footer_shift.footer_of(data))
