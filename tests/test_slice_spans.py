@@ -204,6 +204,16 @@ def test_compaction_and_fsck_of_v5_shared_files(url: str) -> None:
     assert not Stream.open(url).verify().problems
 
 
+def test_fsck_checks_the_judged_slice_s_span_against_the_outer_footer(url: str) -> None:
+    from pyspark_tstream.read.file_checks import file_problem
+
+    s, chunks = _wide(url, tasks=1, rows=600, segments=4)
+    last = _slices(chunks, chunks[0].path)[-1]
+    assert file_problem(s.store, last, last.file_bytes) is None
+    moved = replace(last, span_start=last.span_start + 64, span_bytes=last.span_bytes - 64)
+    assert "outside the span" in file_problem(s.store, moved, last.file_bytes)
+
+
 def test_fsck_finds_a_shared_file_cut_short(url: str) -> None:
     s, chunks = _wide(url, tasks=1, rows=600, segments=4)
     path = chunks[0].path
