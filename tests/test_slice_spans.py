@@ -93,6 +93,22 @@ def test_adjacent_spans_of_one_file_are_one_read(url: str) -> None:
         x for c in mine for x in range(c.seq, c.seq + c.rows))
 
 
+def test_spans_a_little_apart_are_one_read_and_far_apart_two(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark_tstream.read import ranged
+
+    _, chunks = _wide(url)
+    mine = _slices(chunks, chunks[0].path)
+    pair = [mine[2], mine[5]]  # two slices between them
+    for gap, calls in ((1 << 20, 1), (0, 2)):
+        monkeypatch.setattr(ranged, "SPAN_GAP", gap)
+        store = Store(url)
+        counted = Counted(store)
+        got = read_table(store, SCHEMA, pair, *EVERYTHING)
+        assert counted.calls == calls and got.num_rows == pair[0].rows + pair[1].rows
+        assert counted.bytes == (pair[1].span[1] - pair[0].span[0] if calls == 1 else
+                                 pair[0].span_bytes + pair[1].span_bytes)
+
+
 def test_a_read_of_every_segment_reads_each_file_whole_and_projects(url: str) -> None:
     _, chunks = _wide(url, tasks=3, rows=900)
     store = Store(url)

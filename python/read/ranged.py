@@ -2,8 +2,8 @@
 
 Format v5 (:func:`fetch_spans`): a slice with a span is a Parquet file of its own inside the
 shared file (python/write/shared.py). A read of it fetches exactly its span, one ranged read
-(adjacent spans of one file, one read for all), and decodes it as a :class:`Span`: about its
-own bytes, plus its own footer of a few hundred bytes.
+(spans of one file next to each other or nearly: one read for all), and decodes it as a
+:class:`Span`: about its own bytes, plus its own footer of a few hundred bytes.
 
 Formats v3 and v4 (:func:`fetch_ranges`), slices without a span: a slice of a shared file
 (``Chunk.file_bytes`` > 0) is the row groups of one segment in a file holding every segment a
@@ -121,12 +121,18 @@ def split_spans(views: Sequence[Any], data: Any, at: int = 0) -> list[tuple[list
     return out
 
 
+#: Spans of one file less than this apart are fetched by one ranged read, the bytes between
+#: them included: a store call costs more than that (an S3 round trip moves MBs in its time).
+SPAN_GAP = 64 * 1024
+
+
 def fetch_spans(store: Store, rel: str, views: Sequence[Any]) -> list[tuple[list[Any], Span]]:
     """The spans of ``views`` (format-v5 slices of the file ``rel``): one ranged read per run of
-    adjacent or overlapping spans (slices of consecutive segments lie next to each other)."""
+    adjacent, overlapping or nearly adjacent spans (under :data:`SPAN_GAP` apart; slices of
+    consecutive segments lie next to each other)."""
     runs: list[list[int]] = []
     for start, end in by_span(views):
-        if runs and start <= runs[-1][1]:
+        if runs and start <= runs[-1][1] + SPAN_GAP:
             runs[-1][1] = max(runs[-1][1], end)
         else:
             runs.append([start, end])
