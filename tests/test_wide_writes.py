@@ -99,15 +99,18 @@ def test_one_segment_reads_only_its_row_groups(url: str) -> None:
     got = read_table(store, SCHEMA, mine, 0, 1 << 62)
     assert got.num_rows == sum(c.rows for c in mine) and set(got.column("_segment").to_pylist()) == {seg}
     own = sum(c.bytes for c in mine)
-    footers = sum(footer_guess(c.file_bytes) for c in mine)  # one footer read per file
-    assert read_bytes["data"] <= 1.5 * own + footers, (read_bytes, own)
+    # format v5: each slice's span, its row groups and its own footer (v4 read the file's footer
+    # first: up to footer_guess bytes more a file)
+    assert read_bytes["data"] == sum(c.span_bytes for c in mine) <= 1.5 * own, (read_bytes, own)
+    assert read_bytes["data"] < own + sum(footer_guess(c.file_bytes) for c in mine) / 4
     assert read_bytes["data"] < sum(c.file_bytes for c in mine) / 3
 
 
 def test_a_wide_commit_stays_small_and_old_entries_still_read() -> None:
+    # format v5 slices: each with its span, its row groups' bytes plus its own footer (~800 bytes)
     chunks = [Chunk(seg=s, path=f"data/0/w-t{t}-{t:032x}.parquet", rows=78, bytes=2400 + s, seq=t * 78,
                     floor=1, lo=T0 << 22 | t * 1000 + s, hi=(T0 << 22) + 4_000_000_000 + s, offset=s * 78,
-                    file_bytes=160_000, marks=())
+                    file_bytes=260_000, marks=(), span_start=s * 3200 + s * (s - 1) // 2, span_bytes=3200 + s)
               for t in range(200) for s in range(64)]
     from pyspark_tstream.journal.state import StreamState
     e = Entry(pos=5, op="append", wall=1, state=StreamState.from_json(json.loads(
@@ -117,7 +120,7 @@ def test_a_wide_commit_stays_small_and_old_entries_still_read() -> None:
     assert len(data) < 400_000  # 12,800 slices (it was ~370 bytes a slice as lists: 4.7 MB)
     back = Entry.decode(data, path="mem://x")
     assert back.chunks == chunks
-    assert json.loads(data)["v"] == entries_mod.FORMAT_VERSION >= 3
+    assert json.loads(data)["v"] == entries_mod.FORMAT_VERSION >= 5
     # a v2 entry (lists, no file_bytes) decodes as it did
     old = json.loads(data)
     old.pop("packed")
@@ -317,7 +320,7 @@ def test_slices_written_before_a_split_are_rerouted_with_only_their_own_rows(url
     slice's offset into a file that no longer held them, so the slice's rows were lost)."""
     s = Stream.create(url, schema=SCHEMA, segments=4)
     infos = _write(s, tasks=2, rows=600)
-    assert len({c.path for c in infos}) == 2 and all(c.file_bytes > 0 for c in infos)
+    assert len({c.path for c in infos}) == 2 and all(c.file_bytes > 0 and c.span_bytes > 0 for c in infos)
     for seg in list(s.refresh().segments):  # every segment split after the tasks routed
         s.scale(split=seg.id, parts=2)
     s.commit(infos)

@@ -156,7 +156,8 @@ class Appender:
         """
         as_written = Chunk(seg=info.seg, path=info.path, rows=info.rows, bytes=info.bytes, seq=0,
                            floor=0, lo=info.raw_lo, hi=info.raw_hi, offset=info.offset,
-                           file_bytes=info.file_bytes)
+                           file_bytes=info.file_bytes, span_start=info.span_start,
+                           span_bytes=info.span_bytes)
         (raw,) = chunks_tsos(self.ctx.store, [as_written])
         return count_raised(raw, floor)
 

@@ -35,8 +35,12 @@ from .state import StreamState
 #: share: the trailing field ``file_bytes``; an entry of many chunks stores them packed, see
 #: :mod:`.packing`). 4: group commit (an entry may fold several writers' requests: ``folds``,
 #: and ``state.folded``, the ids folded lately, which a version-3 committer would drop).
-#: Version 1, 2 and 3 streams read and append unchanged.
-FORMAT_VERSION = 4
+#: 5: self-contained slices (each slice of a shared file is a Parquet file of its own inside
+#: it, read with one ranged read: the chunk trailing fields ``span_start`` and ``span_bytes``;
+#: a version-4 reader would fetch the shared file's footer instead, correct but ×7-17 the bytes,
+#: and drop the span on a rewrite). Version 1 to 4 streams read and append unchanged (their
+#: slices, without a span, read through the file's footer).
+FORMAT_VERSION = 5
 
 #: An entry (or index node delta) with at least this many chunks stores them packed (format v3,
 #: :mod:`.packing`).
@@ -69,6 +73,12 @@ class Chunk:
     own): its rows are ``[offset, offset + rows)`` of that ``file_bytes``-byte file and ``bytes``
     is the compressed size of its row groups. ``floor`` counts the chunk's own rows
     (``tso_i = max(raw_i, floor + i)``, ``i`` from 0 at ``offset``), as for any chunk.
+
+    Format v5: ``span_bytes`` > 0 says the slice's bytes ``[span_start, span_start +
+    span_bytes)`` of its shared file are a Parquet file of their own (its row groups and its own
+    footer), whose first row is row ``offset`` of the whole file: a read fetches that span alone
+    (python/write/shared.py, python/read/ranged.py). A slice without a span (v3, v4) reads
+    through the whole file's footer.
     """
 
     seg: int
@@ -83,17 +93,26 @@ class Chunk:
     sorted: bool = True
     marks: tuple[int, ...] = ()
     file_bytes: int = 0
+    span_start: int = 0
+    span_bytes: int = 0
 
     #: The stored list's positions, in order (one definition for both directions).
     FIELDS: ClassVar[tuple[str, ...]] = ("seg", "path", "rows", "bytes", "seq", "floor", "lo", "hi", "offset",
-                                         "sorted", "marks", "file_bytes")
+                                         "sorted", "marks", "file_bytes", "span_start", "span_bytes")
     #: The trailing fields stored only when not default, with their stored defaults.
-    OPTIONAL: ClassVar[dict[str, Any]] = {"offset": 0, "sorted": True, "marks": [], "file_bytes": 0}
+    OPTIONAL: ClassVar[dict[str, Any]] = {"offset": 0, "sorted": True, "marks": [], "file_bytes": 0,
+                                          "span_start": 0, "span_bytes": 0}
 
     @property
     def shared(self) -> bool:
         """Whether this chunk is a slice of a file other chunks (of other segments) share."""
         return self.file_bytes > 0
+
+    @property
+    def span(self) -> tuple[int, int] | None:
+        """The byte range ``[start, end)`` of its shared file holding this slice as a Parquet
+        file of its own (format v5), None when it has none."""
+        return (self.span_start, self.span_start + self.span_bytes) if self.span_bytes > 0 else None
 
     def to_json(self) -> list[Any]:
         stored = {name: getattr(self, name) for name in self.FIELDS}

@@ -13,7 +13,10 @@ base64:
   ``floor`` against that chunk's floor (one floor per segment and commit: 0);
 * ``offset`` against the previous slice of the same file's ``offset + rows`` (slices are
   contiguous: 0); ``lo`` against the previous chunk's ``lo``, ``hi`` against ``lo``;
-* ``sorted`` as the indices of the unsorted chunks; ``marks`` as stored (differences).
+* ``sorted`` as the indices of the unsorted chunks; ``marks`` as stored (differences);
+* format v5, only when some chunk has a span: ``span_start`` against the previous slice of the
+  same file's span end (slices follow each other: 0), ``span_bytes`` against ``bytes`` (the
+  slice's own footer, a few hundred bytes; null for a chunk without a span).
 
 The decoded lists are the full positional lists, so everything that reads chunk lists reads
 packed ones through :func:`unpack` unchanged. Works on stored lists, not on ``Chunk`` objects,
@@ -29,13 +32,13 @@ from collections.abc import Sequence
 from typing import Any
 
 #: Positions in a chunk's stored list (``Chunk.FIELDS``).
-SEG, PATH, ROWS, BYTES, SEQ, FLOOR, LO, HI, OFFSET, SORTED, MARKS, FILE_BYTES = range(12)
+SEG, PATH, ROWS, BYTES, SEQ, FLOOR, LO, HI, OFFSET, SORTED, MARKS, FILE_BYTES, SPAN_START, SPAN_BYTES = range(14)
 #: The stored defaults of the trailing optional fields (``Chunk.OPTIONAL``), by position.
-_DEFAULTS = (0, True, [], 0)
+_DEFAULTS = (0, True, [], 0, 0, 0)
 
 
 def _full(c: Sequence[Any]) -> list[Any]:
-    return list(c) + list(_DEFAULTS[len(c) - OFFSET:]) if len(c) < FILE_BYTES + 1 else list(c)
+    return list(c) + list(_DEFAULTS[len(c) - OFFSET:]) if len(c) < SPAN_BYTES + 1 else list(c)
 
 
 def pack(chunks: Sequence[Sequence[Any]]) -> str:
@@ -46,6 +49,8 @@ def pack(chunks: Sequence[Sequence[Any]]) -> str:
     unsorted: list[int] = []
     seg_next: dict[int, tuple[int, int]] = {}  # seg -> (expected seq, floor)
     file_next: dict[int, int] = {}  # file index -> expected offset
+    span_next: dict[int, int] = {}  # file index -> expected span start
+    spans: dict[str, list[Any]] = {"ss": [], "sb": []}
     prev_lo = 0
     for i, raw in enumerate(chunks):
         c = _full(raw)
@@ -63,12 +68,18 @@ def pack(chunks: Sequence[Sequence[Any]]) -> str:
         cols["hi"].append(c[HI] - c[LO])
         cols["o"].append(c[OFFSET] - file_next.get(f, 0))
         cols["m"].append(c[MARKS])
+        spans["ss"].append(c[SPAN_START] - span_next.get(f, 0))
+        spans["sb"].append(c[SPAN_BYTES] - c[BYTES] if c[SPAN_BYTES] else None)
+        if c[SPAN_BYTES]:
+            span_next[f] = c[SPAN_START] + c[SPAN_BYTES]
         if not c[SORTED]:
             unsorted.append(i)
         seg_next[c[SEG]] = (c[SEQ] + c[ROWS], c[FLOOR])
         file_next[f] = c[OFFSET] + c[ROWS]
         prev_lo = c[LO]
     doc = {"files": list(files), "sizes": sizes, "unsorted": unsorted, **cols}
+    if any(spans["ss"]) or any(b is not None for b in spans["sb"]):
+        doc.update(spans)  # format v5 (a v4 pack has neither column)
     text = json.dumps(doc, separators=(",", ":")).encode()
     return base64.b64encode(zlib.compress(text, 9)).decode("ascii")
 
@@ -81,6 +92,10 @@ def unpack(text: str) -> list[list[Any]]:
     n = len(doc["f"])
     if any(len(doc[k]) != n for k in ("s", "r", "b", "q", "fl", "lo", "hi", "o", "m")):
         raise ValueError("packed chunk columns of different lengths")
+    starts, extra = doc.get("ss", [0] * n), doc.get("sb", [None] * n)
+    if len(starts) != n or len(extra) != n:
+        raise ValueError("packed span columns of different lengths")
+    span_next: dict[int, int] = {}
     out: list[list[Any]] = []
     seg_next: dict[int, tuple[int, int]] = {}
     file_next: dict[int, int] = {}
@@ -91,8 +106,12 @@ def unpack(text: str) -> list[list[Any]]:
         seq, floor = seq0 + doc["q"][i], floor0 + doc["fl"][i]
         lo += doc["lo"][i]
         offset = file_next.get(f, 0) + doc["o"][i]
+        span_start = span_next.get(f, 0) + starts[i]
+        span_bytes = 0 if extra[i] is None else doc["b"][i] + extra[i]
+        if span_bytes:
+            span_next[f] = span_start + span_bytes
         out.append([seg, files[f], rows, doc["b"][i], seq, floor, lo, lo + doc["hi"][i], offset,
-                    i not in unsorted, doc["m"][i], sizes[f]])
+                    i not in unsorted, doc["m"][i], sizes[f], span_start, span_bytes])
         seg_next[seg] = (seq + rows, floor)
         file_next[f] = offset + rows
     return out

@@ -25,13 +25,15 @@ def is_int(v: Any) -> bool:
 
 def check_chunk(c: Any) -> None:
     """A chunk reference: 8 fields, then the optional format-v2 ``offset``, ``sorted``, ``marks``
-    and the format-v3 ``file_bytes``."""
-    need(isinstance(c, list) and 8 <= len(c) <= 12 and isinstance(c[1], str)
+    the format-v3 ``file_bytes`` and the format-v5 ``span_start`` and ``span_bytes``."""
+    need(isinstance(c, list) and 8 <= len(c) <= 14 and isinstance(c[1], str)
          and all(is_int(v) for i, v in enumerate(c[:8]) if i != 1), "a chunk")
     need(len(c) < 9 or (is_int(c[8]) and c[8] >= 0), "a chunk's offset")
     need(len(c) < 10 or isinstance(c[9], bool), "a chunk's sorted flag")
     need(len(c) < 11 or (isinstance(c[10], list) and all(is_int(m) for m in c[10])), "a chunk's marks")
     need(len(c) < 12 or (is_int(c[11]) and c[11] >= 0), "a chunk's file_bytes")
+    need(len(c) < 13 or (is_int(c[12]) and c[12] >= 0), "a chunk's span_start")
+    need(len(c) < 14 or (is_int(c[13]) and c[13] >= 0 and c[12] + c[13] <= c[11]), "a chunk's span_bytes")
 
 
 def check_delta(d: Any) -> None:

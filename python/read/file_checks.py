@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from ..errors import StorageError
 from ..journal.entries import Chunk
 from ..store.storage import Store
+from .ranged import group_span
 from .reading import damaged, footer, footer_times, times_problem
 
 #: Footers read at once (ranged reads of object stores are latency-bound).
@@ -47,7 +49,28 @@ def file_problem(store: Store, chunk: Chunk, size: int | None) -> str | None:
         return f"has {size} bytes, the journal says {shared}"
     if not shared and offset == 0 and rows == chunk.rows and size != chunk.bytes:
         return f"has {size} bytes, the journal says {chunk.bytes}"
+    if (bad := span_problem(meta, chunk)) is not None:
+        return bad
     return times_problem(chunk, *times) if times is not None else None
+
+
+def span_problem(meta: Any, chunk: Chunk) -> str | None:
+    """What is wrong with a format-v5 slice's span (``Chunk.span``), judged from its file's
+    outer footer ``meta``: its rows' column chunks must lie inside it, else a read of the span
+    alone would decode other bytes. None when it has no span or all is well."""
+    span = getattr(chunk, "span", None)
+    if span is None:
+        return None
+    at = 0
+    for g in range(meta.num_row_groups):
+        n = meta.row_group(g).num_rows
+        if at < chunk.offset + chunk.rows and at + n > chunk.offset:
+            lo, hi = group_span(meta, g)
+            if lo < span[0] or hi > span[1]:
+                return (f"holds rows {chunk.offset}..{chunk.offset + chunk.rows - 1} at bytes {lo}..{hi}, outside "
+                        f"the span {span[0]}..{span[1]} the journal says")
+        at += n
+    return None
 
 
 def file_problems(store: Store, chunks: Sequence[Chunk], sizes: Mapping[str, int] | None = None

@@ -1,10 +1,16 @@
-"""Reading a few row groups of a shared file (format v3): ranged reads, not the whole object.
+"""Reading slices of a shared file: ranged reads, not the whole object.
 
-A slice of a shared file (``Chunk.file_bytes`` > 0, python/write/shared.py) is the row groups
-of one segment in a file holding every segment a Spark task wrote. A read of that segment
-fetches the footer (one ranged read of the file's tail, whose size the journal recorded) and
-the byte range of the row groups its slices cover (one more), never the rest: on S3 a read of
-one segment of a 64-segment file costs its own bytes, not 64 times them.
+Format v5 (:func:`fetch_spans`): a slice with a span is a Parquet file of its own inside the
+shared file (python/write/shared.py). A read of it fetches exactly its span, one ranged read
+(spans of one file next to each other or nearly: one read for all), and decodes it as a
+:class:`Span`: about its own bytes, plus its own footer of a few hundred bytes.
+
+Formats v3 and v4 (:func:`fetch_ranges`), slices without a span: a slice of a shared file
+(``Chunk.file_bytes`` > 0) is the row groups of one segment in a file holding every segment a
+Spark task wrote. A read of that segment fetches the footer (one ranged read of the file's
+tail, whose size the journal recorded) and the byte range of the row groups its slices cover
+(one more), never the rest of the file; the footer read was most of it (×7.6-16.8 the slice's
+own bytes for ~9 kB slices of 64-segment files), which format v5 removes.
 
 The bytes come back as a :class:`Sparse` file, which the decoders open like the whole file's
 bytes (:func:`source`); a read outside the fetched ranges fails as a corrupt file would.
@@ -64,9 +70,78 @@ class Sparse:
         return sum(len(d) for d in self.parts.values())
 
 
+class Span:
+    """A slice's own Parquet file (format v5): its bytes, and ``first_row``, the row of the
+    whole shared file its first row is (the slice's ``offset``)."""
+
+    def __init__(self, data: Any, first_row: int) -> None:
+        self.data, self.first_row = data, first_row
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
 def source(data: Any) -> Any:
     """What pyarrow opens for fetched file bytes: a zero-copy buffer, or a sparse file's reader."""
-    return data.reader() if isinstance(data, Sparse) else pa.BufferReader(data)
+    if isinstance(data, Sparse):
+        return data.reader()
+    return pa.BufferReader(data.data if isinstance(data, Span) else data)
+
+
+def first_row(data: Any) -> int:
+    """The row of its whole file that fetched bytes start at: a :class:`Span`'s first row, else 0."""
+    return data.first_row if isinstance(data, Span) else 0
+
+
+def by_span(views: Sequence[Any]) -> dict[tuple[int, int], list[Any]]:
+    """``views`` (format-v5 slices of one file) by their span ``(start, end)``, in file order."""
+    out: dict[tuple[int, int], list[Any]] = {}
+    for v in sorted(views, key=lambda v: v.span):
+        out.setdefault(v.span, []).append(v)
+    return out
+
+
+def wants_spans(views: Sequence[Any]) -> bool:
+    """Whether ``views`` (of one file) are format-v5 slices whose spans cover little enough of
+    it that fetching the spans alone pays (else the whole file is fetched, and cut into spans)."""
+    size = views[0].file_bytes
+    return size > 0 and all(v.span is not None for v in views) and \
+        sum(e - s for s, e in by_span(views)) < RANGED_SHARE * size
+
+
+def split_spans(views: Sequence[Any], data: Any, at: int = 0) -> list[tuple[list[Any], Span]]:
+    """``(views of a span, Span)`` for each span of ``views`` in ``data``, bytes of their file
+    from byte ``at`` on (zero-copy slices). A span's first row is its slices' ``offset``."""
+    buf = pa.py_buffer(data)
+    out = []
+    for (start, end), vs in by_span(views).items():
+        # clamped to the bytes there are: a file shorter than the journal says fails to decode
+        a = min(max(start - at, 0), len(buf))
+        out.append((vs, Span(buf.slice(a, max(0, min(end - at, len(buf)) - a)), min(v.offset for v in vs))))
+    return out
+
+
+#: Spans of one file less than this apart are fetched by one ranged read, the bytes between
+#: them included: a store call costs more than that (an S3 round trip moves MBs in its time).
+SPAN_GAP = 64 * 1024
+
+
+def fetch_spans(store: Store, rel: str, views: Sequence[Any]) -> list[tuple[list[Any], Span]]:
+    """The spans of ``views`` (format-v5 slices of the file ``rel``): one ranged read per run of
+    adjacent, overlapping or nearly adjacent spans (under :data:`SPAN_GAP` apart; slices of
+    consecutive segments lie next to each other)."""
+    runs: list[list[int]] = []
+    for start, end in by_span(views):
+        if runs and start <= runs[-1][1] + SPAN_GAP:
+            runs[-1][1] = max(runs[-1][1], end)
+        else:
+            runs.append([start, end])
+    out: list[tuple[list[Any], Span]] = []
+    for start, end in runs:
+        data = store.read_range(rel, start, end)  # short when the file is: its decode then fails
+        inside = [v for v in views if start <= v.span[0] and v.span[1] <= end]
+        out += split_spans(inside, data, start)
+    return out
 
 
 def wants_ranges(views: Sequence[Any]) -> bool:

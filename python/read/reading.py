@@ -30,7 +30,7 @@ from ..journal.entries import Chunk
 from ..schema import RAW_TSO, conform, full_schema
 from ..store.storage import RangedFile, Store
 from ..timestamps import LOGICAL_BITS, apply_floor, final_bounds
-from .ranged import Sparse, fetch_ranges, source, wants_ranges
+from .ranged import Span, Sparse, fetch_ranges, fetch_spans, first_row, source, wants_ranges, wants_spans
 
 #: Chunks up to this size are fetched together in one batched call.
 BATCH_FETCH_BYTES = 64 << 20
@@ -168,10 +168,10 @@ def decode_file(store: Store, chunk: Chunk, data: bytes, views: Sequence[Chunk] 
             table, base = pq.read_table(source(data)), 0  # a plain small chunk: all of it
         else:
             f = pq.ParquetFile(source(data))
-            starts = _group_starts(f)
+            starts = _group_starts(f, first_row(data))
             groups = _covering(starts, views)
             if len(groups) == f.num_row_groups:
-                table, base = f.read(), 0
+                table, base = f.read(), int(starts[0])
             else:
                 table, base = f.read_row_groups(groups), int(starts[groups[0]]) if groups else 0
     except (pa.ArrowException, OSError, ValueError) as e:
@@ -182,9 +182,10 @@ def decode_file(store: Store, chunk: Chunk, data: bytes, views: Sequence[Chunk] 
     return _checked_raw(store, chunk, table), base
 
 
-def _group_starts(f: pq.ParquetFile) -> np.ndarray:
-    """First row of each row group, then the file's row count."""
-    return np.cumsum([0] + [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)])
+def _group_starts(f: pq.ParquetFile, first: int = 0) -> np.ndarray:
+    """First row of each row group, then the file's row count (rows numbered from ``first``:
+    a slice's own file, :class:`~.ranged.Span`, starts at its row of the whole file)."""
+    return np.cumsum([first] + [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)])
 
 
 def _covering(starts: np.ndarray, views: Sequence[Chunk]) -> list[int]:
@@ -198,8 +199,11 @@ def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Ch
     """Whole-object GETs, batched for small chunks (one call for many is ~10x faster on S3).
 
     Views of the same file come together, fetched once: ``(views, bytes)`` per file. Slices
-    covering little of a shared file fetch its footer and their row groups only
-    (:mod:`.ranged`: ``bytes`` is then a :class:`~.ranged.Sparse` file).
+    covering little of a shared file fetch their spans only, one ranged read per run of adjacent
+    spans, and come per span (format v5: ``bytes`` is then a :class:`~.ranged.Span`, the
+    slice's own Parquet file), or the file's footer and their row groups (v3/v4: ``bytes`` is
+    then a :class:`~.ranged.Sparse` file). A shared file fetched whole is decoded through its
+    outer footer, as one file (one footer to parse, not one a slice).
     """
     by_path: dict[str, list[Chunk]] = {}
     for c in chunks:
@@ -217,6 +221,12 @@ def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Ch
         yield from zip(group, blobs)
 
     for views in by_path.values():
+        if wants_spans(views):
+            try:
+                yield from fetch_spans(store, views[0].path, views)  # type: ignore[misc]
+            except FileNotFoundError as e:
+                raise damaged(store, store.uri(views[0].path), "named by the journal is missing") from e
+            continue
         if wants_ranges(views):
             try:
                 yield views, fetch_ranges(store, views[0].path, views[0].file_bytes, views)
@@ -267,9 +277,9 @@ def read_tsos(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, np
     """Final ``_tso`` of each chunk (or view), reading only the raw timestamp column."""
     for views, data in fetch_files(store, chunks):
         try:
-            if isinstance(data, Sparse):  # a shared file's footer and some row groups: only those
+            if isinstance(data, (Sparse, Span)):  # some row groups of a shared file: only those
                 f = pq.ParquetFile(source(data))
-                starts = _group_starts(f)
+                starts = _group_starts(f, first_row(data))
                 groups = _covering(starts, views)
                 raw, base = f.read_row_groups(groups, columns=[RAW_TSO]), int(starts[groups[0]]) if groups else 0
             else:
@@ -368,7 +378,7 @@ class FileRows:
         self.store, self.views = store, views
         try:
             self.file = pq.ParquetFile(source(data))
-            self.starts = _group_starts(self.file)
+            self.starts = _group_starts(self.file, first_row(data))
             self.groups = _covering(self.starts, views)
             self.base = int(self.starts[self.groups[0]]) if self.groups else 0
             names = self.file.schema_arrow.names

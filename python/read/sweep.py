@@ -36,26 +36,32 @@ class _Files:
         self.store, self.columns = store, columns
         # views come by first record: fetch_files returns their files in the order they are opened
         self.fetched = fetch_files(store, views)
-        self.waiting: dict[str, tuple[list[Chunk], bytes]] = {}
-        self.open: dict[str, FileRows] = {}
-        self.left = Counter(v.path for v in views)
+        # by the id of each view: fetch_files hands out a file's views together, or a span's
+        # (format v5: one ranged read may return several slices' own files)
+        self.waiting: dict[int, tuple[list[Chunk], bytes]] = {}
+        self.open: dict[int, FileRows] = {}
+        self.left = Counter(id(v) for v in views)
 
     def rows(self, view: Chunk) -> FileRows:
         """The decoded file of ``view`` (fetched now if it was not)."""
-        got = self.open.get(view.path)
+        got = self.open.get(id(view))
         if got is None:
-            while view.path not in self.waiting:
+            while id(view) not in self.waiting:
                 views, data = next(self.fetched)
-                self.waiting[views[0].path] = (views, data)
-            views, data = self.waiting.pop(view.path)
-            got = self.open[view.path] = FileRows(self.store, views, data, self.columns)
+                for v in views:
+                    self.waiting[id(v)] = (views, data)
+            views, data = self.waiting[id(view)]
+            got = FileRows(self.store, views, data, self.columns)
+            for v in views:
+                self.waiting.pop(id(v), None)
+                self.open[id(v)] = got
         return got
 
     def done(self, view: Chunk) -> None:
-        """The walk has passed ``view``'s last record: drop its file after its last view."""
-        self.left[view.path] -= 1
-        if not self.left[view.path]:
-            self.open.pop(view.path, None)
+        """The walk has passed ``view``'s last record: a file goes once its last view is done."""
+        self.left[id(view)] -= 1
+        if not self.left[id(view)]:
+            self.open.pop(id(view), None)
 
 
 def _kth_after(open_views: Sequence[tuple[Chunk, FileRows, np.ndarray]], a: int, k: int) -> int | None:

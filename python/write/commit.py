@@ -268,7 +268,8 @@ class CommitRequest:
             out.append(Chunk(seg=seg.id, path=info.path, rows=info.rows, bytes=info.bytes,
                              seq=seg.next_seq, floor=floor, lo=lo, hi=hi,
                              marks=final_marks(info.marks, info.rows, floor), offset=info.offset,
-                             file_bytes=info.file_bytes))
+                             file_bytes=info.file_bytes, span_start=info.span_start,
+                             span_bytes=info.span_bytes))
             moved["lane"] += info.lane_raised
             moved["cap"] += info.capped
             if info.raw_lo < floor:  # a prefix of the chunk was raised (a_i - i is non-decreasing)

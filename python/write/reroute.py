@@ -55,5 +55,6 @@ def reroute(store: Store, info: ChunkInfo, segments: Sequence[Segment]) -> list[
         # a file of its own: no longer a slice of the shared file it came from
         out.append(replace(info, seg=seg.id, path=rel, rows=part.num_rows, bytes=len(buf.getvalue()),
                            raw_lo=int(raw[0]), raw_hi=int(raw[-1]), key_lo=seg.lo, key_hi=seg.hi,
-                           marks=raw_marks(raw), offset=0, file_bytes=0))
+                           marks=raw_marks(raw), offset=0, file_bytes=0, span_start=0,
+                           span_bytes=0))
     return out

@@ -1,17 +1,24 @@
-"""One data file for the small chunks of a task (format v3, "wide writes").
+"""One data file for the small chunks of a task (format v3, "wide writes"; v5, self-contained slices).
 
 A Spark task behind a shuffle holds a few rows of every segment (200 tasks x 64 segments of a
 1M-row write: ~78 rows each). Written as one file per segment, a commit made 12,800 files, and
 each read paid a store call per file. What a task still buffers when it finishes (sorted runs,
 and streamed segments that never filled a row group) instead goes into one file per task:
 
-* each segment's rows are contiguous, in the order the writer stamped them (time within the
-  writer's lane, docs/design.md §3.2), in row groups of their own (``write_table`` never merges
-  a table into the previous row group), so a read of one segment fetches only its row groups;
+* each segment's part is a *slice*: its rows, in the order the writer stamped them (time within
+  the writer's lane, docs/design.md §3.2), written as a complete little Parquet file of its own
+  (``PAR1``, its row groups, its footer) appended to the shared object. Its bytes
+  ``[span_start, span_start + span_bytes)`` read alone as a Parquet file, so a read of one
+  segment is one ranged read of about its own bytes (format v5; a v3/v4 slice was row groups
+  of one file with one footer, and its read fetched that footer first: ×7-17 its bytes);
+* after the last slice comes an *outer* footer naming every slice's row groups at their place
+  in the object (:mod:`~pyspark_tstream.chunkfile.footer_shift`), so the object is also one
+  Parquet file whose rows are the slices' rows in order: Spark's Parquet scan (``read_native``),
+  compaction, re-routing and fsck read it whole as before;
 * the file is split when it reaches :data:`SHARED_FILE_BYTES` (a few files when big);
-* each segment's part is a *slice*: ``offset`` (its first row in the file), ``bytes`` (the
-  compressed size of its row groups, from the footer) and ``file_bytes`` (the file's size);
-  small slices carry no marks (:data:`SLICE_MARKS_MIN_ROWS`).
+* a slice records ``offset`` (its first row in the whole file), ``bytes`` (the compressed size
+  of its row groups), ``file_bytes`` (the file's size) and its span; small slices carry no
+  marks (:data:`SLICE_MARKS_MIN_ROWS`).
 
 Segments that already streamed a file of their own keep it (those files hold at least a row
 group). A task with one segment to write writes a plain chunk, as before.
@@ -20,10 +27,12 @@ group). A task with one segment to write writes a plain chunk, as before.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
+
+from ..chunkfile.footer_shift import footer_of, join, tail
 
 #: A shared file is closed and another one opened once it holds this many bytes.
 SHARED_FILE_BYTES = 256 << 20
@@ -32,87 +41,154 @@ SHARED_FILE_BYTES = 256 << 20
 #: ranged read of its row group) instead.
 SLICE_MARKS_MIN_ROWS = 4096
 
-#: Opens a plain chunk file for a segment index and its first rows: (output, ParquetWriter, path).
-Open = Callable[[int, pa.Table], tuple[Any, Any, str]]
+#: Opens a shared file's output for a segment index: (output, path).
+OpenOutput = Callable[[int], tuple[Any, str]]
+#: For a shared file's first rows: what opens a ParquetWriter on an output for each of its slices
+#: (one schema and one choice of encodings per file, made once: as when the file had one writer).
+OpenWriter = Callable[[pa.Table], Callable[[Any], Any]]
+
+
+@dataclass(frozen=True)
+class _Slice:
+    """Where one part landed in its shared file."""
+
+    rows: int
+    first_row: int  # its first row in the whole file
+    nbytes: int  # compressed bytes of its row groups
+    span_start: int
+    span_bytes: int
+    footer: bytes  # its own footer (offsets from span_start)
+
+
+class _Kept:
+    """The shared output as a slice's ParquetWriter sees it: writes go through, ``close`` does
+    not (the next slice and the outer footer follow)."""
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+        self.closed = False
+        self.caught: bytearray | None = None  # what the writer's close writes: its footer
+
+    def write(self, data: Any) -> int:
+        if self.caught is not None:
+            self.caught += data
+        return self.f.write(data)
+
+    def tell(self) -> int:
+        return self.f.tell()
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
 
 
 class _Part:
-    """What :class:`ChunkWriter` sees as one segment's open chunk: writes go to the shared file."""
+    """What :class:`ChunkWriter` sees as one segment's open chunk: a Parquet file of its own,
+    written into the shared file from where it stands (its writer opened on the first rows)."""
 
     def __init__(self, shared: SharedFiles) -> None:
         self.shared = shared
+        self.start = shared.file.tell()
+        self.writer: Any = None
+        self.kept: _Kept | None = None
+        self.footer = b""
         self.rows = 0
         self.ended = False
 
     def write_table(self, table: pa.Table, row_group_size: int | None = None) -> None:
-        self.shared.writer.write_table(table, row_group_size=row_group_size)
+        if self.writer is None:
+            # pyarrow records offsets from where its writer started, whatever the output's
+            # tell(): the slice's bytes read alone as a Parquet file
+            if self.shared.new_writer is None:
+                self.shared.new_writer = self.shared.open_writer(table)
+            self.kept = _Kept(self.shared.file)
+            self.writer = self.shared.new_writer(self.kept)
+        self.writer.write_table(table, row_group_size=row_group_size)
         self.rows += table.num_rows
 
     def close(self) -> None:
         # ChunkWriter closes a chunk's writer, then its output: both are this part
         if not self.ended:
             self.ended = True
+            if self.writer is not None and self.kept is not None:
+                self.kept.caught = bytearray()
+                self.writer.close()
+                # its footer, as written (a serialization of the writer's metadata costs as much again)
+                self.footer = footer_of(bytes(self.kept.caught))
+                self.kept.caught = None
             self.shared.end_part(self)
 
     def tell(self) -> int:
-        return 0  # the slice's bytes come from the footer, once the file is closed
+        return 0  # the slice's bytes come from its footer, once the file is closed
 
 
 class SharedFiles:
     """The shared files of one task's :meth:`ChunkWriter.finish`: hands out :class:`_Part`
     outputs for segments, then fills in their slices (:meth:`slices`)."""
 
-    def __init__(self, open_chunk: Open) -> None:
-        self.open_chunk = open_chunk
+    def __init__(self, open_output: OpenOutput, open_writer: OpenWriter) -> None:
+        self.open_output, self.open_writer = open_output, open_writer
         self.file: Any = None
-        self.writer: Any = None
+        self.new_writer: Callable[[Any], Any] | None = None  # the open file's (OpenWriter)
         self.rel = ""
-        self.closed: list[tuple[str, int, Any, list[int]]] = []  # (path, size, metadata, rows per part)
-        self.rows: list[int] = []  # rows of the parts of the open file, in order
+        self.closed: list[tuple[str, int, list[_Slice]]] = []  # (path, size, its slices)
+        self.parts: list[_Slice] = []  # slices of the open file, in order
+        self.at_row = 0  # rows of the open file so far
 
     def open(self, idx: int, table: pa.Table) -> tuple[Any, Any, str]:
         """An output for segment ``idx``'s part, in the open shared file (opened on the first)."""
         if self.file is not None and self.file.tell() >= SHARED_FILE_BYTES:
             self._close()
         if self.file is None:
-            self.file, self.writer, self.rel = self.open_chunk(idx, table)
+            self.file, self.rel = self.open_output(idx)
         part = _Part(self)
         return part, part, self.rel
 
     def end_part(self, part: _Part) -> None:
-        if part.rows:
-            self.rows.append(part.rows)
+        if not part.rows:
+            return
+        meta = part.writer.writer.metadata
+        nbytes = sum(meta.row_group(g).column(i).total_compressed_size
+                     for g in range(meta.num_row_groups) for i in range(meta.num_columns))
+        end = self.file.tell()
+        self.parts.append(_Slice(part.rows, self.at_row, nbytes, part.start, end - part.start, part.footer))
+        self.at_row += part.rows
 
     def _close(self) -> None:
-        self.writer.close()
+        if self.parts:
+            # the outer footer: every slice's row groups at their place in the object
+            self.file.write(tail(join([(p.footer, p.span_start) for p in self.parts])))
         size = self.file.tell()
         self.file.close()
-        self.closed.append((self.rel, size, self.writer.writer.metadata, self.rows))
-        self.file = self.writer = None
-        self.rows = []
+        self.closed.append((self.rel, size, self.parts))
+        self.file = self.new_writer = None
+        self.parts, self.at_row = [], 0
 
     def close(self) -> None:
         if self.file is not None:
             self._close()
 
     def abort(self) -> list[str]:
-        """Close the open file without a footer's use; returns every path written."""
+        """Close the open file without its outer footer; returns every path written."""
         if self.file is not None:
-            try:
-                self.writer.close()
-            finally:
-                self.file.close()
-            self.closed.append((self.rel, 0, None, []))
+            self.file.close()
+            self.closed.append((self.rel, 0, []))
             self.file = None
         return [c[0] for c in self.closed]
 
     def slices(self, done: Sequence[Any]) -> list[Any]:
         """``done`` (:class:`~.writing.ChunkInfo`, in the order written) with the chunks written
-        into shared files made slices (offset, bytes, file_bytes from each file's footer)."""
+        into shared files made slices (offset, bytes, file_bytes and span)."""
         out = []
-        where: dict[str, tuple[int, list[tuple[int, int]]]] = {}
-        for rel, size, meta, rows in self.closed:
-            where[rel] = (size, _part_bytes(meta, rows))
+        where = {rel: (size, parts) for rel, size, parts in self.closed}
         seen: dict[str, int] = {}
         for c in done:
             if c.path not in where:
@@ -121,26 +197,8 @@ class SharedFiles:
             size, parts = where[c.path]
             k = seen.get(c.path, 0)
             seen[c.path] = k + 1
-            offset, nbytes = parts[k]
-            out.append(replace(c, offset=offset, bytes=nbytes, file_bytes=size,
+            p = parts[k]
+            out.append(replace(c, offset=p.first_row, bytes=p.nbytes, file_bytes=size, span_start=p.span_start,
+                               span_bytes=p.span_bytes,
                                marks=c.marks if c.rows >= SLICE_MARKS_MIN_ROWS else ()))
         return out
-
-
-def _part_bytes(meta: Any, rows: Sequence[int]) -> list[tuple[int, int]]:
-    """(first row, compressed bytes of its row groups) of each part of ``rows`` rows, in order."""
-    groups = []
-    for g in range(meta.num_row_groups):
-        rg = meta.row_group(g)
-        groups.append((rg.num_rows, sum(rg.column(i).total_compressed_size for i in range(rg.num_columns))))
-    out, g, at = [], 0, 0
-    for n in rows:
-        nbytes, left = 0, n
-        while left > 0:
-            r, b = groups[g]
-            nbytes += b
-            left -= r
-            g += 1
-        out.append((at, nbytes))
-        at += n
-    return out

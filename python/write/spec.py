@@ -35,6 +35,8 @@ class ChunkInfo:
     marks: tuple[int, ...] = ()  # raw timestamps of the mark rows (timestamps.raw_marks)
     offset: int = 0  # a slice of a shared file (write/shared.py): its first row there
     file_bytes: int = 0  # ... and the size of that file (0: the chunk is all of its file)
+    span_start: int = 0  # format v5: where the slice's own Parquet file starts in the shared file
+    span_bytes: int = 0  # ... and its length (0: no span, a v3/v4 slice)
 
     def to_json(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}

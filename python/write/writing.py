@@ -22,7 +22,7 @@ reader slices a time range by binary search. Two input kinds get two rules (docs
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -402,12 +402,19 @@ class ChunkWriter:
         return self._new_file(idx, table)
 
     def _new_file(self, idx: int, table: pa.Table) -> tuple[Any, Any, str]:
+        f, rel = self._new_output(idx)
+        return f, self._new_writer(table)(f), rel
+
+    def _new_output(self, idx: int) -> tuple[Any, str]:
         seg = self.spec.segment_ids[idx]
         rel = layout.data_chunk(segment_number(seg), self.spec.writer_tag, self.task, uuid.uuid4().hex)
-        f = self.spec.store.open_output(rel)
-        w = pq.ParquetWriter(f, table.schema, write_statistics=[RAW_TSO],
-                             **chunk_encodings(table, self.spec.compression))
-        return f, w, rel
+        return self.spec.store.open_output(rel), rel
+
+    def _new_writer(self, table: pa.Table) -> Callable[[Any], Any]:
+        """What opens a ParquetWriter for rows like ``table`` on an output (encodings chosen on
+        ``table``, once: a shared file's slices all use its first rows' choice)."""
+        schema, encodings = table.schema, chunk_encodings(table, self.spec.compression)
+        return lambda f: pq.ParquetWriter(f, schema, write_statistics=[RAW_TSO], **encodings)
 
     def _info(self, idx: int, rel: str, rows: int, size: int, raw_lo: int, raw_hi: int,
               lane_raised: int, capped: int, marks: tuple[int, ...]) -> ChunkInfo:
@@ -422,7 +429,7 @@ class ChunkWriter:
         several segments still buffer goes into one shared file (write/shared.py)."""
         # unordered input only (a Spark task); Stream.append's few large chunks stay one file each
         if not self.ordered and len(self._runs) + sum(s.file is None for s in self._streamed.values()) > 1:
-            self._shared = SharedFiles(self._new_file)
+            self._shared = SharedFiles(self._new_output, self._new_writer)
         try:
             for idx in sorted(self._runs):
                 self._write_run(idx)
