@@ -124,10 +124,15 @@ def _write_macro(store: Store, schema: pa.Schema, seg: int, members: Sequence[Pi
         pending = [table.slice(whole)] if whole < table.num_rows else []
         buffered = table.num_rows - whole
 
+    next_seq = members[0].chunk.seq
     try:
         for views, data in fetch_files(store, [p.chunk for p in members]):
             table, base = decode_file(store, views[0], data, views)
             for c in views:
+                if c.seq != next_seq:  # a view's row in the macro-chunk is its _seq - first
+                    raise RuntimeError(f"compaction of segment {seg}: pieces came out of _seq order "
+                                       f"({c.seq}, expected {next_seq}); nothing was published")
+                next_seq += c.rows
                 tso = view_tsos(table, c, base)
                 check_times(store, c, tso)
                 body = conform(table.drop_columns([RAW_TSO]).slice(c.offset - base, c.rows), schema)

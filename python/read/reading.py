@@ -198,7 +198,8 @@ def _covering(starts: np.ndarray, views: Sequence[Chunk]) -> list[int]:
 def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Chunk], bytes]]:
     """Whole-object GETs, batched for small chunks (one call for many is ~10x faster on S3).
 
-    Views of the same file come together, fetched once: ``(views, bytes)`` per file. Slices
+    Views of the same file come together, fetched once: ``(views, bytes)`` per file, files in
+    the order of their first view in ``chunks``. Slices
     covering little of a shared file fetch their spans only, one ranged read per run of adjacent
     spans, and come per span (format v5: ``bytes`` is then a :class:`~.ranged.Span`, the
     slice's own Parquet file), or the file's footer and their row groups (v3/v4: ``bytes`` is
@@ -221,6 +222,11 @@ def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Ch
         yield from zip(group, blobs)
 
     for views in by_path.values():
+        if (wants_spans(views) or wants_ranges(views)) and group:
+            # files come in the order of their first view (compaction writes its pieces in that
+            # order and records them so): the batched files before this one go first
+            yield from flush()
+            group, size = [], 0
         if wants_spans(views):
             try:
                 yield from fetch_spans(store, views[0].path, views)  # type: ignore[misc]
