@@ -135,6 +135,71 @@ def test_a_compaction_committed_after_another_adopted_its_macro_chunks_names_the
     assert final.verify().ok
 
 
+def test_chunks_a_crashed_compaction_listed_as_they_are_survive_its_adoption_and_vacuum(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compaction publishes its map version, listing chunks too big to merge as they are,
+    then crashes before its journal commit; the next compaction adopts what that version holds.
+    A listed chunk is not a macro-chunk: adopting it as a compaction part gave it a manifest
+    that never existed, and vacuum deleted "the files its compaction replaced", the chunk itself
+    (found by this race under CI's load: records named by the journal went missing)."""
+    import pyspark_tstream.compaction.compact as compact_mod
+    from pyspark_tstream.maps.macromap import MacroMap
+
+    s = fill_stream(url, appends=12, segments=1)
+    want = s.read()
+
+    def crash(self: object, state: object, pos: int) -> None:
+        raise RuntimeError("crash between the map's publication and the journal commit")
+
+    with monkeypatch.context() as m:
+        m.setattr(compact_mod.CompactRequest, "__call__", crash)
+        with pytest.raises(RuntimeError, match="crash between"):
+            Stream.open(url).compact(full=False, target="2KB", min_pieces=4)
+    listed = MacroMap(s.store).latest(0, 0).macros
+    assert listed and all(m.level == 0 for m in listed)  # chunks listed as they are, no merge
+    h = Stream.open(url)
+    h.compact(full=False, target="2KB", min_pieces=4)
+    parts = [p for pos in range(1, h.state.pos + 1) for p in h.journal.read_entry(pos).info.get("parts", [])]
+    assert not [p for p in parts if p["macro"] in {m.path for m in listed}], parts
+    Stream.open(url).vacuum(grace_ms=0)
+    same_records(want, Stream.open(url).read())
+    assert not Stream.open(url).verify().problems
+
+
+def test_vacuum_keeps_a_listed_chunk_an_older_compaction_committed_as_a_part(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streams whose journal already holds such a part (committed before the fix above) keep
+    the chunk: garbage collection never deletes a part's own file as "what it replaced"."""
+    import pyspark_tstream.compaction.compact as compact_mod
+    from pyspark_tstream.maps.macromap import MacroMap
+
+    s = fill_stream(url, appends=12, segments=1)
+    want = s.read()
+
+    def crash(self: object, state: object, pos: int) -> None:
+        raise RuntimeError("crash between the map's publication and the journal commit")
+
+    def old_adopt(job: object, seg: int, live: list, upto: int) -> list:  # the behaviour before the fix
+        adopted = [m for m in live if m.end > upto]
+        for m in adopted:
+            job.parts.append(compact_mod._part(seg, m, adopted=True))  # type: ignore[attr-defined]
+        return adopted
+
+    with monkeypatch.context() as m:
+        m.setattr(compact_mod.CompactRequest, "__call__", crash)
+        with pytest.raises(RuntimeError, match="crash between"):
+            Stream.open(url).compact(full=False, target="2KB", min_pieces=4)
+    listed = {m.path for m in MacroMap(s.store).latest(0, 0).macros}
+    with monkeypatch.context() as m:
+        m.setattr(compact_mod, "adopt", old_adopt)
+        h = Stream.open(url)
+        h.compact(full=False, target="2KB", min_pieces=4)
+    parts = [p for pos in range(1, h.state.pos + 1) for p in h.journal.read_entry(pos).info.get("parts", [])]
+    assert {p["macro"] for p in parts} & listed  # the journal holds the bad parts
+    Stream.open(url).vacuum(grace_ms=0)
+    same_records(want, Stream.open(url).read())
+
+
 def test_compactors_racing_writers_and_a_scale(url: str) -> None:
     s = fill_stream(url, appends=20, segments=2, writer="w")
     errors: list[BaseException] = []

@@ -411,6 +411,11 @@ def adopt(job: _Job, seg: int, live: Sequence[Macro], upto: int) -> list[Macro]:
     them, and their records are not merged twice."""
     adopted = [m for m in live if m.end > upto]
     for m in adopted:
+        if m.level == 0:
+            # a chunk that run listed as it is (:func:`_listed`), not a macro-chunk it made: no
+            # compaction to commit. As a part it had a manifest that never existed, and vacuum
+            # then deleted "what its compaction replaced": the chunk itself, the only copy
+            continue
         job.parts.append(_part(seg, m, adopted=True))
         job.counts["adopted"] += 1
     return adopted

@@ -217,7 +217,9 @@ def _unlisted(store: Store, journal: Journal, state: StreamState, parts: list[di
     named = replaced_by(journal.deltas(state, state.head_pos, state.pos), {p["macro"] for p in parts})
     out = {}
     for p in parts:
-        replaced = named.get(p["macro"], [])
+        # never the part's own file: a part naming a chunk listed as it is (committed that way by
+        # a compaction before this was fixed) "replaced" exactly that chunk
+        replaced = [r for r in named.get(p["macro"], []) if r != p["macro"]]
         if replaced and holds_its_records(store, p):
             log.warning("tstream: compaction manifest %s is missing or unreadable (lost, or deleted by a vacuum "
                         "that stopped before recording its progress); deleting the %d file(s) the journal says its "
