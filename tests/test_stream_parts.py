@@ -4,6 +4,7 @@ reading, epochs, truncation and the info snapshot (python/stream.py composes the
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
@@ -105,3 +106,36 @@ def test_describe_is_a_pure_snapshot(url: str) -> None:
     info = describe("u", h.state, h.schema)
     assert info["url"] == "u" and info["rows"] == 3 and len(info["segments"]) == 2
     assert info["schema"] == ["k string", "v int64", "t int64"]
+
+
+def test_background_retention_retries_once_after_a_failure_then_settles(url: str) -> None:
+    """After ``Stream.append`` on an object store retention runs in the background: a failed
+    pass makes it due at the next commit (as in line), and a pass that succeeded makes it
+    due only at the next multiple of RETENTION_EVERY again (not at every commit)."""
+    h = _context(url, retention="count=1000")
+    runs: list[bool] = []
+    outcomes = iter([False, True])
+
+    class Worker:
+        def __init__(self) -> None:
+            self.ctx = h
+
+        def run(self, entry: Entry, due: set[str]) -> bool:
+            ok = next(outcomes, True) if "retention" in due else True
+            runs.append(ok)
+            return ok
+
+    upkeep = Upkeep(h, trim=lambda: None, fork=lambda entry: Worker())  # type: ignore[arg-type,return-value]
+    appender = Appender(h, after_commit=upkeep.after_data_commit)
+    while h.state.pos < RETENTION_EVERY - 1:
+        appender.append(_rows(1, h.state.pos), key="k", timestamp="t")
+    entry = h.entry
+    upkeep.after_data_commit(replace(entry, pos=RETENTION_EVERY), later=True)  # due: fails
+    upkeep.settle(10)
+    assert runs == [False] and upkeep.retention_due
+    upkeep.after_data_commit(replace(entry, pos=RETENTION_EVERY + 1), later=True)  # due again: succeeds
+    upkeep.settle(10)
+    assert runs == [False, True] and not upkeep.retention_due
+    upkeep.after_data_commit(replace(entry, pos=RETENTION_EVERY + 2), later=True)  # not due
+    upkeep.settle(10)
+    assert runs == [False, True]

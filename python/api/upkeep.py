@@ -79,6 +79,8 @@ class Upkeep:
         if not due:
             return
         if later and self.fork is not None:
+            if "retention" in due:
+                self.retention_due = False  # the background run sets it again if it fails
             self._later(entry, due)
         else:
             self.retention_due = not self.run(entry, due)
