@@ -356,7 +356,7 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
         vacuumed: Counter[str] = Counter()
         began = time.monotonic()
         next_kill, next_scale, next_vacuum = began + kill_every, began + scale_every, began + vacuum_every
-        next_outage = began + outage_every
+        next_outage, outages_begun = began + outage_every, 0
 
         def queries_reached_store() -> bool:
             """The Spark producer has committed since its start and both consumers have planned a
@@ -365,13 +365,21 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                     and bool(q.recentProgress) and bool(wq.recentProgress))
         runners0: dict[int, int] = {}
         try:
-            while time.monotonic() - began < minutes * 60:
+            # a run with outages lasts until one has happened (up to 3 minutes more), so a loaded
+            # machine's slow query starts do not leave the store up throughout
+            while time.monotonic() - began < minutes * 60 or (
+                    outage_every and proxy is not None and not outages_begun
+                    and time.monotonic() - began < minutes * 60 + 180):
                 time.sleep(1)
+                # an outage that is due holds kills and restarts until it begins: each restart
+                # makes a query fresh again, and an outage waits for fresh queries
+                outage_due = bool(outage_every) and proxy is not None and time.monotonic() >= next_outage
                 if not runners0 and time.monotonic() - began >= 30:  # once the queries are warm
                     runners0 = _source_runners(jvm)
-                if proxy is not None and outage_every and time.monotonic() >= next_outage \
-                        and queries_reached_store():
+                if outage_due and queries_reached_store():
                     proxy.send_signal(signal.SIGUSR1)
+                    outages_begun += 1
+                    outage_due = False
                     outage_until = time.monotonic() + outage_seconds
                     next_outage = time.monotonic() + outage_every
                 tick = admin.refresh().tick
@@ -379,7 +387,7 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                     max_lag = max(max_lag, int(time.time() * 1000) - physical(tick))
                 # restarts wait for the store: a producer session opened during an outage has
                 # no patience (the Python API's default policy) and would only retry its open
-                if time.monotonic() >= next_kill and not near_outage():
+                if time.monotonic() >= next_kill and not near_outage() and not outage_due:
                     os.killpg(procs[victim].pid, signal.SIGKILL)
                     procs[victim].wait()
                     procs[victim] = _spawn(url, endpoint, victim, work / f"w{victim}.log")
@@ -397,7 +405,7 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                 if time.monotonic() >= next_vacuum:
                     vacuumed.update(admin.vacuum(grace_ms=VACUUM_GRACE_MS))
                     next_vacuum = time.monotonic() + vacuum_every
-                if restart_due and not near_outage() and any(p["numInputRows"] for p in producer_q.recentProgress):
+                if restart_due and not near_outage() and not outage_due and any(p["numInputRows"] for p in producer_q.recentProgress):
                     # it has committed since its start: stop it wherever it is now, perhaps
                     # inside a micro-batch; its checkpoint resumes it
                     producer_q.stop()
