@@ -60,7 +60,10 @@ default: macro-chunks are counted apart), and the tick lag (now - tick) seen whi
 Exit code 1 if anything was lost or duplicated, if the Spark producer's ids have a gap, if one
 writer's records of one key were delivered out of order, if a window's count is wrong, or if
 ``fsck`` (``Stream.verify``, straight to the store) finds damage at the end; problems it calls
-repairable (metadata that ``tstream repair`` rebuilds) are printed, not failed on.
+repairable (metadata that ``tstream repair`` rebuilds) are printed, not failed on. A query that
+fails is a failure too, except when Spark's own Python runner did not connect back within its
+fixed 10 s (an overloaded machine): that query is restarted from its checkpoint, up to 3 times,
+and the table names it.
 """
 
 from __future__ import annotations
@@ -92,6 +95,8 @@ ROWS = 200
 #: Window of the windowed consumer's counts.
 WINDOW_MS = 5_000
 VACUUM_GRACE_MS = 30_000
+#: Spark's message when a new Python runner did not connect back within its (fixed) 10 s.
+SPARK_WORKER_TIMEOUT = "Python worker failed to connect back"
 #: What the fault proxy reports about outages, apart from its per-request counts.
 OUTAGE_STATS = ("outages", "failed in outages")
 
@@ -352,6 +357,7 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
         producer_q = spark_producer()
         procs = [_spawn(url, endpoint, i, work / f"w{i}.log") for i in range(3)]
         kills, max_lag, victim, restarts, restart_due, consumer_restarts = 0, 0, 0, 0, False, 0
+        spark_timeouts: list[str] = []  # queries restarted after Spark's Python runner timed out
         scales: Counter[str] = Counter()
         vacuumed: Counter[str] = Counter()
         began = time.monotonic()
@@ -413,8 +419,22 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                     restarts += 1
                     restart_due = False
                 for name, query in (("Spark producer", producer_q), ("consumer", q), ("window consumer", wq)):
-                    if query.exception() is not None:
-                        raise RuntimeError(f"{name} failed: {query.exception()}")
+                    error = query.exception()
+                    if error is None:
+                        continue
+                    if SPARK_WORKER_TIMEOUT not in str(error) or len(spark_timeouts) >= 3:
+                        raise RuntimeError(f"{name} failed: {error}")
+                    # Spark's own 10 s limit for a new Python runner to connect back (hard-coded
+                    # in PythonWorkerFactory) fails a query on an overloaded machine (CI run 3
+                    # of round 20, load 9 on 2 cores); a user restarts such a query from its
+                    # checkpoint, as this does. Any other error fails the soak.
+                    spark_timeouts.append(name)
+                    if query is producer_q:
+                        producer_q = spark_producer()
+                    elif query is q:
+                        q = consumer()
+                    else:
+                        wq = window_consumer()
         finally:
             producer_q.stop()
             for p in procs:
@@ -473,6 +493,8 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
         meta = sum(1 for k in keys if k[len(prefix):].startswith("_tstream/"))
         table = [("minutes", f"{minutes:g}"), ("producer kills", kills), ("Spark producer restarts", restarts),
                  ("consumer restarts", consumer_restarts),
+                 ("restarts after Spark's Python runner start timed out",
+                  ", ".join(spark_timeouts) or "none"),
                  ("scales (split / merge)", f"{scales['split']} / {scales['merge']}; epoch {final.epoch}"),
                  ("vacuum (files / metadata deleted)",
                   " / ".join(f"{k} {v}" for k, v in sorted(vacuumed.items()) if v) or "nothing"),
