@@ -62,7 +62,7 @@ writer's records of one key were delivered out of order, if a window's count is 
 ``fsck`` (``Stream.verify``, straight to the store) finds damage at the end; problems it calls
 repairable (metadata that ``tstream repair`` rebuilds) are printed, not failed on. A query that
 fails is a failure too, except when Spark's own Python runner did not connect back within its
-fixed 10 s (an overloaded machine): that query is restarted from its checkpoint, up to 3 times,
+fixed 10 s (an overloaded machine): that query is restarted from its checkpoint, up to 5 times,
 and the table names it.
 """
 
@@ -422,7 +422,7 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                     error = query.exception()
                     if error is None:
                         continue
-                    if SPARK_WORKER_TIMEOUT not in str(error) or len(spark_timeouts) >= 3:
+                    if SPARK_WORKER_TIMEOUT not in str(error) or len(spark_timeouts) >= 5:
                         raise RuntimeError(f"{name} failed: {error}")
                     # Spark's own 10 s limit for a new Python runner to connect back (hard-coded
                     # in PythonWorkerFactory) fails a query on an overloaded machine (CI run 3
