@@ -45,9 +45,9 @@ What runs, on its own SeaweedFS (``weed mini`` on loopback, stopped by PID at th
   seconds every ``S`` seconds (first after ``S``; an outage waits until every Spark query has
   reached the store since its last start: a query that never reached its store fails fast, by
   design): the store is down, answering ``503`` in odd outages and dropping every connection
-  unanswered in even ones. The Spark queries wait it out (``storeRetryTimeout``, 2 minutes by default); the producers retry their appends; this
-  process's scales, vacuums and tick polls go through one stream opened with a patient
-  ``RetryPolicy``. Kills and query restarts wait until the store is back, so that every
+  unanswered in even ones. The Spark queries wait it out (``storeRetryTimeout``, 2 minutes by
+  default); the producers retry their appends; this process's scales, vacuums and tick polls go
+  through one stream opened with a patient ``RetryPolicy``. Kills and query restarts wait until the store is back, so that every
   restart's first store calls meet a store that answers;
 * this process's Python RSS and the Spark JVM's RSS are sampled at start and end, and the RSS
   of each Python streaming-source runner (the driver-side process where a query's stream
