@@ -16,7 +16,8 @@ import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import uuid  # noqa: E402
 from collections import Counter  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
+from collections.abc import Iterable, Iterator  # noqa: E402
+from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -83,6 +84,22 @@ class CallLog:
     def metadata(self, *ops: str) -> int:
         """Calls on tstream metadata (not data chunks)."""
         return sum(1 for op, rel in self.calls if rel.startswith("_tstream/") and (not ops or op in ops))
+
+
+def commits_in(entries: Iterable[Any]) -> list[tuple[Any, Any, int, list[Any]]]:
+    """``(writer, batch, pos, chunks)`` of every commit in journal ``entries``: an entry that
+    folded several (group commit) as its parts one by one, any other entry as itself."""
+    out = []
+    for e in entries:
+        if not e.folds:
+            out.append((e.writer, e.batch, e.pos, e.chunks))
+            continue
+        at = 0
+        for f in e.folds:
+            out.append((f.writer, f.batch, e.pos, e.chunks[at:at + f.chunks]))
+            at += f.chunks
+        assert at == len(e.chunks), f"entry {e.pos}: its parts cover exactly its chunks"
+    return out
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import CallLog
+from conftest import CallLog, commits_in
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.timestamps import now_ms, physical
@@ -64,7 +64,7 @@ def test_concurrent_appends_exactly_once(url: str) -> None:
     data = [e for e in s0.journal.log.read_entries(range(1, state.pos + 1)) if e.op != "compact"]
     # one commit per (writer, batch), none for the duplicates: an entry of its own or a part
     # of an entry that folded several (group commit)
-    parts = [(f[1], f[2]) for e in data for f in e.folds] + [(e.writer, e.batch) for e in data if not e.folds]
+    parts = [(w, b) for w, b, _, _ in commits_in(data)]
     assert sorted(parts) == sorted((f"w{w}", b) for w in range(8) for b in range(6))
 
 

@@ -21,6 +21,7 @@ from typing import TypeVar
 
 import pyarrow as pa
 import pytest
+from conftest import commits_in
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import TStreamError
 from s3servers import BUCKET, RandomFaultProxy, s3_storage_options
@@ -107,8 +108,7 @@ def test_committers_compaction_and_vacuum_under_random_faults(moto_server: str,
     entries = [direct.journal.read_entry(p) for p in range(1, direct.state.pos + 1)]
     # every (writer, batch) committed once: in an entry of its own, or folded into another
     # writer's entry by group commit (under load, CI run 2 of round 20: 48 commits in 47 entries)
-    commits = Counter([(e.writer, e.batch) for e in entries if e.op == "append" and not e.folds]
-                      + [(f.writer, f.batch) for e in entries for f in e.folds])
+    commits = Counter((w, b) for w, b, _, _ in commits_in(e for e in entries if e.op == "append"))
     assert commits == Counter({(f"w{w}", b): 1 for w in range(WRITERS) for b in range(BATCHES)}), commits
     ops = Counter(e.op for e in entries)
     assert ops["compact"] >= 1, ops  # the compactor merged while the producers committed

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from conftest import commits_in
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.conf.options import SinkOptions, SourceOptions
 from pyspark_tstream.errors import StorageError, StreamNotFoundError, TStreamError
@@ -236,8 +237,7 @@ def test_sixteen_concurrent_committers_on_seaweedfs(seaweedfs_server: str) -> No
     assert root.keys(f"{layout.JOURNAL}/") == [f"{root.prefix}/{layout.entry(p)}" for p in range(last + 1)]
     entries = [store.journal.read_entry(p) for p in range(1, last + 1)]
     assert [e.pos for e in entries] == list(range(1, last + 1))
-    parts = [((f[1], f[2]), e.pos) for e in entries for f in e.folds] + [
-        ((e.writer, e.batch), e.pos) for e in entries if not e.folds]
+    parts = [((w, b), pos) for w, b, pos, _ in commits_in(entries)]
     assert sorted(pair for pair, _ in parts) == sorted(pairs)
     at = dict(parts)
     assert all(at[(a.writer_id, a.batch_id)] == a.pos for a in winners)

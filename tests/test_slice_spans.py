@@ -181,7 +181,7 @@ def test_the_whole_shared_file_is_its_slices_in_order(url: str) -> None:
     assert [next((f.value for f in rg if f.fid == 7), i) for i, rg in enumerate(groups)] == list(range(g))
 
 
-@pytest.mark.slow  # 8-14 s of Spark jobs; the default set sits at its 5-minute line (CI runs it)
+@pytest.mark.slow  # 8-14 s of Spark jobs (CI runs it in the slow set)
 @pytest.mark.spark
 def test_spark_reads_a_wide_stream_every_row_once(spark: Any, tmp_path: Path) -> None:
     from pyspark.sql import functions as F

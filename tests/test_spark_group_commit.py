@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import commits_in
 from pyspark_tstream.api.stream import Stream
 
 pytestmark = pytest.mark.spark
@@ -29,21 +30,10 @@ def _inputs(folder: Path, q: int) -> None:
 
 
 def _committed_parts(s: Stream) -> list[tuple[str, int, int]]:
-    """``(writer, batch, rows)`` of every commit in the journal: a folding entry's parts one by
-    one, any other entry as itself."""
-    out = []
-    for e in s.journal.log.read_entries(range(1, s.refresh().pos + 1)):
-        if e.op != "append" or not e.chunks:
-            continue
-        if e.folds:
-            at = 0
-            for _rid, writer, batch, n, _info in e.folds:
-                out.append((writer, batch, sum(c.rows for c in e.chunks[at:at + n])))
-                at += n
-            assert at == len(e.chunks), "an entry's parts cover exactly its chunks"
-        else:
-            out.append((e.writer, e.batch, sum(c.rows for c in e.chunks)))
-    return out
+    """``(writer, batch, rows)`` of every append in the journal (a folding entry's parts one by one)."""
+    entries = s.journal.log.read_entries(range(1, s.refresh().pos + 1))
+    return [(w, b, sum(c.rows for c in chunks))
+            for w, b, _, chunks in commits_in(e for e in entries if e.op == "append" and e.chunks)]
 
 
 def test_concurrent_streaming_queries_into_one_stream_commit_every_batch_once(spark: Any, tmp_path: Path) -> None:

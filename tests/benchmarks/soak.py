@@ -189,14 +189,14 @@ def fault_proxy(upstream: str, rate: float, stats: str, outage_seconds: float = 
     import threading
 
     done = threading.Event()
-    due: list[float] = []  # outages asked for (handled by the loop, not inside the handler)
+    due = threading.Event()  # an outage asked for (begun by the loop, not inside the handler)
     signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGUSR1, lambda *_: due.append(time.monotonic()))
+    signal.signal(signal.SIGUSR1, lambda *_: due.set())
     proxy = s3servers.RandomFaultProxy(upstream, rate, seed=int(time.time())).start()
     print(proxy.endpoint, flush=True)
     outages = 0
     while not done.wait(0.2):
-        if due:
+        if due.is_set():
             due.clear()
             # every other outage drops connections unanswered (a store restarting, a network
             # partition) instead of answering 503: a process that never heard from the store
