@@ -464,3 +464,28 @@ def test_one_definition_of_a_secret_option_for_stores_cli_and_spark_options() ->
                "client_kwargs": {"sas": "sv=2024&sig=xyz", "region_name": "us-east-1"},
                "account_key": "k3y", "keyColumn": "device", "anon": False}
     assert set(secret_values(options)) == {"DefaultEndpointsProtocol=https;AccountKey=abc", "sv=2024&sig=xyz", "k3y"}
+
+
+def test_memory_list_survives_a_delete_racing_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``memory://`` listing while another thread deletes in the folder (group commit: one
+    writer lists the pending requests while another folds and deletes them) sees the deleted
+    object or not, never fails: fsspec's ``MemoryFileSystem.ls`` snapshots the keys, then looks
+    each one up again and raised ``KeyError`` for one deleted in between (round 21, CI run 5:
+    ``test_concurrent_appends_exactly_once[memory]``). The race is made certain here: the
+    snapshot is taken, then the object is deleted, then the listing goes on."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    store = Store(f"memory://race-{uuid.uuid4().hex}/s")
+    store.write("requests/a.json", b"1")
+    store.write("requests/b.json", b"2")
+    gone = store.fs._strip_protocol(store.full("requests/a.json"))
+
+    class DeletedAfterSnapshot(dict):  # type: ignore[type-arg]
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            keys = list(super().__iter__())
+            self.pop(gone, None)  # "another thread" deletes once the keys are taken
+            return iter(keys)
+
+    monkeypatch.setattr(MemoryFileSystem, "store", DeletedAfterSnapshot(MemoryFileSystem.store))
+    assert store.list("requests") in (["a.json", "b.json"], ["b.json"])
+    assert store.list("requests") == ["b.json"]

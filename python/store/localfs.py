@@ -2,7 +2,8 @@
 
 ``file://`` publishes by writing a temp file, fsyncing it and hard-linking (create-if-absent)
 or renaming (replace) it into place, so readers never see a torn object, and chunk files are
-read memory-mapped; ``memory://`` makes its check-and-store one step under a process-wide lock.
+read memory-mapped; ``memory://`` makes its check-and-store one step under a process-wide lock
+and lists from one snapshot of its keys.
 """
 
 from __future__ import annotations
@@ -90,3 +91,19 @@ def memory_create(fs: Any, path: str, data: bytes) -> None:
             raise FileExistsError(errno.EEXIST, "exists", path)
         fs.pipe_file(path, data)
 
+
+
+def memory_list(fs: Any, path: str) -> list[str]:
+    """The full names directly under ``path`` on ``memory://`` (files and implied folders).
+
+    Not ``fs.ls``: it snapshots the keys, then looks each one up again for its size, and raises
+    ``KeyError`` for a key another thread deleted in between (one writer lists the pending
+    group-commit requests while another deletes the ones it folded). Names only, from one
+    snapshot: a name deleted after it is listed, as on S3, reads as missing.
+    """
+    own = fs._strip_protocol(path).rstrip("/")
+    starter = own + "/"
+    names = {starter + key[len(starter):].split("/", 1)[0]
+             for key in (*tuple(fs.store), *tuple(fs.pseudo_dirs))
+             if key.startswith(starter) and len(key) > len(starter)}
+    return sorted(names)

@@ -42,7 +42,7 @@ from .failures import (
     is_transient,
     secret_values,
 )
-from .localfs import is_temp_name, local_create, local_map, local_read, local_replace, memory_create
+from .localfs import is_temp_name, local_create, local_map, local_read, local_replace, memory_create, memory_list
 
 __all__ = ["Observer", "RetryPolicy", "Store", "check_relative", "is_precondition_failed", "is_transient",
            "split_url"]
@@ -400,7 +400,8 @@ class Store:
 
         def ls() -> list[str]:
             try:
-                entries = self.fs.ls(path, detail=False)
+                entries = (memory_list(self.fs, path) if self.protocol == "memory"
+                           else self.fs.ls(path, detail=False))
             except FileNotFoundError:
                 return []
             own = path.strip("/")
