@@ -489,3 +489,25 @@ def test_memory_list_survives_a_delete_racing_it(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(MemoryFileSystem, "store", DeletedAfterSnapshot(MemoryFileSystem.store))
     assert store.list("requests") in (["a.json", "b.json"], ["b.json"])
     assert store.list("requests") == ["b.json"]
+
+
+def test_memory_object_deleted_between_check_and_lookup_reads_as_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fsspec's ``MemoryFileSystem.info`` (behind ``size`` and ``modified_ms``) checks a key,
+    then looks it up: an object another thread deletes in between is "no such object", as on a
+    real store, not a ``KeyError``."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    store = Store(f"memory://race-{uuid.uuid4().hex}/s")
+    store.write("data/0/a.parquet", b"x")
+    gone = store.fs._strip_protocol(store.full("data/0/a.parquet"))
+
+    class DeletedAfterCheck(dict):  # type: ignore[type-arg]
+        def __contains__(self, key: object) -> bool:
+            found = super().__contains__(key)
+            if key == gone:
+                self.pop(gone, None)  # "another thread" deletes right after the check
+            return found
+
+    monkeypatch.setattr(MemoryFileSystem, "store", DeletedAfterCheck(MemoryFileSystem.store))
+    with pytest.raises(FileNotFoundError, match="a.parquet"):
+        store.size("data/0/a.parquet")

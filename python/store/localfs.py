@@ -92,7 +92,6 @@ def memory_create(fs: Any, path: str, data: bytes) -> None:
         fs.pipe_file(path, data)
 
 
-
 def memory_list(fs: Any, path: str) -> list[str]:
     """The full names directly under ``path`` on ``memory://`` (files and implied folders).
 

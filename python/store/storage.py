@@ -266,6 +266,14 @@ class Store:
                 what = ("no such bucket or folder to write into; create it first"
                         if op in _WRITE_OPS else "no such object")
                 raise FileNotFoundError(errno.ENOENT, what, self.uri(rel)) from e
+            except KeyError as e:
+                if self.protocol != "memory":
+                    raise
+                # fsspec's MemoryFileSystem checks a key, then looks it up (info, size): a key
+                # another thread deleted in between raises KeyError; on a real store the same
+                # race answers "not found", and so does this
+                self.reached = True
+                raise FileNotFoundError(errno.ENOENT, "no such object", self.uri(rel)) from e
             except (FileExistsError, TStreamError):
                 raise  # already in our vocabulary (a TStreamError here: building the fs failed)
             except Exception as e:
