@@ -106,3 +106,17 @@ def memory_list(fs: Any, path: str) -> list[str]:
              for key in (*tuple(fs.store), *tuple(fs.pseudo_dirs))
              if key.startswith(starter) and len(key) > len(starter)}
     return sorted(names)
+
+
+def memory_missing(e: KeyError, protocol: str, uri: str) -> BaseException:
+    """What a ``KeyError`` out of a store call means.
+
+    On ``memory://`` it is an object another thread deleted between fsspec's check of its key
+    and the lookup (``MemoryFileSystem.info``, behind sizes and modified times): "no such
+    object", the answer a real store gives to the same race. Elsewhere it is a bug: ``e`` itself.
+    """
+    if protocol != "memory":
+        return e
+    missing = FileNotFoundError(errno.ENOENT, "no such object", uri)
+    missing.__cause__ = e
+    return missing

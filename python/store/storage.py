@@ -42,7 +42,8 @@ from .failures import (
     is_transient,
     secret_values,
 )
-from .localfs import is_temp_name, local_create, local_map, local_read, local_replace, memory_create, memory_list
+from .localfs import (is_temp_name, local_create, local_map, local_read, local_replace, memory_create,
+                      memory_list, memory_missing)
 
 __all__ = ["Observer", "RetryPolicy", "Store", "check_relative", "is_precondition_failed", "is_transient",
            "split_url"]
@@ -266,14 +267,8 @@ class Store:
                 what = ("no such bucket or folder to write into; create it first"
                         if op in _WRITE_OPS else "no such object")
                 raise FileNotFoundError(errno.ENOENT, what, self.uri(rel)) from e
-            except KeyError as e:
-                if self.protocol != "memory":
-                    raise
-                # fsspec's MemoryFileSystem checks a key, then looks it up (info, size): a key
-                # another thread deleted in between raises KeyError; on a real store the same
-                # race answers "not found", and so does this
-                self.reached = True
-                raise FileNotFoundError(errno.ENOENT, "no such object", self.uri(rel)) from e
+            except KeyError as e:  # memory:// only: an object deleted by another thread
+                raise memory_missing(e, self.protocol, self.uri(rel))  # noqa: B904 (cause is set)
             except (FileExistsError, TStreamError):
                 raise  # already in our vocabulary (a TStreamError here: building the fs failed)
             except Exception as e:
@@ -408,8 +403,7 @@ class Store:
 
         def ls() -> list[str]:
             try:
-                entries = (memory_list(self.fs, path) if self.protocol == "memory"
-                           else self.fs.ls(path, detail=False))
+                entries = memory_list(self.fs, path) if self.protocol == "memory" else self.fs.ls(path, detail=False)
             except FileNotFoundError:
                 return []
             own = path.strip("/")
@@ -464,8 +458,7 @@ class Store:
         rels = list(rels)
         if not rels:
             return
-        # a retry deletes only what is still there to delete: retrying the whole batch would
-        # make a batch of n deletes n times as likely to fail on every attempt
+        # a retry deletes only what is left: retrying all n would fail n times as often each time
         pending = dict.fromkeys(self.full(r) for r in rels)
 
         def rm() -> None:
