@@ -7,6 +7,7 @@ an HTTP proxy between s3fs and moto so retries are exercised on the real request
 from __future__ import annotations
 
 import pickle
+import posixpath
 import re
 import threading
 import time
@@ -466,6 +467,34 @@ def test_one_definition_of_a_secret_option_for_stores_cli_and_spark_options() ->
     assert set(secret_values(options)) == {"DefaultEndpointsProtocol=https;AccountKey=abc", "sv=2024&sig=xyz", "k3y"}
 
 
+def _memory_store_racing(monkeypatch: pytest.MonkeyPatch, rel: str, race: str) -> Store:
+    """A ``memory://`` store holding ``rel`` (and a sibling), whose process-wide key dict
+    deletes ``rel`` as "another thread" would: right after the keys are snapshotted
+    (``race="snapshot"``) or right after ``rel``'s key is checked (``race="check"``)."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    store = Store(f"memory://race-{uuid.uuid4().hex}/s")
+    store.write(rel, b"1")
+    store.write(posixpath.join(posixpath.dirname(rel), "b.json"), b"2")
+    gone = store.fs._strip_protocol(store.full(rel))
+
+    class Racing(dict):  # type: ignore[type-arg]
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            keys = list(super().__iter__())
+            if race == "snapshot":
+                self.pop(gone, None)
+            return iter(keys)
+
+        def __contains__(self, key: object) -> bool:
+            found = super().__contains__(key)
+            if race == "check" and key == gone:
+                self.pop(gone, None)
+            return found
+
+    monkeypatch.setattr(MemoryFileSystem, "store", Racing(MemoryFileSystem.store))
+    return store
+
+
 def test_memory_list_survives_a_delete_racing_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """A ``memory://`` listing while another thread deletes in the folder (group commit: one
     writer lists the pending requests while another folds and deletes them) sees the deleted
@@ -473,20 +502,7 @@ def test_memory_list_survives_a_delete_racing_it(monkeypatch: pytest.MonkeyPatch
     each one up again and raised ``KeyError`` for one deleted in between (round 21, CI run 5:
     ``test_concurrent_appends_exactly_once[memory]``). The race is made certain here: the
     snapshot is taken, then the object is deleted, then the listing goes on."""
-    from fsspec.implementations.memory import MemoryFileSystem
-
-    store = Store(f"memory://race-{uuid.uuid4().hex}/s")
-    store.write("requests/a.json", b"1")
-    store.write("requests/b.json", b"2")
-    gone = store.fs._strip_protocol(store.full("requests/a.json"))
-
-    class DeletedAfterSnapshot(dict):  # type: ignore[type-arg]
-        def __iter__(self):  # type: ignore[no-untyped-def]
-            keys = list(super().__iter__())
-            self.pop(gone, None)  # "another thread" deletes once the keys are taken
-            return iter(keys)
-
-    monkeypatch.setattr(MemoryFileSystem, "store", DeletedAfterSnapshot(MemoryFileSystem.store))
+    store = _memory_store_racing(monkeypatch, "requests/a.json", race="snapshot")
     assert store.list("requests") in (["a.json", "b.json"], ["b.json"])
     assert store.list("requests") == ["b.json"]
 
@@ -495,19 +511,6 @@ def test_memory_object_deleted_between_check_and_lookup_reads_as_missing(monkeyp
     """fsspec's ``MemoryFileSystem.info`` (behind ``size`` and ``modified_ms``) checks a key,
     then looks it up: an object another thread deletes in between is "no such object", as on a
     real store, not a ``KeyError``."""
-    from fsspec.implementations.memory import MemoryFileSystem
-
-    store = Store(f"memory://race-{uuid.uuid4().hex}/s")
-    store.write("data/0/a.parquet", b"x")
-    gone = store.fs._strip_protocol(store.full("data/0/a.parquet"))
-
-    class DeletedAfterCheck(dict):  # type: ignore[type-arg]
-        def __contains__(self, key: object) -> bool:
-            found = super().__contains__(key)
-            if key == gone:
-                self.pop(gone, None)  # "another thread" deletes right after the check
-            return found
-
-    monkeypatch.setattr(MemoryFileSystem, "store", DeletedAfterCheck(MemoryFileSystem.store))
+    store = _memory_store_racing(monkeypatch, "data/0/a.parquet", race="check")
     with pytest.raises(FileNotFoundError, match="a.parquet"):
         store.size("data/0/a.parquet")
