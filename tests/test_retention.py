@@ -14,6 +14,7 @@ from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import DataLossError
 from pyspark_tstream.read.start import check_data_loss
 from pyspark_tstream.store import layout
+from pyspark_tstream.store.storage import Store
 from pyspark_tstream.write.writing import write_batches
 
 T0 = 1_700_000_000_000
@@ -124,6 +125,32 @@ def test_orphans_from_failed_attempts_are_cleaned(tmp_path: Path) -> None:
     assert s.vacuum(orphans=True)["orphans"] == 0  # within the grace period
     counts = s.vacuum(orphans=True, orphan_grace_ms=0)
     assert counts["orphans"] == len(orphans)
+    assert s.read().num_rows == 100  # committed data untouched
+
+
+def test_vacuum_skips_orphans_a_concurrent_vacuum_deleted(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two vacuums racing: the other deletes each orphan (data file or manifest) between this
+    one's listing and its age check. This one skips them (they are gone, its goal), where it
+    used to fail with "no such object"; committed data is untouched."""
+    s = _fill(url, batches=2)
+    table = pa.table({"k": ["a", "b"], "b": [7, 7], "t": [T0, T0]})
+    orphans = [o.path for o in write_batches(s.write_spec(table.schema, key="k", timestamp="t"), [table])]
+    s.store.write(layout.manifest_file("dead-compactor.json"), b"{}")  # a compactor died before publishing
+    gone = orphans[1:] + [layout.manifest_file("dead-compactor.json")]
+    real = Store.modified_ms
+    raced: list[str] = []
+
+    def racing(store: Store, rel: str) -> int:
+        if rel in gone:  # the other vacuum got there first
+            store.delete([rel])
+            raced.append(rel)
+        return real(store, rel)
+
+    monkeypatch.setattr(Store, "modified_ms", racing)
+    assert s.vacuum(orphans=True, orphan_grace_ms=0)["orphans"] == 1  # the one no one else took
+    assert sorted(raced) == sorted(gone)
+    monkeypatch.setattr(Store, "modified_ms", real)
+    assert s.vacuum(orphans=True, orphan_grace_ms=0)["orphans"] == 0
     assert s.read().num_rows == 100  # committed data untouched
 
 

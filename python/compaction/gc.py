@@ -234,6 +234,16 @@ def macros_created(deltas: Sequence[Any]) -> list[str]:
             for x in (p["macro"], p["manifest"])]
 
 
+def aged(store: Store, rel: str, now: int, grace_ms: int) -> bool:
+    """Whether ``rel`` was last modified at least ``grace_ms`` before ``now``; False if it is
+    gone. Orphan cleanup lists, then asks each file's age: a concurrent vacuum may delete one
+    in between, and a file already gone needs no deleting (it must not fail this vacuum)."""
+    try:
+        return now - store.modified_ms(rel) >= grace_ms
+    except FileNotFoundError:
+        return False
+
+
 def live_macros(store: Store, seg_number: int) -> set[str]:
     """Every macro-chunk the map lists for a segment (lists its buckets: orphan cleanup only)."""
     mm = MacroMap(store)
@@ -259,6 +269,6 @@ def orphan_manifests(store: Store, uncollected: Sequence[Any], live: set[str], n
     out = []
     for name in store.list(layout.MANIFESTS):
         rel = layout.manifest_file(name)
-        if name.endswith(".json") and rel not in named and now - store.modified_ms(rel) >= grace_ms:
+        if name.endswith(".json") and rel not in named and aged(store, rel, now, grace_ms):
             out.append(rel)
     return out

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compaction.gc import live_macros, macros_created, orphan_manifests
+from ..compaction.gc import aged, live_macros, macros_created, orphan_manifests
 from ..errors import ConfigError
 from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
@@ -235,7 +235,7 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
             live |= live_macros(store, int(segdir))
         for name in store.list(layout.data_folder(segdir)):
             rel = layout.data_file(segdir, name)
-            if rel not in referenced and rel not in live and now - store.modified_ms(rel) >= grace_ms:
+            if rel not in referenced and rel not in live and aged(store, rel, now, grace_ms):
                 out.append(rel)
     return out + orphan_manifests(store, [d for d in deltas if d.pos >= gc_first], live, now, grace_ms)
 
