@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pyarrow as pa
 import pytest
 from conftest import CallLog
+from histories import clone, drop
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.compaction import macro_rebuild
 from pyspark_tstream.errors import TStreamError
@@ -274,15 +275,16 @@ def _crash_at_each_write(damaged: Callable[[], tuple[str, pa.Table, list[str]]],
                          after: Callable[[str, pa.Table, list[str], int], None], skip: Callable[[str], bool]) -> None:
     """``run`` on a fresh ``damaged()`` stream killed at each store write it makes but the ones
     ``skip`` names (at least 3), then ``after(url, records, files, at)`` checks the next run."""
-    url, _, _ = damaged()
-    s = Stream.open(url)
+    # one damaged stream, copied for each run: building it anew each time cost most of the loop
+    template, before, files = damaged()
+    s = Stream.open(clone(template))
     log = CallLog()
     s.store.observer = log
     run(s)
     writes = [i + 1 for i, (op, rel) in enumerate(log.calls) if op in WRITES and not skip(rel)]
     assert len(writes) >= 3, log.calls
     for at in writes:
-        url, before, files = damaged()
+        url = clone(template)
         s = Stream.open(url)
         log = CallLog()
         log.fail_at = at
@@ -291,6 +293,7 @@ def _crash_at_each_write(damaged: Callable[[], tuple[str, pa.Table, list[str]]],
             run(s)
         s.store.observer = None
         after(url, before, files, at)
+        drop(url)
 
 
 # -- lost compaction manifests ----------------------------------------------------------------------
