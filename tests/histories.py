@@ -102,9 +102,13 @@ def micro_batches(s: Stream, limits: Limits, exact: bool = True) -> list[tuple[i
 
 
 def clone(url: str) -> str:
-    """A copy of the ``memory://`` stream at ``url`` under a new root (bytes copied, so writes to
-    either never show in the other); building a 100,000-commit history costs minutes, this
-    a fraction of a second."""
+    """A copy of the ``memory://`` or ``file://`` stream at ``url`` under a new root (bytes
+    copied, so writes to either never show in the other); building a 100,000-commit history
+    costs minutes, this a fraction of a second."""
+    if url.startswith("file://"):
+        dst = f"{url.rstrip('/')}-clone-{uuid.uuid4().hex[:8]}"
+        shutil.copytree(url.removeprefix("file://"), dst.removeprefix("file://"))
+        return dst
     from fsspec.implementations.memory import MemoryFile, MemoryFileSystem
 
     src = "/" + url.removeprefix("memory://").strip("/") + "/"
