@@ -391,3 +391,42 @@ def test_orphan_cleanup_removes_a_dead_compactors_files_and_keeps_needed_manifes
     assert s.vacuum(grace_ms=0)["replaced"] == merged
     assert not list(root.glob("_tstream/compact/*.json"))
     same_records(before, Stream.open(url).read())
+
+
+def test_a_plan_made_before_compaction_reads_after_its_files_were_vacuumed(url: str) -> None:
+    """A micro-batch planned, then stalled past the grace period while a compaction replaced
+    its chunks and a vacuum deleted them (the soak smoke, CI round 23: an overloaded machine
+    held a first batch's task 85 s against the soak's 30 s grace): the task reads the records
+    from the macro-chunks that now hold them, not "named by the journal is missing"."""
+    from pyspark_tstream.read.reading import read_table
+
+    s = fill_stream(url)
+    st = s.refresh()
+    planned = s.plan(st.head_tso, st.tick)
+    assert all(c.floor != 0 for c in planned)  # small chunks, as planned before compaction
+    before = read_table(s.store, s.schema, planned, st.head_tso, st.tick)
+    s.compact()
+    assert s.vacuum(grace_ms=0)["replaced"] == len(planned)
+    assert not any(small_chunks_exist(s))
+    same_records(before, read_table(s.store, s.schema, planned, st.head_tso, st.tick))
+    # part of a plan read before the files went, the rest after: each record once
+    from pyspark_tstream.read.reading import ReadTask, read_task
+
+    task = ReadTask(chunks=tuple(planned[:40]), lo=st.head_tso, hi=st.tick)
+    got = pa.Table.from_batches(list(read_task(s.store, s.schema, task)))
+    want = read_table(s.store, s.schema, s.plan(st.head_tso, st.tick), st.head_tso, st.tick)
+    ids = set(zip(got["_segment"].to_pylist(), got["_seq"].to_pylist()))
+    assert len(ids) == got.num_rows == sum(c.rows for c in planned[:40])
+    assert ids <= set(zip(want["_segment"].to_pylist(), want["_seq"].to_pylist()))
+
+
+def test_a_missing_file_no_compaction_replaced_still_fails_naming_it(url: str) -> None:
+    from pyspark_tstream.errors import CorruptChunkError
+    from pyspark_tstream.read.reading import read_table
+
+    s = fill_stream(url)
+    st = s.refresh()
+    planned = s.plan(st.head_tso, st.tick)
+    s.store.delete([planned[3].path])
+    with pytest.raises(CorruptChunkError, match=planned[3].path.split("/")[-1] + ".*missing"):
+        read_table(s.store, s.schema, planned, st.head_tso, st.tick)
