@@ -22,6 +22,7 @@ from pyspark_tstream.errors import ConfigError, CorruptChunkError, CorruptMetada
 from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk, Entry
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.read.compacted import substitute
+from pyspark_tstream.read import reading as reading_mod
 from pyspark_tstream.read.reading import ReadTask, chunk_records, read_table, read_task
 from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.store import layout
@@ -411,6 +412,26 @@ def test_a_plan_made_before_compaction_reads_after_its_files_were_vacuumed(url: 
     got = pa.Table.from_batches(list(read_task(s.store, s.schema, task)))
     ids = list(zip(got["_segment"].to_pylist(), got["_seq"].to_pylist()))
     assert sorted(ids) == sorted((c.seg, c.seq + i) for c in planned[:40] for i in range(c.rows))
+
+
+def test_a_task_that_read_some_files_before_one_went_missing_reads_the_rest_once(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The vacuum reached some of a stalled task's files, not all: the task yields the files it
+    still finds, then, at the first missing one, reads only its unread chunks from the
+    macro-chunks (none of the records it already yielded comes twice)."""
+    s = fill_stream(url)
+    st = s.refresh()
+    planned = s.plan(st.head_tso, st.tick)
+    kept = {c.path: s.store.read(c.path) for c in planned[:3]}
+    s.compact()
+    assert s.vacuum(grace_ms=0)["replaced"] == len(planned)
+    for path, data in kept.items():  # the vacuum has not reached these yet
+        s.store.write(path, data)
+    monkeypatch.setattr(reading_mod, "BATCH_FETCH_BYTES", 1)  # one fetch per file: 3 succeed first
+    got = pa.Table.from_batches(list(read_task(s.store, s.schema,
+                                               ReadTask(chunks=tuple(planned), lo=st.head_tso, hi=st.tick))))
+    ids = list(zip(got["_segment"].to_pylist(), got["_seq"].to_pylist()))
+    assert sorted(ids) == sorted((c.seg, c.seq + i) for c in planned for i in range(c.rows))
 
 
 def test_a_missing_file_no_compaction_replaced_still_fails_naming_it(url: str) -> None:
