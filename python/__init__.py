@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from .version import __version__
 __all__ = ["DefaultSource", "Stream", "Ack", "TStreamError", "read_native", "register", "__version__"]
 
 # Spark's discovery looks for ``DefaultSource`` here. Importing it loads pyspark.sql (about 90

@@ -155,7 +155,8 @@ def _unit(module: str) -> str:
     if len(parts) == 1:
         return module
     sub = ".".join(parts[:2])
-    return sub if (_package_dirs()[PACKAGE] / parts[1]).is_dir() else module
+    dirs = _package_dirs()
+    return sub if sub in dirs or (dirs[PACKAGE] / parts[1]).is_dir() else module
 
 
 def package_graph() -> dict[str, set[str]]:
@@ -168,12 +169,83 @@ def package_graph() -> dict[str, set[str]]:
 
 
 def test_no_import_cycles_between_packages() -> None:
-    """The layering holds: store <- journal <- maps/epochs/chunkfile <- write/read <- compaction
-    <- maintain <- api <- conf/cli/spark <- sink <- datasource; a package never reaches back."""
     graph = package_graph()
     assert f"{PACKAGE}.store" in graph[f"{PACKAGE}.journal"]
     cycles = find_cycles(graph)
     assert not cycles, "import cycles between packages: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+#: The layers, bottom first: a unit imports only units of lower layers, never one beside or above
+#: it. ``pyspark_tstream`` is the package's own ``__init__`` (the facade Spark's discovery loads).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "keys", "units", "policytext", "arrow_arrays", "version"),
+    ("timestamps", "schema"),
+    ("store",),
+    ("journal",),
+    ("maps", "epochs", "chunkfile"),
+    ("write", "read"),
+    ("compaction",),
+    ("maintain",),
+    ("api",),
+    ("conf",),
+    ("cli", "spark"),
+    ("sink",),
+    ("datasource",),
+    ("pyspark_tstream", "demo"),
+)
+
+
+def _layer_of() -> dict[str, int]:
+    return {(name if name == PACKAGE else f"{PACKAGE}.{name}"): rank
+            for rank, names in enumerate(LAYERS) for name in names}
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Edges that go sideways or up the layers, and units no layer names."""
+    rank = _layer_of()
+    out = [f"{unit} is in no layer (add it to LAYERS)" for unit in sorted(graph) if unit not in rank]
+    for unit in sorted(graph):
+        for target in sorted(graph[unit]):
+            if unit in rank and target in rank and rank[target] >= rank[unit]:
+                out.append(f"{unit} (layer {rank[unit]}) imports {target} (layer {rank[target]})")
+    return out
+
+
+def test_each_package_imports_only_layers_below_it() -> None:
+    """The layering holds: store <- journal <- maps/epochs/chunkfile <- write/read <- compaction
+    <- maintain <- api <- conf <- cli/spark <- sink <- datasource; a package never reaches
+    sideways or back up."""
+    problems = layer_violations(package_graph())
+    assert not problems, "layering broken: " + "; ".join(problems)
+
+
+def test_a_sideways_or_upward_import_is_a_layer_violation() -> None:
+    """The layer check is not vacuous: read importing write (sideways) or the store importing the
+    journal (up) is refused, and so is a package no layer names."""
+    graph = package_graph()
+    graph[f"{PACKAGE}.read"].add(f"{PACKAGE}.write")
+    graph[f"{PACKAGE}.store"].add(f"{PACKAGE}.journal")
+    graph[f"{PACKAGE}.newthing"] = set()
+    problems = layer_violations(graph)
+    assert any("read (layer 5) imports pyspark_tstream.write" in p for p in problems)
+    assert any("store (layer 2) imports pyspark_tstream.journal" in p for p in problems)
+    assert any("newthing is in no layer" in p for p in problems)
+
+
+def test_the_repository_root_is_the_design_cards_layout() -> None:
+    """The card fixes the top level: the core in python/, the thin Spark adapters in datasource/,
+    sink/ and conf/ at the root, mapped into one package by setup.cfg."""
+    for name in ("python", "datasource", "sink", "conf", "tests", "notebooks"):
+        assert (ROOT / name).is_dir(), f"{name}/ is missing at the repository root"
+    for name in ("setup.cfg", "README.md"):
+        assert (ROOT / name).is_file(), f"{name} is missing at the repository root"
+    dirs = _package_dirs()
+    assert dirs[PACKAGE] == ROOT / "python"
+    for adapter in ("datasource", "sink", "conf"):
+        assert dirs[f"{PACKAGE}.{adapter}"] == ROOT / adapter
+        assert (ROOT / adapter / "__init__.py").is_file()
+        assert not (ROOT / "python" / adapter).exists(), f"python/{adapter} shadows {adapter}/"
+    assert {f"{PACKAGE}.datasource.source", f"{PACKAGE}.sink.writer", f"{PACKAGE}.conf.options"} <= set(_modules())
 
 
 def test_a_package_cycle_is_found() -> None:
@@ -200,7 +272,8 @@ def test_the_package_is_small_modules_in_subpackages() -> None:
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
     listed = set(cfg["options"]["packages"].split())
-    folders = {".".join([PACKAGE, *p.parent.relative_to(core).parts]) for p in core.rglob("__init__.py")}
+    folders = {".".join([package, *p.parent.relative_to(folder).parts])
+               for package, folder in _package_dirs().items() for p in folder.rglob("__init__.py")}
     assert listed == folders, f"setup.cfg packages differ from the folders: {sorted(listed ^ folders)}"
 
 

@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 from pyspark_tstream.store import layout
 
-PACKAGE = Path(__file__).resolve().parents[1] / "python"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "python"
+#: Every folder setup.cfg maps into the package: the core and the Spark adapters at the root.
+SOURCES = (PACKAGE, ROOT / "datasource", ROOT / "sink", ROOT / "conf")
 
 
 def test_metadata_paths_are_the_documented_ones() -> None:
@@ -134,8 +137,8 @@ def test_the_scan_passes_other_strings(text: str) -> None:
 
 def test_no_module_but_layout_spells_a_store_path() -> None:
     found = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE).as_posix()
+    for path in sorted(p for folder in SOURCES for p in folder.rglob("*.py")):
+        rel = path.relative_to(PACKAGE if path.is_relative_to(PACKAGE) else ROOT).as_posix()
         if rel == "store/layout.py":
             continue
         if pieces := path_pieces(path.read_text()):

@@ -46,9 +46,9 @@ def test_default_source_is_the_tstream_data_source() -> None:
         try:  # the package __init__ hides import errors so Spark's discovery survives them
             importlib.import_module("pyspark_tstream.datasource.source")
         except ModuleNotFoundError as e:
-            hint = (" python/datasource/source.py exists, so the install predates it: a strict editable "
+            hint = (" datasource/source.py exists, so the install predates it: a strict editable "
                     f"install links files one by one; {FIX}"
-                    if (ROOT / "python" / "datasource" / "source.py").exists() else "")
+                    if (ROOT / "datasource" / "source.py").exists() else "")
             pytest.fail(f"pyspark_tstream.DefaultSource is missing: {e}.{hint}")
         except Exception as e:
             pytest.fail(f"pyspark_tstream.DefaultSource is missing because importing "

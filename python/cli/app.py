@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
+from ..version import __version__
 from ..errors import ConfigError, EntryIdError, InvalidPathError, TStreamError
 from .admin import register as register_admin
 from .append import register as register_append

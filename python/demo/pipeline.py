@@ -186,7 +186,7 @@ def _session() -> Any:
 def _register(spark: Any) -> None:
     # Spark discovers pyspark_tstream by itself under a strict editable or a regular install;
     # registering explicitly also covers a default editable install.
-    from .. import register
+    from ..datasource.registration import register
 
     register(spark)
 
