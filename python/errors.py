@@ -57,6 +57,12 @@ class ConfigError(TStreamError, ValueError):
     value: Any
 
 
+class InvalidCutError(ConfigError):
+    """A stream cut names a segment the stream never had, or a position outside what was written."""
+
+    condition = "TSTREAM_INVALID_CUT"
+
+
 class StreamNotFoundError(TStreamError, FileNotFoundError):
     """No stream exists at the URL; create it first (Stream.create or a first write)."""
 

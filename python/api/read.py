@@ -19,6 +19,7 @@ from ..journal.entries import Chunk
 from ..read.compacted import substitute
 from ..read.planner import Plan, plan, plan_chunks, tail_bound
 from ..read.reading import BATCH_ROWS, read_table, read_tsos
+from ..read.cuts import check_cut
 from ..read.start import cut_bound
 from ..read.sweep import sweep
 from ..read.window import Window
@@ -121,6 +122,9 @@ class Reader:
         # one refresh: seek_tail's, else our own (the tail's bound and the tick of one state)
         after_tail = self.seek_tail(tail) if tail is not None else None
         state = self.ctx.refresh() if tail is None else self.ctx.state
+        for cut, option in ((start, "start"), (end, "end")):
+            if isinstance(cut, Mapping):  # a cut of another stream would skip records silently
+                check_cut(self.ctx.store, state, _cut(cut, option), option=option, url=self.ctx.url)
         lo, hi = self.range(None if start_cut else start, None if end_cut else end)
         if after_tail is not None:
             lo = max(lo, after_tail)

@@ -397,13 +397,23 @@ class Stream:
         """Drop records before ``before`` (a time, or a stream cut {segment: seq}).
 
         Records become unreadable at once; their files go at the next :meth:`vacuum` (or the
-        retention check) after a grace period. The head never moves past the tick.
+        retention check) after a grace period. The head never moves past the tick. A cut removes
+        the records before it in the segments it names, and in other segments only records
+        older than the newest one it removes; a cut that names a segment this stream never had,
+        a position outside what a segment holds, or no segment at all is refused
+        (:class:`~pyspark_tstream.errors.InvalidCutError`) and nothing changes.
         """
         return self.truncation.truncate(before, reason=reason)
 
-    def cut_bound(self, cut: dict[int, int]) -> int:
-        """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment."""
-        return self.truncation.cut_bound(cut)
+    def check_cut(self, cut: dict[int, int], option: str = "cut") -> dict[int, int]:
+        """``cut`` as ``{segment: seq}`` if it is a stream cut of this stream; otherwise
+        :class:`~pyspark_tstream.errors.InvalidCutError` naming ``option`` and the bad entry."""
+        return self.truncation.check_cut(cut, option)
+
+    def cut_bound(self, cut: dict[int, int], option: str = "cut") -> int:
+        """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment
+        (a cut of another stream is refused as by :meth:`check_cut`)."""
+        return self.truncation.cut_bound(cut, option)
 
     def trim(self, *, maxlen: int | None = None, max_age: str | None = None, max_bytes: int | None = None,
              gc_grace_ms: int = GC_GRACE_MS) -> StreamState:

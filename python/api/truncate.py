@@ -10,6 +10,9 @@ lists data folders; every vacuum lists the (small) folder of group commit's requ
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ..compaction.gc import collect_replaced, gc_position
 from ..journal.entries import Entry
 from ..journal.state import StreamState
@@ -24,7 +27,8 @@ from ..maintain.retention import (
     retention_bound,
 )
 from ..maps.grouplog import group_positions
-from ..read.start import cut_bound
+from ..read.cuts import check_cut
+from ..read.start import cut_bound, cut_range
 from ..timestamps import TimeLike, now_ms, pack, to_ms
 from ..write.requests import named_since, pending_chunks, stale_requests
 from .config import GC_GRACE_MS, ORPHAN_GRACE_MS
@@ -54,7 +58,11 @@ class Truncation:
         """
         state = self.ctx.refresh()
         if isinstance(before, dict):
-            bound = self._cut_bound(state, {int(k): int(v) for k, v in before.items()})
+            cut = self.check_cut(before, "cut")
+            # only what the cut names, and what lies before it in time: never past the newest
+            # record it removes from a segment it names (a cut at a segment's end is not "the tick")
+            bound, removed = cut_range(self.ctx.store, self.reader.plan(state.head_tso, state.tick), cut, state.tick)
+            bound = min(bound, removed)
         else:
             bound = pack(to_ms(before, option="before")) - 1
         return self.truncate_to(bound, reason)
@@ -71,9 +79,15 @@ class Truncation:
         h.commit_op(TruncateRequest(bound, cut, head_pos, now_ms(), reason))
         return h.state
 
-    def cut_bound(self, cut: dict[int, int]) -> int:
+    def check_cut(self, cut: Mapping[Any, Any], option: str) -> dict[int, int]:
+        """``cut`` if it is a cut of this stream (:func:`~pyspark_tstream.read.cuts.check_cut`),
+        else :class:`~pyspark_tstream.errors.InvalidCutError` naming ``option``."""
+        h = self.ctx
+        return check_cut(h.store, h.refresh(), cut, option=option, url=h.url)
+
+    def cut_bound(self, cut: Mapping[Any, Any], option: str = "cut") -> int:
         """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment."""
-        return self._cut_bound(self.ctx.refresh(), cut)
+        return self._cut_bound(self.ctx.refresh(), self.check_cut(cut, option))
 
     def _cut_bound(self, state: StreamState, cut: dict[int, int]) -> int:
         """:meth:`cut_bound` on ``state`` (see :func:`~pyspark_tstream.read.start.cut_bound`)."""

@@ -36,30 +36,40 @@ def start_bound(stream: Any, kind: str, *, timestamp_ms: int | None = None, ago_
     if kind == "offsets" and cut:
         # records before the cut's earliest position in any listed segment are skipped in every
         # segment; listed segments are further filtered by _seq (the reader applies the cut)
-        return max(state.head_tso, min(int(stream.cut_bound(cut)), state.tick))
+        return max(state.head_tso, min(int(stream.cut_bound(cut, "startingOffsets")), state.tick))
     return state.head_tso  # earliest
 
 
 def cut_bound(store: Store, chunks: Sequence[Chunk], cut: Mapping[int, int], tick: int) -> int:
     """The largest ``_tso`` bound (at most ``tick``) that skips nothing at or after ``cut`` in
-    any segment; ``chunks``: a plan of the stream up to the tick.
+    any segment; ``chunks``: a plan of the stream up to the tick."""
+    return cut_range(store, chunks, cut, tick)[0]
+
+
+def cut_range(store: Store, chunks: Sequence[Chunk], cut: Mapping[int, int], tick: int) -> tuple[int, int]:
+    """``(bound, before)``: :func:`cut_bound`'s bound, and the largest ``_tso`` of a record
+    before the cut in a segment it names (-1 if none), from one read of the chunks it crosses.
 
     Under writer lanes a record after the cut may be older than the one at it, so every chunk
     reaching past the cut counts: its first record past the cut is its oldest there.
     """
-    bound = tick
+    bound, before = tick, -1
     cutting = []
     for c in chunks:
-        if c.seg not in cut or c.seq + c.rows <= cut[c.seg]:
+        if c.seg not in cut:
             continue
-        if c.seq >= cut[c.seg]:
+        if c.seq + c.rows <= cut[c.seg]:
+            before = max(before, c.hi)  # every record of it lies before the cut
+        elif c.seq >= cut[c.seg]:
             bound = min(bound, c.lo - 1)  # every record of it lies past the cut
         else:
             cutting.append(c)
     for c, tso in read_tsos(store, cutting):
+        at = cut[c.seg] - c.seq
         # the cut's record and (in a view of merged lanes) any later one may be the smallest
-        bound = min(bound, int(tso[cut[c.seg] - c.seq:].min()) - 1)
-    return bound
+        bound = min(bound, int(tso[at:].min()) - 1)
+        before = max(before, int(tso[:at].max()))
+    return bound, before
 
 
 def check_data_loss(state: StreamState, lo: int, *, fail: bool, context: str = "",
