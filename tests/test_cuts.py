@@ -122,3 +122,21 @@ def test_the_cli_refuses_a_bad_cut_and_keeps_every_record(url: str, capsys: pyte
     assert code != 0
     assert "segment 99 is not a segment of" in capsys.readouterr().err
     assert _snapshot(s) == before
+
+
+def test_spark_reads_refuse_offsets_of_another_stream(url: str) -> None:
+    """``startingOffsets``/``endingOffsets`` go through the same check (the batch range both the
+    Spark batch read and the native read use; the streaming source's first offset calls
+    ``start_bound``, tested above): an unknown segment no longer reads like ``latest``."""
+    from pyspark_tstream.conf.options import SourceOptions
+    from pyspark_tstream.datasource.batch_reader import batch_range
+
+    s = _filled(url)
+    first = s.state.segments[0]
+    for key, value in (("startingOffsets", '{"99": 0}'), ("endingOffsets", '{"99": 0}'),
+                       ("startingOffsets", f'{{"{first.id}": {first.next_seq + 5}}}')):
+        with pytest.raises(InvalidCutError, match=key):
+            batch_range(SourceOptions.from_options({"path": url, key: value}), s)
+    lo, hi, start_cut, _ = batch_range(
+        SourceOptions.from_options({"path": url, "startingOffsets": f'{{"{first.id}": 0}}'}), s)
+    assert start_cut == {first.id: 0} and lo < hi
