@@ -183,13 +183,15 @@ class JournalCommitter:
         return ack
 
     def abort(self, messages: Sequence[TaskCommitMessage | None], batch_id: int | None) -> None:
-        """Delete the tasks' files only once the journal proves the batch is not in it.
+        """Delete the tasks' files only once the store proves the batch can never be committed.
 
         Spark calls ``abort`` whenever ``commit`` raised, and ``commit`` can raise with its journal
-        entry durable (a store failure whose outcome stayed unknown). So: read the newest state
-        and look up (writer, batch); delete only if it is absent. A batch write has no batch id
-        to look up, and a failed lookup proves nothing: their files stay, for
-        ``vacuum(orphans=True)`` (which deletes only files no commit names).
+        entry durable (a store failure whose outcome stayed unknown) or with its group-commit
+        request published, which another writer may still fold. So the files go only when no
+        published request names them and the newest state lacks (writer, batch)
+        (:func:`~pyspark_tstream.write.requests.abort_keeps`). A batch write has no batch id to
+        look up, and a failed lookup proves nothing: their files stay, for
+        ``vacuum(orphans=True)`` (which deletes only files no commit or pending request names).
         """
         paths = [c["path"] for m in messages if m is not None for c in m.chunks]
         if not paths:
@@ -200,20 +202,19 @@ class JournalCommitter:
                         self.options.path, len(paths))
             return
         try:
-            from ..journal.journal import Journal
+            from ..write.requests import abort_keeps
 
-            state = Journal(self.stream.store).head().state
-            w = state.writers.get(writer)
-            committed = w is not None and w.find(batch_id) is not None
+            stream = self.stream
+            kept = abort_keeps(stream.store, stream.journal, writer, batch_id, paths)
         except Exception as e:  # noqa: BLE001 - no proof: keep the files
             logger.warning("abort of batch %r of writer %s on %s: cannot read the journal (%s: %s); "
                            "its %d chunk file(s) are kept for vacuum(orphans=True)",
                            batch_id, writer, self.options.path, type(e).__name__, e, len(paths))
             return
-        if committed:
-            logger.warning("abort of batch %r of writer %s on %s: the journal has that batch, so its "
-                           "%d chunk file(s) are kept (a replay of it is a no-op)",
-                           batch_id, writer, self.options.path, len(paths))
+        if kept is not None:
+            logger.warning("abort of batch %r of writer %s on %s: %s, so its %d chunk file(s) are kept "
+                           "(a replay of it is a no-op once it is in the journal)",
+                           batch_id, writer, self.options.path, kept, len(paths))
             return
         self.stream.store.delete(paths)
 

@@ -33,7 +33,10 @@ from pyspark_tstream.sink.writer import (
 )
 from pyspark_tstream.spark.handle import StreamHandle
 from pyspark_tstream.store.storage import RetryPolicy
-from pyspark_tstream.write.writing import write_batches
+from pyspark_tstream.timestamps import now_ms
+from pyspark_tstream.write.commit import CommitRequest
+from pyspark_tstream.write.group import Published, new_id
+from pyspark_tstream.write.writing import ChunkInfo, write_batches
 
 T0 = 1_700_000_000_000
 SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.string())])
@@ -278,3 +281,27 @@ def test_batch_write_abort_leaves_files_for_vacuum(url: str) -> None:
     w.abort(msgs)  # no batch id to look up: nothing is deleted
     _check(url, 1, 10)
     assert Journal(s.store).head().pos == 1
+
+
+def test_an_abort_keeps_the_files_of_a_published_request_another_writer_may_fold(url: str) -> None:
+    """The sink's commit lost a journal race, published its group-commit request, then failed
+    (a store error past the retries); Spark aborts. Another writer's next commit may still fold
+    the request, so the abort must not delete the files it names: the batch would be in the
+    journal with its chunks missing, and Spark's replay of it a no-op."""
+    s = Stream.create(url, segments=2)
+    w = _writer(s)
+    msgs = _messages(w, 0, 10)
+    chunks = [ChunkInfo.from_json(c) for m in msgs for c in m.chunks]
+    req = CommitRequest(chunks=chunks, writer_id="q1", batch_id=0, session=True, schema=SCHEMA, now=now_ms())
+    item = Published.of(new_id(), s.state.pos, req)
+    s.store.write(item.path, item.encode())  # what the failed commit left published
+    w.abort(msgs, 0)
+    assert all(s.store.exists(c.path) for c in chunks), "the abort deleted files a request still names"
+    other = Stream.open(url)
+    other.appending.group.contended = 1  # a writer that lost lately lists requests before committing
+    other.append(_table(1, 10), writer_id="other", batch_id=0)
+    assert any(f.rid == item.rid for f in other.journal.read_entry(other.state.pos).folds)
+    _check(url, 2, 10)  # the folded batch reads: its files are there
+    assert _spark_commit(w, _messages(w, 0, 10), 0)  # Spark's replay of the batch: a no-op
+    _check(url, 2, 10)
+    assert Stream.open(url).verify().ok

@@ -26,6 +26,7 @@ and one batched read of the requests present (few: only those of contended write
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from ..journal.journal import Journal
 from ..journal.state import FOLD_WINDOW, StreamState
@@ -85,3 +86,25 @@ def named_since(journal: Journal, before: StreamState, now: StreamState) -> set[
         return set()
     return {c.path for d in journal.deltas(now, before.pos + 1, now.pos) for c in d.chunks}
 
+
+def abort_keeps(store: Store, journal: Journal, writer: str, batch: object, paths: Sequence[str]) -> str | None:
+    """Why the chunk files of an aborted (writer, batch) must stay, or None if they may go.
+
+    A commit that raised may still become durable: its entry may have landed (an outcome
+    unknown), or its request, published after a lost race, may be folded by another writer's
+    next commit for up to ``FOLD_WINDOW`` positions. Deleting the files then leaves the journal
+    naming missing chunks: the batch is lost, and Spark's replay of it is a no-op. So the files
+    go only when no published request names them *and* the newest state lacks the batch,
+    checked in that order: a request present at the listing keeps them; one gone by then was
+    collected after its window closed or deleted by its writer once committed, and either way
+    any fold of it is already in the journal the head read sees. Kept files are collected by
+    ``vacuum(orphans=True)`` once no request names them and no entry does.
+    Costs: one listing and one batched read of the requests present, one head read.
+    """
+    pending = pending_chunks(store) & set(paths)
+    if pending:
+        return f"a published commit request names {len(pending)} of them and may still be folded"
+    w = journal.head().state.writers.get(writer)
+    if w is not None and w.find(batch) is not None:
+        return "the journal has that batch"
+    return None
