@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 class TStreamDataSource(DataSource):
-    """Timestamped streams as Parquet segment chunks (see the README for all options)."""
+    """Timestamped streams as Parquet segment chunks (every option: docs/options.md)."""
 
     @classmethod
     def name(cls) -> str:

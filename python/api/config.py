@@ -44,12 +44,12 @@ class StreamConfig:
         A live writer silent for longer than this is dropped from the timetick (by a journal
         record written by the next committer).
     retention, scaling : str or None
-        Retention and auto-scaling policies (see README).
+        Retention and auto-scaling policies (see docs/options.md).
     compression : str
         Parquet codec of data chunks.
     compaction : str
         Compaction of small chunks into macro-chunks: ``target=128MB,min=16`` (the default)
-        or ``off`` (see python/compaction.py and README).
+        or ``off`` (see python/compaction/compact.py and docs/compaction.md).
     """
 
     segments: int = K.SEGMENTS_DEFAULT

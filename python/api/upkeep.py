@@ -3,7 +3,7 @@
 Off the critical path where it pays: a ``Stream.append`` on an object store hands retention and
 compaction to a background thread (one per :class:`Upkeep`) that runs them on a stream context
 of its own, as another process would; the append returns after its data PUT and its create
-(issue #35: compaction in line cost a lone writer's commit p99 ~1 s at 30 ms a request). Several
+(in line, a due compaction raised a lone writer's commit p99 to ~1 s at 30 ms a request). Several
 commits due while a run is under way coalesce into one more run. The Spark sink's commit, local
 stores and ``Stream.commit`` keep them in line: a sink's commit runs in a process that may end
 as soon as it returns, and local stores keep crash-point and store-call tests deterministic.

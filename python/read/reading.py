@@ -471,10 +471,10 @@ def _records(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, 
                 done.add(id(chunk))
     except CorruptChunkError as e:
         # A missing file fails its fetch before any of its records is yielded. A task that
-        # stalled past the grace period after its plan (the soak smoke, CI round 23: 85 s on an
-        # overloaded machine) finds the files a compaction replaced since deleted by a vacuum:
+        # stalls past the grace period after its plan (85 s on an overloaded machine is enough)
+        # finds the files a compaction replaced since deleted by a vacuum:
         # their records are in macro-chunks the newest state names. Once; what no compaction
-        # replaced (a truncated or lost file) fails as before, naming the file.
+        # replaced (a truncated or lost file) still fails, naming the file.
         rest = [c for c in chunks if id(c) not in done]
         fresh = _compacted_since(store, rest) if again and isinstance(e.__cause__, FileNotFoundError) else None
         if fresh is None:

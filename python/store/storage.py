@@ -485,7 +485,7 @@ class Store:
 
         On object stores the bytes are buffered and uploaded when the file is closed, and that
         upload is the store call (retried like any other): s3fs uploads from its own ``close``,
-        outside this boundary, so a 503 or a dropped connection there used to escape as a raw
+        outside this boundary, so a 503 or a dropped connection there would escape as a raw
         ``OSError`` with no retry.
         """
         path = self.full(rel)

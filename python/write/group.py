@@ -2,8 +2,8 @@
 
 One job: commit a data request so that acknowledged commits per second grow with writers while
 conditional creates stay at about one per round trip (docs/design.md §7.27). Every journal slot
-is a conditional create on one key; with N writers racing for it one wins and N − 1 used to
-re-read and race again, one slot at a time. Here a writer's request goes straight for the next
+is a conditional create on one key; with N writers racing for it one wins, and without
+folding N − 1 would re-read and race again, one slot at a time. Here a writer's request goes straight for the next
 slot (its critical path: the data PUTs, then one create). Only a writer that lost publishes its
 request as an immutable object (:func:`~pyspark_tstream.store.layout.commit_request`: chunk
 list, writer, batch, base position) and keeps trying; whoever wins a slot folds in every
@@ -263,8 +263,8 @@ class GroupCommit:
             # slower than the data PUT beside it: waiting cost a lone writer 60 ms). The last
             # listing that finished (the previous commit's) is folded instead: a request
             # published before it is folded a commit late, not never (a writer that lost once
-            # used to keep losing to writers a state ahead: at 4 writers one made 9 commits in
-            # 15 s, 74 lost races)
+            # and waited for nothing else would keep losing to writers a state ahead: at 4
+            # writers one made 9 commits in 15 s, 74 lost races)
             pending = listed.result() if self.contended or listed.done() else list(self._last_listed)
         else:
             pending = self._discover(None, state) if self.contended else []
