@@ -44,12 +44,7 @@ FIXTURES: dict[str, tuple[int, int]] = {
 }
 #: Fixtures today's code cannot open, with the reason (a bug to fix, not a format to drop): each
 #: test over them is a strict xfail, so it fails once the bug is fixed and the mark must go.
-UNREADABLE: dict[str, str] = {
-    "v1-first": (
-        "the first commit's time-index summaries have 5 columns [pos, max_tso, tick, wall, rows]; "
-        "d7cc2e3 added epoch and bytes without a format version, and journal/shapes.py wants >= 7: "
-        "CorruptMetadataError 'state.index has the wrong type' on open"),
-}
+UNREADABLE: dict[str, str] = {}
 #: fixture folder -> consumer groups it holds, by group format version.
 GROUPS: dict[str, tuple[str, int]] = {"v1": ("g1", 1), "v2": ("g2", 2)}
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .state import FIRST_SUMMARY_COLUMNS
+
 
 def need(ok: bool, what: str) -> None:
     """Raise ``TypeError`` naming ``what`` unless ``ok``."""
@@ -67,7 +69,8 @@ def check_entry(d: Any) -> None:
         isinstance(w, dict) and is_int(w.get("tso")) and is_int(w.get("wall")) and isinstance(w.get("live"), bool)
         and isinstance(w.get("batches", []), list) for w in st["writers"].values()), "state.writers")
     need(isinstance(st.get("index"), list) and all(
-        isinstance(level, list) and all(isinstance(i, list) and len(i) >= 7 and all(is_int(x) for x in i)
+        isinstance(level, list) and all(
+            isinstance(i, list) and len(i) >= FIRST_SUMMARY_COLUMNS and all(is_int(x) for x in i)
                                         for i in level) for level in st["index"]), "state.index")
     need(isinstance(st.get("schema_changes", []), list) and all(
         isinstance(c, list) and len(c) == 4 and all(is_int(x) for x in c[:3]) and isinstance(c[3], list)

@@ -12,6 +12,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+#: Columns of a time-index summary (``journal/timeindex.py`` names them, ``COL_ID`` to
+#: ``COL_BYTES``). The first release wrote the first five (no epoch, no bytes); the two came
+#: without a format version, so a shorter summary reads with 0 in them (epoch 0: that release
+#: never scaled; bytes 0: size retention counts those old commits as empty and keeps them).
+SUMMARY_COLUMNS = 7
+FIRST_SUMMARY_COLUMNS = 5
+
+
+def full_summary(row: list[int]) -> list[int]:
+    """A time-index summary with every column (:data:`SUMMARY_COLUMNS`)."""
+    return row if len(row) >= SUMMARY_COLUMNS else [*row, *[0] * (SUMMARY_COLUMNS - len(row))]
+
+
 #: How many recent batch ids each writer remembers exactly (Redis IDMP keeps 100).
 DEDUPE_WINDOW = 64
 #: Group commit: a published request with base ``b`` may be folded only at positions
@@ -215,7 +228,7 @@ class StreamState:
             created=d["created"], schema=d["schema"], config=d["config"],
             segments=[Segment.from_json(s) for s in d["segments"]],
             writers={k: Writer.from_json(w) for k, w in d["writers"].items()},
-            index=d["index"], rows=d.get("rows", 0), bytes=d.get("bytes", 0),
+            index=[[full_summary(i) for i in level] for level in d["index"]], rows=d.get("rows", 0), bytes=d.get("bytes", 0),
             chunks=d.get("chunks", 0), next_number=d.get("next_number", 0),
             head_pos=d.get("head_pos", 0), head_tso=d.get("head_tso", 0), sealed=d.get("sealed", 0),
             first_tso=d.get("first_tso", 0), gc_pos=d.get("gc_pos", 0), meta_gc_pos=d.get("meta_gc_pos", 0),

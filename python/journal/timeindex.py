@@ -25,7 +25,7 @@ from ..store import layout
 from .entries import Chunk, Entry, EntryLog
 from .packing import expand
 from .shapes import check_delta, is_int, need
-from .state import StreamState
+from .state import FIRST_SUMMARY_COLUMNS, SUMMARY_COLUMNS, StreamState, full_summary
 
 FANOUT = 32
 
@@ -33,7 +33,7 @@ FANOUT = 32
 # [position or node number, max _tso, tick, wall ms, rows so far, epoch, bytes so far]
 COL_ID, COL_MAX_TSO, COL_TICK, COL_WALL, COL_ROWS, COL_EPOCH, COL_BYTES = range(7)
 #: How many columns a summary has (an index item has at least these).
-COLUMNS = 7
+COLUMNS = SUMMARY_COLUMNS
 
 
 def decode_node(data: bytes, path: str, level: int | None = None, *, deltas: bool = False) -> dict[str, Any]:
@@ -48,7 +48,8 @@ def decode_node(data: bytes, path: str, level: int | None = None, *, deltas: boo
         node = json.loads(data)
         need(isinstance(node, dict) and isinstance(node.get("items"), list) and node["items"], "the node")
         for i in node["items"]:
-            need(isinstance(i, list) and len(i) >= COLUMNS and all(is_int(x) for x in i), "an item")
+            need(isinstance(i, list) and len(i) >= FIRST_SUMMARY_COLUMNS and all(is_int(x) for x in i), "an item")
+        node["items"] = [full_summary(i) for i in node["items"]]
         if level == 1 or "entries" in node:
             need(isinstance(node.get("entries"), list), "entries")
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
