@@ -43,7 +43,7 @@ def test_scale_cut_truncate_trim_vacuum(url: str, capsys: pytest.CaptureFixture[
     assert Stream.open(url).read().num_rows == 20
     code, out, _ = run(capsys, "trim", url, "--maxlen", "5", "--grace-ms", "0")
     assert code == 0 and Stream.open(url).read().num_rows == 5
-    code, out, err = run(capsys, "vacuum", url, "--orphans", "--orphan-grace-ms", "0")
+    code, out, err = run(capsys, "vacuum", url, "--orphans", "--orphan-grace-ms", "0", "--unsafe-orphan-grace")
     assert code == 0 and "0 orphans" in out
 
 

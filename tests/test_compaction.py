@@ -337,7 +337,7 @@ def test_orphan_cleanup_keeps_macro_chunks(tmp_path: Path) -> None:
     before = s.read()
     s.compact()
     s.vacuum(grace_ms=0)
-    counts = s.vacuum(orphans=True, orphan_grace_ms=0)
+    counts = s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
     assert counts["orphans"] == 0
     same_records(before, Stream.open(url).read())
 
@@ -382,7 +382,7 @@ def test_orphan_cleanup_removes_a_dead_compactors_files_and_keeps_needed_manifes
     assert merged > 0
     live = {p.name for p in root.glob("_tstream/compact/*.json")} - set(dead_manifests)
     assert live
-    counts = s.vacuum(orphans=True, orphan_grace_ms=0)
+    counts = s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
     assert counts["orphans"] == len(dead_macros) + len(dead_manifests)
     assert {p.name for p in root.glob("_tstream/compact/*.json")} == live
     assert not any(p.name in dead_macros for p in root.glob("data/*/m-*.parquet"))

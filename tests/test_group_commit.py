@@ -409,7 +409,7 @@ def test_vacuum_never_deletes_the_chunks_of_a_request_still_pending(url: str) ->
     s = Stream.create(url, segments=2)
     s.append(_rows("a", 0), writer_id="a", batch_id=0)
     item = _publish(Stream.open(url), "b", 0)
-    counts = Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0)
+    counts = Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
     assert counts["orphans"] == 0 and counts["requests"] == 0
     assert all(_exists(s, c.path) for c in item.chunks) and _exists(s, item.path)
     s.appending.group.contended = 1
@@ -435,7 +435,7 @@ def test_vacuum_between_a_combiners_listing_and_its_fold_breaks_nothing(
     def discover_then_vacuum(self: GroupCommit, own: Part | None, state: object) -> list[Published]:
         found = discover(self, own, state)  # type: ignore[arg-type]
         if found and not seen:
-            seen.append(vac.vacuum(grace_ms=0, orphans=True, orphan_grace_ms=60_000))
+            seen.append(vac.vacuum(grace_ms=0, orphans=True, orphan_grace_ms=60_000, unsafe_orphan_grace=True))
         return found
 
     monkeypatch.setattr(GroupCommit, "_discover", discover_then_vacuum)
@@ -461,12 +461,12 @@ def test_vacuum_collects_crashed_writers_requests_after_their_window_and_grace(u
     assert s.state.pos == folded.base + FOLD_WINDOW == lost.base + FOLD_WINDOW - 1
     assert Stream.open(url).vacuum(grace_ms=3_600_000)["requests"] == 0  # within the grace
     assert _exists(s, folded.path)
-    counts = Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0)
+    counts = Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
     assert counts["requests"] == 1 and counts["orphans"] == 0
     assert not _exists(s, folded.path) and _exists(s, lost.path)
     assert all(_exists(s, c.path) for c in lost.chunks)
     s.append(_rows("a", FOLD_WINDOW), writer_id="a", batch_id=FOLD_WINDOW)  # lost's window closes
-    counts = Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0)
+    counts = Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
     lost_files = {c.path for c in lost.chunks}
     assert counts["requests"] == 1 and counts["orphans"] == len(lost_files)
     assert not _exists(s, lost.path) and not any(_exists(s, p) for p in lost_files)

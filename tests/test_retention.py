@@ -123,7 +123,7 @@ def test_orphans_from_failed_attempts_are_cleaned(tmp_path: Path) -> None:
     files = _data_files(tmp_path)
     assert all(any(f.endswith(o.path) for f in files) for o in orphans)
     assert s.vacuum(orphans=True)["orphans"] == 0  # within the grace period
-    counts = s.vacuum(orphans=True, orphan_grace_ms=0)
+    counts = s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
     assert counts["orphans"] == len(orphans)
     assert s.read().num_rows == 100  # committed data untouched
 
@@ -147,10 +147,10 @@ def test_vacuum_skips_orphans_a_concurrent_vacuum_deleted(url: str, monkeypatch:
         return real(store, rel)
 
     monkeypatch.setattr(Store, "modified_ms", racing)
-    assert s.vacuum(orphans=True, orphan_grace_ms=0)["orphans"] == 1  # the one no one else took
+    assert s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)["orphans"] == 1  # the one no one else took
     assert sorted(raced) == sorted(gone)
     monkeypatch.setattr(Store, "modified_ms", real)
-    assert s.vacuum(orphans=True, orphan_grace_ms=0)["orphans"] == 0
+    assert s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)["orphans"] == 0
     assert s.read().num_rows == 100  # committed data untouched
 
 
@@ -184,3 +184,39 @@ def test_truncate_clamps_to_tick_and_is_monotone(url: str) -> None:
         head = s.state.head_tso
         s.truncate(T0)  # backwards: ignored
         assert s.refresh().head_tso == head
+
+
+def test_an_orphan_grace_too_short_to_be_safe_is_refused(url: str) -> None:
+    """A commit in flight: its chunk files are written, its journal commit not yet landed. An
+    orphan vacuum with a grace of 0 would take them for orphans and lose the acknowledged batch;
+    under the safe minimum (1 hour) it is refused unless the caller says no writer runs."""
+    from pyspark_tstream.api.config import ORPHAN_GRACE_MIN_MS
+    from pyspark_tstream.errors import ConfigError
+
+    s = Stream.create(url, segments=2)
+    table = pa.table({"k": ["a", "b", "c"], "v": [1, 2, 3]})
+    s.append(table)
+    in_flight = write_batches(s.appending.write_spec(table.schema), [table], ordered=True)
+    with pytest.raises(ConfigError, match=r"orphan_grace_ms=0 is under the safe minimum of 3600000 ms.*"
+                                          r"unsafe_orphan_grace=True") as e:
+        s.vacuum(orphans=True, orphan_grace_ms=0)
+    assert e.value.option == "orphan_grace_ms" and ORPHAN_GRACE_MIN_MS == 3_600_000
+    assert all(s.store.exists(c.path) for c in in_flight)
+    s.vacuum(orphans=True, orphan_grace_ms=ORPHAN_GRACE_MIN_MS)  # the minimum itself is accepted
+    ack = s.commit(in_flight, writer_id="w", batch_id=1)
+    assert not ack.duplicate and s.read().num_rows == 6 and s.verify().ok
+    for bad in ({"grace_ms": -1}, {"orphan_grace_ms": -5, "orphans": True, "unsafe_orphan_grace": True}):
+        with pytest.raises(ConfigError, match="must be a non-negative integer"):
+            s.vacuum(**bad)
+    assert s.read().num_rows == 6
+
+
+def test_the_cli_refuses_an_unsafe_orphan_grace(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from pyspark_tstream.cli import main
+
+    s = Stream.create(url, segments=2)
+    s.append(pa.table({"k": ["a"], "v": [1]}))
+    assert main(["vacuum", url, "--orphans", "--orphan-grace-ms", "0"]) != 0
+    assert "--unsafe-orphan-grace" in capsys.readouterr().err
+    assert main(["vacuum", url, "--orphans", "--orphan-grace-ms", "0", "--unsafe-orphan-grace"]) == 0
+    assert s.read().num_rows == 1

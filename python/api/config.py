@@ -19,6 +19,27 @@ COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "none")
 GC_GRACE_MS = 10 * 60_000
 #: Unreferenced data files younger than this may belong to a commit still in flight.
 ORPHAN_GRACE_MS = 6 * 3_600_000
+#: The shortest orphan grace ``vacuum`` accepts without ``unsafe_orphan_grace``: a writer's chunk
+#: files are orphans until its journal commit lands (a Spark micro-batch's tasks write them before
+#: the driver commits; a commit may wait out a store outage under ``storeRetryTimeout``), so a
+#: shorter grace deletes acknowledged data. Delta refuses a VACUUM under 7 days the same way.
+ORPHAN_GRACE_MIN_MS = 3_600_000
+
+
+def check_graces(grace_ms: int, orphan_grace_ms: int, *, orphans: bool, unsafe_orphan_grace: bool) -> None:
+    """Refuse a negative grace, and an orphan grace under :data:`ORPHAN_GRACE_MIN_MS` unless
+    ``unsafe_orphan_grace`` says every writer of the stream is stopped."""
+    for name, value in (("grace_ms", grace_ms), ("orphan_grace_ms", orphan_grace_ms)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{name}={value!r} must be a non-negative integer of milliseconds",
+                              option=name, value=value)
+    if orphans and orphan_grace_ms < ORPHAN_GRACE_MIN_MS and not unsafe_orphan_grace:
+        raise ConfigError(
+            f"orphan_grace_ms={orphan_grace_ms} is under the safe minimum of {ORPHAN_GRACE_MIN_MS} ms (1 hour): "
+            "an unreferenced file that young may belong to a commit still in flight, and deleting it loses "
+            "that commit's data. Use a longer grace, or, only when no writer of the stream is running, "
+            "pass unsafe_orphan_grace=True (CLI: --unsafe-orphan-grace)",
+            option="orphan_grace_ms", value=orphan_grace_ms)
 
 #: Python-API name → public (Spark option) name, for messages. The option names and their
 #: defaults are defined once, in :mod:`pyspark_tstream.keys`.

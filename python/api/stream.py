@@ -426,16 +426,20 @@ class Stream:
         return self.truncation.trim(maxlen=maxlen, max_age=max_age, max_bytes=max_bytes, gc_grace_ms=gc_grace_ms)
 
     def vacuum(self, grace_ms: int = GC_GRACE_MS, *, orphans: bool = False,
-               orphan_grace_ms: int = ORPHAN_GRACE_MS) -> dict[str, int]:
+               orphan_grace_ms: int = ORPHAN_GRACE_MS, unsafe_orphan_grace: bool = False) -> dict[str, int]:
         """Delete files and metadata of records truncated at least ``grace_ms`` ago.
 
         With ``orphans``, also delete data files no commit names (failed or duplicate task
         attempts) older than ``orphan_grace_ms``; that part lists the data folders, and keeps
-        the files of group-commit requests still waiting to be folded. Request objects left by
+        the files of group-commit requests still waiting to be folded. A file that young may
+        belong to a commit in flight, so an ``orphan_grace_ms`` under one hour
+        (``config.ORPHAN_GRACE_MIN_MS``) is refused unless ``unsafe_orphan_grace=True`` says no
+        writer is running (as Delta's VACUUM retention check). Request objects left by
         crashed writers go once no slot can fold them and ``grace_ms`` passed (counted as
         ``requests``; see :mod:`~pyspark_tstream.write.requests`).
         """
-        return self.truncation.vacuum(grace_ms, orphans=orphans, orphan_grace_ms=orphan_grace_ms)
+        return self.truncation.vacuum(grace_ms, orphans=orphans, orphan_grace_ms=orphan_grace_ms,
+                                      unsafe_orphan_grace=unsafe_orphan_grace)
 
     # -- maintenance (stream_maintain) --------------------------------------------------------
     def compact(self, *, full: bool = True, target: int | str | None = None, min_pieces: int | None = None,

@@ -31,7 +31,7 @@ from ..read.cuts import check_cut
 from ..read.start import cut_bound, cut_range
 from ..timestamps import TimeLike, now_ms, pack, to_ms
 from ..write.requests import named_since, pending_chunks, stale_requests
-from .config import GC_GRACE_MS, ORPHAN_GRACE_MS
+from .config import GC_GRACE_MS, ORPHAN_GRACE_MS, check_graces
 from .context import StreamContext
 from .read import Reader
 
@@ -121,11 +121,12 @@ class Truncation:
         return min(positions.values()) if positions else None
 
     def vacuum(self, grace_ms: int = GC_GRACE_MS, *, orphans: bool = False,
-               orphan_grace_ms: int = ORPHAN_GRACE_MS) -> dict[str, int]:
+               orphan_grace_ms: int = ORPHAN_GRACE_MS, unsafe_orphan_grace: bool = False) -> dict[str, int]:
         """Delete files and metadata of records truncated at least ``grace_ms`` ago.
 
         The public :meth:`~pyspark_tstream.api.stream.Stream.vacuum` documents the arguments.
         """
+        check_graces(grace_ms, orphan_grace_ms, orphans=orphans, unsafe_orphan_grace=unsafe_orphan_grace)
         h = self.ctx
         store, journal = h.store, h.journal
         state = h.refresh()

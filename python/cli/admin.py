@@ -88,7 +88,8 @@ def run_release(args: argparse.Namespace) -> int:
 
 def run_vacuum(args: argparse.Namespace) -> int:
     sys.stderr.write("collecting garbage...\n")
-    counts = _stream(args).vacuum(grace_ms=args.grace_ms, orphans=args.orphans, orphan_grace_ms=args.orphan_grace_ms)
+    counts = _stream(args).vacuum(grace_ms=args.grace_ms, orphans=args.orphans, orphan_grace_ms=args.orphan_grace_ms,
+                                  unsafe_orphan_grace=args.unsafe_orphan_grace)
     sys.stdout.write("deleted: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + "\n")
     return 0
 
@@ -180,4 +181,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
                                 "of failed task attempts (this lists the data folders).")
     p.add_argument("--grace-ms", type=int, default=GC_GRACE_MS)
     p.add_argument("--orphans", action="store_true")
-    p.add_argument("--orphan-grace-ms", type=int, default=ORPHAN_GRACE_MS)
+    p.add_argument("--orphan-grace-ms", type=int, default=ORPHAN_GRACE_MS,
+                   help="delete unreferenced files this old (at least 1 hour, unless --unsafe-orphan-grace)")
+    p.add_argument("--unsafe-orphan-grace", action="store_true",
+                   help="accept an orphan grace under 1 hour: only when no writer of the stream is running")
