@@ -476,13 +476,13 @@ def _records(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, 
         # their records are in macro-chunks the newest state names. Once; what no compaction
         # replaced (a truncated or lost file) still fails, naming the file.
         rest = [c for c in chunks if id(c) not in done]
-        fresh = _compacted_since(store, rest) if again and isinstance(e.__cause__, FileNotFoundError) else None
+        fresh = compacted_since(store, rest) if again and isinstance(e.__cause__, FileNotFoundError) else None
         if fresh is None:
             raise
         yield from _records(store, schema, fresh, lo, hi, starts, ends, again=False)
 
 
-def _compacted_since(store: Store, chunks: list[Chunk]) -> list[Chunk] | None:
+def compacted_since(store: Store, chunks: Sequence[Chunk]) -> list[Chunk] | None:
     """``chunks`` with those compacted since their plan replaced by views of the macro-chunks
     that hold their records now (the newest state's map), or None if none was."""
     # imported here: an executor loads the journal only on this rare path

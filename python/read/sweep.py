@@ -26,7 +26,8 @@ import pyarrow as pa
 
 from ..journal.entries import Chunk
 from ..store.storage import Store
-from .reading import BATCH_ROWS, READ_ORDER, FileRows, fetch_files
+from ..errors import CorruptChunkError
+from .reading import BATCH_ROWS, READ_ORDER, FileRows, compacted_since, fetch_files
 
 
 class _Files:
@@ -56,6 +57,12 @@ class _Files:
                 self.waiting.pop(id(v), None)
                 self.open[id(v)] = got
         return got
+
+    def refetch(self, views: Sequence[Chunk]) -> None:
+        """Fetch ``views`` (the walk's unopened rest, substituted after a missing file) from now on."""
+        self.fetched = fetch_files(self.store, views)
+        self.waiting.clear()
+        self.left.update(id(v) for v in views)
 
     def done(self, view: Chunk) -> None:
         """The walk has passed ``view``'s last record: a file goes once its last view is done."""
@@ -95,11 +102,26 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
     open_views: list[tuple[Chunk, FileRows, np.ndarray]] = []
     pending: list[pa.Table] = []
     i, a = 0, lo
+    replanned = False
     while a < hi and (open_views or i < len(views)):
         if not open_views:  # nothing before the next chunk's first record
             a = max(a, views[i].lo - 1)
         while i < len(views) and views[i].lo <= a + 1:
-            rows = files.rows(views[i])
+            try:
+                rows = files.rows(views[i])
+            except CorruptChunkError as e:
+                # a lazy reader consumed past the grace period: a compaction replaced planned
+                # files and a vacuum deleted them. Nothing of an unopened view was yielded, so
+                # the rest reads from the macro-chunks that hold those records now (once; a file
+                # no compaction replaced still fails, naming it), as read_table's tasks do
+                fresh = None if replanned or not isinstance(e.__cause__, FileNotFoundError) else \
+                    compacted_since(store, views[i:])
+                if fresh is None:
+                    raise
+                replanned = True
+                views[i:] = sorted((c for c in fresh if c.hi > lo and c.lo <= hi), key=lambda c: c.lo)
+                files.refetch(views[i:])
+                continue
             open_views.append((views[i], rows, rows.tsos(views[i])))
             i += 1
         b = min(hi, views[i].lo - 1 if i < len(views) else hi)
