@@ -128,24 +128,32 @@ def _advance_tick(state: StreamState) -> None:
     state.tick = max(state.tick, candidate | LOGICAL_MASK if candidate > 0 else 0)
 
 
-@dataclass
-class CommitRequest:
-    """One commit: chunks (possibly none) from one writer and batch."""
+@dataclass(frozen=True)
+class CommitIntent:
+    """What a caller asks of one commit beside its chunks: who commits (and how its batches
+    are deduplicated), what kind of record it is, and the data's schema."""
 
-    chunks: Sequence[ChunkInfo] = ()
     writer_id: str | None = None
     batch_id: Any = None
-    session: bool = False
+    session: bool = False  # the writer holds the tick until it closes or its lease expires
+    #: batch ids of this writer only increase (Delta's ``txnVersion``): an integer batch id at or
+    #: below the writer's last committed one is a no-op even if that exact id never committed
+    monotonic: bool = False
     op: str = "append"
     heartbeat: int | None = None  # a tso the writer promises not to go below
     close: bool = False  # the writer session ends: stop holding the tick
     schema: pa.Schema | None = None  # the data's user schema (for a first write or mergeSchema)
     merge_schema: bool = False
+
+
+@dataclass
+class CommitRequest:
+    """One commit: chunks (possibly none) and what the caller asked of it."""
+
+    chunks: Sequence[ChunkInfo] = ()
+    intent: CommitIntent = field(default_factory=CommitIntent)
     now: int = 0
     count_raised: CountRaised | None = None
-    #: batch ids of this writer only increase (Delta's ``txnVersion``): an integer batch id at or
-    #: below the writer's last committed one is a no-op even if that exact id never committed
-    monotonic: bool = False
     duplicate_pos: int | None = field(default=None, init=False)
     #: (last committed batch id, its journal position or -1) when ``monotonic`` skipped the batch
     superseded_by: tuple[Any, int] | None = field(default=None, init=False)
@@ -157,15 +165,16 @@ class CommitRequest:
         dedupe window) or :attr:`superseded_by`, which :meth:`skip_text` reports.
         """
         self.duplicate_pos = self.superseded_by = None
-        writer = state.writers.get(self.writer_id) if self.writer_id is not None else None
-        if writer is None or self.batch_id is None:
+        want = self.intent
+        writer = state.writers.get(want.writer_id) if want.writer_id is not None else None
+        if writer is None or want.batch_id is None:
             return False
-        found = writer.find(self.batch_id)
+        found = writer.find(want.batch_id)
         if found is not None:
             self.duplicate_pos = found
             return True
-        last = writer.last_batch() if self.monotonic else None
-        if last is not None and type(self.batch_id) is int and self.batch_id <= last:
+        last = writer.last_batch() if want.monotonic else None
+        if last is not None and type(want.batch_id) is int and want.batch_id <= last:
             where = writer.find(last)
             self.superseded_by = (last, -1 if where is None else where)
             return True
@@ -173,7 +182,7 @@ class CommitRequest:
 
     def skip_text(self) -> str:
         """Why this request committed nothing, for the log (after :meth:`settled` said so)."""
-        head = f"tstream: batch {self.batch_id!r} of writer {self.writer_id!r}"
+        head = f"tstream: batch {self.intent.batch_id!r} of writer {self.intent.writer_id!r}"
         if self.superseded_by is not None:
             last, pos = self.superseded_by
             at = f" (journal position {pos})" if pos >= 0 else ""
@@ -188,10 +197,11 @@ class CommitRequest:
         """Build the entry at ``pos`` on top of ``state`` (a private copy), or None if duplicate."""
         if self.settled(state):
             return None
-        writer = state.writers.get(self.writer_id) if self.writer_id is not None else None
+        want = self.intent
+        writer = state.writers.get(want.writer_id) if want.writer_id is not None else None
         self._schema(state, pos)
-        expired = _expire(state, self.now, self.writer_id)
-        lanes = state.writers[self.writer_id].lanes if writer is not None else {}
+        expired = _expire(state, self.now, want.writer_id)
+        lanes = state.writers[want.writer_id].lanes if writer is not None else {}
         chunks, moved = self._place(state, lanes)
         rows = sum(c.rows for c in chunks)
         if chunks:
@@ -201,22 +211,22 @@ class CommitRequest:
         state.rows += rows
         state.bytes += sum(c.bytes for c in chunks)
         state.chunks += len(chunks)
-        if self.writer_id is not None:
-            writer = state.writers.setdefault(self.writer_id, Writer())
+        if want.writer_id is not None:
+            writer = state.writers.setdefault(want.writer_id, Writer())
             for c in chunks:
                 writer.lanes[c.seg] = max(writer.lanes.get(c.seg, 0), c.hi)
-            if self.batch_id is not None:
-                writer.remember(self.batch_id, pos)
+            if want.batch_id is not None:
+                writer.remember(want.batch_id, pos)
             mine = max((c.hi for c in chunks), default=0)
-            writer.tso = max(writer.tso, mine, self.heartbeat or 0)
+            writer.tso = max(writer.tso, mine, want.heartbeat or 0)
             writer.wall = self.now
             writer.commits += 1
             writer.rows += rows
-            declared = self.writer_id in state.config.get("writers", [])
-            if self.close:
+            declared = want.writer_id in state.config.get("writers", [])
+            if want.close:
                 writer.live = False
                 writer.seen = True
-            elif self.session or declared:
+            elif want.session or declared:
                 writer.live = True
                 writer.seen = True
         _advance_tick(state)
@@ -234,19 +244,20 @@ class CommitRequest:
             info["moved"] = {rule: n for rule, n in moved.items() if n}
         if expired:
             info["expired"] = expired
-        return Entry(pos=pos, op=self.op, wall=self.now, state=state, writer=self.writer_id,
-                     batch=self.batch_id, chunks=chunks, info=info)
+        return Entry(pos=pos, op=want.op, wall=self.now, state=state, writer=want.writer_id,
+                     batch=want.batch_id, chunks=chunks, info=info)
 
     def _schema(self, state: StreamState, pos: int) -> None:
         """Fix or widen the stream schema; a widening is recorded with the tick before it (runs
         before the tick moves), so a live query can end its batches before its records."""
-        if self.schema is None:
+        schema = self.intent.schema
+        if schema is None:
             return
         if not state.schema:
-            state.schema = encode_schema(self.schema)
+            state.schema = encode_schema(schema)
             return
         current = decode_schema(state.schema)
-        merged = reconcile(current, self.schema, merge=self.merge_schema)
+        merged = reconcile(current, schema, merge=self.intent.merge_schema)
         if merged != current:
             state.schema = encode_schema(merged)
             added = merged.names[len(current):]  # reconcile appends new columns, never reorders
