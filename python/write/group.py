@@ -56,7 +56,7 @@ from ..journal.state import FOLD_WINDOW, StreamState
 from ..schema import decode_schema, encode_schema, reconcile
 from ..store import layout
 from ..store.races import MAX_ATTEMPTS
-from .commit import MOVE_RULES, CommitIntent, CommitRequest, CountRaised
+from .commit import CommitInfo, CommitIntent, CommitRequest, CountRaised
 from .writing import ChunkInfo
 
 #: Format of a published request object.
@@ -199,19 +199,10 @@ def fold(parts: Sequence[Part], state: StreamState, pos: int) -> Entry | None:
         return built[0][1]
     ids = [p.rid for p, _ in built if p.published]
     state.folded = [f for f in state.folded if f[0] > pos - FOLD_WINDOW] + ([[pos, ids]] if ids else [])
-    info: dict[str, Any] = {"rows": sum(int(e.info.get("rows", 0)) for _, e in built), "folded": len(built)}
-    moved = {rule: sum(int(e.info.get("moved", {}).get(rule, 0)) for _, e in built) for rule in MOVE_RULES}
-    if any(moved.values()):
-        info["moved"] = {rule: n for rule, n in moved.items() if n}
-    raised = sum(int(e.info.get("raised", 0)) for _, e in built)
-    if raised:
-        info["raised"] = raised
-    expired = sorted({w for _, e in built for w in e.info.get("expired", [])})
-    if expired:
-        info["expired"] = expired
+    info = CommitInfo.fold([CommitInfo.decode(e.info) for _, e in built])
     first = built[0][1]
     return Entry(pos=pos, op="append", wall=max(e.wall for _, e in built), state=state, writer=first.writer,
-                 batch=first.batch, chunks=[c for _, e in built for c in e.chunks], info=info,
+                 batch=first.batch, chunks=[c for _, e in built for c in e.chunks], info=info.encode(),
                  folds=[Fold(p.rid, e.writer, e.batch, len(e.chunks), e.info) for p, e in built])
 
 
