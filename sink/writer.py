@@ -57,13 +57,15 @@ else:
         """
 
 
-@dataclass
+@dataclass(frozen=True)
 class TaskCommitMessage(WriterCommitMessage):
-    """What one task wrote: its chunks (not yet visible) and the task's identity."""
+    """What one task wrote: its chunks (not yet visible) and the task's identity.
+
+    Pickled from the executor to the driver (the chunks as the records they are)."""
 
     partition: int
     attempt: int
-    chunks: list[dict[str, Any]]
+    chunks: tuple[ChunkInfo, ...]
 
 
 def writer_identity(options: SinkOptions) -> str | None:
@@ -142,7 +144,7 @@ class TaskChunkWriter:
         keep_freed_memory()  # a worker process's batches reuse each other's memory
         chunks = write_batches(self.spec, _to_batches(iterator, self.input_schema),
                                task=f"p{partition}a{attempt}")
-        return TaskCommitMessage(partition, attempt, [c.to_json() for c in chunks])
+        return TaskCommitMessage(partition, attempt, tuple(chunks))
 
 
 @dataclass(frozen=True)
@@ -169,8 +171,7 @@ class JournalCommitter:
         (written for this attempt only). A ``df.write`` batch id (``batchId``/``txnVersion``)
         follows Delta's rule: one at or below the writer's last committed batch is a no-op too.
         """
-        chunks = [ChunkInfo.from_json(c) for m in sorted((m for m in messages if m is not None),
-                                                         key=lambda m: m.partition)
+        chunks = [c for m in sorted((m for m in messages if m is not None), key=lambda m: m.partition)
                   for c in m.chunks]
         writer = writer_identity(self.options)
         ack = self.stream.commit(chunks, writer_id=writer, batch_id=batch_id, session=self.session,
@@ -193,7 +194,7 @@ class JournalCommitter:
         look up, and a failed lookup proves nothing: their files stay, for
         ``vacuum(orphans=True)`` (which deletes only files no commit or pending request names).
         """
-        paths = [c["path"] for m in messages if m is not None for c in m.chunks]
+        paths = [c.path for m in messages if m is not None for c in m.chunks]
         if not paths:
             return
         writer = writer_identity(self.options)

@@ -61,7 +61,7 @@ def _messages(writer: Any, batch: int, rows: int = 40) -> list[TaskCommitMessage
     out = []
     for p, part in enumerate((_table(batch, rows).slice(0, half), _table(batch, rows).slice(half))):
         chunks = write_batches(writer.tasks.spec, [part], task=f"p{p}b{batch}")
-        out.append(TaskCommitMessage(p, 0, [c.to_json() for c in chunks]))
+        out.append(TaskCommitMessage(p, 0, tuple(chunks)))
     return out
 
 
@@ -264,7 +264,7 @@ def test_abort_deletes_files_of_a_batch_proved_absent(url: str) -> None:
     w = _writer(s)
     msgs = _messages(w, 0, 10)
     w.abort(msgs, 0)
-    paths = [c["path"] for m in msgs for c in m.chunks]
+    paths = [c.path for m in msgs for c in m.chunks]
     assert paths and not any(s.store.exists(p) for p in paths)
     assert _spark_commit(w, _messages(w, 0, 10), 0)
     committed = _messages(w, 1, 10)

@@ -16,7 +16,7 @@ from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.state import FOLD_WINDOW
 from pyspark_tstream.store import layout
 from pyspark_tstream.timestamps import now_ms
-from pyspark_tstream.write.commit import CommitRequest
+from pyspark_tstream.write.commit import CommitIntent, CommitRequest
 from pyspark_tstream.write.group import GroupCommit, Part, Published, new_id
 from pyspark_tstream.write.writing import write_batches
 
@@ -50,7 +50,8 @@ def _publish(s: Stream, writer: str, batch: int) -> Published:
     """What a writer that lost a race leaves behind: its chunks, then its request object."""
     table = _rows(writer, batch)
     chunks = write_batches(s.appending.write_spec(table.schema), [table], ordered=True)
-    req = CommitRequest(chunks=chunks, writer_id=writer, batch_id=batch, schema=table.schema, now=now_ms())
+    req = CommitRequest(chunks=chunks, intent=CommitIntent(writer_id=writer, batch_id=batch, schema=table.schema),
+                        now=now_ms())
     item = Published.of(new_id(), s.state.pos, req)
     s.store.write(item.path, item.encode())
     return item
@@ -216,7 +217,7 @@ def test_an_anonymous_request_is_folded_once_by_its_id_alone(url: str) -> None:
     s = Stream.create(url)
     table = _rows("anon", 0)
     chunks = write_batches(s.appending.write_spec(table.schema), [table], ordered=True)
-    req = CommitRequest(chunks=chunks, schema=table.schema, now=now_ms())
+    req = CommitRequest(chunks=chunks, intent=CommitIntent(schema=table.schema), now=now_ms())
     item = Published.of(new_id(), s.state.pos, req)
     s.store.write(item.path, item.encode())
     for w in ("a", "c"):

@@ -105,7 +105,7 @@ def test_batch_writer_repeat_is_a_logged_no_op_that_deletes_its_files(tmp_path: 
                                   f"position {first}; nothing appended; this attempt's ")
     assert warnings[1].startswith("tstream: batch 2 of writer 'etl' is not above its last committed batch 4")
     assert all(w.endswith(f"(df.write to {url})") for w in warnings)
-    paths = [c["path"] for m in [*again, *older] for c in m.chunks]
+    paths = [c.path for m in [*again, *older] for c in m.chunks]
     assert paths and not any(Stream.open(url).store.exists(p) for p in paths)
     _write(url, range(10, 20), writerId="etl", batchId="5")
     s = Stream.open(url)

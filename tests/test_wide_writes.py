@@ -309,7 +309,7 @@ def test_an_abort_after_a_landed_commit_deletes_nothing_the_journal_names(tmp_pa
     lost = source.streamWriter(spark_schema, False)
     gone = [lost.write(iter([batches[0]]))]
     lost.abort(gone, 1)  # never committed: its files go, the landed batch's stay
-    assert not {c["path"] for m in gone for c in m.chunks} & set(_data_files(Stream.open(url)))
+    assert not {c.path for m in gone for c in m.chunks} & set(_data_files(Stream.open(url)))
     assert named <= set(_data_files(Stream.open(url)))
 
 

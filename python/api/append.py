@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -21,8 +23,8 @@ from ..journal.entries import Chunk, Entry
 from ..read.reading import chunks_tsos
 from ..schema import check_names, normalize, user_schema
 from ..timestamps import count_raised, now_ms, pack
-from ..write.commit import Ack, CommitRequest, check_schema_for_write
-from ..write.group import GroupCommit, publishable
+from ..write.commit import Ack, CommitIntent, CommitRequest, check_schema_for_write
+from ..write.group import GroupCommit, Published, publishable
 from ..write.reroute import reroute
 from ..write.writing import ChunkInfo, WriteSpec, write_batches
 from .context import StreamContext
@@ -78,28 +80,30 @@ class Appender:
         spec.check_input(schema)
         return spec
 
-    def commit(self, chunks: Sequence[ChunkInfo], *, writer_id: str | None = None, batch_id: Any = None,
-               session: bool = False, schema: pa.Schema | None = None, merge_schema: bool = False,
-               op: str = "append", heartbeat: int | None = None, close: bool = False,
-               monotonic: bool = False, fresh: bool = False, listed: Any = None, upkeep_later: bool = False) -> Ack:
+    def commit(self, chunks: Sequence[ChunkInfo], intent: CommitIntent, *, fresh: bool = False) -> Ack:
         """Make ``chunks`` visible in one journal commit; a repeated (writer, batch) is a no-op.
 
-        ``monotonic``: batch ids of this writer only increase, so an integer batch id at or below
-        its last committed one is a no-op too (Delta's ``txnVersion`` rule). ``fresh``: the
-        chunks were written for this call and handed to no earlier commit, so a no-op deletes
-        them (none may be named by a commit: they would otherwise wait for
-        ``vacuum(orphans=True)``); without it a no-op keeps them, since a retry after a commit
-        with an unknown outcome may hand over the very files that commit named.
-        ``upkeep_later``: retention and compaction due after the commit run in the background
-        (:mod:`~pyspark_tstream.api.upkeep`).
+        ``intent``: who commits and what (its ``monotonic``: batch ids of this writer only
+        increase, so an integer batch id at or below its last committed one is a no-op too,
+        Delta's ``txnVersion`` rule). ``fresh``: the chunks were written for this call and
+        handed to no earlier commit, so a no-op deletes them (none may be named by a commit:
+        they would otherwise wait for ``vacuum(orphans=True)``); without it a no-op keeps them,
+        since a retry after a commit with an unknown outcome may hand over the very files that
+        commit named.
         """
+        return self._commit(chunks, intent, fresh=fresh)
+
+    def _commit(self, chunks: Sequence[ChunkInfo], intent: CommitIntent, *, fresh: bool = False,
+                listed: Future[list[Published]] | None = None, upkeep_later: bool = False) -> Ack:
+        """:meth:`commit`; ``listed``: other writers' requests listed meanwhile
+        (:meth:`GroupCommit.prefetch <pyspark_tstream.write.group.GroupCommit.prefetch>`);
+        ``upkeep_later``: retention and compaction due after the commit run in the background
+        (:mod:`~pyspark_tstream.api.upkeep`)."""
         h = self.ctx
         handed = list(chunks)
-        req = CommitRequest(chunks=list(handed), writer_id=writer_id, batch_id=batch_id, session=session,
-                            op=op, heartbeat=heartbeat, close=close,
-                            schema=normalize(user_schema(schema)) if schema is not None else None,
-                            merge_schema=merge_schema, now=now_ms(), count_raised=self.count_raised,
-                            monotonic=monotonic)
+        if intent.schema is not None:
+            intent = replace(intent, schema=normalize(user_schema(intent.schema)))
+        req = CommitRequest(chunks=list(handed), intent=intent, now=now_ms(), count_raised=self.count_raised)
         created = True
         for _ in range(SEALED_RETRIES):
             try:
@@ -144,7 +148,7 @@ class Appender:
             ack = Ack.from_entry(original, duplicate=True)
         else:
             ack = Ack(pos=-1 if pos is None else pos, rows=0, tick=h.state.tick, duplicate=True,
-                      writer_id=req.writer_id, batch_id=req.batch_id)
+                      writer_id=req.intent.writer_id, batch_id=req.intent.batch_id)
         ack.note = note
         return ack
 
@@ -173,7 +177,7 @@ class Appender:
         # data PUTs and one conditional create; a stale state costs a lost race, never a wrong
         # commit (the entry is rebuilt on the winner's state, a sealed segment re-routed)
         state = self.ctx.state
-        probe = CommitRequest(writer_id=writer_id, batch_id=batch_id, monotonic=monotonic)
+        probe = CommitRequest(intent=CommitIntent(writer_id=writer_id, batch_id=batch_id, monotonic=monotonic))
         if probe.settled(state):  # known already: write no files at all
             return self.skipped(probe)
         spec = self.write_spec(table.schema, key=key, timestamp=timestamp, merge_schema=merge_schema)
@@ -182,18 +186,18 @@ class Appender:
         chunks = write_batches(spec, [table], ordered=True) if table.num_rows else []
         if not chunks and writer_id is None:
             return Ack(pos=state.pos, rows=0, tick=state.tick)
-        return self.commit(chunks, writer_id=writer_id, batch_id=batch_id, session=session,
-                           schema=table.schema, merge_schema=merge_schema, monotonic=monotonic, fresh=True,
-                           listed=listed, upkeep_later=self.group.background)
+        intent = CommitIntent(writer_id=writer_id, batch_id=batch_id, session=session, monotonic=monotonic,
+                              schema=table.schema, merge_schema=merge_schema)
+        return self._commit(chunks, intent, fresh=True, listed=listed, upkeep_later=self.group.background)
 
     def heartbeat(self, writer_id: str, tso: int | None = None) -> Ack:
         """A data-less tick record: ``writer_id`` is live and will not commit below ``tso``."""
-        return self.commit([], writer_id=writer_id, session=True, op="tick",
-                           heartbeat=pack(now_ms()) if tso is None else tso)
+        return self.commit([], CommitIntent(writer_id=writer_id, session=True, op="tick",
+                                            heartbeat=pack(now_ms()) if tso is None else tso))
 
     def tick(self) -> None:
         """A data-less commit that lets the journal drop writers whose lease expired."""
-        self.commit([], op="tick")
+        self.commit([], CommitIntent(op="tick"))
 
     def writer(self, writer_id: str) -> Producer:
         """A producer session: holds the tick (until closed or its lease expires)."""
@@ -223,7 +227,7 @@ class Producer:
 
     def close(self) -> None:
         """End the session: the tick stops waiting for this writer at once."""
-        self.appender.commit([], writer_id=self.writer_id, op="tick", close=True)
+        self.appender.commit([], CommitIntent(writer_id=self.writer_id, op="tick", close=True))
 
     def __enter__(self) -> Producer:
         return self

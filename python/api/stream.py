@@ -277,9 +277,11 @@ class Stream:
         ``monotonic``: as in :meth:`append`. ``fresh``: the chunks were written for this call
         only, so a no-op deletes them (see :meth:`Appender.commit <pyspark_tstream.api.append.Appender.commit>`).
         """
-        return self.appending.commit(chunks, writer_id=writer_id, batch_id=batch_id, session=session,
-                                     schema=schema, merge_schema=merge_schema, op=op, heartbeat=heartbeat,
-                                     close=close, monotonic=monotonic, fresh=fresh)
+        from ..write.commit import CommitIntent
+
+        intent = CommitIntent(writer_id=writer_id, batch_id=batch_id, session=session, monotonic=monotonic,
+                              op=op, heartbeat=heartbeat, close=close, schema=schema, merge_schema=merge_schema)
+        return self.appending.commit(chunks, intent, fresh=fresh)
 
     def append(self, data: Any, key: str | None = None, timestamp: str | None = None,
                writer_id: str | None = None, batch_id: Any = None, *, merge_schema: bool = False,

@@ -20,9 +20,9 @@ the winner's state. Invariants kept:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -36,9 +36,89 @@ from .writing import ChunkInfo
 
 #: Reads a chunk's raw timestamps to count exactly how many records its floor raised.
 CountRaised = Callable[[ChunkInfo, int], int]
-#: The rules that may move a record's time (docs/design.md §3.2), as counted in acks
-#: and journal entries.
-MOVE_RULES = ("lane", "tick", "cap")
+
+
+@dataclass(frozen=True)
+class Moved:
+    """How many records each rule that may move a record's time moved (docs/design.md §3.2):
+    ``lane`` (raised above the same writer's earlier records in its segment), ``tick`` (raised
+    above the published tick) and ``cap`` (client time lowered to arrival time)."""
+
+    lane: int = 0
+    tick: int = 0
+    cap: int = 0
+
+    @property
+    def raised(self) -> int:
+        """Records moved up (``lane + tick``)."""
+        return self.lane + self.tick
+
+    def __add__(self, other: Moved) -> Moved:
+        return Moved(*(getattr(self, rule) + getattr(other, rule) for rule in MOVE_RULES))
+
+    def counts(self) -> dict[str, int]:
+        """Every rule's count, zeros too (an :class:`Ack`'s ``moved``)."""
+        return {rule: getattr(self, rule) for rule in MOVE_RULES}
+
+    def encode(self) -> dict[str, int]:
+        """The stored form: the rules that moved something, in :data:`MOVE_RULES` order."""
+        return {rule: n for rule, n in self.counts().items() if n}
+
+    @classmethod
+    def decode(cls, stored: Mapping[str, Any]) -> Moved:
+        return cls(*(int(stored.get(rule, 0)) for rule in MOVE_RULES))
+
+
+#: The rules that may move a record's time, as counted in acks and journal entries.
+MOVE_RULES: tuple[str, ...] = tuple(f.name for f in fields(Moved))
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """What a data commit did, as its journal entry's ``info`` stores it (and a group-commit
+    entry's :class:`~pyspark_tstream.journal.entries.Fold` stores each folded request's).
+
+    ``rows`` committed; ``moved`` per rule and ``raised`` (``moved.raised`` for the entries
+    written now; read on its own, as stored); ``expired``: the writers whose lease this commit
+    ended; ``folded``: how many requests a group-commit entry folded (0: the entry of one
+    commit). A field at zero or empty is left out of the stored form, except ``rows``.
+    """
+
+    rows: int
+    moved: Moved = field(default_factory=Moved)
+    raised: int = 0
+    expired: tuple[str, ...] = ()
+    folded: int = 0
+
+    #: The stored keys in stored order: a fold's order is not a single commit's, and the entry
+    #: bytes are part of the format.
+    ORDER: ClassVar[tuple[str, ...]] = ("rows", "raised", "moved", "expired")
+    FOLD_ORDER: ClassVar[tuple[str, ...]] = ("rows", "folded", "moved", "raised", "expired")
+
+    @classmethod
+    def of(cls, rows: int, moved: Moved, expired: Sequence[str]) -> CommitInfo:
+        """The info of one commit."""
+        return cls(rows=rows, moved=moved, raised=moved.raised, expired=tuple(expired))
+
+    @classmethod
+    def fold(cls, parts: Sequence[CommitInfo]) -> CommitInfo:
+        """The info of an entry that folds ``parts`` (their sums; expired writers sorted)."""
+        return cls(rows=sum(p.rows for p in parts), moved=sum((p.moved for p in parts), Moved()),
+                   raised=sum(p.raised for p in parts), expired=tuple(sorted({w for p in parts for w in p.expired})),
+                   folded=len(parts))
+
+    def encode(self) -> dict[str, Any]:
+        """The stored ``info``."""
+        stored = {"rows": self.rows, "folded": self.folded, "raised": self.raised, "moved": self.moved.encode(),
+                  "expired": list(self.expired)}
+        return {k: stored[k] for k in (self.FOLD_ORDER if self.folded else self.ORDER) if k == "rows" or stored[k]}
+
+    @classmethod
+    def decode(cls, info: Mapping[str, Any]) -> CommitInfo:
+        """The info of a data commit's entry (or a folded request) as stored."""
+        return cls(rows=int(info.get("rows", 0)), moved=Moved.decode(info.get("moved", {})),
+                   raised=int(info.get("raised", 0)), expired=tuple(info.get("expired", ())),
+                   folded=int(info.get("folded", 0)))
 
 
 @dataclass
@@ -99,10 +179,10 @@ class Ack:
                 s["first_tso"] = min(s["first_tso"], c.lo)
                 s["last_tso"] = max(s["last_tso"], c.hi)
                 s["rows"] += c.rows
-        moved = {rule: int(entry.info.get("moved", {}).get(rule, 0)) for rule in MOVE_RULES}
+        info = CommitInfo.decode(entry.info)
         return cls(pos=entry.pos, rows=sum(c.rows for c in entry.chunks), tick=entry.state.tick,
-                   segments=segs, raised=int(entry.info.get("raised", 0)), duplicate=duplicate,
-                   writer_id=entry.writer, batch_id=entry.batch, moved=moved)
+                   segments=segs, raised=info.raised, duplicate=duplicate,
+                   writer_id=entry.writer, batch_id=entry.batch, moved=info.moved.counts())
 
 
 def _expire(state: StreamState, now: int, committer: str | None) -> list[str]:
@@ -128,24 +208,32 @@ def _advance_tick(state: StreamState) -> None:
     state.tick = max(state.tick, candidate | LOGICAL_MASK if candidate > 0 else 0)
 
 
-@dataclass
-class CommitRequest:
-    """One commit: chunks (possibly none) from one writer and batch."""
+@dataclass(frozen=True)
+class CommitIntent:
+    """What a caller asks of one commit beside its chunks: who commits (and how its batches
+    are deduplicated), what kind of record it is, and the data's schema."""
 
-    chunks: Sequence[ChunkInfo] = ()
     writer_id: str | None = None
     batch_id: Any = None
-    session: bool = False
+    session: bool = False  # the writer holds the tick until it closes or its lease expires
+    #: batch ids of this writer only increase (Delta's ``txnVersion``): an integer batch id at or
+    #: below the writer's last committed one is a no-op even if that exact id never committed
+    monotonic: bool = False
     op: str = "append"
     heartbeat: int | None = None  # a tso the writer promises not to go below
     close: bool = False  # the writer session ends: stop holding the tick
     schema: pa.Schema | None = None  # the data's user schema (for a first write or mergeSchema)
     merge_schema: bool = False
+
+
+@dataclass
+class CommitRequest:
+    """One commit: chunks (possibly none) and what the caller asked of it."""
+
+    chunks: Sequence[ChunkInfo] = ()
+    intent: CommitIntent = field(default_factory=CommitIntent)
     now: int = 0
     count_raised: CountRaised | None = None
-    #: batch ids of this writer only increase (Delta's ``txnVersion``): an integer batch id at or
-    #: below the writer's last committed one is a no-op even if that exact id never committed
-    monotonic: bool = False
     duplicate_pos: int | None = field(default=None, init=False)
     #: (last committed batch id, its journal position or -1) when ``monotonic`` skipped the batch
     superseded_by: tuple[Any, int] | None = field(default=None, init=False)
@@ -157,15 +245,16 @@ class CommitRequest:
         dedupe window) or :attr:`superseded_by`, which :meth:`skip_text` reports.
         """
         self.duplicate_pos = self.superseded_by = None
-        writer = state.writers.get(self.writer_id) if self.writer_id is not None else None
-        if writer is None or self.batch_id is None:
+        want = self.intent
+        writer = state.writers.get(want.writer_id) if want.writer_id is not None else None
+        if writer is None or want.batch_id is None:
             return False
-        found = writer.find(self.batch_id)
+        found = writer.find(want.batch_id)
         if found is not None:
             self.duplicate_pos = found
             return True
-        last = writer.last_batch() if self.monotonic else None
-        if last is not None and type(self.batch_id) is int and self.batch_id <= last:
+        last = writer.last_batch() if want.monotonic else None
+        if last is not None and type(want.batch_id) is int and want.batch_id <= last:
             where = writer.find(last)
             self.superseded_by = (last, -1 if where is None else where)
             return True
@@ -173,7 +262,7 @@ class CommitRequest:
 
     def skip_text(self) -> str:
         """Why this request committed nothing, for the log (after :meth:`settled` said so)."""
-        head = f"tstream: batch {self.batch_id!r} of writer {self.writer_id!r}"
+        head = f"tstream: batch {self.intent.batch_id!r} of writer {self.intent.writer_id!r}"
         if self.superseded_by is not None:
             last, pos = self.superseded_by
             at = f" (journal position {pos})" if pos >= 0 else ""
@@ -188,10 +277,11 @@ class CommitRequest:
         """Build the entry at ``pos`` on top of ``state`` (a private copy), or None if duplicate."""
         if self.settled(state):
             return None
-        writer = state.writers.get(self.writer_id) if self.writer_id is not None else None
+        want = self.intent
+        writer = state.writers.get(want.writer_id) if want.writer_id is not None else None
         self._schema(state, pos)
-        expired = _expire(state, self.now, self.writer_id)
-        lanes = state.writers[self.writer_id].lanes if writer is not None else {}
+        expired = _expire(state, self.now, want.writer_id)
+        lanes = state.writers[want.writer_id].lanes if writer is not None else {}
         chunks, moved = self._place(state, lanes)
         rows = sum(c.rows for c in chunks)
         if chunks:
@@ -201,22 +291,22 @@ class CommitRequest:
         state.rows += rows
         state.bytes += sum(c.bytes for c in chunks)
         state.chunks += len(chunks)
-        if self.writer_id is not None:
-            writer = state.writers.setdefault(self.writer_id, Writer())
+        if want.writer_id is not None:
+            writer = state.writers.setdefault(want.writer_id, Writer())
             for c in chunks:
                 writer.lanes[c.seg] = max(writer.lanes.get(c.seg, 0), c.hi)
-            if self.batch_id is not None:
-                writer.remember(self.batch_id, pos)
+            if want.batch_id is not None:
+                writer.remember(want.batch_id, pos)
             mine = max((c.hi for c in chunks), default=0)
-            writer.tso = max(writer.tso, mine, self.heartbeat or 0)
+            writer.tso = max(writer.tso, mine, want.heartbeat or 0)
             writer.wall = self.now
             writer.commits += 1
             writer.rows += rows
-            declared = self.writer_id in state.config.get("writers", [])
-            if self.close:
+            declared = want.writer_id in state.config.get("writers", [])
+            if want.close:
                 writer.live = False
                 writer.seen = True
-            elif self.session or declared:
+            elif want.session or declared:
                 writer.live = True
                 writer.seen = True
         _advance_tick(state)
@@ -227,32 +317,26 @@ class CommitRequest:
             policy = ScalingPolicy.parse(state.config["scaling"])
             if policy is not None:
                 restart_windows(state, self.now, policy.window)
-        info: dict[str, Any] = {"rows": rows}
-        if moved["lane"] + moved["tick"]:
-            info["raised"] = moved["lane"] + moved["tick"]
-        if any(moved.values()):
-            info["moved"] = {rule: n for rule, n in moved.items() if n}
-        if expired:
-            info["expired"] = expired
-        return Entry(pos=pos, op=self.op, wall=self.now, state=state, writer=self.writer_id,
-                     batch=self.batch_id, chunks=chunks, info=info)
+        return Entry(pos=pos, op=want.op, wall=self.now, state=state, writer=want.writer_id,
+                     batch=want.batch_id, chunks=chunks, info=CommitInfo.of(rows, moved, expired).encode())
 
     def _schema(self, state: StreamState, pos: int) -> None:
         """Fix or widen the stream schema; a widening is recorded with the tick before it (runs
         before the tick moves), so a live query can end its batches before its records."""
-        if self.schema is None:
+        schema = self.intent.schema
+        if schema is None:
             return
         if not state.schema:
-            state.schema = encode_schema(self.schema)
+            state.schema = encode_schema(schema)
             return
         current = decode_schema(state.schema)
-        merged = reconcile(current, self.schema, merge=self.merge_schema)
+        merged = reconcile(current, schema, merge=self.intent.merge_schema)
         if merged != current:
             state.schema = encode_schema(merged)
             added = merged.names[len(current):]  # reconcile appends new columns, never reorders
             state.schema_changes = [*state.schema_changes, [pos, self.now, state.tick, added]]
 
-    def _place(self, state: StreamState, lanes: dict[int, int]) -> tuple[list[Chunk], dict[str, int]]:
+    def _place(self, state: StreamState, lanes: dict[int, int]) -> tuple[list[Chunk], Moved]:
         """Number and floor the chunks; ``lanes`` is the writer's lane state before this commit."""
         out: list[Chunk] = []
         moved = dict.fromkeys(MOVE_RULES, 0)
@@ -283,7 +367,7 @@ class CommitRequest:
             seg.rows += info.rows
             seg.bytes += info.bytes
             seg.chunks += 1
-        return out, moved
+        return out, Moved(**moved)
 
 
 def check_schema_for_write(state: StreamState, schema: pa.Schema, merge: bool) -> pa.Schema:

@@ -56,7 +56,7 @@ from ..journal.state import FOLD_WINDOW, StreamState
 from ..schema import decode_schema, encode_schema, reconcile
 from ..store import layout
 from ..store.races import MAX_ATTEMPTS
-from .commit import MOVE_RULES, CommitRequest, CountRaised
+from .commit import CommitInfo, CommitIntent, CommitRequest, CountRaised
 from .writing import ChunkInfo
 
 #: Format of a published request object.
@@ -79,8 +79,9 @@ def new_id() -> str:
 def publishable(req: CommitRequest) -> bool:
     """Whether ``req`` may be folded by another writer: a plain data append (ticks, session
     closes and schema merges commit on their own)."""
-    return (req.op == "append" and bool(req.chunks) and req.heartbeat is None and not req.close
-            and not req.merge_schema)
+    want = req.intent
+    return (want.op == "append" and bool(req.chunks) and want.heartbeat is None and not want.close
+            and not want.merge_schema)
 
 
 @dataclass(frozen=True)
@@ -103,14 +104,15 @@ class Published:
 
     @classmethod
     def of(cls, rid: str, base: int, req: CommitRequest) -> Published:
-        return cls(rid=rid, base=base, now=req.now, chunks=tuple(req.chunks), writer=req.writer_id,
-                   batch=req.batch_id, session=req.session, monotonic=req.monotonic,
-                   schema=encode_schema(req.schema) if req.schema is not None else "")
+        want = req.intent
+        return cls(rid=rid, base=base, now=req.now, chunks=tuple(req.chunks), writer=want.writer_id,
+                   batch=want.batch_id, session=want.session, monotonic=want.monotonic,
+                   schema=encode_schema(want.schema) if want.schema is not None else "")
 
     def request(self, count_raised: CountRaised | None) -> CommitRequest:
-        return CommitRequest(chunks=list(self.chunks), writer_id=self.writer, batch_id=self.batch,
-                             session=self.session, now=self.now, monotonic=self.monotonic,
-                             schema=_schema(self.schema), count_raised=count_raised)
+        intent = CommitIntent(writer_id=self.writer, batch_id=self.batch, session=self.session,
+                              monotonic=self.monotonic, schema=_schema(self.schema))
+        return CommitRequest(chunks=list(self.chunks), intent=intent, now=self.now, count_raised=count_raised)
 
     def encode(self) -> bytes:
         return json.dumps({"v": REQUEST_VERSION, "rid": self.rid, "base": self.base, "now": self.now,
@@ -164,9 +166,9 @@ def applicable(req: CommitRequest, state: StreamState) -> bool:
     """Whether ``req`` applies on ``state`` without error: its segments are active and its schema fits."""
     if any(state.segment(c.seg) is None for c in req.chunks):
         return False
-    if req.schema is not None and state.schema:
+    if req.intent.schema is not None and state.schema:
         try:
-            reconcile(_schema(state.schema), req.schema, merge=False)
+            reconcile(_schema(state.schema), req.intent.schema, merge=False)
         except Exception:  # noqa: BLE001 - a mismatch of any kind: its own writer reports it
             return False
     return True
@@ -197,19 +199,10 @@ def fold(parts: Sequence[Part], state: StreamState, pos: int) -> Entry | None:
         return built[0][1]
     ids = [p.rid for p, _ in built if p.published]
     state.folded = [f for f in state.folded if f[0] > pos - FOLD_WINDOW] + ([[pos, ids]] if ids else [])
-    info: dict[str, Any] = {"rows": sum(int(e.info.get("rows", 0)) for _, e in built), "folded": len(built)}
-    moved = {rule: sum(int(e.info.get("moved", {}).get(rule, 0)) for _, e in built) for rule in MOVE_RULES}
-    if any(moved.values()):
-        info["moved"] = {rule: n for rule, n in moved.items() if n}
-    raised = sum(int(e.info.get("raised", 0)) for _, e in built)
-    if raised:
-        info["raised"] = raised
-    expired = sorted({w for _, e in built for w in e.info.get("expired", [])})
-    if expired:
-        info["expired"] = expired
+    info = CommitInfo.fold([CommitInfo.decode(e.info) for _, e in built])
     first = built[0][1]
     return Entry(pos=pos, op="append", wall=max(e.wall for _, e in built), state=state, writer=first.writer,
-                 batch=first.batch, chunks=[c for _, e in built for c in e.chunks], info=info,
+                 batch=first.batch, chunks=[c for _, e in built for c in e.chunks], info=info.encode(),
                  folds=[Fold(p.rid, e.writer, e.batch, len(e.chunks), e.info) for p, e in built])
 
 
