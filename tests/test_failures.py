@@ -34,9 +34,9 @@ from pyspark_tstream.sink.writer import (
 from pyspark_tstream.spark.handle import StreamHandle
 from pyspark_tstream.store.storage import RetryPolicy
 from pyspark_tstream.timestamps import now_ms
-from pyspark_tstream.write.commit import CommitRequest
+from pyspark_tstream.write.commit import CommitIntent, CommitRequest
 from pyspark_tstream.write.group import Published, new_id
-from pyspark_tstream.write.writing import ChunkInfo, write_batches
+from pyspark_tstream.write.writing import write_batches
 
 T0 = 1_700_000_000_000
 SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.string())])
@@ -291,8 +291,9 @@ def test_an_abort_keeps_the_files_of_a_published_request_another_writer_may_fold
     s = Stream.create(url, segments=2)
     w = _writer(s)
     msgs = _messages(w, 0, 10)
-    chunks = [ChunkInfo.from_json(c) for m in msgs for c in m.chunks]
-    req = CommitRequest(chunks=chunks, writer_id="q1", batch_id=0, session=True, schema=SCHEMA, now=now_ms())
+    chunks = [c for m in msgs for c in m.chunks]
+    req = CommitRequest(chunks=chunks, intent=CommitIntent(writer_id="q1", batch_id=0, session=True, schema=SCHEMA),
+                        now=now_ms())
     item = Published.of(new_id(), s.state.pos, req)
     s.store.write(item.path, item.encode())  # what the failed commit left published
     w.abort(msgs, 0)
