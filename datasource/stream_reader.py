@@ -39,11 +39,11 @@ if TYPE_CHECKING:
 if has("read_limits"):
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles, ReadMaxRows
 else:  # PySpark 4.0/4.1: Spark passes no start (see _resume_point) and no limit (see _limits)
-    ReadAllAvailable = ReadMaxRows = ReadMaxBytes = ReadMaxFiles = None  # type: ignore
+    ReadAllAvailable = ReadMaxRows = ReadMaxBytes = ReadMaxFiles = None  # type: ignore[assignment,misc]
 if has("available_now"):
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 else:  # PySpark 4.0/4.1: Spark runs Trigger.AvailableNow as one batch
-    SupportsTriggerAvailableNow = object  # type: ignore
+    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
 
 class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]

@@ -200,7 +200,8 @@ def _check_limit(limit: int | None) -> None:
         raise TimestampError(f"limit={limit!r} must be a non-negative integer")
 
 
-def _limited(tables: Iterator[pa.Table], out: pa.Schema, limit: int | None, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _limited(tables: Iterator[pa.Table], out: pa.Schema, limit: int | None,
+             batch_rows: int) -> Iterator[pa.RecordBatch]:
     """Batches of ``out``'s columns of ``tables``, at most ``batch_rows`` each, ``limit`` in all."""
     left = limit
     for table in tables:

@@ -47,6 +47,7 @@ from .context import StreamContext
 if TYPE_CHECKING:
     from ..maintain.fsck import Report
     from ..read.planner import Plan
+    from ..store.storage import RetryPolicy
     from ..write.commit import Ack
     from ..write.writing import ChunkInfo, WriteSpec
     from .append import Appender, Producer

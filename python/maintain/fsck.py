@@ -135,8 +135,8 @@ class _Checker:
                           "rewrites it (readers find the newest entry without it)", True)
         except CorruptMetadataError:
             hint = None
-            self._problem("head", layout.HEAD, f"head hint {self.store.uri(layout.HEAD)} is unreadable; `tstream repair` "
-                          "rewrites it (readers find the newest entry without it)", True)
+            self._problem("head", layout.HEAD, f"head hint {self.store.uri(layout.HEAD)} is unreadable; "
+                          "`tstream repair` rewrites it (readers find the newest entry without it)", True)
         self._count("hints")
         newest = self.journal.head(known=hint)
         if hint is not None and hint.pos > newest.pos:  # cannot happen with a sane store
@@ -162,8 +162,8 @@ class _Checker:
                           "`tstream repair` rewrites it", True)
             return
         if pos > state.pos or (pos and not self.store.exists(layout.entry(pos))):
-            self._problem("anchor", layout.ANCHOR, f"anchor {self.store.uri(layout.ANCHOR)} names position {pos}, which "
-                          "is not a live journal entry; `tstream repair` rewrites it", True)
+            self._problem("anchor", layout.ANCHOR, f"anchor {self.store.uri(layout.ANCHOR)} names position {pos}, "
+                          "which is not a live journal entry; `tstream repair` rewrites it", True)
 
     # -- journal entries ------------------------------------------------------------------------
     def entries(self, state: StreamState, head_raw: bytes | None) -> dict[int, Entry]:
@@ -493,7 +493,8 @@ class _Checker:
                 pass
             except CorruptMetadataError:
                 plan.head = True
-                self._problem("shard", layout.sealed_head(shard), f"sealed-shard head hint {self.store.uri(layout.sealed_head(shard))}"
+                self._problem("shard", layout.sealed_head(shard),
+                              f"sealed-shard head hint {self.store.uri(layout.sealed_head(shard))}"
                               " is unreadable; `tstream repair` rewrites it", True, shard=shard)
             missing = sorted(i for i in sealed_ids if shard_of(i) == shard and str(segment_number(i)) not in have)
             if missing:

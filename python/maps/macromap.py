@@ -170,7 +170,7 @@ class MacroMap:
             blobs, exact = [], {}
         rest: dict[int, list[tuple[int, int]]] = {}
         have: dict[int, Bucket] = {}
-        for (seg, (b, _)), rel, data in zip(exact.items(), rels, blobs):
+        for (seg, (_b, _)), rel, data in zip(exact.items(), rels, blobs):
             version = have[seg] = self.decode(data, rel)
             for a, e in ranges[seg]:
                 m = next((m for m in version.macros if m.first <= a and e <= m.end), None)
