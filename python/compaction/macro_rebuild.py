@@ -222,7 +222,8 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
             return None
 
     e = segment_summaries(state).get(seg)
-    named = e.version if e is not None and e.map_version is not None and e.bucket == bucket else -1
+    named_version = e.map_version if e is not None else None
+    named = named_version[1] if named_version is not None and named_version[0] == bucket else -1
     for v in sorted({v for v in (named, present[-1] if present else -1) if v >= 0}):
         have = read(v)
         if have is None or (v == named and want.differs(seg, bucket, have)):

@@ -70,8 +70,9 @@ class Macro:
     @classmethod
     def from_json(cls, v: list[Any]) -> Macro:
         """The entry stored as ``v``; TypeError or ValueError when it is not one."""
-        return cls(**{name: x if name == "path" else bool(x) if name == "sorted" else int(x)
-                      for name, x in zip(cls.FIELDS, v)})
+        args: dict[str, Any] = {name: x if name == "path" else bool(x) if name == "sorted" else int(x)
+                                for name, x in zip(cls.FIELDS, v)}
+        return cls(**args)
 
 
 @dataclass(frozen=True)

@@ -191,7 +191,7 @@ class CommitRequest:
         writer = state.writers.get(self.writer_id) if self.writer_id is not None else None
         self._schema(state, pos)
         expired = _expire(state, self.now, self.writer_id)
-        lanes = state.writers[self.writer_id].lanes if writer is not None else {}
+        lanes = state.writers[self.writer_id].lanes if writer is not None and self.writer_id is not None else {}
         chunks, moved = self._place(state, lanes)
         rows = sum(c.rows for c in chunks)
         if chunks:
