@@ -121,8 +121,7 @@ class Reader:
         # one refresh: seek_tail's, else our own (the tail's bound and the tick of one state)
         after_tail = self.seek_tail(tail) if tail is not None else None
         state = self.ctx.refresh() if tail is None else self.ctx.state
-        # an empty cut reaches to_ms, which rejects it
-        lo, hi = self.range(None if start_cut else start, None if end_cut else end)  # type: ignore[arg-type]
+        lo, hi = self.range(None if start_cut else start, None if end_cut else end)  # type: ignore[arg-type]  # an empty cut: to_ms rejects it
         if after_tail is not None:
             lo = max(lo, after_tail)
         if start_cut:
