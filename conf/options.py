@@ -26,11 +26,10 @@ from typing import Any
 from .. import keys as K
 from ..api.config import COMPRESSIONS, TIMESTAMPING_MODES, StreamConfig
 from ..errors import ConfigError
-from ..store.failures import RetryPolicy
+from ..store.failures import RetryPolicy, is_secret_key
 from .parsing import (
     MASK,
     config_error,
-    is_secret_key,
     option_as_bool,
     option_as_bytes,
     option_as_choice,

@@ -111,7 +111,8 @@ class TStreamFilteringReader(TStreamBatchReader):
         )
 
         for f in filters:
-            col = f.attribute[0] if isinstance(getattr(f, "attribute", None), tuple) and len(f.attribute) == 1 else None
+            attr = getattr(f, "attribute", None)
+            col = attr[0] if isinstance(attr, tuple) and len(attr) == 1 else None
             if col in ("_timestamp", "_tso"):
                 bound = _tso_bound(getattr(f, "value", None), col)
                 if bound is None:

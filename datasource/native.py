@@ -13,7 +13,8 @@ Parquet file (``_metadata.row_index``), computed with Spark expressions:
 * a chunk is rows ``[offset, offset + rows)`` of its file (a view of part of a macro-chunk, or
   all of an ordinary chunk), narrowed by the stream cuts of its segment;
 * with ``j = row_index``: ``_tso = greatest(raw, floor - offset + j)`` (the floor counts the
-  chunk's rows, as the Python read does; a macro-chunk view's floor is 0); ``_seq = seq - offset + j``; ``_timestamp = _tso >> 18`` (ms);
+  chunk's rows, as the Python read does; a macro-chunk view's floor is 0); ``_seq = seq - offset + j``;
+  ``_timestamp = _tso >> 18`` (ms);
   records outside ``(lo, hi]`` are dropped.
 
 Views of one macro-chunk share ``seq - offset`` and the floor, so each file has one numbering

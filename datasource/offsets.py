@@ -33,14 +33,17 @@ class TStreamOffset:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | str) -> TStreamOffset:
+        obj: dict[str, Any]
         if isinstance(d, str):
             import json
 
-            d = json.loads(d)
+            obj = json.loads(d)
+        else:
+            obj = d
         try:
-            return cls(tso=int(d["tso"]), pos=int(d["pos"]),
-                       cut={int(k): int(v) for k, v in (d.get("cut") or {}).items()})
+            return cls(tso=int(obj["tso"]), pos=int(obj["pos"]),
+                       cut={int(k): int(v) for k, v in (obj.get("cut") or {}).items()})
         except (KeyError, TypeError, ValueError) as e:
             raise ConfigError(
-                f"offset {d!r} is not a tstream offset (a checkpoint from another source?); "
+                f"offset {obj!r} is not a tstream offset (a checkpoint from another source?); "
                 "start the query with a new checkpointLocation") from e

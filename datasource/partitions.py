@@ -94,7 +94,7 @@ def spark_parallelism() -> int | None:
 def plan_partitions(chunks: Sequence[Chunk], lo: int, hi: int, *, spec: ReadSpec,
                     min_partitions: int | None = None, max_partitions: int | None = None,
                     start_cut: dict[int, int] | None = None,
-                    end_cut: dict[int, int] | None = None) -> list[TStreamPartition]:
+                    end_cut: dict[int, int] | None = None) -> list[InputPartition]:
     """The Spark partitions of a plan: :func:`~pyspark_tstream.read.tasks.plan_tasks` with the
     ``minPartitions``/``maxPartitions`` options and Spark's default parallelism, each carrying
     ``spec``."""

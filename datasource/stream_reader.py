@@ -39,14 +39,14 @@ if TYPE_CHECKING:
 if has("read_limits"):
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles, ReadMaxRows
 else:  # PySpark 4.0/4.1: Spark passes no start (see _resume_point) and no limit (see _limits)
-    ReadAllAvailable = ReadMaxRows = ReadMaxBytes = ReadMaxFiles = None  # type: ignore
+    ReadAllAvailable = ReadMaxRows = ReadMaxBytes = ReadMaxFiles = None  # type: ignore[assignment,misc]  # not there
 if has("available_now"):
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 else:  # PySpark 4.0/4.1: Spark runs Trigger.AvailableNow as one batch
-    SupportsTriggerAvailableNow = object  # type: ignore
+    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]  # not there: a plain base
 
 
-class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader over the ``stream`` the data source opened (see module docstring), for
     the query's ``options``, yielding batches of Spark's ``schema``."""
 
@@ -95,7 +95,7 @@ class TStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
                          ago_ms=o.starting_ago_ms, tail=o.starting_tail, cut=dict(cut))
         return TStreamOffset(lo, self.stream.state.pos, dict(cut)).to_dict()
 
-    def getDefaultReadLimit(self) -> ReadLimit | None:
+    def getDefaultReadLimit(self) -> ReadLimit | None:  # type: ignore[override]  # None: PySpark < 4.2, never asked
         if ReadAllAvailable is None:
             return None  # PySpark < 4.2 has no read limits and never asks (see _limits)
         o = self.options

@@ -166,7 +166,8 @@ split = stream.scale(split=0)
 MOMENTS["after the split"] = now_ms()
 print("split:", {k: [label(s) for s in v] if isinstance(v, list) else v for k, v in split.items()})
 print("successors of 0.0:", [label(s) for s in stream.successors(0)],
-      "| predecessors of", label(split["created"][0]), ":", [label(s) for s in stream.predecessors(split["created"][0])])
+      "| predecessors of", label(split["created"][0]), ":",
+      [label(s) for s in stream.predecessors(split["created"][0])])
 assert stream.successors(0) == split["created"] and stream.predecessors(split["created"][1]) == [0]
 write(range(15, 30), hot=True)
 display(segments_table(stream))
@@ -327,7 +328,8 @@ assert stream.read().num_rows == spark.read.format("tstream").load(URL).count() 
 deleted = stream.vacuum(grace_ms=0)
 print("vacuum deleted", deleted)
 info = stream.info()
-print({k: info[k] for k in ("epoch", "first_time", "last_time", "sealed_segments")}, "| readable:", stream.read().num_rows)
+print({k: info[k] for k in ("epoch", "first_time", "last_time", "sealed_segments")},
+      "| readable:", stream.read().num_rows)
 assert deleted["chunks"] > 0
 
 # COMMAND ----------

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .version import __version__
+
 __all__ = ["DefaultSource", "Stream", "Ack", "TStreamError", "read_native", "register", "__version__"]
 
 # Spark's discovery looks for ``DefaultSource`` here. Importing it loads pyspark.sql (about 90
@@ -17,7 +18,7 @@ __all__ = ["DefaultSource", "Stream", "Ack", "TStreamError", "read_native", "reg
 # breaks discovery of other sources or the Spark-free API.
 try:
     from .datasource.source import TStreamDataSource as DefaultSource
-except Exception:  # pragma: no cover - never let discovery of other sources break
+except Exception:  # noqa: BLE001  # pragma: no cover - never let discovery of other sources break
     pass
 
 

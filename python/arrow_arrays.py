@@ -38,8 +38,8 @@ def numbers(arr: pa.Array | pa.ChunkedArray, dtype: type | np.dtype) -> np.ndarr
 
 def is_text(t: pa.DataType) -> bool:
     """A variable-width string or binary type (plain or large): values held as offsets and bytes."""
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or \
-        pa.types.is_large_binary(t)
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+                or pa.types.is_large_binary(t))
 
 
 #: Days from 0001-01-01 (``date.toordinal`` 1) to 1970-01-01: Arrow's date32 epoch.

@@ -110,7 +110,7 @@ def _compatible(stored: pa.DataType, given: pa.DataType) -> bool:
     if pa.types.is_integer(stored) and pa.types.is_integer(given):
         return True  # cast by conform: a value that does not fit fails the write, naming the column
     if pa.types.is_floating(stored) and pa.types.is_floating(given):
-        return given.bit_width <= stored.bit_width  # float → double is exact; double → float is not
+        return bool(given.bit_width <= stored.bit_width)  # float → double is exact; double → float is not
     return False
 
 

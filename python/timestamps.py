@@ -138,7 +138,8 @@ def raw_hybrid(ms: np.ndarray) -> np.ndarray:
 def apply_floor(raw: np.ndarray, floor: int) -> np.ndarray:
     """Final ``_tso`` of a chunk: ``max(a_i, F + i)``."""
     idx = np.arange(len(raw), dtype=np.int64)
-    return np.maximum(raw, idx + np.int64(floor))
+    out: np.ndarray = np.maximum(raw, idx + np.int64(floor))
+    return out
 
 
 def final_bounds(raw_first: int, raw_last: int, rows: int, floor: int) -> tuple[int, int]:

@@ -43,7 +43,7 @@ if has("stream_arrow_writer"):
 else:
     from pyspark.sql.datasource import DataSourceStreamWriter
 
-    class StreamWriterBase(DataSourceStreamWriter, DataSourceArrowWriter):  # type: ignore[no-redef, misc]
+    class StreamWriterBase(DataSourceStreamWriter, DataSourceArrowWriter):  # type: ignore[no-redef, misc]  # 4.0's stand-in
         """PySpark 4.0's stream writer base, that is also a ``DataSourceArrowWriter``.
 
         4.0 has no ``DataSourceStreamArrowWriter``, but its task worker
@@ -220,7 +220,7 @@ class JournalCommitter:
         self.stream.store.delete(paths)
 
 
-class TStreamStreamWriter(StreamWriterBase):  # type: ignore[misc, valid-type]
+class TStreamStreamWriter(StreamWriterBase):
     """Streaming sink: one journal commit per micro-batch, idempotent on (writer, batchId)."""
 
     def __init__(self, tasks: TaskChunkWriter, committer: JournalCommitter) -> None:
@@ -230,10 +230,10 @@ class TStreamStreamWriter(StreamWriterBase):  # type: ignore[misc, valid-type]
     def write(self, iterator: Iterator[Any]) -> TaskCommitMessage:
         return self.tasks.write(iterator)
 
-    def commit(self, messages: list[TaskCommitMessage | None], batchId: int) -> None:
+    def commit(self, messages: list[TaskCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # Spark hands back this writer's own messages
         self.committer.commit(messages, batchId)
 
-    def abort(self, messages: list[TaskCommitMessage | None], batchId: int) -> None:
+    def abort(self, messages: list[TaskCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # Spark hands back this writer's own messages
         self.committer.abort(messages, batchId)
 
 
@@ -248,9 +248,9 @@ class TStreamBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommitMessage:
         return self.tasks.write(iterator)
 
-    def commit(self, messages: list[TaskCommitMessage | None]) -> None:
+    def commit(self, messages: list[TaskCommitMessage | None]) -> None:  # type: ignore[override]  # Spark hands back this writer's own messages
         # one-shot unless batchId/txnVersion (with writerId/txnAppId) makes it idempotent
         self.committer.commit(messages, self.committer.options.batch_id)
 
-    def abort(self, messages: list[TaskCommitMessage | None]) -> None:
+    def abort(self, messages: list[TaskCommitMessage | None]) -> None:  # type: ignore[override]  # Spark hands back this writer's own messages
         self.committer.abort(messages, self.committer.options.batch_id)

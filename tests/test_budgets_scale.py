@@ -69,7 +69,8 @@ def _costs(s: Stream) -> dict[str, float]:
     return out
 
 
-@pytest.mark.parametrize("build", [pytest.param(lambda: (commit_history(10), Stream.open(clone(_history(100_000)))), id="commits"),
+@pytest.mark.parametrize("build", [pytest.param(lambda: (commit_history(10), Stream.open(clone(_history(100_000)))),
+                                                id="commits"),
                                    pytest.param(lambda: (epoch_history(10), epoch_history(10_000)), id="epochs")])
 def test_costs_flat_at_scale(build: object) -> None:
     small, large = (_costs(s) for s in build())  # type: ignore[operator]

@@ -46,7 +46,7 @@ def test_concurrent_appends_exactly_once(url: str) -> None:
             s = Stream.open(url)
             for b in range(6):
                 s.append(_batch(f"w{t % 8}", b), key="key", writer_id=f"w{t % 8}", batch_id=b)
-        except BaseException as e:  # surfaced below: a thread must not hide a failure
+        except BaseException as e:  # noqa: BLE001 - surfaced below: a thread must not hide a failure
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(t,)) for t in range(16)]

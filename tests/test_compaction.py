@@ -21,8 +21,8 @@ from pyspark_tstream.compaction.policy import COMPACT_EVERY, NEVER_MERGED, Compa
 from pyspark_tstream.errors import ConfigError, CorruptChunkError, CorruptMetadataError
 from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk, Entry
 from pyspark_tstream.journal.journal import Journal
-from pyspark_tstream.read.compacted import substitute
 from pyspark_tstream.read import reading as reading_mod
+from pyspark_tstream.read.compacted import substitute
 from pyspark_tstream.read.reading import ReadTask, chunk_records, read_table, read_task
 from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.store import layout
@@ -144,7 +144,7 @@ def test_chunks_left_as_they_are_are_listed_and_read_in_place(url: str) -> None:
     """Chunks too big to merge are passed over and listed in the map as they are: plans keep
     reading them in place, from the map instead of the journal."""
     s = Stream.create(url, segments=2, compaction="off")
-    for b in range(6):
+    for _ in range(6):
         s.append(pa.table({"k": [f"k{i % 7}" for i in range(300)], "v": list(range(300))}), key="k")
     before = s.read()
     counts = s.compact(target="2KB")  # every chunk is above target / 2: none is merged

@@ -210,13 +210,13 @@ def test_compactors_racing_writers_and_a_scale(url: str) -> None:
         try:
             while not stop.is_set():
                 h.compact(full=False, target="1MB", min_pieces=4)
-        except BaseException as e:  # surfaced below
+        except BaseException as e:  # noqa: BLE001 - surfaced below
             errors.append(e)
 
     def writer(w: str) -> None:
         try:
             fill_stream(url, appends=25, start=100 if w == "x" else 200, writer=w)
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001 - surfaced below
             errors.append(e)
 
     threads = [threading.Thread(target=compactor) for _ in range(2)]

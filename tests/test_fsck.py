@@ -52,7 +52,8 @@ DAMAGES: dict[str, Callable[[Stream], None]] = {
     "anchor garbage": lambda s: s.store.write(layout.ANCHOR, b'{"pos": "x"}'),
     "level-1 node missing": lambda s: s.store.delete([layout.index_node(1, 0)]),
     "level-1 node wrong": lambda s: s.store.write(layout.index_node(1, 1), s.store.read(layout.index_node(1, 0))),
-    "level-1 node truncated": lambda s: s.store.write(layout.index_node(1, 0), s.store.read(layout.index_node(1, 0))[:100]),
+    "level-1 node truncated":
+        lambda s: s.store.write(layout.index_node(1, 0), s.store.read(layout.index_node(1, 0))[:100]),
     "epoch record missing": lambda s: s.store.delete([layout.epoch_record(1)]),
     "epoch record garbage": lambda s: s.store.write(layout.epoch_record(1), b"[1,2"),
     "shard hint garbage": lambda s: s.store.write("_tstream/sealed/000000/head.json", b"{}"),

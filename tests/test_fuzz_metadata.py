@@ -198,7 +198,8 @@ def _compacted_template() -> tuple[str, dict[str, Any]]:
         url = f"memory://fuzz-compacted-{uuid.uuid4().hex}/s"
         s = Stream.create(url, segments=2, compaction="off")
         for b in range(40):
-            s.append(pa.table({"k": [f"k{(b * 3 + i) % 7}" for i in range(4)], "t": [T0 + b * 100 + i for i in range(4)]}),
+            s.append(pa.table({"k": [f"k{(b * 3 + i) % 7}" for i in range(4)],
+                               "t": [T0 + b * 100 + i for i in range(4)]}),
                      key="k", timestamp="t")
         assert s.compact()["macros"] > 0
         s.vacuum(grace_ms=0)

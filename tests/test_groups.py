@@ -306,7 +306,7 @@ def test_operations_cost_the_same_however_long_the_history(url: str, calllog: ob
         got = g.read("c")
         g.ack(record_ids(got))
         ops = calllog.by_op()  # type: ignore[attr-defined]
-        group_calls = sum(1 for _, rel in calllog.calls if rel.startswith("_tstream/groups/"))  # type: ignore
+        group_calls = sum(1 for _, rel in calllog.calls if rel.startswith("_tstream/groups/"))  # type: ignore[attr-defined]
         s.store.observer = None
         costs.append((poll, group_calls))
         assert "list" not in ops

@@ -122,12 +122,12 @@ def test_lost_version_hint_costs_log_n_reads(kind: str) -> None:
             smap = SealedMap(store)
             for i in range(n):
                 smap.merge([_sealed_record(i)])
-            head, newest = "_tstream/sealed/000000/head.json", (lambda: smap.latest(0)["v"])
+            head, newest = "_tstream/sealed/000000/head.json", (lambda: smap.latest(0)["v"])  # noqa: B023 - called in this iteration only
         else:
             mm = MacroMap(store)
             for i in range(n):
                 mm.update(0, 0, lambda b, i=i: b.macros + (Macro(i, 1, f"data/0/m-{i}.parquet", 1, i, i, True, 1),))
-            head, newest = "_tstream/macros/0/000000/head.json", (lambda: MacroMap(store).latest(0, 0).v)
+            head, newest = "_tstream/macros/0/000000/head.json", (lambda: MacroMap(store).latest(0, 0).v)  # noqa: B023 - called in this iteration only
         assert store.exists(head)
         store.delete([head])
         log = CallLog()

@@ -52,8 +52,8 @@ def _same_as_core(spark: Any, url: str, **options: Any) -> list[tuple[Any, ...]]
     process: a monkeypatched ``Stream.plan`` does not reach the data source's Python workers."""
     from pyspark_tstream.conf.options import SourceOptions
     from pyspark_tstream.datasource.batch_reader import batch_range
-    from pyspark_tstream.read.tasks import plan_tasks
     from pyspark_tstream.read.reading import read_task
+    from pyspark_tstream.read.tasks import plan_tasks
 
     s = Stream.open(url)
     lo, hi, start_cut, end_cut = batch_range(SourceOptions.from_options({**_text(options), "path": url}), s)

@@ -98,7 +98,7 @@ def test_a_micro_batch_commit_runner_gets_a_patient_store(tmp_path: Path, monkey
     schema = from_arrow_schema(Stream.open(url).schema)
     runner = types.ModuleType(STREAM_COMMIT_WORKER)
     runner.__dict__["source"], runner.__dict__["schema"] = source, schema
-    exec("def _main():\n    return source.streamWriter(schema=schema, overwrite=False)\n", runner.__dict__)
+    exec("def _main():\n    return source.streamWriter(schema=schema, overwrite=False)\n", runner.__dict__)  # noqa: S102 - a caller in a named module
     first_calls: list[bool] = []  # whether each store was patient already at its first call
     real_call = Store._call
 

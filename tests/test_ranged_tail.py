@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from pyspark_tstream.read.ranged import fetch_ranges, footer_guess, source
 from pyspark_tstream.store.storage import Store
 

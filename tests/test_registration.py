@@ -50,7 +50,7 @@ def test_default_source_is_the_tstream_data_source() -> None:
                     f"install links files one by one; {FIX}"
                     if (ROOT / "datasource" / "source.py").exists() else "")
             pytest.fail(f"pyspark_tstream.DefaultSource is missing: {e}.{hint}")
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any import failure is reported
             pytest.fail(f"pyspark_tstream.DefaultSource is missing because importing "
                         f"pyspark_tstream.datasource.source fails: {e!r}")
         pytest.fail("pyspark_tstream has no DefaultSource; python/__init__.py must expose the "

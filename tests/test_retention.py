@@ -147,7 +147,8 @@ def test_vacuum_skips_orphans_a_concurrent_vacuum_deleted(url: str, monkeypatch:
         return real(store, rel)
 
     monkeypatch.setattr(Store, "modified_ms", racing)
-    assert s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)["orphans"] == 1  # the one no one else took
+    # the one no one else took
+    assert s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)["orphans"] == 1
     assert sorted(raced) == sorted(gone)
     monkeypatch.setattr(Store, "modified_ms", real)
     assert s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)["orphans"] == 0

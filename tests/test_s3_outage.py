@@ -159,7 +159,7 @@ def test_a_streaming_query_rides_out_store_outages_at_every_kind_of_call(
             # the call under way kept retrying past its 8 attempts
             assert sum(1 for r in failed if r[0] == method and fragment in r[1]) > 8, (phase, action, failed)
             before = len(copy.copied())  # the query copies again before the next outage
-            _wait(lambda: len(copy.copied()) > before, 60, f"a micro-batch after the {phase} {action} outage")
+            _wait(lambda: len(copy.copied()) > before, 60, f"a micro-batch after the {phase} {action} outage")  # noqa: B023 - called in this iteration only
         total = copy.stop_producing()
         _wait(lambda: len(copy.copied()) >= total, 180, "every record to be copied")
         time.sleep(2.0)  # one more trigger: nothing may be copied twice

@@ -74,7 +74,7 @@ def test_committers_compaction_and_vacuum_under_random_faults(moto_server: str,
                 ids = [w * 10_000 + b * ROWS + i for i in range(ROWS)]
                 data = pa.table({"id": ids, "key": [f"k{i % 11}" for i in ids],
                                  "t": [T0 + b * 100 + i for i in range(ROWS)]})
-                _retrying("append", lambda: session.append(data, key="key", timestamp="t", batch_id=b), errors)
+                _retrying("append", lambda: session.append(data, key="key", timestamp="t", batch_id=b), errors)  # noqa: B023 - called in this iteration only
             _retrying("close", session.close, errors)
         except BaseException as e:  # noqa: BLE001 - surfaced below: a thread must not hide it
             failures.append(e)

@@ -70,7 +70,7 @@ def test_live_pipeline_with_compaction(spark: Any, tmp_path: Path) -> None:
             while not stop.wait(1.0):
                 runs.append(s.compact(full=False))
                 s.vacuum(grace_ms=12_000)  # replaced files go while the consumers keep reading
-        except BaseException as e:  # surfaced below
+        except BaseException as e:  # noqa: BLE001 - surfaced below
             errors.append(e)
 
     t = threading.Thread(target=compactor)

@@ -84,11 +84,11 @@ def test_put_if_absent_race_has_exactly_one_winner(store_url: StoreUrl,
         outcomes: list[bool | BaseException] = [False] * threads_per_round
 
         def commit(i: int) -> None:
-            barrier.wait()
+            barrier.wait()  # noqa: B023 - the threads are joined in this round
             try:
-                outcomes[i] = stores[i].put_if_absent(key, f"writer-{i}".encode())
+                outcomes[i] = stores[i].put_if_absent(key, f"writer-{i}".encode())  # noqa: B023 - joined in this round
             except BaseException as e:  # noqa: BLE001 - recorded and asserted on below
-                outcomes[i] = e
+                outcomes[i] = e  # noqa: B023 - joined in this round
 
         threads = [threading.Thread(target=commit, args=(i,)) for i in range(threads_per_round)]
         for t in threads:

@@ -125,7 +125,8 @@ def test_a_wide_commit_stays_small_and_old_entries_still_read() -> None:
     old = json.loads(data)
     old.pop("packed")
     old["v"] = 2
-    old["chunks"] = [[1, "data/1/w-a-b.parquet", 10, 100, 0, 1, 5, 9], [1, "data/1/m-c.parquet", 4, 50, 10, 0, 9, 12, 6]]
+    old["chunks"] = [[1, "data/1/w-a-b.parquet", 10, 100, 0, 1, 5, 9],
+                     [1, "data/1/m-c.parquet", 4, 50, 10, 0, 9, 12, 6]]
     got = Entry.decode(json.dumps(old).encode(), path="mem://y").chunks
     assert got[0].file_bytes == 0 and not got[0].shared and got[1].offset == 6
     # a few chunks stay plain lists
@@ -141,7 +142,8 @@ def test_a_version_2_stream_reads_and_appends(url: str, monkeypatch: pytest.Monk
     monkeypatch.undo()
     s = Stream.open(url)
     s.commit(_write(s, tasks=2, rows=300, first_seed=1))
-    assert _vals(Stream.open(url).read()) == sorted(v for t in range(3) for v in _task(t, 300).column("val").to_pylist())
+    want = sorted(v for t in range(3) for v in _task(t, 300).column("val").to_pylist())
+    assert _vals(Stream.open(url).read()) == want
 
 
 def _compacted_stream(url: str) -> tuple[Stream, list[int], set[str]]:
@@ -172,7 +174,8 @@ def test_shared_files_stay_while_a_segment_s_slices_are_not_compacted(url: str) 
     assert len(shared) == 1
     # a plain chunk for one segment only: that segment's slice is merged with it, the other
     # segments' slices (one piece each) are left as they are
-    one = pa.table({"key": ["k1"] * 300, "ts": [T0 + i for i in range(300)], "val": list(range(-300, 0))}, schema=SCHEMA)
+    one = pa.table({"key": ["k1"] * 300, "ts": [T0 + i for i in range(300)], "val": list(range(-300, 0))},
+                   schema=SCHEMA)
     spec = s.write_spec(SCHEMA, key="key", timestamp="ts")
     s.commit(write_batches(spec, [one], task="solo"))
     want = _vals(s.read())

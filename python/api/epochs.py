@@ -36,7 +36,7 @@ class Epochs:
         self.ctx = ctx
 
     def scale(self, *, split: int | None = None, parts: int = 2, merge: Sequence[int] | None = None,
-              seal: Sequence[int] | None = None, ranges: Sequence[tuple[float, float]] | None = None) -> dict:
+              seal: Sequence[int] | None = None, ranges: Sequence[tuple[float, float]] | None = None) -> dict[str, Any]:
         """Split a segment into ``parts``, merge adjacent segments, or seal/create explicitly.
 
         The public :meth:`~pyspark_tstream.api.stream.Stream.scale` documents the arguments.
@@ -75,7 +75,7 @@ class Epochs:
             return []
         return list(read_epoch(self.ctx.store, self.ctx.state, epoch)["predecessors"].get(str(segment), []))
 
-    def sealed_info(self, segment: int) -> dict | None:
+    def sealed_info(self, segment: int) -> dict[str, Any] | None:
         """Final size, rows, last ``_seq``/``_tso`` and sealing epoch of a sealed segment."""
         return self.ctx.sealed_map.get(self.ctx.state, segment)
 

@@ -82,15 +82,15 @@ def start_cursor(stream: Stream, start: int | str | datetime) -> Cursor:
     records with ``_timestamp`` at or after that time.
     """
     if start == "$":
-        return stream.refresh().tick, ALL_SEGMENTS, ALL_SEGMENTS
+        return Cursor(stream.refresh().tick, ALL_SEGMENTS, ALL_SEGMENTS)
     if start in ("0", "0-0"):
-        return 0, -1, -1
+        return Cursor(0, -1, -1)
     if isinstance(start, str) and is_entry_id(start):
         tso, seg, seq = parse_entry_id(start)
         if seg is None:
-            return tso, ALL_SEGMENTS, ALL_SEGMENTS
-        return tso, seg, ALL_SEGMENTS if seq is None else seq
-    return max(pack(to_ms(start, option="start")) - 1, 0), ALL_SEGMENTS, ALL_SEGMENTS
+            return Cursor(tso, ALL_SEGMENTS, ALL_SEGMENTS)
+        return Cursor(tso, seg, ALL_SEGMENTS if seq is None else seq)
+    return Cursor(max(pack(to_ms(start, option="start")) - 1, 0), ALL_SEGMENTS, ALL_SEGMENTS)
 
 
 def _cursor_id(cursor: Cursor) -> str:
@@ -170,7 +170,7 @@ class Group:
         try:
             group = cls(stream, log, log.head())
         except GroupNotFoundError:
-            group = cls._create(stream, log, (tso, ALL_SEGMENTS, ALL_SEGMENTS), exist_ok=True, committed=tso)
+            group = cls._create(stream, log, Cursor(tso, ALL_SEGMENTS, ALL_SEGMENTS), exist_ok=True, committed=tso)
 
         def build(s: GroupState) -> GroupState | None:
             if s.committed == tso and s.last == (tso, ALL_SEGMENTS, ALL_SEGMENTS):

@@ -32,7 +32,7 @@ class Maintenance:
         base = CompactionPolicy.parse(self.ctx.refresh().config.get("compaction")) or CompactionPolicy()
         if target is not None or min_pieces is not None:
             spec = f"target={target or base.target},min={min_pieces or base.min}"
-            base = CompactionPolicy.parse(spec)
+            base = CompactionPolicy.parse(spec) or base
         return compact(self.ctx, full=full, policy=base, progress=progress, total=total)
 
     def verify(self, progress: Callable[[int, int], None] | None = None) -> Report:

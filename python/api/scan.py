@@ -55,11 +55,11 @@ class Page:
     def end(self) -> Cursor:
         """The cursor after this page."""
         if self.complete:
-            return max((self.bound, ALL_SEGMENTS, ALL_SEGMENTS), self.start)
+            return max(Cursor(self.bound, ALL_SEGMENTS, ALL_SEGMENTS), self.start)
         if not self.records.num_rows:
             return self.start
-        return (int(self.records["_tso"][-1].as_py()), int(self.records["_segment"][-1].as_py()),
-                int(self.records["_seq"][-1].as_py()))
+        return Cursor(int(self.records["_tso"][-1].as_py()), int(self.records["_segment"][-1].as_py()),
+                      int(self.records["_seq"][-1].as_py()))
 
 
 def empty_records(stream: Stream) -> pa.Table:

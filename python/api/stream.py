@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from .. import keys as K
 from ..errors import StreamNotFoundError
-from ..journal.entries import Entry
+from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
 from ..journal.state import StreamState
 from ..maps.sealed import SealedMap
@@ -47,6 +47,7 @@ from .context import StreamContext
 if TYPE_CHECKING:
     from ..maintain.fsck import Report
     from ..read.planner import Plan
+    from ..store.storage import RetryPolicy
     from ..write.commit import Ack
     from ..write.writing import ChunkInfo, WriteSpec
     from .append import Appender, Producer
@@ -340,7 +341,7 @@ class Stream:
         return self.reading.to_reader(start, end, limit, columns, tail=tail, system_columns=system_columns,
                                       batch_rows=batch_rows)
 
-    def plan(self, lo: int, hi: int, *, first_pos: int | None = None, last_pos: int | None = None) -> list:
+    def plan(self, lo: int, hi: int, *, first_pos: int | None = None, last_pos: int | None = None) -> list[Chunk]:
         """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`planner`)."""
         return self.reading.plan(lo, hi, first_pos=first_pos, last_pos=last_pos)
 
@@ -358,7 +359,7 @@ class Stream:
 
     # -- epochs and scaling (stream_epochs) ---------------------------------------------------
     def scale(self, *, split: int | None = None, parts: int = 2, merge: Sequence[int] | None = None,
-              seal: Sequence[int] | None = None, ranges: Sequence[tuple[float, float]] | None = None) -> dict:
+              seal: Sequence[int] | None = None, ranges: Sequence[tuple[float, float]] | None = None) -> dict[str, Any]:
         """Split a segment into ``parts``, merge adjacent segments, or seal/create explicitly.
 
         One journal commit: the sealed segments stop taking records; their successors own the
@@ -374,7 +375,7 @@ class Stream:
         """Segments ``segment`` replaced (from its creation epoch's record)."""
         return self.epochs.predecessors(segment)
 
-    def sealed_info(self, segment: int) -> dict | None:
+    def sealed_info(self, segment: int) -> dict[str, Any] | None:
         """Final size, rows, last ``_seq``/``_tso`` and sealing epoch of a sealed segment."""
         return self.epochs.sealed_info(segment)
 

@@ -120,7 +120,8 @@ class Upkeep:
             entry, due = job
             try:
                 if self._worker is None:
-                    self._worker = self.fork(entry)  # type: ignore[misc]  # (set: see _later's caller)
+                    assert self.fork is not None  # set: see _later's caller
+                    self._worker = self.fork(entry)
                 elif entry.pos > self._worker.ctx.entry.pos:
                     self._worker.ctx.entry = entry
                 if not self._worker.run(entry, due):

@@ -104,7 +104,7 @@ def _bit_length(values: np.ndarray) -> np.ndarray:
 def _physical_width(t: pa.DataType) -> int | None:
     """Bytes of the Parquet INT32/INT64 value an Arrow type is stored as; None for other types."""
     if pa.types.is_integer(t) and t.bit_width >= 32:
-        return t.bit_width // 8
+        return int(t.bit_width) // 8
     if pa.types.is_timestamp(t) or pa.types.is_duration(t) or pa.types.is_time64(t):
         return 8
     if pa.types.is_date32(t) or pa.types.is_time32(t):

@@ -105,7 +105,7 @@ def run_compact(args: argparse.Namespace) -> int:
         bar.append(Progress(rows, enabled=args.progress or sys.stderr.isatty()))
 
     counts = s.compact(full=not args.tiered, target=args.target, min_pieces=args.min,
-                       progress=lambda rows, size: bar and bar[0].update(rows), total=total)
+                       progress=lambda rows, size: bar[0].update(rows) if bar else None, total=total)
     if bar:
         bar[0].close()
     plan = s.plan(s.state.head_tso, s.state.tick)

@@ -21,8 +21,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..version import __version__
 from ..errors import ConfigError, EntryIdError, InvalidPathError, TStreamError
+from ..version import __version__
 from .admin import register as register_admin
 from .append import register as register_append
 from .common import Parser, key_value, secret_values

@@ -52,7 +52,7 @@ def input_format(path: str | None, given: str | None) -> str:
 
 def jsonl_batches(fh: BinaryIO, rows: int) -> Iterator[Batch]:
     """Batches of ``rows`` JSON objects, one per line (blank lines skipped)."""
-    batch: list[dict] = []
+    batch: list[dict[str, Any]] = []
     first = line_no = done = 0
     for line_no, line in enumerate(fh, start=1):
         done += len(line)
@@ -76,7 +76,7 @@ def jsonl_batches(fh: BinaryIO, rows: int) -> Iterator[Batch]:
         yield Batch(_from_rows(batch, first), f"line {first}", done)
 
 
-def _from_rows(rows: list[dict], first: int) -> pa.Table:
+def _from_rows(rows: list[dict[str, Any]], first: int) -> pa.Table:
     try:
         return pa.Table.from_pylist(rows)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:

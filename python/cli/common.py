@@ -33,7 +33,8 @@ class Parser(argparse.ArgumentParser):
 def add_command(sub: Any, common: argparse.ArgumentParser, name: str, run: Callable[[argparse.Namespace], int],
                 **kwargs: Any) -> argparse.ArgumentParser:
     """Add subcommand ``name`` taking a stream URL first; ``kwargs`` go to ``add_parser`` (help, ...)."""
-    p = sub.add_parser(name, parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+    fmt = argparse.RawDescriptionHelpFormatter
+    p: argparse.ArgumentParser = sub.add_parser(name, parents=[common], formatter_class=fmt, **kwargs)
     p.add_argument("url", help=URL_HELP)
     p.set_defaults(run=run)
     return p

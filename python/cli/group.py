@@ -111,8 +111,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     actions = g.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(g))
 
     def action(name: str, run: Any, help_text: str) -> argparse.ArgumentParser:
-        p = actions.add_parser(name, parents=[common], formatter_class=fmt, help=help_text, description=help_text,
-                               epilog=EPILOG)
+        p: argparse.ArgumentParser = actions.add_parser(name, parents=[common], formatter_class=fmt, help=help_text,
+                                                        description=help_text, epilog=EPILOG)
         p.set_defaults(run=run)
         return p
 

@@ -104,7 +104,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     start.add_argument("--timestamp", metavar="T", type=time_ms, help="from this time (epoch ms or ISO-8601)")
     start.add_argument("--ago", metavar="DURATION", type=duration_ms, help="from now minus this (90s, 15m, 1h, 7d)")
     start.add_argument("--tail", metavar="N", type=count_int, help="the last N records")
-    p.add_argument("--until", metavar="T", type=time_ms, help="records before this time (ISO-8601, epoch ms, or --until=-5m)")
+    p.add_argument("--until", metavar="T", type=time_ms,
+                   help="records before this time (ISO-8601, epoch ms, or --until=-5m)")
     p.add_argument("--count", metavar="N", type=positive_int, help="stop after N records")
     p.add_argument("--format", choices=("json", "table"), default="json")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing records as the tick advances")

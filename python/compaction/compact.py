@@ -17,7 +17,8 @@ Chunks a compaction passes over (too big to merge, or a few small ones at a buck
 are listed in the map as they are (with their floor), so the map covers every compacted
 ``_seq``: every chunk committed below the compaction's scan position
 (``state.compaction["pos"]``) is in the map version the state names for its segment. A plan
-whose range starts below it reads those versions (:func:`~pyspark_tstream.read.compacted.plan_from_map`, one batched read)
+whose range starts below it reads those versions
+(:func:`~pyspark_tstream.read.compacted.plan_from_map`, one batched read)
 instead of the journal deltas of the compacted commits, and the journal only after.
 
 One compaction, in store calls (O(chunks merged), never a listing), one function per step:
@@ -40,7 +41,8 @@ Safety. The map is published before the journal: a crash in between leaves a mac
 holds exactly the records of still-present small chunks (nothing is deleted without a journal
 commit); the next compaction *adopts* it (commits it) when it ends after the segment's
 compacted-up-to ``_seq``. Replaced files are deleted only by garbage collection
-(:func:`~pyspark_tstream.compaction.gc.collect_replaced`, run by ``vacuum``/retention) from manifests of compactions committed
+(:func:`~pyspark_tstream.compaction.gc.collect_replaced`, run by ``vacuum``/retention) from
+manifests of compactions committed
 longer ago than the grace period (python/compaction/gc.py), so readers that planned before
 keep reading the old files.
 Truncation's garbage collection also deletes the macro-chunks made by compactions below the

@@ -160,7 +160,7 @@ def gc_position(journal: Journal, state: StreamState, now: int, grace_ms: int) -
     probe = StreamState.from_json({**state.to_json(), "head_pos": state.gc_pos})
     try:
         return journal.search(probe, COL_WALL, now - grace_ms)
-    except Exception:  # index nodes below the head already collected: nothing older is known
+    except Exception:  # noqa: BLE001 - index nodes below the head already collected: nothing older is known
         return state.gc_pos
 
 
@@ -209,7 +209,8 @@ def _unlisted(store: Store, journal: Journal, state: StreamState, parts: list[di
     A manifest is missing when an earlier run deleted it and crashed before committing its
     position (the files are gone: deleting again is harmless) or when it was lost. Nothing is
     named for a macro-chunk that is gone or unreadable itself (:func:`holds_its_records`): what
-    it replaced may be all that holds its records (``tstream fsck`` reports it). Compactions below the head merged only truncated
+    it replaced may be all that holds its records (``tstream fsck`` reports it). Compactions
+    below the head merged only truncated
     records, whose files truncation's garbage collection deletes.
     """
     if not parts:

@@ -133,8 +133,8 @@ def expected(state: StreamState, deltas: Sequence[Delta], exists: Callable[[str]
         firsts = np.array([c.seq for c in live], dtype=np.int64)
 
         def held(first: int, end: int) -> list[Chunk]:
-            i, j = np.searchsorted(firsts, [first, end]).tolist()
-            return live[i:j]
+            i, j = np.searchsorted(firsts, [first, end]).tolist()  # noqa: B023 - called in this iteration only
+            return live[i:j]  # noqa: B023 - called in this iteration only
 
         def pieces(q: CommittedPart) -> list[CommittedPart | Chunk] | None:
             """``q``, or (gone) what it replaced that holds live records, or None: some are gone."""
@@ -147,7 +147,8 @@ def expected(state: StreamState, deltas: Sequence[Delta], exists: Callable[[str]
                     if got is None:
                         return None
                     subs += got
-            smalls = [c for c in held(q.first, q.end) if not any(r.first <= c.seq < r.end for r in walk.merged.get(q.path, []))]
+            smalls = [c for c in held(q.first, q.end)
+                      if not any(r.first <= c.seq < r.end for r in walk.merged.get(q.path, []))]
             if not all(exists(c.path) for c in smalls):
                 return None
             out.fallback[q.path] = (q, [x.path for x in subs if isinstance(x, CommittedPart)]
@@ -221,7 +222,8 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
             return None
 
     e = segment_summaries(state).get(seg)
-    named = e.version if e is not None and e.map_version is not None and e.bucket == bucket else -1
+    named_version = e.map_version if e is not None else None
+    named = named_version[1] if named_version is not None and named_version[0] == bucket else -1
     for v in sorted({v for v in (named, present[-1] if present else -1) if v >= 0}):
         have = read(v)
         if have is None or (v == named and want.differs(seg, bucket, have)):

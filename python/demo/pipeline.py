@@ -286,7 +286,7 @@ class Demo:
         for q in self.queries.values():
             try:
                 q.stop()
-            except Exception:  # pragma: no cover - stopping is best effort
+            except Exception:  # noqa: BLE001  # pragma: no cover - stopping is best effort
                 pass
 
     # -- one round -----------------------------------------------------------------------------
@@ -396,8 +396,8 @@ class Demo:
         if r.number >= 0 and naive_before is None:
             echo(f"  naive       {r.naive['rows']:3d} rows in one batch; no watermark yet")
         elif r.number >= 0 and naive_before is not None:
-            echo(f"  naive       {r.naive['rows']:3d} rows in one batch; its watermark is {hms(naive_before)}: {late} rows "
-                 f"arrived behind it, {dropped} in windows it already closed → dropped")
+            echo(f"  naive       {r.naive['rows']:3d} rows in one batch; its watermark is {hms(naive_before)}: "
+                 f"{late} rows arrived behind it, {dropped} in windows it already closed → dropped")
         for line in _windows_lines(r.naive["closed"]):
             echo(f"              closes {line}")
         echo("")
@@ -453,7 +453,8 @@ def _run(demo: Demo, began: float) -> dict[str, Any]:
     echo("producers  " + "   ".join(f"{s} (clock {v / 1000:+.1f} s)" for s, v in SKEWS_MS.items()))
     echo("           each a Spark streaming query: parquet inbox → writeStream.format(\"tstream\"), writerId=<site>")
     echo(f"consumer   readStream.format(\"tstream\").option(\"startingAgo\", \"{STARTING_AGO}\")")
-    echo("           .withWatermark(\"_timestamp\", \"0 seconds\").groupBy(window(\"_timestamp\", \"1 second\")).count()")
+    echo("           .withWatermark(\"_timestamp\", \"0 seconds\")"
+         ".groupBy(window(\"_timestamp\", \"1 second\")).count()")
     echo("naive      the same records, one file per round in arrival order (like a Kafka topic):")
     echo("           readStream.parquet(…).withWatermark(\"t\", \"0 seconds\") with the same windowed count")
     echo(f"event time simulated clocks, {ROUND_MS // 1000} s per round per site, from {hms(demo.origin)} UTC "

@@ -27,7 +27,8 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
         z = x.astype(_U64) + _U64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> _U64(27))) * _U64(0x94D049BB133111EB)
-        return z ^ (z >> _U64(31))
+        out: np.ndarray = z ^ (z >> _U64(31))
+        return out
 
 
 def _filled(arr: pa.Array, value: object) -> pa.Array:

@@ -116,7 +116,7 @@ def read_epochs(store: Store, state: StreamState, first: int, last: int) -> list
         # the rest: singles up to ``last`` in one batched read (the newest may still be pending)
         todo = [x for x in range(e, last + 1) if x != pending]
         got = {r["epoch"]: r for r in _read_singles(store, todo)}
-        if pending is not None and e <= pending <= last:
+        if pending is not None and e <= pending <= last and state.pending_epoch is not None:
             got[pending] = state.pending_epoch
         out.extend(got[x] for x in range(e, last + 1))
         break
@@ -150,7 +150,8 @@ def decode_epoch(data: bytes, path: str, epoch: int) -> dict[str, Any]:
                   ints(g) and len(g) == 3 for g in rec["segments"]))))
         if not ok:
             raise TypeError("not an epoch record")
-        return rec
+        checked: dict[str, Any] = rec
+        return checked
     except (ValueError, TypeError) as e:
         raise corrupt("epoch record", path, e, layout.stream_url(path)) from e
 

@@ -236,7 +236,8 @@ def check_folds(folds: Any, chunks: int) -> list[list[Any]]:
         isinstance(f, list) and len(f) == 5 and isinstance(f[0], str) and (f[1] is None or isinstance(f[1], str))
         and is_int(f[3]) and f[3] >= 0 and isinstance(f[4], dict) for f in folds), "the entry's folds")
     need(not folds or sum(f[3] for f in folds) == chunks, "the entry's folds (chunk counts)")
-    return folds
+    checked: list[list[Any]] = folds
+    return checked
 
 
 #: Stored bytes of this many entries are kept after this handle read or committed them: a

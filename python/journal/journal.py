@@ -16,7 +16,8 @@ callers use; its own code takes positions. Invariants:
 
 Costs (store calls): commit 1 conditional create on its critical path (+ 1 node write and 1
 batched read every ``FANOUT`` commits; a lost race 1 read), then 1 head write in the background
-on object stores (:mod:`~pyspark_tstream.journal.hints`); reads and searches as in :mod:`~pyspark_tstream.journal.entries`
+on object stores (:mod:`~pyspark_tstream.journal.hints`); reads and searches as in
+:mod:`~pyspark_tstream.journal.entries`
 and :mod:`~pyspark_tstream.journal.timeindex`.
 """
 
@@ -208,7 +209,8 @@ class Journal:
         """The conditional create of entry ``pos``; True if it created it, False if it exists.
 
         A transient store failure that outlives the store's retries leaves the outcome unknown (the
-        PUT may have been applied; a refusal such as 403 is not ambiguous and is raised as is). Repeating the same conditional create settles it: it either creates
+        PUT may have been applied; a refusal such as 403 is not ambiguous and is raised as is).
+        Repeating the same conditional create settles it: it either creates
         the entry now or reports "exists", and the caller then compares nonces. If the store
         keeps failing, the error says the outcome is unknown: the caller must keep the batch's
         files (the sink's abort proves from the journal whether it may delete them).

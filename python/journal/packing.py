@@ -34,7 +34,7 @@ from typing import Any
 #: Positions in a chunk's stored list (``Chunk.FIELDS``).
 SEG, PATH, ROWS, BYTES, SEQ, FLOOR, LO, HI, OFFSET, SORTED, MARKS, FILE_BYTES, SPAN_START, SPAN_BYTES = range(14)
 #: The stored defaults of the trailing optional fields (``Chunk.OPTIONAL``), by position.
-_DEFAULTS = (0, True, [], 0, 0, 0)
+_DEFAULTS: tuple[Any, ...] = (0, True, [], 0, 0, 0)
 
 
 def _full(c: Sequence[Any]) -> list[Any]:

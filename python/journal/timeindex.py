@@ -56,7 +56,8 @@ def decode_node(data: bytes, path: str, level: int | None = None, *, deltas: boo
         raise corrupt("index node", path, e, layout.stream_url(path)) from e
     if deltas and "entries" in node:
         node["deltas"] = node_entries(node, path)
-    return node
+    checked: dict[str, Any] = node
+    return checked
 
 
 def node_entries(node: dict[str, Any], path: str) -> list[Delta]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..compaction.gc import holds_its_records, manifest_bytes, manifest_replaced, replaced_by
@@ -135,8 +136,8 @@ class _Checker:
                           "rewrites it (readers find the newest entry without it)", True)
         except CorruptMetadataError:
             hint = None
-            self._problem("head", layout.HEAD, f"head hint {self.store.uri(layout.HEAD)} is unreadable; `tstream repair` "
-                          "rewrites it (readers find the newest entry without it)", True)
+            self._problem("head", layout.HEAD, f"head hint {self.store.uri(layout.HEAD)} is unreadable; "
+                          "`tstream repair` rewrites it (readers find the newest entry without it)", True)
         self._count("hints")
         newest = self.journal.head(known=hint)
         if hint is not None and hint.pos > newest.pos:  # cannot happen with a sane store
@@ -162,8 +163,8 @@ class _Checker:
                           "`tstream repair` rewrites it", True)
             return
         if pos > state.pos or (pos and not self.store.exists(layout.entry(pos))):
-            self._problem("anchor", layout.ANCHOR, f"anchor {self.store.uri(layout.ANCHOR)} names position {pos}, which "
-                          "is not a live journal entry; `tstream repair` rewrites it", True)
+            self._problem("anchor", layout.ANCHOR, f"anchor {self.store.uri(layout.ANCHOR)} names position {pos}, "
+                          "which is not a live journal entry; `tstream repair` rewrites it", True)
 
     # -- journal entries ------------------------------------------------------------------------
     def entries(self, state: StreamState, head_raw: bytes | None) -> dict[int, Entry]:
@@ -219,9 +220,10 @@ class _Checker:
                 self._tick()
                 children = range(n * FANOUT, (n + 1) * FANOUT)
                 kids = [last_item.get((level - 1, c)) for c in children]
+                known = [k for k in kids if k is not None]
                 expected: dict[str, Any] | None = None
-                if all(k is not None for k in kids):
-                    items = [k if level == 1 else [c] + k[COL_ID + 1:] for c, k in zip(children, kids)]  # type: ignore[index]
+                if len(known) == len(kids):
+                    items = [k if level == 1 else [c] + k[COL_ID + 1:] for c, k in zip(children, known)]
                     expected = {"level": level, "node": n, "items": items}
                     if level == 1:
                         expected["entries"] = [entries[c].delta_json() for c in children]
@@ -281,8 +283,8 @@ class _Checker:
         folders |= {layout.data_folder(segment_number(c.seg)) for c in live if c.shared}
         for folder in sorted(folders):
             try:
-                listing = self.store._call("list", folder, lambda f=folder: self.store.fs.ls(
-                    self.store.full(f), detail=True))
+                ls = partial(self.store.fs.ls, self.store.full(folder), detail=True)
+                listing = self.store._call("list", folder, ls)
             except FileNotFoundError:
                 listing = []
             for item in listing:
@@ -446,8 +448,9 @@ class _Checker:
                 continue
             what = "missing" if raw is None else "unreadable" if got == "unreadable" else \
                 "different from the epoch records"
-            if all(r is not None for r in want):
-                rebuilt[k] = epoch_chunk_bytes(k, want)  # type: ignore[arg-type]
+            held = [r for r in want if r is not None]
+            if len(held) == len(want):
+                rebuilt[k] = epoch_chunk_bytes(k, held)
                 self._problem("epoch chunk", rel, f"epoch history chunk {self.store.uri(rel)} is {what}; "
                               "the epoch records hold its content: `tstream repair` rewrites it", True, chunk=k)
             else:
@@ -493,7 +496,8 @@ class _Checker:
                 pass
             except CorruptMetadataError:
                 plan.head = True
-                self._problem("shard", layout.sealed_head(shard), f"sealed-shard head hint {self.store.uri(layout.sealed_head(shard))}"
+                self._problem("shard", layout.sealed_head(shard),
+                              f"sealed-shard head hint {self.store.uri(layout.sealed_head(shard))}"
                               " is unreadable; `tstream repair` rewrites it", True, shard=shard)
             missing = sorted(i for i in sealed_ids if shard_of(i) == shard and str(segment_number(i)) not in have)
             if missing:
@@ -556,8 +560,9 @@ def verify(store: Store, progress: Progress | None = None) -> tuple[Report, Fixe
     state = newest.state
     ck.total = (state.pos - max(state.meta_gc_pos, 1) + 2) + state.chunks + state.epoch
     ck.anchor(state)
+    head_raw: bytes | None
     try:
-        head_raw: bytes | None = store.read(layout.HEAD)
+        head_raw = store.read(layout.HEAD)
         if Entry.decode(head_raw, path=layout.HEAD).pos != state.pos:
             head_raw = None
     except (FileNotFoundError, CorruptMetadataError):

@@ -1,7 +1,8 @@
 """``Stream.repair()`` / ``tstream repair``: rewrite what the journal determines, then verify again.
 
 Writes only derived objects (head and anchor hints, index nodes, epoch records and history
-chunks, sealed-map shards, macro-map buckets, compaction manifests, consumer-group copies) that :func:`~pyspark_tstream.maintain.fsck.verify`
+chunks, sealed-map shards, macro-map buckets, compaction manifests, consumer-group copies) that
+:func:`~pyspark_tstream.maintain.fsck.verify`
 found missing or unreadable and could rebuild (its :class:`~pyspark_tstream.maintain.fixes.Fixes`);
 never a journal entry's facts or a data chunk.
 """
@@ -33,7 +34,8 @@ def repair(store: Store, progress: Progress | None = None) -> Report:
         done.append(f"head hint rewritten (position {state.pos})")
     if "anchor" in kinds:
         lowest = Journal(store).lowest_listed() if state.meta_gc_pos > 1 else 0
-        pos = state.meta_gc_pos if state.meta_gc_pos > 1 and store.exists(layout.entry(state.meta_gc_pos)) else (lowest or 0)
+        live = state.meta_gc_pos > 1 and store.exists(layout.entry(state.meta_gc_pos))
+        pos = state.meta_gc_pos if live else (lowest or 0)
         store.write(layout.ANCHOR, json.dumps({"pos": pos}).encode())
         done.append(f"anchor rewritten (position {pos})")
     for (level, n), data in sorted(fixes.nodes.items()):

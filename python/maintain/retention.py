@@ -125,8 +125,9 @@ def first_seq_after(store: Store, journal: Journal, state: StreamState, bound: i
         if len(above):
             k = c.seq + int(above[0])
             after[c.seg] = min(after.get(c.seg, k), k)
-    for seg, first in after.items():
-        out[seg] = max(min(out[seg], first), state.segment(seg).first_seq if state.segment(seg) else 0)
+    for seg_id, first in after.items():
+        active = state.segment(seg_id)
+        out[seg_id] = max(min(out[seg_id], first), active.first_seq if active else 0)
     return out
 
 

@@ -70,8 +70,9 @@ class Macro:
     @classmethod
     def from_json(cls, v: list[Any]) -> Macro:
         """The entry stored as ``v``; TypeError or ValueError when it is not one."""
-        return cls(**{name: x if name == "path" else bool(x) if name == "sorted" else int(x)
-                      for name, x in zip(cls.FIELDS, v)})
+        args: dict[str, Any] = {name: x if name == "path" else bool(x) if name == "sorted" else int(x)
+                                for name, x in zip(cls.FIELDS, v)}
+        return cls(**args)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ class MacroMap:
             blobs, exact = [], {}
         rest: dict[int, list[tuple[int, int]]] = {}
         have: dict[int, Bucket] = {}
-        for (seg, (b, _)), rel, data in zip(exact.items(), rels, blobs):
+        for (seg, (_b, _)), rel, data in zip(exact.items(), rels, blobs):
             version = have[seg] = self.decode(data, rel)
             for a, e in ranges[seg]:
                 m = next((m for m in version.macros if m.first <= a and e <= m.end), None)

@@ -73,7 +73,9 @@ class SealedMap:
         for rec in state.pending_sealed:
             if rec["id"] == segment_id:
                 return rec
-        return self.latest(shard_of(segment_id))["segments"].get(str(segment_number(segment_id)))
+        segments = self.latest(shard_of(segment_id))["segments"]
+        found: dict[str, Any] | None = segments.get(str(segment_number(segment_id)))
+        return found
 
     def merge(self, records: Iterable[dict[str, Any]]) -> None:
         """Make sure every record is in its shard (a no-op for records already there)."""

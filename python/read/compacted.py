@@ -93,12 +93,12 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk], maps: 
         if m is None or m.floor:  # not compacted, or listed as it is
             out.append(c)
             continue
-        v = open_view.get(m.path)
-        if v is not None and v.extends(c):
-            v.extend(c)
+        view = open_view.get(m.path)
+        if view is not None and view.extends(c):
+            view.extend(c)
             continue
-        v = open_view[m.path] = _View(m, c.seg, c.seq, c.rows, c.lo, c.hi, c.sorted)
-        out.append(v)
+        view = open_view[m.path] = _View(m, c.seg, c.seq, c.rows, c.lo, c.hi, c.sorted)
+        out.append(view)
     return [x if isinstance(x, Chunk) else x.chunk() for x in out]
 
 

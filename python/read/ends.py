@@ -85,7 +85,8 @@ def choose_end(chunks: Sequence[Chunk], lo: int, hi: int, limits: Limits,
     """The largest end ``b <= hi`` whose batch ``(lo, b]`` fits ``limits`` by upper bounds, or
     the first millisecond when even it does not (progress; the one allowed overshoot).
 
-    With ``exact`` (a :meth:`~pyspark_tstream.read.window.Window.exact`), chunks whose marks are too coarse for the limit at
+    With ``exact`` (a :meth:`~pyspark_tstream.read.window.Window.exact`), chunks whose marks are
+    too coarse for the limit at
     the cut are counted exactly from their ``_tso`` column, and their own milliseconds become
     candidate ends: the batch then ends within one millisecond's records of the limit.
     """

@@ -63,7 +63,7 @@ def substitute_views(store: Any, state: StreamState, chunks: list[Chunk]) -> lis
     return substitute(store, state, chunks)
 
 
-def plan(window: Window, state: StreamState, lo: int, hi: int, limits: Limits = Limits(), *,
+def plan(window: Window, state: StreamState, lo: int, hi: int, limits: Limits = Limits(), *,  # noqa: B008 - frozen
          at_least: int | None = None, first_pos: int | None = None, last_pos: int | None = None) -> Plan:
     """Plan ``(lo, hi]``, lazily: walk journal nodes forward from ``lo`` and stop as soon as the
     end (``hi``, or what ``limits`` or ``at_least`` records allow) is at or below the tick

@@ -158,7 +158,8 @@ def _whole(chunk: Chunk, views: Sequence[Chunk]) -> bool:
     return len(views) == 1 and chunk.offset == 0 and chunk.floor != 0 and not chunk.shared
 
 
-def decode_file(store: Store, chunk: Chunk, data: bytes, views: Sequence[Chunk] = ()) -> tuple[pa.Table, int]:
+def decode_file(store: Store, chunk: Chunk, data: bytes | Span | Sparse,
+                views: Sequence[Chunk] = ()) -> tuple[pa.Table, int]:
     """Decode a chunk's file: ``(table, first row)``, only the row groups ``views`` cover."""
     views = views or (chunk,)
     try:
@@ -195,7 +196,7 @@ def _covering(starts: np.ndarray, views: Sequence[Chunk]) -> list[int]:
     return [i for i in range(len(starts) - 1) if starts[i] < stop and starts[i + 1] > first]
 
 
-def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Chunk], bytes]]:
+def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Chunk], bytes | Span | Sparse]]:
     """Whole-object GETs, batched for small chunks (one call for many is ~10x faster on S3).
 
     Views of the same file come together, fetched once: ``(views, bytes)`` per file, files in
@@ -212,7 +213,7 @@ def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Ch
     group: list[list[Chunk]] = []
     size = 0
 
-    def flush() -> Iterator[tuple[list[Chunk], bytes]]:
+    def flush() -> Iterator[tuple[list[Chunk], bytes | Span | Sparse]]:
         try:
             blobs = store.read_many([views[0].path for views in group], mapped=True)
         except FileNotFoundError as e:
@@ -229,7 +230,7 @@ def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Ch
             group, size = [], 0
         if wants_spans(views):
             try:
-                yield from fetch_spans(store, views[0].path, views)  # type: ignore[misc]
+                yield from fetch_spans(store, views[0].path, views)
             except FileNotFoundError as e:
                 raise damaged(store, store.uri(views[0].path), "named by the journal is missing") from e
             continue
@@ -378,7 +379,7 @@ class FileRows:
     (:mod:`.dictionary_pages`).
     """
 
-    def __init__(self, store: Store, views: Sequence[Chunk], data: bytes,
+    def __init__(self, store: Store, views: Sequence[Chunk], data: bytes | Span | Sparse,
                  columns: Sequence[str] | None = None) -> None:
         # ``columns``: the user columns to decode (None: all); a projection decodes no other
         self.store, self.views = store, views

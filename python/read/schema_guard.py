@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SchemaChangedError
 from ..schema import SYSTEM_COLUMNS, decode_schema
@@ -39,10 +39,10 @@ class SchemaChange:
     columns: tuple[str, ...]
 
     @classmethod
-    def from_json(cls, v: list) -> SchemaChange:
+    def from_json(cls, v: list[Any]) -> SchemaChange:
         return cls(int(v[0]), int(v[1]), int(v[2]), tuple(v[3]))
 
-    def to_json(self) -> list:
+    def to_json(self) -> list[Any]:
         return [self.pos, self.wall, self.tick, list(self.columns)]
 
 

@@ -93,9 +93,10 @@ def check_data_loss(state: StreamState, lo: int, *, fail: bool, context: str = "
     for s in state.segments:
         if s.first_seq > 0:  # an active segment lost everything below its head
             ranges.setdefault(s.id, [0, s.first_seq])[1] = s.first_seq
-    lost = [{"segment": seg, "seq_from": a, "seq_before": b, "from_tso": lo + 1, "to_tso": state.head_tso,
-             "from_time": iso(physical(lo + 1)), "to_time": iso(physical(state.head_tso))}
-            for seg, (a, b) in sorted(ranges.items())]
+    lost: list[dict[str, Any]] = [
+        {"segment": seg, "seq_from": a, "seq_before": b, "from_tso": lo + 1, "to_tso": state.head_tso,
+         "from_time": iso(physical(lo + 1)), "to_time": iso(physical(state.head_tso))}
+        for seg, (a, b) in sorted(ranges.items())]
     text = ", ".join(f"segment {d['segment']} _seq {d['seq_from']}..{d['seq_before'] - 1}" for d in lost) \
         or "no segment metadata left"
     message = (f"records with _tso in ({lo}, {state.head_tso}] ({iso(physical(lo + 1))} .. "

@@ -24,9 +24,10 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..errors import CorruptChunkError
 from ..journal.entries import Chunk
 from ..store.storage import Store
-from ..errors import CorruptChunkError
+from .ranged import Span, Sparse
 from .reading import BATCH_ROWS, READ_ORDER, FileRows, compacted_since, fetch_files
 
 
@@ -39,7 +40,7 @@ class _Files:
         self.fetched = fetch_files(store, views)
         # by the id of each view: fetch_files hands out a file's views together, or a span's
         # (format v5: one ranged read may return several slices' own files)
-        self.waiting: dict[int, tuple[list[Chunk], bytes]] = {}
+        self.waiting: dict[int, tuple[list[Chunk], bytes | Span | Sparse]] = {}
         self.open: dict[int, FileRows] = {}
         self.left = Counter(id(v) for v in views)
 

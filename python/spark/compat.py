@@ -116,7 +116,7 @@ def arrow_schema(spark_struct: StructType) -> pa.Schema:
 
     if has("arrow_schema_timezone"):
         return to_arrow_schema(spark_struct, timezone="UTC")
-    return to_arrow_schema(spark_struct, timestamp_utc=True)
+    return to_arrow_schema(spark_struct, timestamp_utc=True)  # type: ignore[call-arg]  # PySpark < 4.1's keyword
 
 
 def called_for_filter_pushdown() -> bool:

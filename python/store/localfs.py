@@ -50,7 +50,7 @@ def local_map(path: str) -> bytes:
             return b""
         try:
             # the mapping outlives the descriptor; typed as bytes: callers only read it as a buffer
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # type: ignore[return-value]
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # type: ignore[return-value]  # read as a buffer
         except OSError:
             return f.read()
 

@@ -281,7 +281,7 @@ class CommitRequest:
         writer = state.writers.get(want.writer_id) if want.writer_id is not None else None
         self._schema(state, pos)
         expired = _expire(state, self.now, want.writer_id)
-        lanes = state.writers[want.writer_id].lanes if writer is not None else {}
+        lanes = state.writers[want.writer_id].lanes if writer is not None and want.writer_id is not None else {}
         chunks, moved = self._place(state, lanes)
         rows = sum(c.rows for c in chunks)
         if chunks:

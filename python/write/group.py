@@ -269,7 +269,7 @@ class GroupCommit:
                 if done is not None:
                     return done, False
             parts = [own, *(Part(p.rid, p.request(self.count_raised), p.base) for p in pending)]
-            out = self.journal.attempt(lambda st, pos: fold(parts, st, pos), newest)
+            out = self.journal.attempt(lambda st, pos: fold(parts, st, pos), newest)  # noqa: B023 - runs in this attempt
             if not isinstance(out, Entry):
                 entry, newest = out
                 if entry is None:
@@ -370,7 +370,8 @@ class GroupCommit:
             if state.pos - FOLD_WINDOW >= own.base + 1:  # the window's positions left this state's memory
                 pos = self.journal.read_entry(own.base + FOLD_WINDOW).state.was_folded(own.rid)
             if pos is None:  # nobody can fold it any more: commit it afresh
-                self.journal.hints.later(lambda rel=layout.commit_request(own.base, own.rid): self.store.delete([rel]))
+                rel = layout.commit_request(own.base, own.rid)  # fixed now: own.rid changes below
+                self.journal.hints.later(lambda: self.store.delete([rel]))
                 own.rid, own.base = new_id(), -1
                 return None
         if pos is None:

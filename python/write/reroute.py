@@ -41,6 +41,7 @@ def reroute(store: Store, info: ChunkInfo, segments: Sequence[Segment]) -> list[
     if info.file_bytes or info.offset or table.num_rows != info.rows:
         # a slice of a shared file (write/shared.py): only its own rows, which start at offset
         table = table.slice(info.offset, info.rows)
+    assert info.key is not None  # active segments cover every key: a keyless chunk has a target above
     ordered = sorted(segments, key=lambda s: s.lo)
     idx = route(key_hash(table.column(info.key), name=info.key), [s.lo for s in ordered])
     out = []

@@ -72,10 +72,12 @@ class _Kept:
     def write(self, data: Any) -> int:
         if self.caught is not None:
             self.caught += data
-        return self.f.write(data)
+        written: int = self.f.write(data)
+        return written
 
     def tell(self) -> int:
-        return self.f.tell()
+        at: int = self.f.tell()
+        return at
 
     def flush(self) -> None:
         pass

@@ -46,7 +46,8 @@ class ChunkInfo:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ChunkInfo:
         known = {f.name for f in fields(cls)}
-        return cls(**{k: (tuple(v) if k == "marks" else v) for k, v in d.items() if k in known})
+        args: dict[str, Any] = {k: (tuple(v) if k == "marks" else v) for k, v in d.items() if k in known}
+        return cls(**args)
 
 
 @dataclass(frozen=True)

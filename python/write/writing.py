@@ -268,11 +268,11 @@ class ChunkWriter:
                            key=lambda i: self._streamed[i].pending_bytes, default=None)
             if run is None and streamed is None:
                 return
-            if streamed is None or (run is not None and
-                                    self._runs[run].nbytes >= self._streamed[streamed].pending_bytes):
-                self._write_run(run)  # type: ignore[arg-type]
-            else:
+            if streamed is not None and (run is None or
+                                         self._runs[run].nbytes < self._streamed[streamed].pending_bytes):
                 self._drain(streamed, final=True)
+            elif run is not None:
+                self._write_run(run)
 
     def _route(self, table: pa.Table) -> np.ndarray:
         n = table.num_rows
@@ -287,7 +287,8 @@ class ChunkWriter:
                 self._rotate = int.from_bytes(uuid.uuid4().bytes[:4], "big")
             self._rotate += 1
             return np.full(n, self._rotate % nseg, dtype=np.int64)
-        return (np.arange(n, dtype=np.int64) * nseg) // n
+        spread: np.ndarray = (np.arange(n, dtype=np.int64) * nseg) // n
+        return spread
 
     def _key_segments(self, column: pa.ChunkedArray) -> np.ndarray:
         """Segment index of each record, by the routing hash of its key.
@@ -304,7 +305,8 @@ class ChunkWriter:
             if self._known is not None:
                 idx = pc.index_in(arr, options=self._known_lookup)
                 if idx.null_count == 0:
-                    return self._known_segs[numbers(idx, np.int32)]
+                    hit: np.ndarray = self._known_segs[numbers(idx, np.int32)]
+                    return hit
                 fresh = pc.unique(arr.filter(pc.is_null(idx)))
             else:
                 fresh = pc.unique(arr)
@@ -320,7 +322,8 @@ class ChunkWriter:
                 self._known = pa.concat_arrays([self._known, fresh])
                 self._known_segs = np.concatenate([self._known_segs, segs])
             self._known_lookup = pc.SetLookupOptions(value_set=self._known, skip_nulls=False)
-            return self._known_segs[numbers(pc.index_in(arr, options=self._known_lookup), np.int32)]
+            known: np.ndarray = self._known_segs[numbers(pc.index_in(arr, options=self._known_lookup), np.int32)]
+            return known
         return route(key_hash(column, name=key), bounds)
 
     # -- unordered input: sorted runs -----------------------------------------------------------
@@ -345,6 +348,7 @@ class ChunkWriter:
         finally:
             if w is not None:
                 w.close()
+        assert f is not None  # the run has rows: the loop opened its chunk
         size = f.tell()
         f.close()
         self._done.append(self._info(idx, rel, len(raw), size, int(raw[0]), int(raw[-1]),
@@ -453,6 +457,7 @@ class ChunkWriter:
             return
         self._drain(idx, final=True)
         s = self._streamed.pop(idx)
+        assert s.prev is not None  # set by the _append that made it
         s.writer.close()
         size = s.file.tell()
         s.file.close()

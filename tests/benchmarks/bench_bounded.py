@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _data import counted_stream  # noqa: E402
-from histories import T0, commit_history, micro_batches, overlapping_chunks  # noqa: E402
-from pyspark_tstream.api.stream import Stream  # noqa: E402
-from pyspark_tstream.conf.options import SourceOptions  # noqa: E402
-from pyspark_tstream.read.ends import Limits  # noqa: E402
+from _data import counted_stream
+from histories import T0, commit_history, micro_batches, overlapping_chunks
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.conf.options import SourceOptions
+from pyspark_tstream.read.ends import Limits
 
 
 def measure(n: int, reps: int) -> dict[str, float]:

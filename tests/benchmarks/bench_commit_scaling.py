@@ -66,7 +66,8 @@ def worker(url: str, opts: dict[str, Any], name: str, start_at: float, seconds: 
     go = os.path.join(os.path.dirname(out), "go")
     while not os.path.exists(go):  # every writer imported and opened: the clock starts together
         time.sleep(0.02)
-    start_at = float(open(go).read())
+    with open(go) as f:
+        start_at = float(f.read())
     time.sleep(max(0.0, start_at - time.time()))
     lat: list[float] = []
     folded = 0
@@ -92,7 +93,8 @@ def worker(url: str, opts: dict[str, Any], name: str, start_at: float, seconds: 
 
         prof.disable()
         with open(os.environ["TSTREAM_BENCH_PROFILE"], "w") as f:
-            pstats.Stats(prof, stream=f).sort_stats(os.environ.get("TSTREAM_BENCH_PROFILE_SORT", "tottime")).print_stats(40)
+            order = os.environ.get("TSTREAM_BENCH_PROFILE_SORT", "tottime")
+            pstats.Stats(prof, stream=f).sort_stats(order).print_stats(40)
     stream.context.journal.hints.settle(5)
     with open(out, "w") as f:
         json.dump({"lat": lat, "batches": batch, "folded": folded, "cpu": cpu}, f)
@@ -115,7 +117,8 @@ def floor_worker(url: str, opts: dict[str, Any], name: str, start_at: float, sec
     go = os.path.join(os.path.dirname(out), "go")
     while not os.path.exists(go):
         time.sleep(0.02)
-    start_at = float(open(go).read())
+    with open(go) as f:
+        start_at = float(f.read())
     time.sleep(max(0.0, start_at - time.time()))
     lat: list[float] = []
     end = start_at + seconds
@@ -349,7 +352,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for r in rows_out:
         print(f"| {r['writers']} | {r['per_s']:.1f} | {r['p50_ms']:.0f} ms | {r['p99_ms']:.0f} ms | "
-              f"{r['commits'] / max(r['entries'], 1):.1f} | {r['cpu_ms']:.0f} ms | {r['lost']} / {r['duplicated']} | {r['load']:.1f} |")
+              f"{r['commits'] / max(r['entries'], 1):.1f} | {r['cpu_ms']:.0f} ms | "
+              f"{r['lost']} / {r['duplicated']} | {r['load']:.1f} |")
     if any(r["lost"] or r["duplicated"] for r in rows_out):
         raise SystemExit("records lost or duplicated")
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python tests/benchmarks/bench_compaction.py               # 200,000 rows: 1 append vs 2,000 appends, file + S3 + Spark
+    python tests/benchmarks/bench_compaction.py               # 200,000 rows: 1 vs 2,000 appends, file + S3 + Spark
     python tests/benchmarks/bench_compaction.py --smoke       # 20,000 rows in 200 appends, no Spark (< 60 s)
     python tests/benchmarks/bench_compaction.py --no-s3 --no-spark
 

@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _data import report  # noqa: E402
+from _data import report
 
 WARMUP_S = 2.0
 #: Appends this many seconds after the producer started count as the steady state.

@@ -35,8 +35,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _data import make_table, report, write_input  # noqa: E402
-from bench_spark import SINK_OPTIONS, build_session  # noqa: E402
+from _data import make_table, report, write_input
+from bench_spark import SINK_OPTIONS, build_session
 
 HEADERS = ["query", "micro-batch rows", "batch MB (Arrow)", "peak RSS MB (largest Python process)",
            "Python processes busy", "wall s"]

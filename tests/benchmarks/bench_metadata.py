@@ -18,11 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _data import counted_stream  # noqa: E402
-from histories import T0, add_commit, commit_history, epoch_history  # noqa: E402
-from pyspark_tstream.api.stream import Stream  # noqa: E402
-from pyspark_tstream.journal.timeindex import COL_MAX_TSO  # noqa: E402
-from pyspark_tstream.timestamps import pack  # noqa: E402
+from _data import counted_stream
+from histories import T0, add_commit, commit_history, epoch_history
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal.timeindex import COL_MAX_TSO
+from pyspark_tstream.timestamps import pack
 
 
 def measure(s: Stream, url: str, reps: int = 20) -> dict[str, float]:

@@ -46,7 +46,7 @@ import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _data import make_table, render  # noqa: E402
+from _data import make_table, render
 
 BATCH = 10_000
 SHAPES = ("ordered", "stretches", "random")
@@ -112,7 +112,6 @@ def _steps(prof: cProfile.Profile) -> dict[str, float]:
 def measure(batches: list[pa.RecordBatch], root: str, reps: int) -> dict[str, Any]:
     """Best-of-``reps`` CPU: tstream's task (total, by step), its commit, and the stored floor."""
     from _floors import _sink
-
     from pyspark_tstream.api.stream import Stream
     from pyspark_tstream.write.writing import write_batches
 
@@ -125,7 +124,7 @@ def measure(batches: list[pa.RecordBatch], root: str, reps: int) -> dict[str, An
         totals.append(cpu)
         chunks = len(infos)
         # as the stream sink's driver commits a micro-batch: keyed by (writer, batch), in a session
-        commits.append(_cpu(lambda: stream.commit(infos, writer_id="bench", batch_id=len(commits),
+        commits.append(_cpu(lambda: stream.commit(infos, writer_id="bench", batch_id=len(commits),  # noqa: B023 - called here
                                                   session=True, fresh=True))[0])
         prof = cProfile.Profile(time.process_time)
         prof.enable()

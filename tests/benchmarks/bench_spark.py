@@ -62,8 +62,8 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _data import SIDES, CpuMeter, Pair, folder_bytes, make_table, median, render, spread, write_input  # noqa: E402
-from _spark import build_session as _session  # noqa: E402
+from _data import SIDES, CpuMeter, Pair, folder_bytes, make_table, median, render, spread, write_input
+from _spark import build_session as _session
 
 SINK_OPTIONS = {"keyColumn": "key", "timestampColumn": "ts"}
 DURATIONS = ("triggerExecution", "latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")

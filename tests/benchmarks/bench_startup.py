@@ -29,9 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import process_roles  # noqa: E402
-from _data import report  # noqa: E402
-from _spark import write_bytecode  # noqa: E402
+import process_roles
+from _data import report
+from _spark import write_bytecode
 
 NOTE = ("ms = time from unpickling the job to its end in a fresh interpreter that has PySpark, pyarrow "
         "and numpy loaded (as a PySpark worker has), median [min] over the processes: with tstream's "

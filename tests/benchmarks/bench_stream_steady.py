@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _data import CpuMeter, make_table, median, render  # noqa: E402
-from bench_spark import build_session  # noqa: E402
+from _data import CpuMeter, make_table, median, render
+from bench_spark import build_session
 
 
 def prepare(root: str, rows: int, files: int) -> tuple[str, str]:

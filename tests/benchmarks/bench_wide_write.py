@@ -35,9 +35,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,8 +47,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _data import make_table, median, render, spread, write_input  # noqa: E402
-from _spark import build_session  # noqa: E402
+from _data import make_table, median, render, spread, write_input
+from _spark import build_session
 
 WRITES = ("wide tstream", "wide native", "wide stored floor", "2-task tstream", "2-task native")
 READS = ("read wide tstream", "read 2-task tstream", "read native")
@@ -253,7 +253,8 @@ def main() -> int:
         ratios = sorted(fetched / own for *_, own, fetched in per_seg if own)
         seg0 = per_seg[0]
         print(render(
-            ["one-segment read (Spark-free)", "slices", "rows", "slice bytes", "bytes fetched", "fetched / slice bytes"],
+            ["one-segment read (Spark-free)", "slices", "rows", "slice bytes", "bytes fetched",
+             "fetched / slice bytes"],
             [[f"segment {seg0[0]}", seg0[1], seg0[2], seg0[4], seg0[5], f"×{seg0[5] / max(1, seg0[4]):.2f}"],
              [f"all {len(per_seg)} segments: median", "-", "-", "-", "-", f"×{statistics.median(ratios):.2f}"],
              [f"all {len(per_seg)} segments: max", "-", "-", "-", "-", f"×{ratios[-1]:.2f}"]]))

@@ -30,8 +30,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _data import make_table, median, report, spread, write_input  # noqa: E402
-from _spark import build_session  # noqa: E402
+from _data import make_table, median, report, spread, write_input
+from _spark import build_session
 
 SEGMENTS = 4  # the stream's segments (tstream's default)
 
@@ -77,7 +77,7 @@ def main() -> None:
         spark = build_session("tstream-write-paths")
         fns = variants(spark, source)
         walls: dict[str, list[float]] = {name: [] for name in fns}
-        for name, fn in fns.items():  # warm-up: JIT, file cache, Python workers
+        for fn in fns.values():  # warm-up: JIT, file cache, Python workers
             out = os.path.join(root, f"warm-{uuid.uuid4().hex[:8]}")
             fn(out)
             shutil.rmtree(out, ignore_errors=True)

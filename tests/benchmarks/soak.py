@@ -47,7 +47,8 @@ What runs, on its own SeaweedFS (``weed mini`` on loopback, stopped by PID at th
   design): the store is down, answering ``503`` in odd outages and dropping every connection
   unanswered in even ones. The Spark queries wait it out (``storeRetryTimeout``, 2 minutes by
   default); the producers retry their appends; this process's scales, vacuums and tick polls go
-  through one stream opened with a patient ``RetryPolicy``. Kills and query restarts wait until the store is back, so that every
+  through one stream opened with a patient ``RetryPolicy``. Kills and query restarts wait until
+  the store is back, so that every
   restart's first store calls meet a store that answers;
 * this process's Python RSS and the Spark JVM's RSS are sampled at start and end, and the RSS
   of each Python streaming-source runner (the driver-side process where a query's stream
@@ -86,7 +87,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))  # tests/: the S3 server helpers
 
-import s3servers
+import s3servers  # noqa: E402 - found through the path set above
 
 SKEWS_MS = (0, -3_000, 2_000)
 #: Ids of the Spark producer's records: SPARK_IDS + the rate source's ``value`` (0, 1, 2, ...).
@@ -411,7 +412,8 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                 if time.monotonic() >= next_vacuum:
                     vacuumed.update(admin.vacuum(grace_ms=VACUUM_GRACE_MS))
                     next_vacuum = time.monotonic() + vacuum_every
-                if restart_due and not near_outage() and not outage_due and any(p["numInputRows"] for p in producer_q.recentProgress):
+                if (restart_due and not near_outage() and not outage_due
+                        and any(p["numInputRows"] for p in producer_q.recentProgress)):
                     # it has committed since its start: stop it wherever it is now, perhaps
                     # inside a micro-batch; its checkpoint resumes it
                     producer_q.stop()
