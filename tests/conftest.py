@@ -116,6 +116,15 @@ def calllog() -> Iterator[CallLog]:
     yield CallLog()
 
 
+@pytest.fixture(scope="module")
+def role_jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, object]]:
+    """Each process role's job (``process_roles.jobs``) on one small stream per module."""
+    import process_roles
+
+    folder = tmp_path_factory.mktemp("roles")
+    return process_roles.jobs(process_roles.stream(folder), checkpoint=str(folder / "ckpt"))
+
+
 # spark / spark_connect session fixtures (tests/sparkfixtures.py)
 pytest_plugins.append("sparkfixtures")
 

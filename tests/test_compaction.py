@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from compaction_streams import T0, fill_stream, planned_files, same_records, small_chunks_exist
+from compaction_streams import fill_stream, planned_files, same_records, small_chunks_exist
 from conftest import CallLog
+from helpers import T0
 from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import app as cli

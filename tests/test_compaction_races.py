@@ -8,8 +8,9 @@ import threading
 
 import pyarrow as pa
 import pytest
-from compaction_streams import T0, fill_stream, planned_files, same_records, small_chunks_exist
+from compaction_streams import fill_stream, planned_files, same_records, small_chunks_exist
 from conftest import CallLog
+from helpers import T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.store.storage import Store
 

@@ -16,9 +16,9 @@ from typing import Any
 import pyarrow as pa
 import pyspark
 import pytest
+from helpers import README
 from pyspark_tstream.spark import compat
 
-README = Path(__file__).resolve().parent.parent / "README.md"
 VERSIONS = ["4.0", "4.1", "4.2", "4.3"]
 
 

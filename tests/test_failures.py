@@ -18,6 +18,7 @@ import pyspark_tstream.api.append as append_mod
 import pyspark_tstream.api.upkeep as upkeep_mod
 import pytest
 from conftest import CallLog
+from helpers import T0
 from histories import clone, drop
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.api.upkeep import RETENTION_EVERY
@@ -35,7 +36,6 @@ from pyspark_tstream.spark.handle import StreamHandle
 from pyspark_tstream.store.storage import RetryPolicy
 from pyspark_tstream.write.writing import write_batches
 
-T0 = 1_700_000_000_000
 SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.string())])
 NO_WAIT = RetryPolicy(attempts=2, base_delay=0.0, max_delay=0.0)
 

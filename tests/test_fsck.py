@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
+from helpers import T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import main
 from pyspark_tstream.epochs.scaling import EPOCH_CHUNK
@@ -27,8 +28,6 @@ from pyspark_tstream.timestamps import physical
 #: The logic here sits above the store: its memory:// cases run by default, its file:// cases
 #: in the slow set (tests/test_storage.py pins the file store's own primitives by default).
 pytestmark = pytest.mark.slow_on_file
-
-T0 = 1_700_000_000_000
 
 
 def _stream(url: str, commits: int = 70) -> Stream:

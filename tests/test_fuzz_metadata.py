@@ -18,13 +18,13 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 import pytest
+from helpers import T0
 from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import TStreamError
 from pyspark_tstream.journal.state import segment_number
 from pyspark_tstream.store import layout
 
-T0 = 1_700_000_000_000
 #: Remedies an error may name: each is a real command (see tests/test_fsck.py).
 REMEDIES = ("tstream fsck", "tstream repair", "tstream truncate", "tstream group")
 

@@ -15,10 +15,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from conftest import CallLog
+from helpers import orphans
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.state import DEDUPE_WINDOW, Writer
-from pyspark_tstream.maintain.retention import orphan_files
-from pyspark_tstream.timestamps import now_ms
 from pyspark_tstream.write.writing import ChunkInfo, write_batches
 
 LOGGER = "pyspark_tstream.api.append"
@@ -27,11 +26,6 @@ LOGGER = "pyspark_tstream.api.append"
 def _batch(batch: int, rows: int = 20) -> pa.Table:
     return pa.table({"batch": [batch] * rows, "i": list(range(rows)),
                      "key": [f"k{(batch * 7 + i) % 13}" for i in range(rows)]})
-
-
-def _orphans(s: Stream) -> set[str]:
-    """Data files no commit names (what would leak until ``vacuum(orphans=True)``)."""
-    return set(orphan_files(s.store, s.journal, s.refresh(), now_ms(), 0))
 
 
 def _task_chunks(s: Stream, table: pa.Table) -> list[ChunkInfo]:
@@ -66,7 +60,7 @@ def test_monotonic_batch_ids_skip_equal_and_older_and_log_it(url: str, caplog: p
     # other writers are unaffected
     assert not s.append(_batch(1), key="key", writer_id="other", batch_id=1, monotonic=True).duplicate
     assert _batches(s) == [1] * 20 + [4] * 20 + [5] * 20 + [6] * 20
-    assert not _orphans(s)  # skipped appends wrote no file at all
+    assert not orphans(s)  # skipped appends wrote no file at all
 
 
 def test_last_batch_survives_the_window() -> None:
@@ -91,11 +85,11 @@ def test_a_repeat_deletes_the_files_written_for_it(url: str, caplog: pytest.LogC
     assert not any(s.store.exists(c.path) for c in replay)
     # a task writes one file, shared by its segments' chunks (wide writes)
     assert f"this attempt's {len({c.path for c in replay})} chunk file(s) deleted" in caplog.text
-    assert not _orphans(s) and _batches(s) == [1] * 20
+    assert not orphans(s) and _batches(s) == [1] * 20
     # chunks not known to be fresh may be the ones an unknown-outcome commit named: kept
     kept = _task_chunks(s, _batch(1))
     assert s.commit(kept, writer_id="etl", batch_id=1, schema=_batch(1).schema).duplicate
-    assert _orphans(s) == {c.path for c in kept}
+    assert orphans(s) == {c.path for c in kept}
 
 
 def test_a_repeat_never_deletes_what_the_earlier_commit_named(url: str) -> None:
@@ -136,7 +130,7 @@ def test_concurrent_writers_of_one_batch_commit_it_once(url: str) -> None:
     assert len({a.pos for a in acks}) == 1  # the no-ops answer with the winner's commit
     s = Stream.open(url)
     assert _batches(s) == [0] * 20 + [1] * 20
-    assert not _orphans(s)
+    assert not orphans(s)
 
 
 def test_crash_at_any_store_call_then_retry_is_exactly_once(url: str, calllog: CallLog) -> None:
@@ -163,7 +157,7 @@ def test_crash_at_any_store_call_then_retry_is_exactly_once(url: str, calllog: C
         s.store.observer = None
         fresh = Stream.open(name)
         landed += _batches(fresh) == [0] * 20 + [1] * 20
-        crashed = _orphans(fresh)  # the crashed attempt's own files, for vacuum(orphans=True)
+        crashed = orphans(fresh)  # the crashed attempt's own files, for vacuum(orphans=True)
         fresh.append(_batch(1), key="key", writer_id="etl", batch_id=1, monotonic=True)
         replay = _task_chunks(fresh, _batch(1))  # a replay whose files exist before it commits
         assert fresh.commit(replay, writer_id="etl", batch_id=1, schema=_batch(1).schema,
@@ -172,5 +166,5 @@ def test_crash_at_any_store_call_then_retry_is_exactly_once(url: str, calllog: C
         fresh.append(_batch(2), key="key", writer_id="etl", batch_id=2, monotonic=True)
         final = Stream.open(name)
         assert _batches(final) == [0] * 20 + [1] * 20 + [2] * 20, f"crash at call {k}: {log.calls[-1]}"
-        assert _orphans(final) == crashed, f"crash at call {k}: a retry leaked files"
+        assert orphans(final) == crashed, f"crash at call {k}: a retry leaked files"
     assert 0 < landed < total  # some crashes came before the commit landed, some after

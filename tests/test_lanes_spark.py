@@ -7,13 +7,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers import DAY, T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.epochs.routing import KEY_SPACE, key_hash, route
 
 pytestmark = pytest.mark.spark
-
-DAY = 86_400_000
-T0 = 1_700_000_000_000
 
 
 def test_repartitioned_batch_write_keeps_every_event_time(spark: Any, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers import T0
 from pyspark_tstream import read_native
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.datasource import native
@@ -25,7 +26,6 @@ from pyspark_tstream.journal.entries import Chunk
 from pyspark_tstream.timestamps import iso
 
 pytestmark = pytest.mark.spark
-T0 = 1_700_000_000_000
 
 
 def _rows(df: Any) -> list[tuple[Any, ...]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from helpers import T0
 from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import DataLossError
@@ -16,8 +17,6 @@ from pyspark_tstream.read.start import check_data_loss
 from pyspark_tstream.store import layout
 from pyspark_tstream.store.storage import Store
 from pyspark_tstream.write.writing import write_batches
-
-T0 = 1_700_000_000_000
 
 
 def _fill(url: str, batches: int = 6, rows: int = 50, segments: int = 3, **config: object) -> Stream:

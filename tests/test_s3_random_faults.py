@@ -22,6 +22,7 @@ from typing import TypeVar
 import pyarrow as pa
 import pytest
 from conftest import commits_in
+from helpers import T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import TStreamError
 from s3servers import BUCKET, RandomFaultProxy, s3_storage_options
@@ -30,7 +31,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
 T = TypeVar("T")
 WRITERS, BATCHES, ROWS = 4, 12, 50
-T0 = 1_700_000_000_000
 
 
 @pytest.fixture

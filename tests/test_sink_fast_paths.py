@@ -15,13 +15,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from helpers import T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.chunkfile import encoding
 from pyspark_tstream.timestamps import MAX_MS
 from pyspark_tstream.write import ordering, writing
 from pyspark_tstream.write.writing import write_batches
-
-T0 = 1_700_000_000_000
 
 
 def _runs() -> dict[str, np.ndarray]:

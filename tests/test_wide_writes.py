@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import CallLog
+from helpers import T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal import entries as entries_mod
 from pyspark_tstream.journal.entries import Chunk, Entry
@@ -23,7 +24,6 @@ from pyspark_tstream.store import layout
 from pyspark_tstream.write.writing import ChunkInfo, write_batches
 
 SCHEMA = pa.schema([("key", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
-T0 = 1_700_000_000_000
 
 
 def _task(seed: int, rows: int, span_ms: int = 60_000) -> pa.Table:

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _data import counted_stream  # noqa: E402
-from histories import T0, add_commit, commit_history, epoch_history  # noqa: E402
+from histories import HISTORY_T0, add_commit, commit_history, epoch_history  # noqa: E402
 from pyspark_tstream.api.stream import Stream  # noqa: E402
 from pyspark_tstream.journal.timeindex import COL_MAX_TSO  # noqa: E402
 from pyspark_tstream.timestamps import pack  # noqa: E402
@@ -30,7 +30,7 @@ def measure(s: Stream, url: str, reps: int = 20) -> dict[str, float]:
     for r in range(reps):
         t = time.perf_counter()
         opened, counter = counted_stream(url)
-        target = pack(T0 + ((opened.state.pos * (r + 1)) // (reps + 1)) * 10)
+        target = pack(HISTORY_T0 + ((opened.state.pos * (r + 1)) // (reps + 1)) * 10)
         opened.journal.search(opened.state, COL_MAX_TSO, target)
         out["seek"].append(time.perf_counter() - t)
         out["seek_calls"].append(counter.n)
