@@ -25,7 +25,7 @@ import pytest  # noqa: E402
 # fresh processes of test_registration, Spark Connect's server, the matrix cells) compiles with
 # C1 only and collects with the serial collector: these JVMs live minutes and run small queries,
 # where C2's compiler threads and the parallel collector's threads are mostly overhead on 2
-# cores. Measured here (round 22): tests/test_spark_source.py 158 -> 110 CPU-s, 113 -> 101 s;
+# cores. Measured on 2 cores: tests/test_spark_source.py 158 -> 110 CPU-s, 113 -> 101 s;
 # tests/test_spark_sink.py 76 -> 49 CPU-s. Less load also keeps Spark's fixed 10 s limit for a
 # new Python worker to connect back out of reach. Not set for the benchmarks (their figures
 # compare against Spark's native paths with its default JIT). setdefault: a user's own wins.

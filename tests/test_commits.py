@@ -380,11 +380,11 @@ def test_search_reads_node_summaries_and_reads_check_their_entries(url: str) -> 
 
 @pytest.mark.parametrize("operation", ["vacuum", "compact"])
 def test_a_commit_far_behind_catches_up_in_a_few_reads(url: str, operation: str) -> None:
-    """Found by the soak: a vacuum deleting files for a while under ~25 commits/s reached its
-    journal commit hundreds of positions behind and walked them one lost race at a time (each
-    a rebuild, a conditional create and a read), so it fell further behind and gave up after
-    1000 "lost races". A committer behind by more than the one slot it just lost now jumps to
-    the newest entry through the head."""
+    """A vacuum deleting files for a while under ~25 commits/s can reach its journal commit
+    hundreds of positions behind; walking them one lost race at a time (each a rebuild, a
+    conditional create and a read) would fall further behind and give up after 1000 "lost
+    races". A committer behind by more than the one slot it just lost jumps to the newest entry
+    through the head."""
     s = Stream.create(url, segments=1, compaction="target=1MB,min=1000")  # only this test compacts
     for b in range(20):
         s.append([{"k": "x", "b": b}], key="k")

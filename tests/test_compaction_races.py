@@ -142,7 +142,7 @@ def test_chunks_a_crashed_compaction_listed_as_they_are_survive_its_adoption_and
     then crashes before its journal commit; the next compaction adopts what that version holds.
     A listed chunk is not a macro-chunk: adopting it as a compaction part gave it a manifest
     that never existed, and vacuum deleted "the files its compaction replaced", the chunk itself
-    (found by this race under CI's load: records named by the journal went missing)."""
+    (so records named by the journal went missing)."""
     import pyspark_tstream.compaction.compact as compact_mod
     from pyspark_tstream.maps.macromap import MacroMap
 
@@ -169,7 +169,7 @@ def test_chunks_a_crashed_compaction_listed_as_they_are_survive_its_adoption_and
 
 def test_vacuum_keeps_a_listed_chunk_an_older_compaction_committed_as_a_part(
         url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Streams whose journal already holds such a part (committed before the fix above) keep
+    """Streams whose journal already holds such a part (committed by an older version) keep
     the chunk: garbage collection never deletes a part's own file as "what it replaced"."""
     import pyspark_tstream.compaction.compact as compact_mod
     from pyspark_tstream.maps.macromap import MacroMap
@@ -180,7 +180,7 @@ def test_vacuum_keeps_a_listed_chunk_an_older_compaction_committed_as_a_part(
     def crash(self: object, state: object, pos: int) -> None:
         raise RuntimeError("crash between the map's publication and the journal commit")
 
-    def old_adopt(job: object, seg: int, live: list, upto: int) -> list:  # the behaviour before the fix
+    def old_adopt(job: object, seg: int, live: list, upto: int) -> list:  # what older versions did
         adopted = [m for m in live if m.end > upto]
         for m in adopted:
             job.parts.append(compact_mod._part(seg, m, adopted=True))  # type: ignore[attr-defined]
@@ -266,7 +266,7 @@ def test_macro_map_update_rebuilds_on_the_winner_after_a_lost_race(monkeypatch: 
     def always_lose(b):  # a rival version with other content each time (same bytes would be ours)
         rival.update(0, 0, lambda rb: rb.macros + (macro(rb.v + 10),))
         return b.macros
-    # 1,000 lost races each rewrite a growing bucket (16 s here, round 22); 20 show the same
+    # 1,000 lost races each rewrite a growing bucket (16 s on 2 cores); 20 show the same
     from pyspark_tstream.store import races
     monkeypatch.setattr(races, "MAX_ATTEMPTS", 20)
     with pytest.raises(CommitConflictError, match="gave up after 20 lost races on the macro map of segment 0") as info:

@@ -92,7 +92,7 @@ Build = Callable[[str], tuple[Stream, int]]
 def _built(build: Build, url: str) -> Build:
     """``build`` run once, then copied: each call gives a fresh copy of the built stream (the
     name it is given is unused). A crash loop needs one pristine history a failure point;
-    building it anew each time cost most of the ``file://`` loop (82 -> 18 s, round 22)."""
+    building it anew each time cost most of the ``file://`` loop (82 s against 18 s)."""
     template, last = build(url + "-template")
     return lambda _name: (Stream.open(clone(template.url)), last)
 

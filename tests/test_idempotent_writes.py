@@ -1,4 +1,4 @@
-"""Idempotent writes keyed by (writer, batch) on the Spark-free API (issue 36): what ``df.write``'s
+"""Idempotent writes keyed by (writer, batch) on the Spark-free API: what ``df.write``'s
 ``writerId``/``batchId`` (Delta's ``txnAppId``/``txnVersion``) commit through.
 
 A repeat, or with ``monotonic=True`` any batch id at or below the writer's last committed one,

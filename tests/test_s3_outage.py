@@ -58,8 +58,8 @@ PHASES = {
     "task-write": ("PUT", "/dst/data/"),  # a task writing the sink's chunks
     "commit": ("PUT", "/dst/_tstream/journal/"),  # the sink's commit, in PySpark's commit runner
     # the sink's writer for the next micro-batch, which PySpark creates afresh in a new process
-    # (found by the soak: it failed the query in 4.6 s before a 503 counted as the store
-    # answering): the first head read after a commit wrote the head hint, its last request
+    # (it must wait out an outage from its first call: a 503 is the store answering): the
+    # first head read after a commit wrote the head hint, its last request
     "sink-writer": ("GET", "/dst/_tstream/head.json", ("PUT", "/dst/_tstream/head.json")),
 }
 

@@ -107,7 +107,7 @@ def test_committers_compaction_and_vacuum_under_random_faults(moto_server: str,
     assert set(ids) == want and max(ids.values()) == 1, "every record exactly once"
     entries = [direct.journal.read_entry(p) for p in range(1, direct.state.pos + 1)]
     # every (writer, batch) committed once: in an entry of its own, or folded into another
-    # writer's entry by group commit (under load, CI run 2 of round 20: 48 commits in 47 entries)
+    # writer's entry by group commit (which happens under load: 48 commits in 47 entries)
     commits = Counter((w, b) for w, b, _, _ in commits_in(e for e in entries if e.op == "append"))
     assert commits == Counter({(f"w{w}", b): 1 for w in range(WRITERS) for b in range(BATCHES)}), commits
     ops = Counter(e.op for e in entries)

@@ -380,7 +380,7 @@ def test_permanent_403_on_chunk_read_names_the_chunk(
 
 def test_fsck_through_a_failing_store_raises_instead_of_reporting_damage(
         proxied: tuple[Stream, TargetedFaultProxy]) -> None:
-    """A store that refuses the footer reads says nothing about the chunks: fsck used to report
+    """A store that refuses the footer reads says nothing about the chunks: fsck must not report
     each as "unreadable", with a remedy that truncates the stream past records that are fine."""
     s, proxy = proxied
     proxy.on("GET", ".parquet", "403")  # a refusal is not retried

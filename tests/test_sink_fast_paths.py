@@ -1,4 +1,4 @@
-"""The sink task's fast paths (issue #39) write exactly what the plain paths write.
+"""The sink task's fast paths write exactly what the plain paths write.
 
 Ordering a run by client time skips the sort for ordered runs, merges a few ordered stretches
 and sorts shuffled runs as unique (time, position) keys; a gathered group is concatenated once

@@ -1,4 +1,4 @@
-"""Idempotent ``df.write`` (issue 36): ``writerId`` + ``batchId``, or Delta's ``txnAppId`` +
+"""Idempotent ``df.write``: ``writerId`` + ``batchId``, or Delta's ``txnAppId`` +
 ``txnVersion``, so that a replayed ``foreachBatch`` appends once.
 
 The option rules and the batch writer's commit run without a Spark session (the writer's
@@ -124,7 +124,7 @@ def test_batch_writer_abort_deletes_files_only_if_the_batch_is_not_committed(tmp
 
 def test_a_streaming_sink_replay_deletes_its_files_too(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The streaming sink's own (query, micro-batch) dedupe shares the path: a replayed batch's
-    task files are deleted (they used to wait for vacuum), quietly (INFO, not WARNING)."""
+    task files are deleted at once (not left for vacuum), quietly (INFO, not WARNING)."""
     url = f"file://{tmp_path}/s"
     source = TStreamDataSource({"path": url, "keyColumn": "key", "checkpointLocation": str(tmp_path / "c")})
     batch = pa.record_batch({"id": pa.array(range(10), pa.int64()), "key": ["k"] * 10})

@@ -26,7 +26,7 @@ from pyspark_tstream.write.writing import write_batches
 
 #: Two clusters of records ten and six hours before this module is imported: an ago bound of
 #: eight hours falls between them however long a run takes to reach these tests (pytest imports
-#: every module when it collects; minutes here failed once a full run took over six).
+#: every module when it collects: offsets of minutes fail a run that takes longer).
 EARLY = now_ms() - 10 * 3_600_000
 LATE = now_ms() - 6 * 3_600_000
 

@@ -1,4 +1,4 @@
-"""Wide writes (issue #34): one data file per writer task, a slice of it per segment.
+"""Wide writes: one data file per writer task, a slice of it per segment.
 
 Spark-free: tasks are ``write_batches`` calls (what a Spark task runs) committed together, as
 the sink's driver commits its tasks' chunks.
@@ -315,9 +315,9 @@ def test_an_abort_after_a_landed_commit_deletes_nothing_the_journal_names(tmp_pa
 
 def test_slices_written_before_a_split_are_rerouted_with_only_their_own_rows(url: str) -> None:
     """A scale that splits segments between the tasks' writes and their commit re-routes each
-    slice of a shared file by key: only the slice's own rows move (found by the soak: the whole
-    shared file was split, so other segments' rows came back twice and the parts kept the
-    slice's offset into a file that no longer held them, so the slice's rows were lost)."""
+    slice of a shared file by key: only the slice's own rows move (splitting the whole shared file
+    would bring other segments' rows back twice and leave the parts with the slice's offset
+    into a file that no longer holds them, losing the slice's rows)."""
     s = Stream.create(url, schema=SCHEMA, segments=4)
     infos = _write(s, tasks=2, rows=600)
     assert len({c.path for c in infos}) == 2 and all(c.file_bytes > 0 and c.span_bytes > 0 for c in infos)
