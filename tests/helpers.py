@@ -28,6 +28,8 @@ T0 = 1_700_000_000_000
 DAY = 86_400_000
 #: The order that makes two reads of the same records compare equal: storage order.
 ORDER = [("_segment", "ascending"), ("_seq", "ascending")]
+#: A store secret the credential tests pass in and then look for: in no log, error, plan or pickle.
+SECRET = "S3CR3T-ABC123"
 
 #: The repository's root folder, and what tests read from it.
 ROOT = Path(__file__).resolve().parents[1]

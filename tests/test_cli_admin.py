@@ -10,7 +10,7 @@ from helpers import T0, run_cli
 from pyspark_tstream.api.stream import Stream
 
 
-def _stream(url: str) -> Stream:
+def _stream_of_four_appends(url: str) -> Stream:
     s = Stream.create(url, segments=2)
     for b in range(4):
         s.append(pa.table({"k": [f"k{i}" for i in range(10)], "t": [T0 + b * 1000 + i for i in range(10)]}),
@@ -19,7 +19,7 @@ def _stream(url: str) -> Stream:
 
 
 def test_scale_cut_truncate_trim_vacuum(url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    s = _stream(url)
+    s = _stream_of_four_appends(url)
     seg = s.state.segments[0].id
     code, out, _ = run_cli(capsys, "scale", url, "--split", str(seg), "--parts", "3")
     assert code == 0 and out.startswith("epoch 1: sealed [0], created ") and out.count("[0.") == 3
@@ -40,7 +40,7 @@ def test_scale_cut_truncate_trim_vacuum(url: str, capsys: pytest.CaptureFixture[
 
 
 def test_admin_errors_are_one_line(url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    _stream(url)
+    _stream_of_four_appends(url)
     code, out, err = run_cli(capsys, "scale", url, "--split", "999")
     assert code == 2 and err.startswith("tstream: error: cannot split segment 999") and err.count("\n") == 1
     code, out, err = run_cli(capsys, "truncate", url, "--cut", "{not json")

@@ -72,7 +72,7 @@ def _spark_commit(writer: Any, messages: list[Any], batch: int) -> bool:
         return False
 
 
-def _check(url: str, batches: int, rows: int) -> None:
+def _check_exactly_once(url: str, batches: int, rows: int) -> None:
     """Every batch exactly once; every chunk the journal names exists (read reads them all)."""
     s = Stream.open(url)
     ids = sorted(s.read()["id"].to_pylist())
@@ -250,9 +250,9 @@ def test_ambiguous_journal_create_never_loses_the_batch(url: str, lost_answers: 
     s.store.observer = None
     if lost_answers == 1 and failing_after == 0:
         assert committed  # resolved by repeating the conditional create
-    _check(url, 4, 10)  # the create was applied: the batch is there, and its files too
+    _check_exactly_once(url, 4, 10)  # the create was applied: the batch is there, and its files too
     _replay_until_done(url, 3, 10)  # Spark's replay is a no-op
-    _check(url, 4, 10)
+    _check_exactly_once(url, 4, 10)
     assert Stream.open(url).state.pos == 4
 
 
@@ -267,7 +267,7 @@ def test_abort_deletes_files_of_a_batch_proved_absent(url: str) -> None:
     committed = _messages(w, 1, 10)
     assert _spark_commit(w, committed, 1)
     w.abort(committed, 1)  # a spurious abort of a committed batch deletes nothing
-    _check(url, 2, 10)
+    _check_exactly_once(url, 2, 10)
 
 
 def test_batch_write_abort_leaves_files_for_vacuum(url: str) -> None:
@@ -276,5 +276,5 @@ def test_batch_write_abort_leaves_files_for_vacuum(url: str) -> None:
     msgs = _messages(w, 0, 10)
     w.commit(msgs)
     w.abort(msgs)  # no batch id to look up: nothing is deleted
-    _check(url, 1, 10)
+    _check_exactly_once(url, 1, 10)
     assert Journal(s.store).head().pos == 1

@@ -33,7 +33,7 @@ def _task_chunks(s: Stream, table: pa.Table) -> list[ChunkInfo]:
     return write_batches(s.write_spec(table.schema, key="key"), [table], task="t")
 
 
-def _batches(s: Stream) -> list[int]:
+def _batch_ids(s: Stream) -> list[int]:
     return sorted(s.read()["batch"].to_pylist())
 
 
@@ -53,13 +53,13 @@ def test_monotonic_batch_ids_skip_equal_and_older_and_log_it(url: str, caplog: p
                      (f"tstream: batch 3 of writer 'etl' is not above its last committed batch 5 "
                       f"(journal position {first.pos}): batch ids of an idempotent writer only increase; "
                       "nothing appended")]
-    assert _batches(s) == [5] * 20
+    assert _batch_ids(s) == [5] * 20
     assert not s.append(_batch(6), key="key", writer_id="etl", batch_id=6, monotonic=True).duplicate
     # the default stays an exact window: an older id that never committed is committed
     assert not s.append(_batch(4), key="key", writer_id="etl", batch_id=4).duplicate
     # other writers are unaffected
     assert not s.append(_batch(1), key="key", writer_id="other", batch_id=1, monotonic=True).duplicate
-    assert _batches(s) == [1] * 20 + [4] * 20 + [5] * 20 + [6] * 20
+    assert _batch_ids(s) == [1] * 20 + [4] * 20 + [5] * 20 + [6] * 20
     assert not orphans(s)  # skipped appends wrote no file at all
 
 
@@ -85,7 +85,7 @@ def test_a_repeat_deletes_the_files_written_for_it(url: str, caplog: pytest.LogC
     assert not any(s.store.exists(c.path) for c in replay)
     # a task writes one file, shared by its segments' chunks (wide writes)
     assert f"this attempt's {len({c.path for c in replay})} chunk file(s) deleted" in caplog.text
-    assert not orphans(s) and _batches(s) == [1] * 20
+    assert not orphans(s) and _batch_ids(s) == [1] * 20
     # chunks not known to be fresh may be the ones an unknown-outcome commit named: kept
     kept = _task_chunks(s, _batch(1))
     assert s.commit(kept, writer_id="etl", batch_id=1, schema=_batch(1).schema).duplicate
@@ -99,7 +99,7 @@ def test_a_repeat_never_deletes_what_the_earlier_commit_named(url: str) -> None:
     s.commit(chunks, writer_id="etl", batch_id=1, schema=_batch(1).schema, monotonic=True)
     ack = s.commit(chunks, writer_id="etl", batch_id=1, schema=_batch(1).schema, monotonic=True, fresh=True)
     assert ack.duplicate and all(s.store.exists(c.path) for c in chunks)
-    assert _batches(s) == [1] * 20
+    assert _batch_ids(s) == [1] * 20
 
 
 def test_concurrent_writers_of_one_batch_commit_it_once(url: str) -> None:
@@ -129,7 +129,7 @@ def test_concurrent_writers_of_one_batch_commit_it_once(url: str) -> None:
     assert sorted(a.duplicate for a in acks) == [False, True, True, True]
     assert len({a.pos for a in acks}) == 1  # the no-ops answer with the winner's commit
     s = Stream.open(url)
-    assert _batches(s) == [0] * 20 + [1] * 20
+    assert _batch_ids(s) == [0] * 20 + [1] * 20
     assert not orphans(s)
 
 
@@ -156,7 +156,7 @@ def test_crash_at_any_store_call_then_retry_is_exactly_once(url: str, calllog: C
             pass
         s.store.observer = None
         fresh = Stream.open(name)
-        landed += _batches(fresh) == [0] * 20 + [1] * 20
+        landed += _batch_ids(fresh) == [0] * 20 + [1] * 20
         crashed = orphans(fresh)  # the crashed attempt's own files, for vacuum(orphans=True)
         fresh.append(_batch(1), key="key", writer_id="etl", batch_id=1, monotonic=True)
         replay = _task_chunks(fresh, _batch(1))  # a replay whose files exist before it commits
@@ -165,6 +165,6 @@ def test_crash_at_any_store_call_then_retry_is_exactly_once(url: str, calllog: C
         assert fresh.append(_batch(0), key="key", writer_id="etl", batch_id=0, monotonic=True).duplicate
         fresh.append(_batch(2), key="key", writer_id="etl", batch_id=2, monotonic=True)
         final = Stream.open(name)
-        assert _batches(final) == [0] * 20 + [1] * 20 + [2] * 20, f"crash at call {k}: {log.calls[-1]}"
+        assert _batch_ids(final) == [0] * 20 + [1] * 20 + [2] * 20, f"crash at call {k}: {log.calls[-1]}"
         assert orphans(final) == crashed, f"crash at call {k}: a retry leaked files"
     assert 0 < landed < total  # some crashes came before the commit landed, some after

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from conftest import commits_in
-from helpers import check_segments
+from helpers import SECRET, check_segments
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.conf.options import SinkOptions, SourceOptions
 from pyspark_tstream.errors import StorageError, StreamNotFoundError, TStreamError
@@ -392,7 +392,6 @@ def test_fsck_through_a_failing_store_raises_instead_of_reporting_damage(
 
 # -- 5. credentials never leak (Python API side; Spark side in test_s3_spark.py) -----------------
 ACCESS_KEY_ID = "AKIA-TSTREAM-KEYID-7Q"
-SECRET = "S3CR3T-ABC123"
 
 
 def _leaky_options(endpoint: str) -> dict[str, Any]:

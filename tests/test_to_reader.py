@@ -36,7 +36,7 @@ def _batch(b: int, n: int = 400, t0: int = EARLY) -> pa.Table:
                      "t": t0 + (b % 8) * 4_000 + np.arange(n) * 10, "pad": [f"payload-{b}-{i}" * 4 for i in range(n)]})
 
 
-def _stream(url: str, **config: Any) -> Stream:
+def _overlapping_stream(url: str, **config: Any) -> Stream:
     """Three segments, 16 commits in two clusters of time: many chunks that overlap in time."""
     s = Stream.create(url, segments=3, **config)
     for b in range(16):
@@ -69,8 +69,8 @@ def _compacted(s: Stream, *, lanes: bool = False) -> Stream:
 
 
 SHAPES = {
-    "segments": _stream,
-    "compacted": lambda url: _compacted(_stream(url, compaction="off")),
+    "segments": _overlapping_stream,
+    "compacted": lambda url: _compacted(_overlapping_stream(url, compaction="off")),
     "lanes": _lanes,
     "lanes-compacted": lambda url: _compacted(_lanes(url), lanes=True),
 }
@@ -112,7 +112,7 @@ def test_same_records_and_order_as_read_for_every_range_form(url: str, shape: st
 
 
 def test_projection_decodes_only_the_columns_asked_for(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    s = _stream(url)
+    s = _overlapping_stream(url)
     decoded: list[str] = []
     for method in ("read_row_group", "read_row_groups"):
         real = getattr(pq.ParquetFile, method)
@@ -136,7 +136,7 @@ def test_projection_decodes_only_the_columns_asked_for(url: str, monkeypatch: py
 
 
 def test_default_is_user_columns_and_system_columns_on_request(url: str) -> None:
-    s = _stream(url)
+    s = _overlapping_stream(url)
     assert s.to_reader().schema.names == ["key", "v", "t", "pad"]
     assert s.to_reader(system_columns=True).schema.names == ["key", "v", "t", "pad", *SYSTEM_COLUMNS]
     reader = s.to_reader(columns=["t", "key"], system_columns=["_timestamp"])
@@ -169,7 +169,7 @@ def test_bounded_memory_many_batches(url: str) -> None:
 
 
 def test_planned_once_read_lazily(url: str) -> None:
-    s = _stream(url)
+    s = _overlapping_stream(url)
     before = s.read()
     reader = s.to_reader(system_columns=True)
     s.append(_batch(99, t0=LATE + 200_000), key="key", timestamp="t")  # after the reader was made
@@ -178,7 +178,7 @@ def test_planned_once_read_lazily(url: str) -> None:
 
 
 def test_bad_columns_fail_naming_them(url: str) -> None:
-    s = _stream(url)
+    s = _overlapping_stream(url)
     with pytest.raises(ConfigError, match=r"no column 'nope'; its columns are key, v, t, pad") as e:
         s.to_reader(columns=["v", "nope"])
     assert e.value.option == "columns" and e.value.value == "nope"
@@ -246,7 +246,7 @@ def test_duckdb_streams_a_large_reader(url: str) -> None:
     """DuckDB aggregates a many-batch reader (projected) to the same answer as the whole table."""
     import duckdb
 
-    s = _stream(url)
+    s = _overlapping_stream(url)
     reader = s.to_reader(columns=["key", "v"], batch_rows=256)  # noqa: F841 (scanned by name)
     got = duckdb.sql("select key, count(*) as n, sum(v) as total from reader group by key order by key").fetchall()
     whole = s.read()
