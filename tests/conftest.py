@@ -16,7 +16,7 @@ import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import uuid  # noqa: E402
 from collections import Counter  # noqa: E402
-from collections.abc import Iterable, Iterator  # noqa: E402
+from collections.abc import Callable, Iterable, Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
@@ -93,6 +93,21 @@ class CallLog:
     def metadata(self, *ops: str) -> int:
         """Calls on tstream metadata (not data chunks)."""
         return sum(1 for op, rel in self.calls if rel.startswith("_tstream/") and (not ops or op in ops))
+
+
+def crash_at(s: Any, k: int, act: Callable[[Any], object]) -> CallLog:
+    """``act(s)`` with the ``k``-th store call of stream ``s`` raising (an injected crash); the
+    calls it made. The crash's ``RuntimeError`` is expected and dropped: the caller checks what
+    the store holds."""
+    crash = CallLog()
+    crash.fail_at = k
+    s.store.observer = crash
+    try:
+        act(s)
+    except RuntimeError:
+        pass
+    s.store.observer = None
+    return crash
 
 
 def commits_in(entries: Iterable[Any]) -> list[tuple[Any, Any, int, list[Any]]]:

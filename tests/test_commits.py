@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import CallLog, commits_in
+from conftest import CallLog, commits_in, crash_at
 from helpers import check_segments
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.journal import Journal
@@ -274,14 +274,7 @@ def test_crash_points_of_scale_and_truncation(url: str, operation: str) -> None:
         name = f"{url}-{operation}-{k}"
         s = build(name)
         before = sorted(s.read()["batch"].to_pylist())
-        crash = CallLog()
-        crash.fail_at = k
-        s.store.observer = crash
-        try:
-            act(s)
-        except RuntimeError:
-            pass
-        s.store.observer = None
+        crash = crash_at(s, k, act)
         fresh = Stream.open(name)
         seen = sorted(fresh.read()["batch"].to_pylist())
         assert seen in (before, expected_after) or (operation == "scale" and seen == before + [9] * 20), \

@@ -9,7 +9,7 @@ import threading
 import pyarrow as pa
 import pytest
 from compaction_streams import fill_stream, planned_files, same_records, small_chunks_exist
-from conftest import CallLog
+from conftest import CallLog, crash_at
 from helpers import T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.store.storage import Store
@@ -42,14 +42,7 @@ def test_crash_at_every_store_call_of_a_compaction(url: str, again: bool) -> Non
     for k in range(1, total + 1):
         name = f"{url}-{k}"
         s = _crash_stream(name, again)
-        crash = CallLog()
-        crash.fail_at = k
-        s.store.observer = crash
-        try:
-            act(s)
-        except RuntimeError:
-            pass
-        s.store.observer = None
+        crash = crash_at(s, k, act)
         fresh = Stream.open(name)
         same_records(expected, fresh.read())
         act(fresh)  # the compaction (or its retry) completes after the crash

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from conftest import CallLog
+from conftest import CallLog, crash_at
 from helpers import orphans
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.state import DEDUPE_WINDOW, Writer
@@ -147,14 +147,7 @@ def test_crash_at_any_store_call_then_retry_is_exactly_once(url: str, calllog: C
         name = f"{url}-{k}"
         s = Stream.create(name, segments=2)
         s.append(_batch(0), key="key", writer_id="etl", batch_id=0, monotonic=True)
-        log = CallLog()
-        log.fail_at = k
-        s.store.observer = log
-        try:
-            s.append(_batch(1), key="key", writer_id="etl", batch_id=1, monotonic=True)
-        except RuntimeError:
-            pass
-        s.store.observer = None
+        log = crash_at(s, k, lambda s: s.append(_batch(1), key="key", writer_id="etl", batch_id=1, monotonic=True))
         fresh = Stream.open(name)
         landed += _batch_ids(fresh) == [0] * 20 + [1] * 20
         crashed = orphans(fresh)  # the crashed attempt's own files, for vacuum(orphans=True)

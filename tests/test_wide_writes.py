@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import CallLog
+from conftest import CallLog, crash_at
 from helpers import T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal import entries as entries_mod
@@ -203,14 +203,7 @@ def test_crash_at_every_store_call_of_the_vacuum_of_shared_files(url: str) -> No
     for k in range(1, total + 1):
         s, want, shared = _compacted_stream(f"{url}-{k}")
         s.compact(full=True)
-        log = CallLog()
-        log.fail_at = k
-        s.store.observer = log
-        try:
-            s.vacuum(grace_ms=0)
-        except RuntimeError:
-            pass
-        s.store.observer = None
+        crash_at(s, k, lambda s: s.vacuum(grace_ms=0))
         assert _vals(Stream.open(f"{url}-{k}").read()) == want, f"crash at call {k}"
         Stream.open(f"{url}-{k}").vacuum(grace_ms=0)
         assert not shared & set(_data_files(s)), f"crash at call {k}"
@@ -267,14 +260,7 @@ def test_crash_at_every_store_call_of_a_wide_commit(url: str) -> None:
     landed = 0
     for k in range(1, total + 1):
         s = Stream.create(f"{url}-{k}", schema=SCHEMA, segments=4)
-        log = CallLog()
-        log.fail_at = k
-        s.store.observer = log
-        try:
-            s.commit(_write(s, 2, 200), writer_id="w", batch_id=1, schema=SCHEMA)
-        except RuntimeError:
-            pass
-        s.store.observer = None
+        crash_at(s, k, lambda s: s.commit(_write(s, 2, 200), writer_id="w", batch_id=1, schema=SCHEMA))
         fresh = Stream.open(f"{url}-{k}")
         got = _vals(fresh.read())
         assert got in ([], want), f"crash at call {k}"
