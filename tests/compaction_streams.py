@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+from helpers import ORDER, T0
 from pyspark_tstream.api.stream import Stream
-
-T0 = 1_700_000_000_000
-ORDER = [("_segment", "ascending"), ("_seq", "ascending")]
 
 
 def fill_stream(url: str, appends: int = 60, rows: int = 5, segments: int = 3, writer: str | None = None,

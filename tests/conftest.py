@@ -16,7 +16,7 @@ import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import uuid  # noqa: E402
 from collections import Counter  # noqa: E402
-from collections.abc import Iterable, Iterator  # noqa: E402
+from collections.abc import Callable, Iterable, Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
@@ -25,7 +25,7 @@ import pytest  # noqa: E402
 # fresh processes of test_registration, Spark Connect's server, the matrix cells) compiles with
 # C1 only and collects with the serial collector: these JVMs live minutes and run small queries,
 # where C2's compiler threads and the parallel collector's threads are mostly overhead on 2
-# cores. Measured here (round 22): tests/test_spark_source.py 158 -> 110 CPU-s, 113 -> 101 s;
+# cores. Measured on 2 cores: tests/test_spark_source.py 158 -> 110 CPU-s, 113 -> 101 s;
 # tests/test_spark_sink.py 76 -> 49 CPU-s. Less load also keeps Spark's fixed 10 s limit for a
 # new Python worker to connect back out of reach. Not set for the benchmarks (their figures
 # compare against Spark's native paths with its default JIT). setdefault: a user's own wins.
@@ -95,6 +95,21 @@ class CallLog:
         return sum(1 for op, rel in self.calls if rel.startswith("_tstream/") and (not ops or op in ops))
 
 
+def crash_at(s: Any, k: int, act: Callable[[Any], object]) -> CallLog:
+    """``act(s)`` with the ``k``-th store call of stream ``s`` raising (an injected crash); the
+    calls it made. The crash's ``RuntimeError`` is expected and dropped: the caller checks what
+    the store holds."""
+    crash = CallLog()
+    crash.fail_at = k
+    s.store.observer = crash
+    try:
+        act(s)
+    except RuntimeError:
+        pass
+    s.store.observer = None
+    return crash
+
+
 def commits_in(entries: Iterable[Any]) -> list[tuple[Any, Any, int, list[Any]]]:
     """``(writer, batch, pos, chunks)`` of every commit in journal ``entries``: an entry that
     folded several (group commit) as its parts one by one, any other entry as itself."""
@@ -114,6 +129,15 @@ def commits_in(entries: Iterable[Any]) -> list[tuple[Any, Any, int, list[Any]]]:
 @pytest.fixture
 def calllog() -> Iterator[CallLog]:
     yield CallLog()
+
+
+@pytest.fixture(scope="module")
+def role_jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, object]]:
+    """Each process role's job (``process_roles.jobs``) on one small stream per module."""
+    import process_roles
+
+    folder = tmp_path_factory.mktemp("roles")
+    return process_roles.jobs(process_roles.stream(folder), checkpoint=str(folder / "ckpt"))
 
 
 # spark / spark_connect session fixtures (tests/sparkfixtures.py)

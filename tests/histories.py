@@ -26,7 +26,7 @@ from pyspark_tstream.write.writing import ChunkInfo, WriteSpec, write_batches
 #: The user schema of histories with real data files (``real=`` commits).
 SCHEMA = pa.schema([("v", pa.int64())])
 
-T0 = 1_000_000
+HISTORY_T0 = 1_000_000
 
 
 def commit_history(n: int, url: str | None = None, segments: int = 4, real: Collection[int] = ()) -> Stream:
@@ -45,7 +45,7 @@ def commit_history(n: int, url: str | None = None, segments: int = 4, real: Coll
 
 
 def add_commit(s: Stream, i: int, writer: str = "w", real: bool = False) -> None:
-    ms = T0 + i * 10
+    ms = HISTORY_T0 + i * 10
     seg = s.state.segments[i % len(s.state.segments)]
     path = f"data/{seg.number}/fake-{uuid.uuid4().hex[:8]}.parquet"
     raw = raw_hybrid(ms + np.arange(5, dtype=np.int64))

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-
-T0 = 1_700_000_000_000
+from helpers import T0
 
 _CHILD = """
 import json, pickle, sys, time

@@ -18,9 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from s3servers import free_ports
+from s3servers import HOST, free_ports
 
-HOST = "127.0.0.1"
 _START_TIMEOUT_S = 120.0
 
 

@@ -1,4 +1,4 @@
-"""Bounded reads (issue 10): limits that hold on overlapping chunks, marks, the planner's tasks.
+"""Bounded reads: limits that hold on overlapping chunks, marks, the planner's tasks.
 
 Micro-batches are driven through the planner exactly as the streaming source does (a
 :class:`~pyspark_tstream.read.window.Window` that lives across batches); no Spark here.

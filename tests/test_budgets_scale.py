@@ -9,7 +9,7 @@ import functools
 
 import pytest
 from conftest import CallLog
-from histories import T0, add_commit, clone, commit_history, epoch_history
+from histories import HISTORY_T0, add_commit, clone, commit_history, epoch_history
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.journal.timeindex import COL_MAX_TSO
@@ -45,7 +45,7 @@ def _costs(s: Stream) -> dict[str, float]:
     out["poll"] = log.count()
     log.reset()
     seeker = _open_counted(url, log)
-    seeker.journal.search(seeker.state, COL_MAX_TSO, pack(T0 + (seeker.state.pos // 2) * 10))
+    seeker.journal.search(seeker.state, COL_MAX_TSO, pack(HISTORY_T0 + (seeker.state.pos // 2) * 10))
     out["seek"] = log.count()
     log.reset()
     writer = _open_counted(url, log)
@@ -60,7 +60,7 @@ def _costs(s: Stream) -> dict[str, float]:
     add_commit(writer, base + 64, writer="budget")  # files the sealed record into its shard
     out["scale"] = log.count()
     log.reset()
-    writer.epoch_at(T0)
+    writer.epoch_at(HISTORY_T0)
     out["epoch_at"] = log.count()
     log.reset()
     writer.truncate((writer.state.tick >> 18) - 5)
@@ -99,7 +99,7 @@ def _bounded_costs(n: int) -> dict[str, int]:
     out: dict[str, int] = {}
     reader = _open_counted(url, log)
     log.reset()
-    table = reader.read(start=T0 + mid * 10, limit=10)
+    table = reader.read(start=HISTORY_T0 + mid * 10, limit=10)
     out["read"] = log.count()
     assert table.column("v").to_pylist() == list(range(5 * mid, 5 * mid + 10))
     log.reset()

@@ -16,16 +16,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import run_cli
 from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import app as cli
 from pyspark_tstream.cli import read as cli_read
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def lines(out: str) -> list[dict[str, Any]]:
@@ -38,14 +33,14 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 
 def test_create_append_read_roundtrip(url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "create", url, "--segments", "2", "--timestamping", "client-require")
+    code, out, _ = run_cli(capsys, "create", url, "--segments", "2", "--timestamping", "client-require")
     assert code == 0 and "2 segments, timestamping client-require" in out
     rows = [{"device": f"d{i % 3}", "temp": 20 + i, "t": f"2026-01-01T00:00:{i:02d}Z"} for i in range(5)]
-    code, out, _ = run(capsys, "append", url, str(write_jsonl(tmp_path / "in.jsonl", rows)),
+    code, out, _ = run_cli(capsys, "append", url, str(write_jsonl(tmp_path / "in.jsonl", rows)),
                        "--key", "device", "--timestamp", "t")
     assert code == 0
     assert out.startswith("appended 5 records in 1 commit: ids 1767225600000-0 .. 1767225604000-0")
-    code, out, _ = run(capsys, "read", url)
+    code, out, _ = run_cli(capsys, "read", url)
     got = lines(out)
     assert [r["temp"] for r in got] == [20, 21, 22, 23, 24]
     # ids are <ms>-<logical>@<segment>:<seq>: unique in the stream (writer lanes may share a time)
@@ -60,7 +55,7 @@ def test_append_from_stdin_casts_to_the_stream_schema(url: str, capsys: pytest.C
     Stream.create(url, segments=1).append([{"name": "a", "score": 1.5}])
     data = b'{"name": "b", "score": 2}\n\n{"name": "c", "score": 3}\n'  # JSON ints for a double column
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
-    code, out, _ = run(capsys, "append", url, "--json")
+    code, out, _ = run_cli(capsys, "append", url, "--json")
     assert code == 0 and json.loads(out)["records"] == 2
     t = Stream.open(url).read()
     assert t["score"].to_pylist() == [1.5, 2.0, 3.0] and t.schema.field("score").type == pa.float64()
@@ -69,12 +64,12 @@ def test_append_from_stdin_casts_to_the_stream_schema(url: str, capsys: pytest.C
 def test_append_parquet_in_batches_is_idempotent(url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "events.parquet"
     pq.write_table(pa.table({"k": [f"k{i % 5}" for i in range(250)], "v": list(range(250))}), path)
-    run(capsys, "create", url)
+    run_cli(capsys, "create", url)
     argv = ["append", url, str(path), "--key", "k", "--writer", "loader", "--batch", "7", "--batch-rows", "100"]
-    code, out, err = run(capsys, *argv, "--progress")
+    code, out, err = run_cli(capsys, *argv, "--progress")
     assert code == 0 and "appended 250 records in 3 commits" in out
     assert "\r" in err and "[##############################] 100%" in err and "250 records" in err
-    code, out, _ = run(capsys, *argv)  # the same batches again: nothing is committed twice
+    code, out, _ = run_cli(capsys, *argv)  # the same batches again: nothing is committed twice
     assert code == 0 and "appended 0 records in 0 commits" in out and "3 batches already committed" in out
     s = Stream.open(url)
     assert sorted(s.read()["v"].to_pylist()) == list(range(250))
@@ -85,7 +80,7 @@ def test_read_ranges_tail_count_and_table(url: str, capsys: pytest.CaptureFixtur
     s = Stream.create(url, segments=3)
     s.append([{"k": f"k{i % 4}", "v": i, "t": 1_000_000 + i * 1000} for i in range(20)], key="k", timestamp="t")
     def values(*argv: str) -> list[int]:
-        code, out, err = run(capsys, "read", url, *argv)
+        code, out, err = run_cli(capsys, "read", url, *argv)
         assert code == 0, err
         return [r["v"] for r in lines(out)]
 
@@ -96,7 +91,7 @@ def test_read_ranges_tail_count_and_table(url: str, capsys: pytest.CaptureFixtur
     assert values("--tail", "4") == [16, 17, 18, 19]
     assert values("--tail", "4", "--count", "2") == [16, 17]
     assert values("--ago", "1h") == []  # these records are from 1970
-    code, out, _ = run(capsys, "read", url, "--count", "2", "--format", "table")
+    code, out, _ = run_cli(capsys, "read", url, "--count", "2", "--format", "table")
     table = out.splitlines()
     assert code == 0
     assert table[0].split() == ["_id", "k", "v", "t", "_timestamp"] and len(table) == 3
@@ -108,7 +103,7 @@ def test_read_pages_through_long_ranges(url: str, capsys: pytest.CaptureFixture[
     monkeypatch.setattr(cli_read, "PAGE_ROWS", 7)  # many batches, printed as they are read
     s = Stream.create(url, segments=2, timestamping_uncapped=True)
     s.append([{"k": f"k{i}", "v": i, "t": 2_000_000 + i // 3} for i in range(50)], key="k", timestamp="t")
-    code, out, _ = run(capsys, "read", url)
+    code, out, _ = run_cli(capsys, "read", url)
     got = lines(out)
     assert code == 0
     assert sorted(r["v"] for r in got) == list(range(50))
@@ -137,37 +132,37 @@ def test_follow_prints_new_records_as_the_tick_advances(url: str, capsys: pytest
     out = capsys.readouterr().out
     assert result == [0]
     assert [r["v"] for r in lines(out)] == [0, 1, 2]
-    code, out, _ = run(capsys, "read", url, "--tail", "0", "--follow", "--max-wait", "200ms", "--poll", "20")
+    code, out, _ = run_cli(capsys, "read", url, "--tail", "0", "--follow", "--max-wait", "200ms", "--poll", "20")
     assert code == 0 and out == ""  # --tail 0 --follow: only records that arrive later
 
 
 def test_group_commands(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     Stream.create(url, segments=2).append([{"k": f"k{i}", "v": i} for i in range(6)], key="k")
-    code, out, _ = run(capsys, "group", url, "create", "billing", "--start", "0")
+    code, out, _ = run_cli(capsys, "group", url, "create", "billing", "--start", "0")
     assert code == 0 and "group billing: delivers records after 0-0" in out
-    code, out, _ = run(capsys, "group", url, "read", "billing", "alice", "--count", "4")
+    code, out, _ = run_cli(capsys, "group", url, "read", "billing", "alice", "--count", "4")
     alice = lines(out)
     assert code == 0 and len(alice) == 4 and all("@" in r["_id"] for r in alice)
-    code, out, _ = run(capsys, "group", url, "read", "billing", "bob", "--block", "50")
+    code, out, _ = run_cli(capsys, "group", url, "read", "billing", "bob", "--block", "50")
     bob = lines(out)
     assert {r["v"] for r in alice} | {r["v"] for r in bob} == set(range(6)) and len(bob) == 2
-    code, out, _ = run(capsys, "group", url, "ack", "billing", alice[0]["_id"], alice[1]["_id"], "999-0@0")
+    code, out, _ = run_cli(capsys, "group", url, "ack", "billing", alice[0]["_id"], alice[1]["_id"], "999-0@0")
     assert code == 0 and out.strip() == "2"
-    code, out, _ = run(capsys, "group", url, "pending", "billing", "--json")
+    code, out, _ = run_cli(capsys, "group", url, "pending", "billing", "--json")
     pending = lines(out)
     assert sorted(p["id"] for p in pending) == sorted([r["_id"] for r in alice[2:]] + [r["_id"] for r in bob])
-    code, out, _ = run(capsys, "group", url, "pending", "billing", "--consumer", "bob")
+    code, out, _ = run_cli(capsys, "group", url, "pending", "billing", "--consumer", "bob")
     assert out.splitlines()[0].split() == ["id", "consumer", "idle", "ms", "deliveries"]
     assert len(out.splitlines()) == 3
-    code, out, _ = run(capsys, "group", url, "claim", "billing", "carol", "--min-idle", "0", bob[0]["_id"])
+    code, out, _ = run_cli(capsys, "group", url, "claim", "billing", "carol", "--min-idle", "0", bob[0]["_id"])
     assert code == 0 and [r["_id"] for r in lines(out)] == [bob[0]["_id"]]
-    code, out, _ = run(capsys, "group", url, "claim", "billing", "carol", "--min-idle", "1h")
+    code, out, _ = run_cli(capsys, "group", url, "claim", "billing", "carol", "--min-idle", "1h")
     assert code == 0 and out == ""
-    code, out, _ = run(capsys, "group", url, "info", "billing", "--json")
+    code, out, _ = run_cli(capsys, "group", url, "info", "billing", "--json")
     info = json.loads(out)
     assert info["pending"] == 4 and info["acked"] == 2 and info["lag"] == 0
     assert [c["name"] for c in info["consumers"]] == ["alice", "bob", "carol"]
-    code, out, _ = run(capsys, "group", url, "info")
+    code, out, _ = run_cli(capsys, "group", url, "info")
     assert out.splitlines()[1].split()[0] == "billing"
     assert [p["consumer"] for p in Group.open(Stream.open(url), "billing").pending()].count("carol") == 1
 
@@ -176,14 +171,14 @@ def test_info_text_and_json(url: str, capsys: pytest.CaptureFixture[str]) -> Non
     s = Stream.create(url, segments=2, writers=["east"])
     with s.writer("east") as w:
         w.append([{"k": "a", "v": 1}], key="k")
-        code, out, _ = run(capsys, "info", url)
+        code, out, _ = run_cli(capsys, "info", url)
     assert code == 0
     assert out.startswith(f"stream   {s.url}\n")
     assert "schema   k string, v int64" in out
     assert "[0.0000, 0.5000)" in out and "[0.5000, 1.0000)" in out
     east = next(line for line in out.splitlines() if line.startswith("east"))
     assert east.split()[1] == "yes"
-    code, out, _ = run(capsys, "info", url, "--json")
+    code, out, _ = run_cli(capsys, "info", url, "--json")
     info = json.loads(out)
     assert info["rows"] == 1 and info["writers"]["east"]["live"] is False and len(info["segments"]) == 2
 
@@ -214,7 +209,7 @@ def test_errors_are_one_line_without_traceback(url: str, tmp_path: Path, capsys:
     bad.write_text('{"v": 2}\n{"v": \n')
     good = write_jsonl(tmp_path / "good.jsonl", [{"v": 3}])
     values = {"url": url, "bad_json": str(bad), "good_json": str(good), "tmp": str(tmp_path)}
-    got, out, err = run(capsys, *[a.format(**values) for a in argv])
+    got, out, err = run_cli(capsys, *[a.format(**values) for a in argv])
     assert got == code
     assert err.count("\n") == 1 and err.startswith("tstream: error: ") and needle in err
     assert "Traceback" not in err and out == ""
@@ -222,7 +217,7 @@ def test_errors_are_one_line_without_traceback(url: str, tmp_path: Path, capsys:
 
 
 def test_storage_option_text_is_never_echoed(url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "info", url, "--storage-option", "hunter2-s3cr3t")
+    code, _, err = run_cli(capsys, "info", url, "--storage-option", "hunter2-s3cr3t")
     assert code == 2 and "KEY=VALUE" in err and "hunter2" not in err
 
 
@@ -237,22 +232,22 @@ def test_s3_storage_options_and_redaction(moto_server: str, fault_proxy: Any,
     opts = ["--storage-option", f"endpoint_url={fault_proxy.endpoint}", "--storage-option", f"key={ACCESS_KEY}",
             "--storage-option", f"secret={secret}",
             "--storage-option", json.dumps({"region_name": REGION}).join(["client_kwargs=", ""])]
-    code, out, err = run(capsys, "create", url, *opts)
+    code, out, err = run_cli(capsys, "create", url, *opts)
     assert code == 0, err
-    code, out, err = run(capsys, "read", url, *opts)
+    code, out, err = run_cli(capsys, "read", url, *opts)
     assert code == 0 and out == ""
     fault_proxy.plan("403")  # the server answers with an error that echoes the secret
-    code, out, err = run(capsys, "info", url, *opts)
+    code, out, err = run_cli(capsys, "info", url, *opts)
     assert code == 1 and err.startswith("tstream: error: ") and err.count("\n") == 1
     assert secret not in err and "Access Denied" in err and "***" in err
 
 
 def test_help_shows_examples(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "--help")
+    code, out, _ = run_cli(capsys, "--help")
     assert code == 0 and "examples:" in out and "tstream read file:///tmp/telemetry --tail 10 --follow" in out
     for command in ("create", "info", "append", "read", "group"):
         assert command in out
-    code, out, _ = run(capsys, "group", "u", "claim", "--help")
+    code, out, _ = run_cli(capsys, "group", "u", "claim", "--help")
     assert code == 0 and "--min-idle" in out and "XCLAIM" in out
 
 

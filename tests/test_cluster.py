@@ -6,12 +6,11 @@ checkpoint; every record arrives exactly once."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
+from helpers import wait_for
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import StreamNotFoundError
 from s3servers import (
@@ -50,7 +49,7 @@ print("DRIVER DONE", flush=True)
 spark.stop()
 """.replace("KEY", repr(ACCESS_KEY)).replace("SECRET", repr(SECRET_KEY)).replace("REGION", repr(REGION))
 
-T0 = 1_767_225_600_000
+START_MS = 1_767_225_600_000
 #: Records per micro-batch (maxRecordsPerTrigger): each run of 2,400 records takes 4 batches, so
 #: every kill lands mid-stream (after the first committed batch) while the test stays ~1.5 min.
 PER_TRIGGER = "600"
@@ -60,20 +59,9 @@ def _fill(url: str, opts: dict, first: int, batches: int, rows: int) -> int:
     s = Stream.open(url, opts)
     for b in range(batches):
         ids = list(range(first + b * rows, first + (b + 1) * rows))
-        s.append(pa.table({"id": ids, "key": [f"k{i % 17}" for i in ids], "t": [T0 + i for i in ids]}),
+        s.append(pa.table({"id": ids, "key": [f"k{i % 17}" for i in ids], "t": [START_MS + i for i in ids]}),
                  key="key", timestamp="t")
     return first + batches * rows
-
-
-def _wait(what: str, cond: Callable[[], bool], proc: object, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"driver exited ({proc.returncode}) before {what}")
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _position(url: str, opts: dict) -> int:
@@ -97,7 +85,7 @@ def test_worker_and_driver_killed_mid_stream_every_record_once(tmp_path: object)
 
         # 1) a worker (and its executor) SIGKILLed once the copy is under way
         driver = cluster.driver(DRIVER, src, dst, ckpt, endpoint, PER_TRIGGER)
-        _wait("a first committed batch", lambda: _position(dst, opts) >= 1, driver)
+        wait_for(lambda: _position(dst, opts) >= 1, 300, "a first committed batch", proc=driver, every=0.3)
         kill_group(cluster.workers[0])
         assert driver.wait(timeout=600) == 0, log()
         got = Stream.open(dst, opts).read()["id"].to_pylist()
@@ -107,7 +95,7 @@ def test_worker_and_driver_killed_mid_stream_every_record_once(tmp_path: object)
         n2 = _fill(src, opts, n, batches=6, rows=400)
         before = _position(dst, opts)
         driver = cluster.driver(DRIVER, src, dst, ckpt, endpoint, PER_TRIGGER)
-        _wait("a batch of the second run", lambda: _position(dst, opts) > before, driver)
+        wait_for(lambda: _position(dst, opts) > before, 300, "a batch of the second run", proc=driver, every=0.3)
         kill_group(driver)
         driver.wait(timeout=60)
         restarted = cluster.driver(DRIVER, src, dst, ckpt, endpoint, PER_TRIGGER)

@@ -17,12 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import ORDER, T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.chunkfile.encoding import chunk_encodings, delta_columns, delta_packed_bytes
 from pyspark_tstream.schema import RAW_TSO
-
-T0 = 1_700_000_000_000
-ORDER = [("_segment", "ascending"), ("_seq", "ascending")]
 
 
 def _batch(b: int, rows: int, rng: np.random.Generator) -> pa.Table:

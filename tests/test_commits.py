@@ -6,9 +6,9 @@ import threading
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
-from conftest import CallLog, commits_in
+from conftest import CallLog, commits_in, crash_at
+from helpers import check_segments
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.timestamps import now_ms, physical
@@ -21,19 +21,6 @@ pytestmark = pytest.mark.slow_on_file
 def _batch(writer: str, batch: int, rows: int = 20) -> pa.Table:
     return pa.table({"writer": [writer] * rows, "batch": [batch] * rows, "i": list(range(rows)),
                      "key": [f"k{(batch * 7 + i) % 13}" for i in range(rows)]})
-
-
-def _check_segments(t: pa.Table, from_zero: bool = True, lane: str = "writer") -> None:
-    """Per segment ``_seq`` is dense; per writer lane (segment x ``lane`` column) ``_tso``
-    strictly increases in ``_seq`` order. Across lanes it need not: writer lanes (issue 9)."""
-    for seg in pc.unique(t["_segment"]).to_pylist():
-        part = t.filter(pc.equal(t["_segment"], seg)).sort_by("_seq")
-        seq = part["_seq"].to_numpy()
-        first = 0 if from_zero else int(seq[0])
-        assert seq.tolist() == list(range(first, first + len(seq))), f"segment {seg} _seq not dense"
-        for w in pc.unique(part[lane]).to_pylist():
-            mine = part.filter(pc.equal(part[lane], w))
-            assert np.all(np.diff(mine["_tso"].to_numpy()) > 0), f"segment {seg} lane {w}: _tso not increasing"
 
 
 def test_concurrent_appends_exactly_once(url: str) -> None:
@@ -59,7 +46,7 @@ def test_concurrent_appends_exactly_once(url: str) -> None:
     assert t.num_rows == 8 * 6 * 20
     counts = t.group_by(["writer", "batch"]).aggregate([("i", "count")])
     assert counts.num_rows == 48 and set(counts["i_count"].to_pylist()) == {20}
-    _check_segments(t)
+    check_segments(t, lane="writer")
     state = s0.refresh()
     data = [e for e in s0.journal.log.read_entries(range(1, state.pos + 1)) if e.op != "compact"]
     # one commit per (writer, batch), none for the duplicates: an entry of its own or a part
@@ -114,7 +101,7 @@ def _crash_points(url: str, calllog: CallLog, error: type[BaseException]) -> int
         fresh.append(_batch("w", 2), key="key", writer_id="w", batch_id=2)
         final = fresh.read()
         assert sorted(final["batch"].to_pylist()) == [0] * 20 + [1] * 20 + [2] * 20
-        _check_segments(final)
+        check_segments(final, lane="writer")
     return total
 
 
@@ -156,7 +143,7 @@ def test_skewed_writers_never_commit_below_tick(url: str) -> None:
     _tick_invariant(url)
     for p in producers.values():  # lanes: records above the tick are not a suffix of a segment
         p.close()
-    _check_segments(s.read(), lane="w")
+    check_segments(s.read(), lane="w")
 
 
 def test_tick_is_min_of_live_writers_and_ignores_one_shot(url: str) -> None:
@@ -287,14 +274,7 @@ def test_crash_points_of_scale_and_truncation(url: str, operation: str) -> None:
         name = f"{url}-{operation}-{k}"
         s = build(name)
         before = sorted(s.read()["batch"].to_pylist())
-        crash = CallLog()
-        crash.fail_at = k
-        s.store.observer = crash
-        try:
-            act(s)
-        except RuntimeError:
-            pass
-        s.store.observer = None
+        crash = crash_at(s, k, act)
         fresh = Stream.open(name)
         seen = sorted(fresh.read()["batch"].to_pylist())
         assert seen in (before, expected_after) or (operation == "scale" and seen == before + [9] * 20), \
@@ -302,7 +282,7 @@ def test_crash_points_of_scale_and_truncation(url: str, operation: str) -> None:
         act(fresh)  # the operation (or its retry) completes after the crash
         final = sorted(Stream.open(name).read()["batch"].to_pylist())
         assert final == expected_after or (operation == "scale" and final == expected_after + [9] * 20)
-        _check_segments(Stream.open(name).read(), from_zero=operation == "scale")
+        check_segments(Stream.open(name).read(), from_zero=operation == "scale", lane="writer")
 
 
 def test_index_node_holds_each_entrys_delta_exactly(url: str) -> None:
@@ -393,11 +373,11 @@ def test_search_reads_node_summaries_and_reads_check_their_entries(url: str) -> 
 
 @pytest.mark.parametrize("operation", ["vacuum", "compact"])
 def test_a_commit_far_behind_catches_up_in_a_few_reads(url: str, operation: str) -> None:
-    """Found by the soak: a vacuum deleting files for a while under ~25 commits/s reached its
-    journal commit hundreds of positions behind and walked them one lost race at a time (each
-    a rebuild, a conditional create and a read), so it fell further behind and gave up after
-    1000 "lost races". A committer behind by more than the one slot it just lost now jumps to
-    the newest entry through the head."""
+    """A vacuum deleting files for a while under ~25 commits/s can reach its journal commit
+    hundreds of positions behind; walking them one lost race at a time (each a rebuild, a
+    conditional create and a read) would fall further behind and give up after 1000 "lost
+    races". A committer behind by more than the one slot it just lost jumps to the newest entry
+    through the head."""
     s = Stream.create(url, segments=1, compaction="target=1MB,min=1000")  # only this test compacts
     for b in range(20):
         s.append([{"k": "x", "b": b}], key="k")

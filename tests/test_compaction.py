@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from compaction_streams import T0, fill_stream, planned_files, same_records, small_chunks_exist
+from compaction_streams import fill_stream, planned_files, same_records, small_chunks_exist
 from conftest import CallLog
+from helpers import T0
 from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import app as cli
@@ -394,8 +395,8 @@ def test_orphan_cleanup_removes_a_dead_compactors_files_and_keeps_needed_manifes
 
 def test_a_plan_made_before_compaction_reads_after_its_files_were_vacuumed(url: str) -> None:
     """A micro-batch planned, then stalled past the grace period while a compaction replaced
-    its chunks and a vacuum deleted them (the soak smoke, CI round 23: an overloaded machine
-    held a first batch's task 85 s against the soak's 30 s grace): the task reads the records
+    its chunks and a vacuum deleted them (an overloaded machine can hold a task longer than the
+    grace period, e.g. 85 s against a 30 s grace): the task reads the records
     from the macro-chunks that now hold them, not "named by the journal is missing"."""
     s = fill_stream(url)
     st = s.refresh()

@@ -8,8 +8,9 @@ import threading
 
 import pyarrow as pa
 import pytest
-from compaction_streams import T0, fill_stream, planned_files, same_records, small_chunks_exist
-from conftest import CallLog
+from compaction_streams import fill_stream, planned_files, same_records, small_chunks_exist
+from conftest import CallLog, crash_at
+from helpers import T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.store.storage import Store
 
@@ -41,14 +42,7 @@ def test_crash_at_every_store_call_of_a_compaction(url: str, again: bool) -> Non
     for k in range(1, total + 1):
         name = f"{url}-{k}"
         s = _crash_stream(name, again)
-        crash = CallLog()
-        crash.fail_at = k
-        s.store.observer = crash
-        try:
-            act(s)
-        except RuntimeError:
-            pass
-        s.store.observer = None
+        crash = crash_at(s, k, act)
         fresh = Stream.open(name)
         same_records(expected, fresh.read())
         act(fresh)  # the compaction (or its retry) completes after the crash
@@ -141,7 +135,7 @@ def test_chunks_a_crashed_compaction_listed_as_they_are_survive_its_adoption_and
     then crashes before its journal commit; the next compaction adopts what that version holds.
     A listed chunk is not a macro-chunk: adopting it as a compaction part gave it a manifest
     that never existed, and vacuum deleted "the files its compaction replaced", the chunk itself
-    (found by this race under CI's load: records named by the journal went missing)."""
+    (so records named by the journal went missing)."""
     import pyspark_tstream.compaction.compact as compact_mod
     from pyspark_tstream.maps.macromap import MacroMap
 
@@ -168,7 +162,7 @@ def test_chunks_a_crashed_compaction_listed_as_they_are_survive_its_adoption_and
 
 def test_vacuum_keeps_a_listed_chunk_an_older_compaction_committed_as_a_part(
         url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Streams whose journal already holds such a part (committed before the fix above) keep
+    """Streams whose journal already holds such a part (committed by an older version) keep
     the chunk: garbage collection never deletes a part's own file as "what it replaced"."""
     import pyspark_tstream.compaction.compact as compact_mod
     from pyspark_tstream.maps.macromap import MacroMap
@@ -179,7 +173,7 @@ def test_vacuum_keeps_a_listed_chunk_an_older_compaction_committed_as_a_part(
     def crash(self: object, state: object, pos: int) -> None:
         raise RuntimeError("crash between the map's publication and the journal commit")
 
-    def old_adopt(job: object, seg: int, live: list, upto: int) -> list:  # the behaviour before the fix
+    def old_adopt(job: object, seg: int, live: list, upto: int) -> list:  # what older versions did
         adopted = [m for m in live if m.end > upto]
         for m in adopted:
             job.parts.append(compact_mod._part(seg, m, adopted=True))  # type: ignore[attr-defined]
@@ -265,7 +259,7 @@ def test_macro_map_update_rebuilds_on_the_winner_after_a_lost_race(monkeypatch: 
     def always_lose(b):  # a rival version with other content each time (same bytes would be ours)
         rival.update(0, 0, lambda rb: rb.macros + (macro(rb.v + 10),))
         return b.macros
-    # 1,000 lost races each rewrite a growing bucket (16 s here, round 22); 20 show the same
+    # 1,000 lost races each rewrite a growing bucket (16 s on 2 cores); 20 show the same
     from pyspark_tstream.store import races
     monkeypatch.setattr(races, "MAX_ATTEMPTS", 20)
     with pytest.raises(CommitConflictError, match="gave up after 20 lost races on the macro map of segment 0") as info:

@@ -16,9 +16,9 @@ from typing import Any
 import pyarrow as pa
 import pyspark
 import pytest
+from helpers import README
 from pyspark_tstream.spark import compat
 
-README = Path(__file__).resolve().parent.parent / "README.md"
 VERSIONS = ["4.0", "4.1", "4.2", "4.3"]
 
 
@@ -368,7 +368,7 @@ def _reader(url: str, **opts: str) -> Any:
     return TStreamStreamReader(options, spark_schema(stream.schema), stream)
 
 
-def _rows(reader: Any, start: dict, end: dict) -> list[int]:
+def _read_ids(reader: Any, start: dict, end: dict) -> list[int]:
     ids: list[int] = []
     for p in reader.partitions(start, end):
         for b in reader.read(p):
@@ -399,15 +399,15 @@ def test_without_latest_offset_limit_batches_reach_the_tick_exactly_once(
     assert "maxRecordsPerTrigger" in caplog.text and "4.2" in caplog.text
     end = r.latestOffset()  # fresh query: Spark asks for the end first ...
     start = r.initialOffset()  # ... then for the start of batch 0
-    got.append(_rows(r, start, end))
+    got.append(_read_ids(r, start, end))
     add(3)
     start, end = end, r.latestOffset()
-    got.append(_rows(r, start, end))
+    got.append(_read_ids(r, start, end))
     add(4)
     r = _reader(url, maxRecordsPerTrigger="50")  # restart: Spark plans (last, last), then asks
-    assert _rows(r, end, end) == []
+    assert _read_ids(r, end, end) == []
     start, end = end, r.latestOffset()
-    got.append(_rows(r, start, end))
+    got.append(_read_ids(r, start, end))
     assert r.latestOffset() == end  # nothing new: no batch
     assert [sorted(g) for g in got] == [list(range(300)), list(range(300, 400)), list(range(400, 500))]
     assert end["tso"] == Stream.open(url).state.tick

@@ -7,8 +7,8 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "python"
+from helpers import CORE_DIR, ROOT
+
 #: The design card's folders that hold the package: the core, and the Spark adapters at the root.
 ADAPTERS = ("datasource", "sink", "conf")
 
@@ -20,17 +20,17 @@ def _module_table() -> str:
 
 
 def _modules() -> list[Path]:
-    return sorted([*PACKAGE.rglob("*.py"), *(p for a in ADAPTERS for p in (ROOT / a).rglob("*.py"))])
+    return sorted([*CORE_DIR.rglob("*.py"), *(p for a in ADAPTERS for p in (ROOT / a).rglob("*.py"))])
 
 
 def _rel(path: Path) -> Path:
     """A module's name in the table: its path under ``python/`` for the core
     (``read/planner.py``), under the repository root for an adapter (``sink/writer.py``)."""
-    return path.relative_to(PACKAGE if path.is_relative_to(PACKAGE) else ROOT)
+    return path.relative_to(CORE_DIR if path.is_relative_to(CORE_DIR) else ROOT)
 
 
 def _exists(name: str) -> bool:
-    return (ROOT / name if name.split("/")[0] in ADAPTERS else PACKAGE / name).exists()
+    return (ROOT / name if name.split("/")[0] in ADAPTERS else CORE_DIR / name).exists()
 
 
 def _names(path: Path) -> list[str]:

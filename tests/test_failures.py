@@ -18,6 +18,7 @@ import pyspark_tstream.api.append as append_mod
 import pyspark_tstream.api.upkeep as upkeep_mod
 import pytest
 from conftest import CallLog
+from helpers import T0
 from histories import clone, drop
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.api.upkeep import RETENTION_EVERY
@@ -38,7 +39,6 @@ from pyspark_tstream.write.commit import CommitIntent, CommitRequest
 from pyspark_tstream.write.group import Published, new_id
 from pyspark_tstream.write.writing import write_batches
 
-T0 = 1_700_000_000_000
 SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.string())])
 NO_WAIT = RetryPolicy(attempts=2, base_delay=0.0, max_delay=0.0)
 
@@ -75,7 +75,7 @@ def _spark_commit(writer: Any, messages: list[Any], batch: int) -> bool:
         return False
 
 
-def _check(url: str, batches: int, rows: int) -> None:
+def _check_exactly_once(url: str, batches: int, rows: int) -> None:
     """Every batch exactly once; every chunk the journal names exists (read reads them all)."""
     s = Stream.open(url)
     ids = sorted(s.read()["id"].to_pylist())
@@ -95,7 +95,7 @@ Build = Callable[[str], tuple[Stream, int]]
 def _built(build: Build, url: str) -> Build:
     """``build`` run once, then copied: each call gives a fresh copy of the built stream (the
     name it is given is unused). A crash loop needs one pristine history a failure point;
-    building it anew each time cost most of the ``file://`` loop (82 -> 18 s, round 22)."""
+    building it anew each time cost most of the ``file://`` loop (82 s against 18 s)."""
     template, last = build(url + "-template")
     return lambda _name: (Stream.open(clone(template.url)), last)
 
@@ -253,9 +253,9 @@ def test_ambiguous_journal_create_never_loses_the_batch(url: str, lost_answers: 
     s.store.observer = None
     if lost_answers == 1 and failing_after == 0:
         assert committed  # resolved by repeating the conditional create
-    _check(url, 4, 10)  # the create was applied: the batch is there, and its files too
+    _check_exactly_once(url, 4, 10)  # the create was applied: the batch is there, and its files too
     _replay_until_done(url, 3, 10)  # Spark's replay is a no-op
-    _check(url, 4, 10)
+    _check_exactly_once(url, 4, 10)
     assert Stream.open(url).state.pos == 4
 
 
@@ -270,7 +270,7 @@ def test_abort_deletes_files_of_a_batch_proved_absent(url: str) -> None:
     committed = _messages(w, 1, 10)
     assert _spark_commit(w, committed, 1)
     w.abort(committed, 1)  # a spurious abort of a committed batch deletes nothing
-    _check(url, 2, 10)
+    _check_exactly_once(url, 2, 10)
 
 
 def test_batch_write_abort_leaves_files_for_vacuum(url: str) -> None:
@@ -279,7 +279,7 @@ def test_batch_write_abort_leaves_files_for_vacuum(url: str) -> None:
     msgs = _messages(w, 0, 10)
     w.commit(msgs)
     w.abort(msgs)  # no batch id to look up: nothing is deleted
-    _check(url, 1, 10)
+    _check_exactly_once(url, 1, 10)
     assert Journal(s.store).head().pos == 1
 
 
@@ -302,7 +302,7 @@ def test_an_abort_keeps_the_files_of_a_published_request_another_writer_may_fold
     other.appending.group.contended = 1  # a writer that lost lately lists requests before committing
     other.append(_table(1, 10), writer_id="other", batch_id=0)
     assert any(f.rid == item.rid for f in other.journal.read_entry(other.state.pos).folds)
-    _check(url, 2, 10)  # the folded batch reads: its files are there
+    _check_exactly_once(url, 2, 10)  # the folded batch reads: its files are there
     assert _spark_commit(w, _messages(w, 0, 10), 0)  # Spark's replay of the batch: a no-op
-    _check(url, 2, 10)
+    _check_exactly_once(url, 2, 10)
     assert Stream.open(url).verify().ok

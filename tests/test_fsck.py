@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
+from helpers import T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import main
 from pyspark_tstream.epochs.scaling import EPOCH_CHUNK
@@ -28,10 +29,8 @@ from pyspark_tstream.timestamps import physical
 #: in the slow set (tests/test_storage.py pins the file store's own primitives by default).
 pytestmark = pytest.mark.slow_on_file
 
-T0 = 1_700_000_000_000
 
-
-def _stream(url: str, commits: int = 70) -> Stream:
+def _scaled_stream(url: str, commits: int = 70) -> Stream:
     s = Stream.create(url, segments=2)
     for b in range(commits):
         s.append(pa.table({"k": [f"k{b % 5}", f"k{b % 3}"], "t": [T0 + b * 1000, T0 + b * 1000 + 1]}),
@@ -64,7 +63,7 @@ DAMAGES: dict[str, Callable[[Stream], None]] = {
 
 @pytest.mark.parametrize("damage", list(DAMAGES))
 def test_fsck_finds_and_repair_rebuilds(url: str, damage: str, capsys: pytest.CaptureFixture) -> None:
-    s = _stream(url)
+    s = _scaled_stream(url)
     before = _records(url)
     assert s.verify().ok
     assert main(["fsck", url]) == 0
@@ -99,7 +98,7 @@ def test_level2_index_node_rebuilt() -> None:
 
 
 def test_missing_chunk_names_records_and_a_working_remedy(url: str, capsys: pytest.CaptureFixture) -> None:
-    s = _stream(url, 10)
+    s = _scaled_stream(url, 10)
     victim = s.journal.read_entry(4).chunks[0]
     s.store.delete([victim.path])
     with pytest.raises(Exception, match=r"tstream fsck"):
@@ -122,7 +121,7 @@ def test_missing_chunk_names_records_and_a_working_remedy(url: str, capsys: pyte
 
 
 def test_chunk_with_wrong_rows_is_found(url: str) -> None:
-    s = _stream(url, 6)
+    s = _scaled_stream(url, 6)
     victim = s.journal.read_entry(3).chunks[0]
     other = next(c for e in (s.journal.read_entry(p) for p in range(1, 7)) for c in e.chunks
                  if c.rows != victim.rows)
@@ -153,7 +152,7 @@ def test_chunk_overwritten_with_another_of_the_same_size_is_found(url: str) -> N
 def test_fsck_cost_is_batched(url: str) -> None:
     from conftest import CallLog
 
-    s = _stream(url, 70)
+    s = _scaled_stream(url, 70)
     log = CallLog()
     s.store.observer = log
     s.verify()
@@ -171,7 +170,7 @@ def test_fsck_cost_is_batched(url: str) -> None:
 def test_collected_history_is_not_a_problem(url: str, capsys: pytest.CaptureFixture) -> None:
     """GC deletes chunks, then entries and nodes one run later: neither step is damage, nor is a
     crash between them (entries below gc_pos gone while meta_gc_pos still lags)."""
-    s = _stream(url, 70)
+    s = _scaled_stream(url, 70)
     s.truncate(T0 + 50_000)
     s.vacuum(grace_ms=0)
     assert s.verify().ok

@@ -18,13 +18,13 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 import pytest
+from helpers import T0
 from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import TStreamError
 from pyspark_tstream.journal.state import segment_number
 from pyspark_tstream.store import layout
 
-T0 = 1_700_000_000_000
 #: Remedies an error may name: each is a real command (see tests/test_fsck.py).
 REMEDIES = ("tstream fsck", "tstream repair", "tstream truncate", "tstream group")
 
@@ -105,7 +105,7 @@ def _damages(original: bytes) -> dict[str, bytes]:
     return out
 
 
-def _check(action: str, run: Callable[[], Any], expect: Any, path: str) -> None:
+def _check_answer_or_remedy(action: str, run: Callable[[], Any], expect: Any, path: str) -> None:
     try:
         got = run()
     except TStreamError as e:
@@ -167,10 +167,10 @@ def test_damaged_object_fails_clearly_or_works(kind: str, damage: str) -> None:
     def verify() -> bool:
         return Stream.open(url).verify().ok
 
-    _check("read", read, expect["records"], rel)
-    _check("group", group, None, rel)
-    _check("verify", verify, None, rel)
-    _check("append", append, None, rel)
+    _check_answer_or_remedy("read", read, expect["records"], rel)
+    _check_answer_or_remedy("group", group, None, rel)
+    _check_answer_or_remedy("verify", verify, None, rel)
+    _check_answer_or_remedy("append", append, None, rel)
     after = _check_read_after_append(url, expect["records"], rel)
     del after
 
@@ -238,8 +238,8 @@ def test_damaged_compaction_object_fails_clearly_and_repair_restores_it(kind: st
     def read() -> list[int]:
         return sorted(Stream.open(url).read()["t"].cast(pa.int64()).to_pylist())
 
-    _check("read", read, t["records"], rel)
-    _check("verify", lambda: Stream.open(url).verify().ok, None, rel)
+    _check_answer_or_remedy("read", read, t["records"], rel)
+    _check_answer_or_remedy("verify", lambda: Stream.open(url).verify().ok, None, rel)
     after = Stream.open(url).repair()
     assert after.ok, after.summary()
     assert read() == t["records"]

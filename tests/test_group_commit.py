@@ -1,4 +1,4 @@
-"""Group commit (issue #35): a commit's critical path, folding published requests exactly once."""
+"""Group commit: a commit's critical path, folding published requests exactly once."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ def _events(n: int, start_ms: int = 1_000_000, first: int = 0) -> pa.Table:
                      "t": [start_ms + i for i in range(first, first + n)]})
 
 
-def _keys(table: pa.Table) -> list[tuple[int, int]]:
+def _storage_keys(table: pa.Table) -> list[tuple[int, int]]:
     return list(zip(table["_segment"].to_pylist(), table["_seq"].to_pylist()))
 
 
@@ -74,8 +74,8 @@ def test_records_sharing_a_tso_in_two_segments_are_each_delivered_once(url: str)
         part = g.read("c", count=1)
         if not part.num_rows:
             break
-        seen += _keys(part)
-    assert sorted(seen) == sorted(_keys(everything))
+        seen += _storage_keys(part)
+    assert sorted(seen) == sorted(_storage_keys(everything))
     shared = [p["id"].split("@")[0] for p in g.pending()]
     ambiguous = next(i for i in shared if shared.count(i) > 1)
     with pytest.raises(EntryIdError, match="several segments"):
@@ -187,7 +187,7 @@ def test_concurrent_reads_never_double_deliver(url: str) -> None:
                 part = group.read(name, count=7)
                 if not part.num_rows:
                     break
-                mine += _keys(part)
+                mine += _storage_keys(part)
         except BaseException as e:  # noqa: BLE001 - re-raised in the main thread below
             errors.append(e)
         results[name] = mine
@@ -203,7 +203,7 @@ def test_concurrent_reads_never_double_deliver(url: str) -> None:
     assert not errors, errors
     delivered = [k for name in results for k in results[name]]
     assert len(delivered) == len(set(delivered)), "a record was delivered twice"
-    assert sorted(delivered) == sorted(_keys(s.read()))
+    assert sorted(delivered) == sorted(_storage_keys(s.read()))
     assert len(Group.open(s, "g").pending()) == 300
 
 

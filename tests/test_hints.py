@@ -16,7 +16,7 @@ from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.store import layout
 
-DAMAGE = {
+HEAD_DAMAGE = {
     "garbage": b"\x00\x9f not json",
     "empty": b"",
     "truncated": None,  # the first half of the real head
@@ -26,21 +26,21 @@ DAMAGE = {
 }
 
 
-def _stream(url: str, commits: int) -> Stream:
+def _stream_of_commits(url: str, commits: int) -> Stream:
     s = Stream.create(url, segments=2)
     for b in range(commits):
         s.append(pa.table({"i": [b]}), writer_id="w", batch_id=b)
     return s
 
 
-@pytest.mark.parametrize("damage", list(DAMAGE) + ["missing"])
+@pytest.mark.parametrize("damage", list(HEAD_DAMAGE) + ["missing"])
 def test_damaged_head_falls_back_and_next_commit_rewrites_it(url: str, damage: str) -> None:
     """Before: every read and append failed with 'restore it from a backup or truncate'."""
-    s = _stream(url, 5)
+    s = _stream_of_commits(url, 5)
     if damage == "missing":
         s.store.delete([layout.HEAD])
     else:
-        data = DAMAGE[damage] if DAMAGE[damage] is not None else s.store.read(layout.HEAD)[:40]
+        data = HEAD_DAMAGE[damage] if HEAD_DAMAGE[damage] is not None else s.store.read(layout.HEAD)[:40]
         s.store.write(layout.HEAD, data)
     fresh = Stream.open(url)
     assert fresh.state.pos == 5

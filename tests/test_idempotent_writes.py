@@ -1,4 +1,4 @@
-"""Idempotent writes keyed by (writer, batch) on the Spark-free API (issue 36): what ``df.write``'s
+"""Idempotent writes keyed by (writer, batch) on the Spark-free API: what ``df.write``'s
 ``writerId``/``batchId`` (Delta's ``txnAppId``/``txnVersion``) commit through.
 
 A repeat, or with ``monotonic=True`` any batch id at or below the writer's last committed one,
@@ -14,11 +14,10 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from conftest import CallLog
+from conftest import CallLog, crash_at
+from helpers import orphans
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.state import DEDUPE_WINDOW, Writer
-from pyspark_tstream.maintain.retention import orphan_files
-from pyspark_tstream.timestamps import now_ms
 from pyspark_tstream.write.writing import ChunkInfo, write_batches
 
 LOGGER = "pyspark_tstream.api.append"
@@ -29,17 +28,12 @@ def _batch(batch: int, rows: int = 20) -> pa.Table:
                      "key": [f"k{(batch * 7 + i) % 13}" for i in range(rows)]})
 
 
-def _orphans(s: Stream) -> set[str]:
-    """Data files no commit names (what would leak until ``vacuum(orphans=True)``)."""
-    return set(orphan_files(s.store, s.journal, s.refresh(), now_ms(), 0))
-
-
 def _task_chunks(s: Stream, table: pa.Table) -> list[ChunkInfo]:
     """What a Spark task does: write chunks no commit names yet."""
     return write_batches(s.write_spec(table.schema, key="key"), [table], task="t")
 
 
-def _batches(s: Stream) -> list[int]:
+def _batch_ids(s: Stream) -> list[int]:
     return sorted(s.read()["batch"].to_pylist())
 
 
@@ -59,14 +53,14 @@ def test_monotonic_batch_ids_skip_equal_and_older_and_log_it(url: str, caplog: p
                      (f"tstream: batch 3 of writer 'etl' is not above its last committed batch 5 "
                       f"(journal position {first.pos}): batch ids of an idempotent writer only increase; "
                       "nothing appended")]
-    assert _batches(s) == [5] * 20
+    assert _batch_ids(s) == [5] * 20
     assert not s.append(_batch(6), key="key", writer_id="etl", batch_id=6, monotonic=True).duplicate
     # the default stays an exact window: an older id that never committed is committed
     assert not s.append(_batch(4), key="key", writer_id="etl", batch_id=4).duplicate
     # other writers are unaffected
     assert not s.append(_batch(1), key="key", writer_id="other", batch_id=1, monotonic=True).duplicate
-    assert _batches(s) == [1] * 20 + [4] * 20 + [5] * 20 + [6] * 20
-    assert not _orphans(s)  # skipped appends wrote no file at all
+    assert _batch_ids(s) == [1] * 20 + [4] * 20 + [5] * 20 + [6] * 20
+    assert not orphans(s)  # skipped appends wrote no file at all
 
 
 def test_last_batch_survives_the_window() -> None:
@@ -91,11 +85,11 @@ def test_a_repeat_deletes_the_files_written_for_it(url: str, caplog: pytest.LogC
     assert not any(s.store.exists(c.path) for c in replay)
     # a task writes one file, shared by its segments' chunks (wide writes)
     assert f"this attempt's {len({c.path for c in replay})} chunk file(s) deleted" in caplog.text
-    assert not _orphans(s) and _batches(s) == [1] * 20
+    assert not orphans(s) and _batch_ids(s) == [1] * 20
     # chunks not known to be fresh may be the ones an unknown-outcome commit named: kept
     kept = _task_chunks(s, _batch(1))
     assert s.commit(kept, writer_id="etl", batch_id=1, schema=_batch(1).schema).duplicate
-    assert _orphans(s) == {c.path for c in kept}
+    assert orphans(s) == {c.path for c in kept}
 
 
 def test_a_repeat_never_deletes_what_the_earlier_commit_named(url: str) -> None:
@@ -105,7 +99,7 @@ def test_a_repeat_never_deletes_what_the_earlier_commit_named(url: str) -> None:
     s.commit(chunks, writer_id="etl", batch_id=1, schema=_batch(1).schema, monotonic=True)
     ack = s.commit(chunks, writer_id="etl", batch_id=1, schema=_batch(1).schema, monotonic=True, fresh=True)
     assert ack.duplicate and all(s.store.exists(c.path) for c in chunks)
-    assert _batches(s) == [1] * 20
+    assert _batch_ids(s) == [1] * 20
 
 
 def test_concurrent_writers_of_one_batch_commit_it_once(url: str) -> None:
@@ -135,8 +129,8 @@ def test_concurrent_writers_of_one_batch_commit_it_once(url: str) -> None:
     assert sorted(a.duplicate for a in acks) == [False, True, True, True]
     assert len({a.pos for a in acks}) == 1  # the no-ops answer with the winner's commit
     s = Stream.open(url)
-    assert _batches(s) == [0] * 20 + [1] * 20
-    assert not _orphans(s)
+    assert _batch_ids(s) == [0] * 20 + [1] * 20
+    assert not orphans(s)
 
 
 def test_crash_at_any_store_call_then_retry_is_exactly_once(url: str, calllog: CallLog) -> None:
@@ -153,17 +147,10 @@ def test_crash_at_any_store_call_then_retry_is_exactly_once(url: str, calllog: C
         name = f"{url}-{k}"
         s = Stream.create(name, segments=2)
         s.append(_batch(0), key="key", writer_id="etl", batch_id=0, monotonic=True)
-        log = CallLog()
-        log.fail_at = k
-        s.store.observer = log
-        try:
-            s.append(_batch(1), key="key", writer_id="etl", batch_id=1, monotonic=True)
-        except RuntimeError:
-            pass
-        s.store.observer = None
+        log = crash_at(s, k, lambda s: s.append(_batch(1), key="key", writer_id="etl", batch_id=1, monotonic=True))
         fresh = Stream.open(name)
-        landed += _batches(fresh) == [0] * 20 + [1] * 20
-        crashed = _orphans(fresh)  # the crashed attempt's own files, for vacuum(orphans=True)
+        landed += _batch_ids(fresh) == [0] * 20 + [1] * 20
+        crashed = orphans(fresh)  # the crashed attempt's own files, for vacuum(orphans=True)
         fresh.append(_batch(1), key="key", writer_id="etl", batch_id=1, monotonic=True)
         replay = _task_chunks(fresh, _batch(1))  # a replay whose files exist before it commits
         assert fresh.commit(replay, writer_id="etl", batch_id=1, schema=_batch(1).schema,
@@ -171,6 +158,6 @@ def test_crash_at_any_store_call_then_retry_is_exactly_once(url: str, calllog: C
         assert fresh.append(_batch(0), key="key", writer_id="etl", batch_id=0, monotonic=True).duplicate
         fresh.append(_batch(2), key="key", writer_id="etl", batch_id=2, monotonic=True)
         final = Stream.open(name)
-        assert _batches(final) == [0] * 20 + [1] * 20 + [2] * 20, f"crash at call {k}: {log.calls[-1]}"
-        assert _orphans(final) == crashed, f"crash at call {k}: a retry leaked files"
+        assert _batch_ids(final) == [0] * 20 + [1] * 20 + [2] * 20, f"crash at call {k}: {log.calls[-1]}"
+        assert orphans(final) == crashed, f"crash at call {k}: a retry leaked files"
     assert 0 < landed < total  # some crashes came before the commit landed, some after

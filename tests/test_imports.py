@@ -12,7 +12,8 @@ import ast
 import configparser
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 PACKAGE = "pyspark_tstream"
 
 

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from helpers import DAY, T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.epochs.routing import KEY_SPACE, key_hash, route
 from pyspark_tstream.errors import UnsupportedFormatError
@@ -18,9 +19,6 @@ from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.store import layout
 from pyspark_tstream.write import ordering, writing
 from pyspark_tstream.write.writing import write_batches
-
-DAY = 86_400_000
-T0 = 1_700_000_000_000
 
 
 def _moved(t: pa.Table, column: str = "t") -> int:

@@ -7,13 +7,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers import DAY, T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.epochs.routing import KEY_SPACE, key_hash, route
 
 pytestmark = pytest.mark.spark
-
-DAY = 86_400_000
-T0 = 1_700_000_000_000
 
 
 def test_repartitioned_batch_write_keeps_every_event_time(spark: Any, tmp_path: Path) -> None:
@@ -28,7 +26,7 @@ def test_repartitioned_batch_write_keeps_every_event_time(spark: Any, tmp_path: 
     assert df.select("_segment", "_seq").distinct().count() == 100_000
 
 
-def _keys(segments: int) -> tuple[str, str, str]:
+def _keys_two_sharing_a_segment(segments: int) -> tuple[str, str, str]:
     """Two keys routed to one segment, a third to another."""
     keys = [f"site-{i}" for i in range(300)]
     bounds = [i * KEY_SPACE // segments for i in range(segments)]
@@ -46,7 +44,7 @@ def test_skewed_writers_sharing_a_segment_keep_times_and_windows(spark: Any, tmp
     from pyspark.sql import functions as F
 
     url = f"file://{tmp_path}/s"
-    a, b, c = _keys(8)
+    a, b, c = _keys_two_sharing_a_segment(8)
     ahead = {a: 30, b: 0, c: 0}
     Stream.create(url, segments=8, timestamping_uncapped=True, writers=[a, b, c])
     for month in range(3):

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import pytest
+from helpers import CORE_DIR, ROOT
 from pyspark_tstream.store import layout
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "python"
 #: Every folder setup.cfg maps into the package: the core and the Spark adapters at the root.
-SOURCES = (PACKAGE, ROOT / "datasource", ROOT / "sink", ROOT / "conf")
+SOURCES = (CORE_DIR, ROOT / "datasource", ROOT / "sink", ROOT / "conf")
 
 
 def test_metadata_paths_are_the_documented_ones() -> None:
@@ -138,7 +136,7 @@ def test_the_scan_passes_other_strings(text: str) -> None:
 def test_no_module_but_layout_spells_a_store_path() -> None:
     found = {}
     for path in sorted(p for folder in SOURCES for p in folder.rglob("*.py")):
-        rel = path.relative_to(PACKAGE if path.is_relative_to(PACKAGE) else ROOT).as_posix()
+        rel = path.relative_to(CORE_DIR if path.is_relative_to(CORE_DIR) else ROOT).as_posix()
         if rel == "store/layout.py":
             continue
         if pieces := path_pieces(path.read_text()):
@@ -148,4 +146,4 @@ def test_no_module_but_layout_spells_a_store_path() -> None:
 
 def test_layout_holds_the_pieces_it_keeps() -> None:
     """The scan is not vacuous: the layout module itself is full of them."""
-    assert len(path_pieces((PACKAGE / "store" / "layout.py").read_text())) >= 10
+    assert len(path_pieces((CORE_DIR / "store" / "layout.py").read_text())) >= 10

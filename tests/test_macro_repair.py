@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pyarrow as pa
 import pytest
 from conftest import CallLog
+from helpers import ORDER, T0
 from histories import clone, drop
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.compaction import macro_rebuild
@@ -24,9 +25,6 @@ from pyspark_tstream.store import layout
 #: The logic here sits above the store: its memory:// cases run by default, its file:// cases
 #: in the slow set (tests/test_storage.py pins the file store's own primitives by default).
 pytestmark = pytest.mark.slow_on_file
-
-T0 = 1_700_000_000_000
-ORDER = [("_segment", "ascending"), ("_seq", "ascending")]
 
 
 def _append(s: Stream, first: int, n: int) -> None:

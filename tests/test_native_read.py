@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers import T0
 from pyspark_tstream import read_native
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.datasource import native
@@ -25,10 +26,9 @@ from pyspark_tstream.journal.entries import Chunk
 from pyspark_tstream.timestamps import iso
 
 pytestmark = pytest.mark.spark
-T0 = 1_700_000_000_000
 
 
-def _rows(df: Any) -> list[tuple[Any, ...]]:
+def _sorted_rows(df: Any) -> list[tuple[Any, ...]]:
     return sorted(tuple(r) for r in df.collect())
 
 
@@ -37,8 +37,8 @@ def _same(spark: Any, url: str, **options: Any) -> list[tuple[Any, ...]]:
     python = spark.read.format("tstream").options(**_text(options)).load(url)
     native = read_native(spark, url, **options)
     assert native.schema == python.schema
-    want = _rows(python)
-    assert _rows(native) == want
+    want = _sorted_rows(python)
+    assert _sorted_rows(native) == want
     return want
 
 
@@ -63,7 +63,7 @@ def _same_as_core(spark: Any, url: str, **options: Any) -> list[tuple[Any, ...]]
         for batch in read_task(s.store, s.schema, task):
             want += [tuple(r[n] for n in batch.schema.names if n != "_timestamp") for r in batch.to_pylist()]
     native = read_native(spark, url, **options).drop("_timestamp")
-    assert _rows(native) == sorted(want)
+    assert _sorted_rows(native) == sorted(want)
     return sorted(want)
 
 
@@ -320,7 +320,7 @@ def test_damaged_chunks_fail_the_read_instead_of_returning_other_records(spark: 
     with pytest.raises(CorruptChunkError, match=f"{victim.path} missing.*tstream fsck"):
         read_native(spark, url)
     # a read that does not plan the damaged chunk is not stopped by it
-    assert len(_rows(read_native(spark, url, endingTimestamp=iso(T0 + 3_500)))) == 8
+    assert len(_sorted_rows(read_native(spark, url, endingTimestamp=iso(T0 + 3_500)))) == 8
     s.store.write(victim.path, saved)
     assert _same(spark, url) == before
 

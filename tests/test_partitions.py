@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from process_roles import T0
+from helpers import T0
 from process_roles import stream as _roles_stream
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.datasource.partitions import TStreamPartition, read_partition
@@ -24,7 +24,7 @@ from pyspark_tstream.datasource.source import TStreamDataSource
 from pyspark_tstream.store.storage import Store
 
 
-def _stream(tmp_path: Path, appends: int = 6, rows: int = 50) -> str:
+def _two_segment_stream(tmp_path: Path, appends: int = 6, rows: int = 50) -> str:
     """Two segments: ``appends`` appends of ``rows`` records (``id``, key ``k``, time ``t``)."""
     return _roles_stream(tmp_path, appends, rows)
 
@@ -48,7 +48,7 @@ def _ids(batches: Any) -> list[int]:
 
 
 def test_batch_partitions_read_alone_on_a_pickled_reader(tmp_path: Path, no_open: Any) -> None:
-    source = TStreamDataSource({"path": _stream(tmp_path), "minPartitions": "3"})
+    source = TStreamDataSource({"path": _two_segment_stream(tmp_path), "minPartitions": "3"})
     reader = source.reader(source.schema())
     parts = reader.partitions()
     assert len(parts) >= 3
@@ -61,7 +61,7 @@ def test_batch_partitions_read_alone_on_a_pickled_reader(tmp_path: Path, no_open
 
 
 def test_micro_batch_partitions_read_alone_on_a_pickled_reader(tmp_path: Path, no_open: Any) -> None:
-    source = TStreamDataSource({"path": _stream(tmp_path), "minPartitions": "2"})
+    source = TStreamDataSource({"path": _two_segment_stream(tmp_path), "minPartitions": "2"})
     reader = source.streamReader(source.schema())
     start = reader.initialOffset()
     parts = reader.partitions(start, reader.latestOffset(start, reader.getDefaultReadLimit()))
@@ -76,7 +76,7 @@ def test_micro_batch_partitions_read_alone_on_a_pickled_reader(tmp_path: Path, n
 
 
 def test_partition_pickles_to_its_chunks_plus_a_small_constant(tmp_path: Path) -> None:
-    source = TStreamDataSource({"path": _stream(tmp_path, appends=40, rows=5), "maxPartitions": "1"})
+    source = TStreamDataSource({"path": _two_segment_stream(tmp_path, appends=40, rows=5), "maxPartitions": "1"})
     reader = source.reader(source.schema())
     (part,) = reader.partitions()
     assert isinstance(part, TStreamPartition) and len(part.task.chunks) >= 40
@@ -93,7 +93,7 @@ def test_a_micro_batch_commit_runner_gets_a_patient_store(tmp_path: Path, monkey
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark_tstream.spark.compat import STREAM_COMMIT_WORKER
 
-    url = _stream(tmp_path, appends=1)
+    url = _two_segment_stream(tmp_path, appends=1)
     source = TStreamDataSource({"path": url, "keyColumn": "k", "storeRetryTimeout": "90s"})
     schema = from_arrow_schema(Stream.open(url).schema)
     runner = types.ModuleType(STREAM_COMMIT_WORKER)
@@ -120,7 +120,7 @@ def test_a_micro_batch_commit_runner_gets_a_patient_store(tmp_path: Path, monkey
 
 def test_writer_tasks_write_without_the_stream_and_commit_reopens_it_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    url = _stream(tmp_path, appends=1)
+    url = _two_segment_stream(tmp_path, appends=1)
     schema = Stream.open(url).schema
     from pyspark.sql.pandas.types import from_arrow_schema
 

@@ -2,8 +2,8 @@
 
 The last segment of a shared file sits just before the footer; when the tail read that finds
 the footer (``footer_guess`` bytes) already covers the start of its row groups, the ranged read
-must still open: found by bench_wide_write.py, whose one-segment reads of the last segment of
-every shared file failed as "corrupt chunk" (Parquet magic bytes not found).
+must still open; otherwise a one-segment read of the last segment of every shared file fails
+as "corrupt chunk" (Parquet magic bytes not found).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import README
 
-README = Path(__file__).resolve().parents[1] / "README.md"
 DOCS = README.parent / "docs"
 # the README's and docs' examples run in the slow set: each shows behaviour other tests pin
 pytestmark = [pytest.mark.slow, pytest.mark.spark]

@@ -19,8 +19,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 FIX = ("reinstall with: pip install -e . --config-settings editable_mode=strict "
        "(or a plain pip install .); a default editable install of this remapped layout hides the "
        "package from Spark's discovery")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from helpers import T0
 from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import DataLossError
@@ -16,8 +17,6 @@ from pyspark_tstream.read.start import check_data_loss
 from pyspark_tstream.store import layout
 from pyspark_tstream.store.storage import Store
 from pyspark_tstream.write.writing import write_batches
-
-T0 = 1_700_000_000_000
 
 
 def _fill(url: str, batches: int = 6, rows: int = 50, segments: int = 3, **config: object) -> Stream:
@@ -130,8 +129,8 @@ def test_orphans_from_failed_attempts_are_cleaned(tmp_path: Path) -> None:
 
 def test_vacuum_skips_orphans_a_concurrent_vacuum_deleted(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two vacuums racing: the other deletes each orphan (data file or manifest) between this
-    one's listing and its age check. This one skips them (they are gone, its goal), where it
-    used to fail with "no such object"; committed data is untouched."""
+    one's listing and its age check. This one skips them (they are gone, its goal) rather than
+    failing with "no such object"; committed data is untouched."""
     s = _fill(url, batches=2)
     table = pa.table({"k": ["a", "b"], "b": [7, 7], "t": [T0, T0]})
     orphans = [o.path for o in write_batches(s.write_spec(table.schema, key="k", timestamp="t"), [table])]

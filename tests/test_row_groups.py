@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import ORDER, T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.compaction import compact as compaction_mod
 from pyspark_tstream.errors import CorruptChunkError
@@ -24,9 +25,6 @@ from pyspark_tstream.read.reading import chunk_records, decode_file, fetch_files
 from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.store.storage import Store
 from pyspark_tstream.write import writing
-
-T0 = 1_700_000_000_000
-ORDER = [("_segment", "ascending"), ("_seq", "ascending")]
 
 
 def _reference(store: Store, schema: pa.Schema, chunks: list[Chunk], lo: int, hi: int,

@@ -24,6 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers import T0, wait_for
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import StreamNotFoundError
 from s3servers import BUCKET, FaultProxy, s3_storage_options
@@ -32,7 +33,6 @@ from test_s3_spark import SYSTEM, spark_storage_options
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.s3]
 OUTAGE_S = 8.0
 ROWS = 25  # records per appended batch
-T0 = 1_700_000_000_000
 
 
 def _append(url: str, options: dict[str, Any], batch: int) -> None:
@@ -51,14 +51,6 @@ def _causes(q: Any) -> str:
     return "\n".join(out)
 
 
-def _wait(pred: Any, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 #: Where the outage starts: the first request of a kind after the query's first micro-batch.
 PHASES = {
     "latestOffset": ("GET", "/src/_tstream/head.json"),  # the source's driver-side poll
@@ -66,8 +58,8 @@ PHASES = {
     "task-write": ("PUT", "/dst/data/"),  # a task writing the sink's chunks
     "commit": ("PUT", "/dst/_tstream/journal/"),  # the sink's commit, in PySpark's commit runner
     # the sink's writer for the next micro-batch, which PySpark creates afresh in a new process
-    # (found by the soak: it failed the query in 4.6 s before a 503 counted as the store
-    # answering): the first head read after a commit wrote the head hint, its last request
+    # (it must wait out an outage from its first call: a 503 is the store answering): the
+    # first head read after a commit wrote the head hint, its last request
     "sink-writer": ("GET", "/dst/_tstream/head.json", ("PUT", "/dst/_tstream/head.json")),
 }
 
@@ -135,12 +127,12 @@ def _outage(proxy: FaultProxy, phase: str, action: str) -> tuple[float, list[tup
     method, fragment, *after = PHASES[phase]
     seen = len(proxy.requests)
     proxy.outage_at(method, fragment, OUTAGE_S, action, after=after[0] if after else None)
-    _wait(lambda: any(r[2].startswith("outage") for r in proxy.requests[seen:]), 30,
-          f"the outage to start at a {phase} request")
+    wait_for(lambda: any(r[2].startswith("outage") for r in proxy.requests[seen:]), 30,
+             f"the outage to start at a {phase} request")
     started = time.monotonic()
     failed = [r for r in proxy.requests[seen:] if r[2].startswith("outage")]
     assert failed[0][0] == method and fragment in failed[0][1], failed[0]
-    _wait(lambda: time.monotonic() - started > OUTAGE_S, OUTAGE_S + 5, "the outage to end")
+    wait_for(lambda: time.monotonic() - started > OUTAGE_S, OUTAGE_S + 5, "the outage to end")
     return started, [r for r in proxy.requests[seen:] if r[2].startswith("outage")]
 
 
@@ -150,7 +142,7 @@ def test_a_streaming_query_rides_out_store_outages_at_every_kind_of_call(
     after each: in the end every record is copied exactly once."""
     copy = _Copy(spark, moto_server, fault_proxy, tmp_path)
     try:
-        _wait(lambda: len(copy.copied()) >= ROWS, 120, "the first micro-batch")
+        wait_for(lambda: len(copy.copied()) >= ROWS, 120, "the first micro-batch")
         copy.start_producing()
         for phase, action in OUTAGES:
             _, failed = _outage(fault_proxy, phase, action)
@@ -159,9 +151,9 @@ def test_a_streaming_query_rides_out_store_outages_at_every_kind_of_call(
             # the call under way kept retrying past its 8 attempts
             assert sum(1 for r in failed if r[0] == method and fragment in r[1]) > 8, (phase, action, failed)
             before = len(copy.copied())  # the query copies again before the next outage
-            _wait(lambda: len(copy.copied()) > before, 60, f"a micro-batch after the {phase} {action} outage")  # noqa: B023 - called in this iteration only
+            wait_for(lambda: len(copy.copied()) > before, 60, f"a micro-batch after the {phase} {action} outage")  # noqa: B023 - called in this iteration only
         total = copy.stop_producing()
-        _wait(lambda: len(copy.copied()) >= total, 180, "every record to be copied")
+        wait_for(lambda: len(copy.copied()) >= total, 180, "every record to be copied")
         time.sleep(2.0)  # one more trigger: nothing may be copied twice
         assert copy.q.isActive and copy.q.exception() is None, copy.q.exception()
         assert sorted(copy.copied()) == list(range(total)), "records lost or copied twice"
@@ -177,14 +169,14 @@ def test_with_store_retry_timeout_0_an_outage_stops_the_query(
     the option says."""
     copy = _Copy(spark, moto_server, fault_proxy, tmp_path, storeRetryTimeout="0")
     try:
-        _wait(lambda: len(copy.copied()) >= ROWS, 120, "the first micro-batch")
+        wait_for(lambda: len(copy.copied()) >= ROWS, 120, "the first micro-batch")
         copy.start_producing()
         method, fragment, *_ = PHASES["latestOffset"]
         fault_proxy.outage_at(method, fragment, OUTAGE_S)
-        _wait(lambda: fault_proxy.outage_requests, 30, "the outage to start at a latestOffset request")
+        wait_for(lambda: fault_proxy.outage_requests, 30, "the outage to start at a latestOffset request")
         started = time.monotonic()
         # the bounded attempts (<= 5.2 s) run out well inside the outage: the query stops
-        _wait(lambda: not copy.q.isActive, OUTAGE_S + 60, "the query to stop")
+        wait_for(lambda: not copy.q.isActive, OUTAGE_S + 60, "the query to stop")
         assert time.monotonic() - started < OUTAGE_S + 5
         assert copy.q.exception() is not None
         detail = _causes(copy.q)  # the store's error, from a Python worker, is in the Java cause chain

@@ -22,6 +22,7 @@ from typing import TypeVar
 import pyarrow as pa
 import pytest
 from conftest import commits_in
+from helpers import T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import TStreamError
 from s3servers import BUCKET, RandomFaultProxy, s3_storage_options
@@ -30,7 +31,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
 T = TypeVar("T")
 WRITERS, BATCHES, ROWS = 4, 12, 50
-T0 = 1_700_000_000_000
 
 
 @pytest.fixture
@@ -107,7 +107,7 @@ def test_committers_compaction_and_vacuum_under_random_faults(moto_server: str,
     assert set(ids) == want and max(ids.values()) == 1, "every record exactly once"
     entries = [direct.journal.read_entry(p) for p in range(1, direct.state.pos + 1)]
     # every (writer, batch) committed once: in an entry of its own, or folded into another
-    # writer's entry by group commit (under load, CI run 2 of round 20: 48 commits in 47 entries)
+    # writer's entry by group commit (which happens under load: 48 commits in 47 entries)
     commits = Counter((w, b) for w, b, _, _ in commits_in(e for e in entries if e.op == "append"))
     assert commits == Counter({(f"w{w}", b): 1 for w in range(WRITERS) for b in range(BATCHES)}), commits
     ops = Counter(e.op for e in entries)

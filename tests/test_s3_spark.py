@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers import SECRET
 from pyspark_tstream.api.stream import Stream
 from s3servers import ACCESS_KEY, BUCKET, REGION, SECRET_KEY, boto3_client, free_ports, s3_storage_options
 
@@ -156,7 +157,6 @@ def test_streaming_s3_to_s3_available_now(spark: Any, endpoint: str, tmp_path: P
 
 # -- credentials never leak through Spark --------------------------------------------------------
 KEY_ID = "AKIA-TSTREAM-SPARK-KEY"
-SECRET = "S3CR3T-ABC123"
 
 
 def _explain(df: Any) -> str:

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from conftest import commits_in
+from helpers import SECRET, check_segments
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.conf.options import SinkOptions, SourceOptions
 from pyspark_tstream.errors import StorageError, StreamNotFoundError, TStreamError
@@ -87,15 +88,6 @@ def _events(n: int, *, start: int = 0, t0: int = 1_700_000_000_000, keys: int = 
                      "t": t0 + ids * 10, "payload": [f"p{i:06d}" for i in ids.tolist()]})
 
 
-def _check_segments(t: pa.Table) -> None:
-    """Per segment: ``_seq`` dense from 0 and ``_tso`` strictly increasing in ``_seq`` order."""
-    for seg in pc.unique(t["_segment"]).to_pylist():
-        part = t.filter(pc.equal(t["_segment"], seg)).sort_by("_seq")
-        seq = part["_seq"].to_numpy()
-        assert seq.tolist() == list(range(len(seq))), f"segment {seg}: _seq not dense"
-        assert np.all(np.diff(part["_tso"].to_numpy()) > 0), f"segment {seg}: _tso not increasing"
-
-
 # -- 1. the core API on both servers -------------------------------------------------------------
 def test_create_append_read_info_round_trip(s3_root: S3Root) -> None:
     s = Stream.create(s3_root.url, segments=3, storage_options=s3_root.options)
@@ -113,7 +105,7 @@ def test_create_append_read_info_round_trip(s3_root: S3Root) -> None:
     assert got["t"].to_pylist() == pc.cast(got["_timestamp"], pa.int64()).to_pylist()
     per_key = t.group_by("key").aggregate([("_segment", "count_distinct")])
     assert set(per_key["_segment_count_distinct"].to_pylist()) == {1}
-    _check_segments(t)
+    check_segments(t)
 
     info = s.info()
     assert (info["position"], info["rows"], len(info["segments"])) == (2, 800, 3)
@@ -250,7 +242,7 @@ def test_sixteen_concurrent_committers_on_seaweedfs(seaweedfs_server: str) -> No
     counts = t.group_by(["writer", "batch"]).aggregate([("i", "count_distinct"), ("i", "count")])
     assert counts.num_rows == n
     assert set(counts["i_count"].to_pylist()) == {rows} == set(counts["i_count_distinct"].to_pylist())
-    _check_segments(t)
+    check_segments(t)
 
 
 # -- 3. faults on the request that matters -------------------------------------------------------
@@ -388,7 +380,7 @@ def test_permanent_403_on_chunk_read_names_the_chunk(
 
 def test_fsck_through_a_failing_store_raises_instead_of_reporting_damage(
         proxied: tuple[Stream, TargetedFaultProxy]) -> None:
-    """A store that refuses the footer reads says nothing about the chunks: fsck used to report
+    """A store that refuses the footer reads says nothing about the chunks: fsck must not report
     each as "unreadable", with a remedy that truncates the stream past records that are fine."""
     s, proxy = proxied
     proxy.on("GET", ".parquet", "403")  # a refusal is not retried
@@ -400,7 +392,6 @@ def test_fsck_through_a_failing_store_raises_instead_of_reporting_damage(
 
 # -- 5. credentials never leak (Python API side; Spark side in test_s3_spark.py) -----------------
 ACCESS_KEY_ID = "AKIA-TSTREAM-KEYID-7Q"
-SECRET = "S3CR3T-ABC123"
 
 
 def _leaky_options(endpoint: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """A running streaming query and a mergeSchema write: the query delivers the records written
 before the change, fails before any record with the new column, and a restart from the same
-checkpoint reads on with it, every record once (issue #36; Delta's DELTA_SCHEMA_CHANGED).
+checkpoint reads on with it, every record once (as Delta's DELTA_SCHEMA_CHANGED does).
 
 The planner-level rules are tested Spark-free in test_schema_changes.py.
 """

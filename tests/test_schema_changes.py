@@ -24,7 +24,7 @@ def _query(url: str, *columns: str) -> SchemaGuard:
     return SchemaGuard(url, [*columns, *SYSTEM_COLUMNS])
 
 
-def _rows(s: Stream, lo: int, hi: int, pos: int, columns: list[str]) -> list[dict]:
+def _delivered(s: Stream, lo: int, hi: int, pos: int, columns: list[str]) -> list[dict]:
     """What a batch ``(lo, hi]`` planned at ``pos`` delivers to a query with ``columns``."""
     chunks = s.reading.plan(lo, hi, last_pos=pos)
     table = read_table(s.store, decode_schema(s.state.schema), chunks, lo, hi)
@@ -59,7 +59,7 @@ def test_batches_end_before_the_change_then_fail_and_restart_reads_the_rest(url:
     old = _query(s.url, "id", "a")
     tick, pos = old.limit(state, 0, state.tick, state.pos)
     assert pos == 1 and tick < state.tick  # ends at the position before the mergeSchema commit
-    first = _rows(s, 0, tick, pos, ["id", "a"])
+    first = _delivered(s, 0, tick, pos, ["id", "a"])
     assert [r["id"] for r in first] == list(range(10))
     with pytest.raises(SchemaChangedError) as e:
         old.limit(state, tick, state.tick, state.pos)  # the next batch: nothing left before the change
@@ -68,7 +68,7 @@ def test_batches_end_before_the_change_then_fail_and_restart_reads_the_rest(url:
     # restarted: Spark's schema has b; the query reads on from the same offset
     new = _query(s.url, "id", "a", "b")
     assert new.limit(state, tick, state.tick, state.pos) == (state.tick, state.pos)
-    rest = _rows(s, tick, state.tick, state.pos, ["id", "a", "b"])
+    rest = _delivered(s, tick, state.tick, state.pos, ["id", "a", "b"])
     assert sorted(r["id"] for r in first + rest) == list(range(20))  # every record once
     assert all(r["b"] == r["id"] for r in rest)
 

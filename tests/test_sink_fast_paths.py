@@ -1,4 +1,4 @@
-"""The sink task's fast paths (issue #39) write exactly what the plain paths write.
+"""The sink task's fast paths write exactly what the plain paths write.
 
 Ordering a run by client time skips the sort for ordered runs, merges a few ordered stretches
 and sorts shuffled runs as unique (time, position) keys; a gathered group is concatenated once
@@ -15,13 +15,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from helpers import T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.chunkfile import encoding
 from pyspark_tstream.timestamps import MAX_MS
 from pyspark_tstream.write import ordering, writing
 from pyspark_tstream.write.writing import write_batches
-
-T0 = 1_700_000_000_000
 
 
 def _runs() -> dict[str, np.ndarray]:

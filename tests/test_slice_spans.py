@@ -1,4 +1,4 @@
-"""Self-contained slices of shared files (format v5, issue #34): a slice's bytes are a Parquet
+"""Self-contained slices of shared files (format v5): a slice's bytes are a Parquet
 file of their own, so reading one segment fetches about its own bytes in one store call; an
 outer footer keeps the whole object one Parquet file (python/chunkfile/footer_shift.py).
 """

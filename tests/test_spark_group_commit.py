@@ -1,4 +1,4 @@
-"""Group commit through Spark (issue #35): several streaming queries of one session writing one
+"""Group commit through Spark: several streaming queries of one session writing one
 stream, their sink commits racing for the same journal slots."""
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def test_concurrent_streaming_queries_into_one_stream_commit_every_batch_once(sp
     s = Stream.open(url)
     # An ended query does not release its writer (PySpark tells a sink nothing at a query's
     # end), and a live writer's lease ends only by a later journal record (docs/design.md
-    # §3.3). A query that started after the others had finished (CI, round 22: query 3, under
-    # load) has every record floored above their last tick, so the tick holds them back until
+    # §3.3). A query that starts after the others have finished (which happens under load) has
+    # every record floored above their last tick, so the tick holds them back until
     # the writers are released, as `tstream release` does.
     for w in sorted(s.state.writers):
         s.writer(w).close()

@@ -1,4 +1,4 @@
-"""Idempotent ``df.write`` (issue 36): ``writerId`` + ``batchId``, or Delta's ``txnAppId`` +
+"""Idempotent ``df.write``: ``writerId`` + ``batchId``, or Delta's ``txnAppId`` +
 ``txnVersion``, so that a replayed ``foreachBatch`` appends once.
 
 The option rules and the batch writer's commit run without a Spark session (the writer's
@@ -15,25 +15,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import orphans
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 from pyspark_tstream import keys as K
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.conf.options import SinkOptions
 from pyspark_tstream.datasource.source import TStreamDataSource
 from pyspark_tstream.errors import ConfigError
-from pyspark_tstream.maintain.retention import orphan_files
-from pyspark_tstream.timestamps import now_ms
 
 SCHEMA = StructType([StructField("id", LongType()), StructField("key", StringType())])
 
 
 def _sink(**options: Any) -> SinkOptions:
     return SinkOptions.from_options({"path": "memory://s", **options})
-
-
-def _orphans(url: str) -> set[str]:
-    s = Stream.open(url)
-    return set(orphan_files(s.store, s.journal, s.refresh(), now_ms(), 0))
 
 
 # --- options (no Spark session) -------------------------------------------------------------
@@ -110,7 +104,7 @@ def test_batch_writer_repeat_is_a_logged_no_op_that_deletes_its_files(tmp_path: 
     _write(url, range(10, 20), writerId="etl", batchId="5")
     s = Stream.open(url)
     assert sorted(s.read()["id"].to_pylist()) == list(range(20))
-    assert not _orphans(url)
+    assert not orphans(Stream.open(url))
 
 
 def test_batch_writer_abort_deletes_files_only_if_the_batch_is_not_committed(tmp_path: Path) -> None:
@@ -125,12 +119,12 @@ def test_batch_writer_abort_deletes_files_only_if_the_batch_is_not_committed(tmp
                               ).writer(SCHEMA, False)
     lost = [later.write(iter([batch]))]
     later.abort(lost)  # a commit that never landed: its files go
-    assert not _orphans(url)
+    assert not orphans(Stream.open(url))
 
 
 def test_a_streaming_sink_replay_deletes_its_files_too(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The streaming sink's own (query, micro-batch) dedupe shares the path: a replayed batch's
-    task files are deleted (they used to wait for vacuum), quietly (INFO, not WARNING)."""
+    task files are deleted at once (not left for vacuum), quietly (INFO, not WARNING)."""
     url = f"file://{tmp_path}/s"
     source = TStreamDataSource({"path": url, "keyColumn": "key", "checkpointLocation": str(tmp_path / "c")})
     batch = pa.record_batch({"id": pa.array(range(10), pa.int64()), "key": ["k"] * 10})
@@ -142,7 +136,7 @@ def test_a_streaming_sink_replay_deletes_its_files_too(tmp_path: Path, caplog: p
         replay.commit(messages, 0)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert "tstream: batch 0 of writer 'query-" in caplog.text
-    assert not _orphans(url) and Stream.open(url).read().num_rows == 10
+    assert not orphans(Stream.open(url)) and Stream.open(url).read().num_rows == 10
 
 
 # --- through Spark ----------------------------------------------------------------------------
@@ -187,7 +181,7 @@ def test_foreach_batch_replayed_from_its_checkpoint_appends_once(spark: Any, tmp
     assert sorted(s.read()["id"].to_pylist()) == list(range(160))
     writer = s.refresh().writers["etl"]
     assert writer.commits == 4 and writer.last_batch() == 3
-    assert not _orphans(url)  # the no-op writes left no file behind
+    assert not orphans(Stream.open(url))  # the no-op writes left no file behind
 
 
 @pytest.mark.spark

@@ -324,7 +324,7 @@ def test_stream_follows_successors_across_scales_and_starting_cut(spark: Any, tm
 
 @pytest.mark.slow  # test_read_limits_bound_batches_and_available_now_drains pins the limits by default
 def test_read_limits_hold_on_overlapping_chunks(spark: Any, tmp_path: Path) -> None:
-    """Issue 10: ``spark.range(1000).repartition(3)`` with a client timestamp column writes three
+    """``spark.range(1000).repartition(3)`` with a client timestamp column writes three
     chunks overlapping in time; record and byte limits bound every micro-batch to the limit plus
     one millisecond's records, and the batches add up to exactly the data (the file limit is
     tested on sequential chunks above: on chunks that overlap everywhere it allows one ms)."""

@@ -52,33 +52,27 @@ def _forbidden(loaded: frozenset[str], forbidden: set[str], role: str) -> None:
     assert not extra, f"{role} imported {extra}; it has no use for them (import them where they are used)"
 
 
-@pytest.fixture(scope="module")
-def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, object]]:
-    folder = tmp_path_factory.mktemp("roles")
-    return process_roles.jobs(process_roles.stream(folder), checkpoint=str(folder / "ckpt"))
-
-
 def _loaded(jobs: dict[str, tuple[str, object]], name: str, tmp_path: Path) -> frozenset[str]:
     role, payload = jobs[name]
     return process_roles.run(role, payload, tmp_path).modules
 
 
 @pytest.mark.parametrize("name", ["source task (stream)", "source task (batch)"])
-def test_a_source_task_imports_only_what_reads_chunks(jobs: dict, name: str, tmp_path: Path) -> None:
-    loaded = _loaded(jobs, name, tmp_path)
+def test_a_source_task_imports_only_what_reads_chunks(role_jobs: dict, name: str, tmp_path: Path) -> None:
+    loaded = _loaded(role_jobs, name, tmp_path)
     assert P + "read.reading" in loaded  # the job did run (it also checked the rows it read)
     _forbidden(loaded, SOURCE_TASK_FORBIDDEN, name)
 
 
-def test_the_source_driver_imports_no_writer_and_no_maintenance(jobs: dict, tmp_path: Path) -> None:
-    loaded = _loaded(jobs, "source driver (plan a micro-batch)", tmp_path)
+def test_the_source_driver_imports_no_writer_and_no_maintenance(role_jobs: dict, tmp_path: Path) -> None:
+    loaded = _loaded(role_jobs, "source driver (plan a micro-batch)", tmp_path)
     assert P + "read.planner" in loaded
     _forbidden(loaded, SOURCE_DRIVER_FORBIDDEN, "the streaming source's driver")
 
 
 @pytest.mark.parametrize("name", ["sink task (batch)", "sink task (stream)", "sink task (stream, Rows)"])
-def test_a_sink_task_imports_only_what_writes_chunks(jobs: dict, name: str, tmp_path: Path) -> None:
-    loaded = _loaded(jobs, name, tmp_path)
+def test_a_sink_task_imports_only_what_writes_chunks(role_jobs: dict, name: str, tmp_path: Path) -> None:
+    loaded = _loaded(role_jobs, name, tmp_path)
     assert P + "write.writing" in loaded
     _forbidden(loaded, SINK_TASK_FORBIDDEN, name)
 

@@ -382,8 +382,8 @@ def test_a_store_never_reached_gives_up_after_its_attempts(fault_proxy: Any) -> 
 def test_a_store_answering_errors_from_the_first_call_is_waited_for(fault_proxy: Any, action: str) -> None:
     """An S3 error response (503 SlowDown, 500 InternalError) is the store answering from the
     configured endpoint: patience applies from the first call, as it does once a call has
-    succeeded. Found by the soak: a streaming query's writer, which PySpark creates afresh in a
-    new process for each micro-batch, failed the query in 4.6 s when a batch began inside an
+    succeeded. Otherwise a streaming query's writer, which PySpark creates afresh in a new
+    process for each micro-batch, fails the query within seconds when a batch begins inside an
     outage of 503s."""
     store = _proxied(fault_proxy, f"answers-{action}",
                      retry=RetryPolicy(attempts=3, base_delay=0.02, max_delay=0.2, patience=6.0, hint="raise it"))
@@ -499,9 +499,9 @@ def test_memory_list_survives_a_delete_racing_it(monkeypatch: pytest.MonkeyPatch
     """A ``memory://`` listing while another thread deletes in the folder (group commit: one
     writer lists the pending requests while another folds and deletes them) sees the deleted
     object or not, never fails: fsspec's ``MemoryFileSystem.ls`` snapshots the keys, then looks
-    each one up again and raised ``KeyError`` for one deleted in between (round 21, CI run 5:
-    ``test_concurrent_appends_exactly_once[memory]``). The race is made certain here: the
-    snapshot is taken, then the object is deleted, then the listing goes on."""
+    each one up again and raised ``KeyError`` for one deleted in between, which failed concurrent
+    appends on ``memory://`` at random. The race is made certain here: the snapshot is taken,
+    then the object is deleted, then the listing goes on."""
     store = _memory_store_racing(monkeypatch, "requests/a.json", race="snapshot")
     assert store.list("requests") in (["a.json", "b.json"], ["b.json"])
     assert store.list("requests") == ["b.json"]

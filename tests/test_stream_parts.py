@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 import pytest
+from helpers import T0
 from pyspark_tstream.api.append import Appender
 from pyspark_tstream.api.context import StreamContext
 from pyspark_tstream.api.epochs import Epochs, initial_segments
@@ -19,8 +20,6 @@ from pyspark_tstream.api.upkeep import RETENTION_EVERY, Upkeep
 from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.store.storage import Store
-
-T0 = 1_700_000_000_000
 
 
 def _context(url: str, **config: object) -> StreamContext:

@@ -91,23 +91,17 @@ def test_a_pool_the_worker_was_given_is_kept() -> None:
     assert pool == "jemalloc"
 
 
-@pytest.fixture(scope="module")
-def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, object]]:
-    folder = tmp_path_factory.mktemp("roles")
-    return process_roles.jobs(process_roles.stream(folder), checkpoint=str(folder / "ckpt"))
-
-
 @glibc_linux
 @pytest.mark.parametrize("name", ["source task (stream)", "source task (batch)", "sink task (batch)",
                                   "sink task (stream)"])
-def test_a_task_keeps_freed_memory(jobs: dict, name: str, tmp_path: Path) -> None:
-    role, payload = jobs[name]
+def test_a_task_keeps_freed_memory(role_jobs: dict, name: str, tmp_path: Path) -> None:
+    role, payload = role_jobs[name]
     assert process_roles.run(role, payload, tmp_path).pool == "system"
 
 
 @pytest.mark.parametrize("name", ["source driver (plan a micro-batch)", "batch write commit"])
-def test_driver_side_processes_keep_their_allocator(jobs: dict, name: str, tmp_path: Path) -> None:
-    role, payload = jobs[name]
+def test_driver_side_processes_keep_their_allocator(role_jobs: dict, name: str, tmp_path: Path) -> None:
+    role, payload = role_jobs[name]
     assert process_roles.run(role, payload, tmp_path).pool == _fresh_pool()
 
 

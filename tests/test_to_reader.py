@@ -17,30 +17,30 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import README
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import ConfigError
 from pyspark_tstream.schema import RAW_TSO, SYSTEM_COLUMNS
 from pyspark_tstream.timestamps import now_ms
 from pyspark_tstream.write.writing import write_batches
 
-README = Path(__file__).resolve().parents[1] / "README.md"
 #: Two clusters of records ten and six hours before this module is imported: an ago bound of
 #: eight hours falls between them however long a run takes to reach these tests (pytest imports
-#: every module when it collects; minutes here failed once a full run took over six).
-T0 = now_ms() - 10 * 3_600_000
-T1 = now_ms() - 6 * 3_600_000
+#: every module when it collects: offsets of minutes fail a run that takes longer).
+EARLY = now_ms() - 10 * 3_600_000
+LATE = now_ms() - 6 * 3_600_000
 
 
-def _batch(b: int, n: int = 400, t0: int = T0) -> pa.Table:
+def _batch(b: int, n: int = 400, t0: int = EARLY) -> pa.Table:
     return pa.table({"key": [f"k{i % 13}" for i in range(n)], "v": np.arange(b * n, b * n + n),
                      "t": t0 + (b % 8) * 4_000 + np.arange(n) * 10, "pad": [f"payload-{b}-{i}" * 4 for i in range(n)]})
 
 
-def _stream(url: str, **config: Any) -> Stream:
+def _overlapping_stream(url: str, **config: Any) -> Stream:
     """Three segments, 16 commits in two clusters of time: many chunks that overlap in time."""
     s = Stream.create(url, segments=3, **config)
     for b in range(16):
-        s.append(_batch(b, t0=T0 if b < 8 else T1), key="key", timestamp="t")
+        s.append(_batch(b, t0=EARLY if b < 8 else LATE), key="key", timestamp="t")
     return s
 
 
@@ -50,7 +50,7 @@ def _lanes(url: str) -> Stream:
     s = Stream.create(url, segments=2, compaction="off")
     rng = np.random.default_rng(7)
     for b in (0, 1, 2, 3, 8, 9):
-        table = _batch(b, n=800, t0=T0 if b < 8 else T1)
+        table = _batch(b, n=800, t0=EARLY if b < 8 else LATE)
         shuffled = table.take(pa.array(rng.permutation(table.num_rows)))
         spec = s.write_spec(table.schema, key="key", timestamp="t")
         chunks = [c for i in range(4) for c in write_batches(spec, [shuffled.slice(i * 200, 200)], task=f"p{i}")]
@@ -69,28 +69,28 @@ def _compacted(s: Stream, *, lanes: bool = False) -> Stream:
 
 
 SHAPES = {
-    "segments": _stream,
-    "compacted": lambda url: _compacted(_stream(url, compaction="off")),
+    "segments": _overlapping_stream,
+    "compacted": lambda url: _compacted(_overlapping_stream(url, compaction="off")),
     "lanes": _lanes,
     "lanes-compacted": lambda url: _compacted(_lanes(url), lanes=True),
 }
 
 
 def _ranges(s: Stream) -> dict[str, dict[str, Any]]:
-    mid = T0 + 3 * 4_000 + 1_234
+    mid = EARLY + 3 * 4_000 + 1_234
     cut = s.cut_at(mid)
     return {
         "all": {},
-        "epoch-ms": {"start": mid, "end": T1 + 2 * 4_000},
+        "epoch-ms": {"start": mid, "end": LATE + 2 * 4_000},
         "iso-and-datetime": {"start": datetime.fromtimestamp(mid / 1000, tz=UTC).isoformat(),
-                             "end": datetime.fromtimestamp((T1 + 5_000) / 1000, tz=UTC)},
+                             "end": datetime.fromtimestamp((LATE + 5_000) / 1000, tz=UTC)},
         "ago": {"start": "-8h"},
         "ago-end": {"end": "-8h"},
         "start-cut": {"start": cut},
         "end-cut": {"end": cut},
-        "cut-to-time": {"start": cut, "end": T1 + 9_000},
+        "cut-to-time": {"start": cut, "end": LATE + 9_000},
         "tail": {"tail": 777},
-        "tail-to-time": {"tail": 3_000, "end": T1 + 9_000},
+        "tail-to-time": {"tail": 3_000, "end": LATE + 9_000},
         "limit": {"limit": 1_001},
         "start-and-limit": {"start": mid, "limit": 333},
     }
@@ -112,7 +112,7 @@ def test_same_records_and_order_as_read_for_every_range_form(url: str, shape: st
 
 
 def test_projection_decodes_only_the_columns_asked_for(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    s = _stream(url)
+    s = _overlapping_stream(url)
     decoded: list[str] = []
     for method in ("read_row_group", "read_row_groups"):
         real = getattr(pq.ParquetFile, method)
@@ -136,7 +136,7 @@ def test_projection_decodes_only_the_columns_asked_for(url: str, monkeypatch: py
 
 
 def test_default_is_user_columns_and_system_columns_on_request(url: str) -> None:
-    s = _stream(url)
+    s = _overlapping_stream(url)
     assert s.to_reader().schema.names == ["key", "v", "t", "pad"]
     assert s.to_reader(system_columns=True).schema.names == ["key", "v", "t", "pad", *SYSTEM_COLUMNS]
     reader = s.to_reader(columns=["t", "key"], system_columns=["_timestamp"])
@@ -150,7 +150,7 @@ def test_default_is_user_columns_and_system_columns_on_request(url: str) -> None
 def test_bounded_memory_many_batches(url: str) -> None:
     s = Stream.create(url, segments=2, compaction="off")
     for b in range(40):
-        s.append(pa.table({"key": [f"k{i % 5}" for i in range(1_000)], "t": T0 + b * 1_000 + np.arange(1_000),
+        s.append(pa.table({"key": [f"k{i % 5}" for i in range(1_000)], "t": EARLY + b * 1_000 + np.arange(1_000),
                            "payload": [f"{b:04d}{i:06d}" * 40 for i in range(1_000)]}), key="key", timestamp="t")
     whole = s.read()
     whole_bytes = whole.nbytes
@@ -169,16 +169,16 @@ def test_bounded_memory_many_batches(url: str) -> None:
 
 
 def test_planned_once_read_lazily(url: str) -> None:
-    s = _stream(url)
+    s = _overlapping_stream(url)
     before = s.read()
     reader = s.to_reader(system_columns=True)
-    s.append(_batch(99, t0=T1 + 200_000), key="key", timestamp="t")  # after the reader was made
+    s.append(_batch(99, t0=LATE + 200_000), key="key", timestamp="t")  # after the reader was made
     assert reader.read_all().equals(before)
     assert s.read().num_rows == before.num_rows + 400
 
 
 def test_bad_columns_fail_naming_them(url: str) -> None:
-    s = _stream(url)
+    s = _overlapping_stream(url)
     with pytest.raises(ConfigError, match=r"no column 'nope'; its columns are key, v, t, pad") as e:
         s.to_reader(columns=["v", "nope"])
     assert e.value.option == "columns" and e.value.value == "nope"
@@ -189,7 +189,7 @@ def test_bad_columns_fail_naming_them(url: str) -> None:
     with pytest.raises(ConfigError, match="names a column twice"):
         s.to_reader(columns=["v", "v"])
     with pytest.raises(ConfigError, match="give one of them"):
-        s.to_reader(start=T0, tail=5)
+        s.to_reader(start=EARLY, tail=5)
     with pytest.raises(ConfigError, match="batch_rows=0"):
         s.to_reader(batch_rows=0)
     with pytest.raises(ConfigError, match="is not a stream cut"):
@@ -202,8 +202,8 @@ def test_empty_ranges_give_an_empty_reader_with_the_schema(url: str) -> None:
     assert fresh.to_reader(system_columns=["_tso"]).schema.names == ["_tso"]
     s = Stream.open(url)
     s.append(_batch(0), key="key", timestamp="t")
-    for kw in ({"start": T0 + 10_000_000}, {"start": T0 + 50, "end": T0 + 50}, {"end": T0 - 1}, {"limit": 0},
-               {"tail": 0}):
+    for kw in ({"start": EARLY + 10_000_000}, {"start": EARLY + 50, "end": EARLY + 50}, {"end": EARLY - 1},
+               {"limit": 0}, {"tail": 0}):
         reader = s.to_reader(**kw, columns=["v"], system_columns=["_timestamp"])
         got = reader.read_all()
         assert got.num_rows == 0 and got.schema.names == ["v", "_timestamp"], kw
@@ -246,7 +246,7 @@ def test_duckdb_streams_a_large_reader(url: str) -> None:
     """DuckDB aggregates a many-batch reader (projected) to the same answer as the whole table."""
     import duckdb
 
-    s = _stream(url)
+    s = _overlapping_stream(url)
     reader = s.to_reader(columns=["key", "v"], batch_rows=256)  # noqa: F841 (scanned by name)
     got = duckdb.sql("select key, count(*) as n, sum(v) as total from reader group by key order by key").fetchall()
     whole = s.read()

@@ -1,4 +1,4 @@
-"""Wide writes (issue #34): one data file per writer task, a slice of it per segment.
+"""Wide writes: one data file per writer task, a slice of it per segment.
 
 Spark-free: tasks are ``write_batches`` calls (what a Spark task runs) committed together, as
 the sink's driver commits its tasks' chunks.
@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import CallLog
+from conftest import CallLog, crash_at
+from helpers import T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal import entries as entries_mod
 from pyspark_tstream.journal.entries import Chunk, Entry
@@ -23,7 +24,6 @@ from pyspark_tstream.store import layout
 from pyspark_tstream.write.writing import ChunkInfo, write_batches
 
 SCHEMA = pa.schema([("key", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
-T0 = 1_700_000_000_000
 
 
 def _task(seed: int, rows: int, span_ms: int = 60_000) -> pa.Table:
@@ -206,14 +206,7 @@ def test_crash_at_every_store_call_of_the_vacuum_of_shared_files(url: str) -> No
     for k in range(1, total + 1):
         s, want, shared = _compacted_stream(f"{url}-{k}")
         s.compact(full=True)
-        log = CallLog()
-        log.fail_at = k
-        s.store.observer = log
-        try:
-            s.vacuum(grace_ms=0)
-        except RuntimeError:
-            pass
-        s.store.observer = None
+        crash_at(s, k, lambda s: s.vacuum(grace_ms=0))
         assert _vals(Stream.open(f"{url}-{k}").read()) == want, f"crash at call {k}"
         Stream.open(f"{url}-{k}").vacuum(grace_ms=0)
         assert not shared & set(_data_files(s)), f"crash at call {k}"
@@ -270,14 +263,7 @@ def test_crash_at_every_store_call_of_a_wide_commit(url: str) -> None:
     landed = 0
     for k in range(1, total + 1):
         s = Stream.create(f"{url}-{k}", schema=SCHEMA, segments=4)
-        log = CallLog()
-        log.fail_at = k
-        s.store.observer = log
-        try:
-            s.commit(_write(s, 2, 200), writer_id="w", batch_id=1, schema=SCHEMA)
-        except RuntimeError:
-            pass
-        s.store.observer = None
+        crash_at(s, k, lambda s: s.commit(_write(s, 2, 200), writer_id="w", batch_id=1, schema=SCHEMA))
         fresh = Stream.open(f"{url}-{k}")
         got = _vals(fresh.read())
         assert got in ([], want), f"crash at call {k}"
@@ -318,9 +304,9 @@ def test_an_abort_after_a_landed_commit_deletes_nothing_the_journal_names(tmp_pa
 
 def test_slices_written_before_a_split_are_rerouted_with_only_their_own_rows(url: str) -> None:
     """A scale that splits segments between the tasks' writes and their commit re-routes each
-    slice of a shared file by key: only the slice's own rows move (found by the soak: the whole
-    shared file was split, so other segments' rows came back twice and the parts kept the
-    slice's offset into a file that no longer held them, so the slice's rows were lost)."""
+    slice of a shared file by key: only the slice's own rows move (splitting the whole shared file
+    would bring other segments' rows back twice and leave the parts with the slice's offset
+    into a file that no longer holds them, losing the slice's rows)."""
     s = Stream.create(url, schema=SCHEMA, segments=4)
     infos = _write(s, tasks=2, rows=600)
     assert len({c.path for c in infos}) == 2 and all(c.file_bytes > 0 and c.span_bytes > 0 for c in infos)

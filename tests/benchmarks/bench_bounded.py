@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _data import counted_stream
-from histories import T0, commit_history, micro_batches, overlapping_chunks
+from histories import HISTORY_T0, commit_history, micro_batches, overlapping_chunks
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.conf.options import SourceOptions
 from pyspark_tstream.read.ends import Limits
@@ -39,7 +39,7 @@ def measure(n: int, reps: int) -> dict[str, float]:
         reader, c = counted_stream(url)
         c.n = 0
         t = time.perf_counter()
-        got = reader.read(start=T0 + mid * 10, limit=10)
+        got = reader.read(start=HISTORY_T0 + mid * 10, limit=10)
         out["read_ms"].append((time.perf_counter() - t) * 1000)
         out["read_calls"].append(c.n)
         assert got.num_rows == 10

@@ -10,7 +10,7 @@ Usage::
 Each writer is a process calling ``Stream.append`` with ``--rows`` records at a time, as writer
 ``w<i>`` with batch ids 0, 1, 2, … (an idempotent producer), for ``--seconds`` seconds after a
 common start time (their imports and opens are not measured). Every request to the store goes
-through a proxy that adds ``--latency-ms`` (issue #35: 30 ms, an object store's round trip).
+through a proxy that adds ``--latency-ms`` (30 ms by default: an object store's round trip).
 Printed per writer count: acknowledged commits per second in total, the commit latency p50 and
 p99 (one ``append`` call), the journal entries those commits took (group commit folds several
 commits into one entry) and the machine's load average. Then everything is read back (without

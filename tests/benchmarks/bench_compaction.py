@@ -1,4 +1,4 @@
-"""Reading a stream of many small chunks before and after compaction (issue 11's case).
+"""Reading a stream of many small chunks before and after compaction.
 
 Usage::
 

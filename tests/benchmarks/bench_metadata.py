@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _data import counted_stream
-from histories import T0, add_commit, commit_history, epoch_history
+from histories import HISTORY_T0, add_commit, commit_history, epoch_history
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.timeindex import COL_MAX_TSO
 from pyspark_tstream.timestamps import pack
@@ -30,7 +30,7 @@ def measure(s: Stream, url: str, reps: int = 20) -> dict[str, float]:
     for r in range(reps):
         t = time.perf_counter()
         opened, counter = counted_stream(url)
-        target = pack(T0 + ((opened.state.pos * (r + 1)) // (reps + 1)) * 10)
+        target = pack(HISTORY_T0 + ((opened.state.pos * (r + 1)) // (reps + 1)) * 10)
         opened.journal.search(opened.state, COL_MAX_TSO, target)
         out["seek"].append(time.perf_counter() - t)
         out["seek_calls"].append(counter.n)

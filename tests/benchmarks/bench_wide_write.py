@@ -1,4 +1,4 @@
-"""Wide writes (issue #34): a keyed ``df.write`` behind a shuffle into a many-segment stream.
+"""Wide writes: a keyed ``df.write`` behind a shuffle into a many-segment stream.
 
 Usage::
 
@@ -258,7 +258,7 @@ def main() -> int:
             [[f"segment {seg0[0]}", seg0[1], seg0[2], seg0[4], seg0[5], f"×{seg0[5] / max(1, seg0[4]):.2f}"],
              [f"all {len(per_seg)} segments: median", "-", "-", "-", "-", f"×{statistics.median(ratios):.2f}"],
              [f"all {len(per_seg)} segments: max", "-", "-", "-", "-", f"×{ratios[-1]:.2f}"]]))
-        print(f"\nTargets (issue #34): <= 1 data file per task ({wide_files / parts:.2f}), metadata <= 1 MB "
+        print(f"\nTargets: <= 1 data file per task ({wide_files / parts:.2f}), metadata <= 1 MB "
               f"({wide_meta / 1e6:.2f} MB), wide write >= ×0.8 of native ({ratio('wide native', 'wide tstream')}; "
               f"a Python sink's stored floor: {ratio('wide native', 'wide stored floor')}), "
               f"one-segment read <= ×1.5 of its bytes (max ×{ratios[-1]:.2f}).")

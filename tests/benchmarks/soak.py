@@ -291,8 +291,8 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
         # This driver owns the outage schedule: an outage starts only once every Spark query has
         # reached the store since its last (re)start, and kills and restarts wait until the
         # store is back. A query that never reached its store does not wait one out (by design:
-        # a wrong endpoint fails in seconds); under load (CI #4 of round 19) a fresh query's
-        # first micro-batch took 18.7 s, so a schedule counted by the clock alone met one.
+        # a wrong endpoint fails in seconds); under load a fresh query's first micro-batch
+        # can take 18.7 s, so a schedule counted by the clock alone would meet one.
         outage_until = 0.0
 
         def near_outage() -> bool:
@@ -427,8 +427,8 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                     if SPARK_WORKER_TIMEOUT not in str(error) or len(spark_timeouts) >= 5:
                         raise RuntimeError(f"{name} failed: {error}")
                     # Spark's own 10 s limit for a new Python runner to connect back (hard-coded
-                    # in PythonWorkerFactory) fails a query on an overloaded machine (CI run 3
-                    # of round 20, load 9 on 2 cores); a user restarts such a query from its
+                    # in PythonWorkerFactory) fails a query on an overloaded machine (load 9 on
+                    # 2 cores); a user restarts such a query from its
                     # checkpoint, as this does. Any other error fails the soak.
                     spark_timeouts.append(name)
                     if query is producer_q:
