@@ -11,12 +11,12 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from helpers import T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import main
 from pyspark_tstream.errors import ConfigError, InvalidCutError
 from pyspark_tstream.read.start import start_bound
 
-T0 = 1_767_225_600_000
 
 
 def _filled(url: str, segments: int = 2, n: int = 100) -> Stream:
