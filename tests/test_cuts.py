@@ -18,7 +18,6 @@ from pyspark_tstream.errors import ConfigError, InvalidCutError
 from pyspark_tstream.read.start import start_bound
 
 
-
 def _filled(url: str, segments: int = 2, n: int = 100) -> Stream:
     s = Stream.create(url, segments=segments)
     s.append(pa.table({"key": [f"k{i % 8}" for i in range(n)], "v": list(range(n)),
