@@ -116,6 +116,23 @@ def test_read_many_returns_objects_in_order(store_url: StoreUrl) -> None:
     assert info.value.filename == store.uri("chunks/missing.bin")
 
 
+def test_read_present_gives_none_for_missing_objects(store_url: StoreUrl) -> None:
+    store = _store(store_url)
+    store.write("req/a", b"a")
+    store.write("req/b", b"b")
+    assert store.read_present(["req/b", "req/a"]) == [b"b", b"a"]
+    assert store.read_present(["req/a", "req/gone", "req/b"]) == [b"a", None, b"b"]
+    assert store.read_present([]) == []
+
+
+def test_list_sizes_names_objects_with_their_sizes(store_url: StoreUrl) -> None:
+    store = _store(store_url)
+    store.write("data/0/x.parquet", b"12345")
+    store.write("data/0/y.parquet", b"")
+    assert store.list_sizes("data/0") == {"x.parquet": 5, "y.parquet": 0}
+    assert store.list_sizes("data/1") == {}
+
+
 def test_list_and_idempotent_delete(store_url: StoreUrl) -> None:
     store = _store(store_url)
     for name in ("seg/b", "seg/a", "seg/sub/c", "other"):

@@ -115,14 +115,7 @@ class _Checker:
         out: dict[str, bytes | None] = {}
         for i in range(0, len(rels), _BATCH):
             part = rels[i:i + _BATCH]
-            try:
-                out.update(zip(part, self.store.read_many(part)))
-            except FileNotFoundError:
-                for rel in part:
-                    try:
-                        out[rel] = self.store.read(rel)
-                    except FileNotFoundError:
-                        out[rel] = None
+            out.update(zip(part, self.store.read_present(part)))
         return out
 
     # -- the newest state -----------------------------------------------------------------------
@@ -280,14 +273,7 @@ class _Checker:
         # a shared file lives in its first segment's folder; the others' macro-chunks in theirs
         folders |= {layout.data_folder(segment_number(c.seg)) for c in live if c.shared}
         for folder in sorted(folders):
-            try:
-                listing = self.store._call("list", folder, lambda f=folder: self.store.fs.ls(
-                    self.store.full(f), detail=True))
-            except FileNotFoundError:
-                listing = []
-            for item in listing:
-                name = str(item["name"]).rstrip("/").rsplit("/", 1)[-1]
-                sizes[f"{folder}/{name}"] = int(item.get("size") or 0)
+            sizes.update((f"{folder}/{name}", size) for name, size in self.store.list_sizes(folder).items())
         # compacted records live in macro-chunks now (their small files go at vacuum): check
         # the files a read would open, never report a replaced file as lost
         planned = self.macro_map(state, deltas, live, sizes)

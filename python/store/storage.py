@@ -364,6 +364,25 @@ class Store:
         self._call("read_many", label, fetch)
         return [got[rel] for rel in rels]
 
+    def read_present(self, rels: Sequence[str]) -> list[bytes | None]:
+        """Several whole objects, in the order asked; None for each one that is absent.
+
+        One batched :meth:`read_many`; only when some object is missing (deleted since it was
+        listed, say) are they read again one at a time, to tell which.
+        """
+        if not rels:
+            return []
+        try:
+            return list(self.read_many(rels))
+        except FileNotFoundError:
+            out: list[bytes | None] = []
+            for rel in rels:
+                try:
+                    out.append(self.read(rel))
+                except FileNotFoundError:
+                    out.append(None)
+            return out
+
     def read_range(self, rel: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of ``rel`` in one request."""
         path = self.full(rel)
@@ -412,6 +431,16 @@ class Store:
             return sorted(n for n in names if not is_temp_name(n))
 
         return self._call("list", rel, ls)
+
+    def list_sizes(self, rel: str) -> dict[str, int]:
+        """The objects directly under ``rel`` and their sizes in bytes, by name; {} if there is
+        nothing. One listing, like :meth:`list` (for admin paths only)."""
+        path = self.full(rel)
+        try:
+            entries = self._call("list", rel, lambda: self.fs.ls(path, detail=True))
+        except FileNotFoundError:
+            return {}
+        return {posixpath.basename(str(e["name"]).rstrip("/")): int(e.get("size") or 0) for e in entries}
 
     # -- writes ---------------------------------------------------------------------------------
     def write(self, rel: str, data: bytes) -> None:

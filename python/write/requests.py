@@ -57,19 +57,8 @@ def pending_chunks(store: Store) -> set[str]:
     are not kept; a request deleted since the listing is skipped (its folding entry names them).
     """
     rels = [layout.commit_request(*p) for p in map(layout.request_name, store.list(layout.REQUESTS)) if p]
-    if not rels:
-        return set()
-    try:
-        datas: list[bytes | None] = list(store.read_many(rels))
-    except (FileNotFoundError, KeyError):  # one went meanwhile (KeyError: memory://)
-        datas = []
-        for rel in rels:
-            try:
-                datas.append(store.read(rel))
-            except (FileNotFoundError, KeyError):
-                datas.append(None)
     out: set[str] = set()
-    for rel, data in zip(rels, datas):
+    for rel, data in zip(rels, store.read_present(rels)):
         if data is None:
             continue
         try:
