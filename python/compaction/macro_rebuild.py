@@ -37,7 +37,8 @@ from ..journal.timeindex import Delta
 from ..maps.macromap import Bucket, Macro, MacroMap, bucket_of
 from ..schema import RAW_TSO
 from ..store import layout
-from ..store.storage import RangedFile, Store
+from ..store.ranged_file import RangedFile
+from ..store.storage import Store
 from .gc import CommittedPart, committed_parts, manifest_bytes, manifest_replaced
 
 

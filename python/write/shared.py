@@ -32,7 +32,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..chunkfile.footer_shift import footer_of, join, tail
+from ..chunkfile.footer import footer_of
+from ..chunkfile.footer_shift import join, tail
 
 #: A shared file is closed and another one opened once it holds this many bytes.
 SHARED_FILE_BYTES = 256 << 20
