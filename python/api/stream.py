@@ -39,6 +39,7 @@ from ..journal.journal import Journal
 from ..journal.state import StreamState
 from ..maps.sealed import SealedMap
 from ..schema import check_names, encode_schema, normalize, user_schema
+from ..store.failures import RetryPolicy
 from ..store.storage import Store
 from ..timestamps import TimeLike, now_ms
 from .config import GC_GRACE_MS, ORPHAN_GRACE_MS, StreamConfig
