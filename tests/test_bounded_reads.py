@@ -173,7 +173,7 @@ def test_substitution_hook_sees_every_planned_chunk(monkeypatch: pytest.MonkeyPa
         seen.append(list(chunks))
         return chunks
 
-    monkeypatch.setattr(planner, "substitute_views", hook)
+    monkeypatch.setattr(planner, "substitute", hook)
     assert s.read().num_rows == 1000
     assert len(seen) == 1 and len(seen[0]) == 3
 
