@@ -22,10 +22,14 @@ except Exception:  # pragma: no cover - never let discovery of other sources bre
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Stream", "Ack"):
-        from .api import stream
+    if name == "Stream":
+        from .api.stream import Stream
 
-        return getattr(stream, name)
+        return Stream
+    if name == "Ack":
+        from .write.commit import Ack
+
+        return Ack
     if name == "read_native":  # Spark's own Parquet scan (needs pyspark; see datasource/native.py)
         from .datasource.native import read
 

@@ -22,7 +22,8 @@ from pyspark_tstream.read.reading import chunk_tsos, read_table
 from pyspark_tstream.read.window import Window
 from pyspark_tstream.store import layout
 from pyspark_tstream.timestamps import MarkSampler, mark_step, raw_hybrid, raw_marks
-from pyspark_tstream.write.writing import WriteSpec, write_batches
+from pyspark_tstream.write.spec import WriteSpec
+from pyspark_tstream.write.writing import write_batches
 
 
 def _url(name: str) -> str:

@@ -32,7 +32,7 @@ from pyspark_tstream.sink.writer import (
     TStreamStreamWriter,
 )
 from pyspark_tstream.spark.handle import StreamHandle
-from pyspark_tstream.store.storage import RetryPolicy
+from pyspark_tstream.store.failures import RetryPolicy
 from pyspark_tstream.write.writing import write_batches
 
 T0 = 1_700_000_000_000

@@ -19,7 +19,8 @@ from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.state import DEDUPE_WINDOW, Writer
 from pyspark_tstream.maintain.retention import orphan_files
 from pyspark_tstream.timestamps import now_ms
-from pyspark_tstream.write.writing import ChunkInfo, write_batches
+from pyspark_tstream.write.spec import ChunkInfo
+from pyspark_tstream.write.writing import write_batches
 
 LOGGER = "pyspark_tstream.api.append"
 

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ..maintain.fsck import Report
     from ..read.planner import Plan
     from ..write.commit import Ack
-    from ..write.writing import ChunkInfo, WriteSpec
+    from ..write.spec import ChunkInfo, WriteSpec
     from .append import Appender, Producer
     from .epochs import Epochs
     from .maintain import Maintenance
@@ -57,20 +57,7 @@ if TYPE_CHECKING:
     from .truncate import Truncation
     from .upkeep import Upkeep
 
-__all__ = ["Ack", "Producer", "Stream"]
-
-
-def __getattr__(name: str) -> Any:
-    # the names this module has always exported, loaded on first use like the parts
-    if name == "Ack":
-        from ..write.commit import Ack
-
-        return Ack
-    if name == "Producer":
-        from .append import Producer
-
-        return Producer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["Stream"]
 
 
 class Stream:

@@ -562,4 +562,4 @@ def verify(store: Store, progress: Progress | None = None) -> tuple[Report, Fixe
     return report, fixes
 
 
-__all__ = ["Fixes", "Problem", "Report", "ShardFix", "verify"]
+__all__ = ["Problem", "Report", "verify"]

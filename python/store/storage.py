@@ -45,8 +45,7 @@ from .failures import (
 from .localfs import (is_temp_name, local_create, local_map, local_read, local_replace, memory_create,
                       memory_list, memory_missing)
 
-__all__ = ["Observer", "RetryPolicy", "Store", "check_relative", "is_precondition_failed", "is_transient",
-           "split_url"]
+__all__ = ["Observer", "Store", "check_relative", "split_url"]
 
 #: Observer signature: ``(operation, relative_path)``; it may raise to simulate a fault.
 Observer = Callable[[str, str], None]

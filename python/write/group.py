@@ -57,7 +57,7 @@ from ..schema import decode_schema, encode_schema, reconcile
 from ..store import layout
 from ..store.races import MAX_ATTEMPTS
 from .commit import MOVE_RULES, CommitRequest, CountRaised
-from .writing import ChunkInfo
+from .spec import ChunkInfo
 
 #: Format of a published request object.
 REQUEST_VERSION = 1

@@ -186,7 +186,7 @@ class SharedFiles:
         return [c[0] for c in self.closed]
 
     def slices(self, done: Sequence[Any]) -> list[Any]:
-        """``done`` (:class:`~.writing.ChunkInfo`, in the order written) with the chunks written
+        """``done`` (:class:`~.spec.ChunkInfo`, in the order written) with the chunks written
         into shared files made slices (offset, bytes, file_bytes and span)."""
         out = []
         where = {rel: (size, parts) for rel, size, parts in self.closed}
