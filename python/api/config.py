@@ -49,7 +49,7 @@ class StreamConfig:
         Parquet codec of data chunks.
     compaction : str
         Compaction of small chunks into macro-chunks: ``target=128MB,min=16`` (the default)
-        or ``off`` (see python/compaction.py and README).
+        or ``off`` (see python/compaction/compact.py and README).
     """
 
     segments: int = K.SEGMENTS_DEFAULT

@@ -272,7 +272,8 @@ class Stream:
     def append(self, data: Any, key: str | None = None, timestamp: str | None = None,
                writer_id: str | None = None, batch_id: Any = None, *, merge_schema: bool = False,
                session: bool = False, monotonic: bool = False) -> Ack:
-        """Append records in one atomic commit and return the S2-style :class:`Ack`.
+        """Append records in one atomic commit and return the S2-style
+        :class:`~pyspark_tstream.write.commit.Ack`.
 
         ``data``: a pyarrow Table/RecordBatch, a list of dicts or a pandas DataFrame. ``key``
         names the routing-key column, ``timestamp`` the client timestamp column (TIMESTAMP or
@@ -327,7 +328,7 @@ class Stream:
                                       batch_rows=batch_rows)
 
     def plan(self, lo: int, hi: int, *, first_pos: int | None = None, last_pos: int | None = None) -> list:
-        """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`planner`)."""
+        """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`~pyspark_tstream.read.planner`)."""
         return self.reading.plan(lo, hi, first_pos=first_pos, last_pos=last_pos)
 
     def plan_read(self, lo: int, hi: int, **kw: Any) -> Plan:

@@ -3,8 +3,8 @@
 Invariant kept: verify only reads. It reports each problem with what is affected and a remedy
 that exists; a problem is *repairable* when the object is derived from the journal (the head
 and anchor hints, time-index nodes, sealed-map shards, epoch records and history chunks) and
-can be rebuilt byte for byte (python/rebuild.py), or is a macro-map bucket the journal
-determines (python/macro_rebuild.py); python/repair.py then writes it. What cannot be derived
+can be rebuilt byte for byte (python/maintain/rebuild.py), or is a macro-map bucket the journal
+determines (python/compaction/macro_rebuild.py); python/maintain/repair.py then writes it. What cannot be derived
 is reported exactly: a missing chunk as its segment, ``_seq`` range and time range, with the
 stream cut that truncates past it.
 
@@ -52,7 +52,8 @@ Progress = Callable[[int, int], None]
 
 @dataclass
 class Problem:
-    """One thing wrong: what, where, and whether :func:`repair` can rebuild it."""
+    """One thing wrong: what, where, and whether
+    :func:`~pyspark_tstream.maintain.repair.repair` can rebuild it."""
 
     kind: str  # head, anchor, entry, node, chunk, shard, epoch, macro map, manifest, group
     path: str
@@ -536,7 +537,8 @@ class _Checker:
 
 
 def verify(store: Store, progress: Progress | None = None) -> tuple[Report, Fixes]:
-    """Check the stream at ``store``; returns the report and what :func:`repair` can rewrite."""
+    """Check the stream at ``store``; returns the report and what
+    :func:`~pyspark_tstream.maintain.repair.repair` can rewrite."""
     ck = _Checker(store, progress)
     newest = ck.newest()
     state = newest.state

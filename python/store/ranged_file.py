@@ -15,7 +15,8 @@ from typing import Any
 class RangedFile(io.RawIOBase):
     """A read-only, seekable file of ``size`` bytes served by ``fetch(start, end)``: pyarrow
     reads a Parquet footer or a few columns through it with ranged requests, not the whole
-    object (``fetch`` may be :meth:`Store.read_range` of one object, or bytes already read)."""
+    object (``fetch`` may be :meth:`~pyspark_tstream.store.storage.Store.read_range` of one
+    object, or bytes already read)."""
 
     def __init__(self, size: int, fetch: Callable[[int, int], bytes]) -> None:
         self._size, self._fetch, self._at = size, fetch, 0

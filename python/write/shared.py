@@ -92,8 +92,9 @@ class _Kept:
 
 
 class _Part:
-    """What :class:`ChunkWriter` sees as one segment's open chunk: a Parquet file of its own,
-    written into the shared file from where it stands (its writer opened on the first rows)."""
+    """What :class:`~pyspark_tstream.write.writing.ChunkWriter` sees as one segment's open chunk:
+    a Parquet file of its own, written into the shared file from where it stands (its writer
+    opened on the first rows)."""
 
     def __init__(self, shared: SharedFiles) -> None:
         self.shared = shared
@@ -132,8 +133,8 @@ class _Part:
 
 
 class SharedFiles:
-    """The shared files of one task's :meth:`ChunkWriter.finish`: hands out :class:`_Part`
-    outputs for segments, then fills in their slices (:meth:`slices`)."""
+    """The shared files of one task's :meth:`~pyspark_tstream.write.writing.ChunkWriter.finish`:
+    hands out :class:`_Part` outputs for segments, then fills in their slices (:meth:`slices`)."""
 
     def __init__(self, open_output: OpenOutput, open_writer: OpenWriter) -> None:
         self.open_output, self.open_writer = open_output, open_writer
