@@ -31,7 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import ConfigError, EntryIdError, GroupExistsError, GroupNotFoundError
+from ..errors import ConfigError, GroupExistsError, GroupNotFoundError
 from ..maps.grouplog import (
     ALL_SEGMENTS,
     Cursor,
