@@ -17,8 +17,7 @@ from urllib.parse import quote
 
 import pytest
 from pyspark_tstream.errors import ConfigError, InvalidPathError, StorageError, UnsupportedOperationError
-from pyspark_tstream.store.failures import is_store_answer
-from pyspark_tstream.store.failures import RetryPolicy, is_transient
+from pyspark_tstream.store.failures import RetryPolicy, is_store_answer, is_transient
 from pyspark_tstream.store.storage import Store, split_url
 
 StoreUrl = tuple[str, dict[str, Any]]
