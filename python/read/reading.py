@@ -4,8 +4,8 @@ Reading a chunk applies its floor (``tso_i = max(raw_i, floor + i)``), numbers i
 (``seq_i = seq + i``) and slices the range by binary search on the tsos (strictly increasing
 within a chunk): no per-row Python, zero-copy slices of the decoded columns.
 
-A chunk may be a *view* of rows ``[offset, offset + rows)`` of a macro-chunk (python/
-compaction/compact.py): a plan names small chunks, and :func:`~pyspark_tstream.read.compacted.substitute`
+A chunk may be a *view* of rows ``[offset, offset + rows)`` of a macro-chunk
+(python/compaction/compact.py): a plan names small chunks, and :func:`~pyspark_tstream.read.compacted.substitute`
 replaces those compacted since by views. Views of one file are fetched once; a read decodes the
 raw timestamps of the row groups they cover, then the user columns one row group at a time, only
 where kept rows are (memory stays one row group, whatever the chunk size); a view whose ``_tso``
