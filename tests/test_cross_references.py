@@ -110,7 +110,8 @@ def test_every_sphinx_role_in_a_docstring_resolves() -> None:
 
 
 #: A repository path: a file under one of the repository's top folders (not part of a longer path).
-REPO_PATH = re.compile(r"(?<![\w/.-])((?:python|datasource|sink|conf|tests|docs|notebooks)/[\w./-]*\w\.(?:py|md|ipynb|cfg))\b")
+REPO_PATH = re.compile(r"(?<![\w/.-])((?:python|datasource|sink|conf|tests|docs|notebooks)/"
+                       r"[\w./-]*\w\.(?:py|md|ipynb|cfg))\b")
 
 
 def _texts() -> list[Path]:
