@@ -23,10 +23,14 @@ except Exception:  # noqa: BLE001  # pragma: no cover - never let discovery of o
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Stream", "Ack"):
-        from .api import stream
+    if name == "Stream":
+        from .api.stream import Stream
 
-        return getattr(stream, name)
+        return Stream
+    if name == "Ack":
+        from .write.commit import Ack
+
+        return Ack
     if name == "read_native":  # Spark's own Parquet scan (needs pyspark; see datasource/native.py)
         from .datasource.native import read
 

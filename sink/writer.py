@@ -25,7 +25,8 @@ from ..conf.options import SinkOptions
 from ..spark.compat import has
 from ..spark.handle import StreamHandle
 from ..spark.task_memory import keep_freed_memory
-from ..write.writing import ChunkInfo, WriteSpec, write_batches
+from ..write.spec import ChunkInfo, WriteSpec
+from ..write.writing import write_batches
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -131,7 +132,7 @@ def _gc_paused() -> Iterator[None]:
 class TaskChunkWriter:
     """Executor side of the sink: one task's rows become Parquet chunks, described to the driver.
 
-    Pickles to every task (its :class:`~pyspark_tstream.write.writing.WriteSpec` carries the store as
+    Pickles to every task (its :class:`~pyspark_tstream.write.spec.WriteSpec` carries the store as
     URL and storage options); writes only files no journal names yet.
     """
 

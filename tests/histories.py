@@ -21,7 +21,8 @@ from pyspark_tstream.read.reading import chunk_tsos, read_table
 from pyspark_tstream.read.window import Window
 from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.timestamps import raw_hybrid, raw_marks
-from pyspark_tstream.write.writing import ChunkInfo, WriteSpec, write_batches
+from pyspark_tstream.write.spec import ChunkInfo, WriteSpec
+from pyspark_tstream.write.writing import write_batches
 
 #: The user schema of histories with real data files (``real=`` commits).
 SCHEMA = pa.schema([("v", pa.int64())])

@@ -22,7 +22,8 @@ from pyspark_tstream.read.reading import chunk_tsos, read_table
 from pyspark_tstream.read.window import Window
 from pyspark_tstream.store import layout
 from pyspark_tstream.timestamps import MarkSampler, mark_step, raw_hybrid, raw_marks
-from pyspark_tstream.write.writing import WriteSpec, write_batches
+from pyspark_tstream.write.spec import WriteSpec
+from pyspark_tstream.write.writing import write_batches
 
 
 def _url(name: str) -> str:
@@ -173,7 +174,7 @@ def test_substitution_hook_sees_every_planned_chunk(monkeypatch: pytest.MonkeyPa
         seen.append(list(chunks))
         return chunks
 
-    monkeypatch.setattr(planner, "substitute_views", hook)
+    monkeypatch.setattr(planner, "substitute", hook)
     assert s.read().num_rows == 1000
     assert len(seen) == 1 and len(seen[0]) == 3
 

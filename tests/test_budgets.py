@@ -16,7 +16,7 @@ from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.journal.timeindex import COL_MAX_TSO, FANOUT
 from pyspark_tstream.store.storage import Store
 from pyspark_tstream.timestamps import pack
-from pyspark_tstream.write.writing import ChunkInfo
+from pyspark_tstream.write.spec import ChunkInfo
 
 COMMITS_SMALL, COMMITS_LARGE = 10, 10_000
 

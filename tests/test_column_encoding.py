@@ -1,4 +1,4 @@
-"""Chunk files choose Parquet encodings per column (python/column_encoding.py).
+"""Chunk files choose Parquet encodings per column (python/chunkfile/encoding.py).
 
 Timestamps, the raw hybrid timestamps and other integer columns whose deltas are small are
 DELTA_BINARY_PACKED in chunks *and* in the macro-chunks compaction writes (before, compaction

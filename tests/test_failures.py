@@ -33,7 +33,7 @@ from pyspark_tstream.sink.writer import (
     TStreamStreamWriter,
 )
 from pyspark_tstream.spark.handle import StreamHandle
-from pyspark_tstream.store.storage import RetryPolicy
+from pyspark_tstream.store.failures import RetryPolicy
 from pyspark_tstream.timestamps import now_ms
 from pyspark_tstream.write.commit import CommitIntent, CommitRequest
 from pyspark_tstream.write.group import Published, new_id

@@ -7,10 +7,10 @@ import time
 
 import pyarrow as pa
 import pytest
-from pyspark_tstream.api.groups import EntryIdError, Group, GroupExistsError, GroupNotFoundError, record_ids
+from pyspark_tstream.api.groups import Group, record_ids
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.epochs.routing import KEY_SPACE, key_hash, route
-from pyspark_tstream.errors import ConfigError, InvalidPathError
+from pyspark_tstream.errors import ConfigError, EntryIdError, GroupExistsError, GroupNotFoundError, InvalidPathError
 from pyspark_tstream.timestamps import pack, parse_id
 
 

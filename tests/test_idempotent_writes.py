@@ -18,7 +18,8 @@ from conftest import CallLog, crash_at
 from helpers import orphans
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.state import DEDUPE_WINDOW, Writer
-from pyspark_tstream.write.writing import ChunkInfo, write_batches
+from pyspark_tstream.write.spec import ChunkInfo
+from pyspark_tstream.write.writing import write_batches
 
 LOGGER = "pyspark_tstream.api.append"
 

@@ -1,7 +1,7 @@
 """A damaged macro map: fsck says what the journal can rebuild, repair rebuilds it, nothing is lost.
 
-The map (python/macromap.py) is the only place a read finds compacted records once vacuum has
-collected the small chunks; python/macro_rebuild.py derives it from the journal again.
+The map (python/maps/macromap.py) is the only place a read finds compacted records once vacuum has
+collected the small chunks; python/compaction/macro_rebuild.py derives it from the journal again.
 """
 
 from __future__ import annotations

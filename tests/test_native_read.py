@@ -166,7 +166,7 @@ def test_compacted_views_and_cuts_inside_them(spark: Any, tmp_path: Path, branch
 
 def test_delta_encoded_time_columns_read_alike(spark: Any, tmp_path: Path) -> None:
     """Timestamp, date and counter columns are DELTA_BINARY_PACKED in chunks and macro-chunks
-    (``column_encoding.py``); Spark's vectorized reader returns the rows the Python path does."""
+    (``chunkfile/encoding.py``); Spark's vectorized reader returns the rows the Python path does."""
     import numpy as np
     import pyarrow.parquet as pq
 

@@ -1,4 +1,4 @@
-"""Reads decode a chunk file one row group at a time (python/reading.py ``FileRows``).
+"""Reads decode a chunk file one row group at a time (python/read/reading.py ``FileRows``).
 
 The records must be exactly those of decoding the whole file (``decode_file`` +
 ``chunk_records``, kept as the reference), for plain chunks, views of macro-chunks, unsorted

@@ -29,7 +29,8 @@ from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.conf.options import SinkOptions, SourceOptions
 from pyspark_tstream.errors import StorageError, StreamNotFoundError, TStreamError
 from pyspark_tstream.store import layout
-from pyspark_tstream.store.storage import RetryPolicy, Store
+from pyspark_tstream.store.failures import RetryPolicy
+from pyspark_tstream.store.storage import Store
 from s3servers import BUCKET, REGION, TargetedFaultProxy, boto3_client, free_ports, s3_storage_options
 
 pytestmark = pytest.mark.s3

@@ -17,8 +17,8 @@ from urllib.parse import quote
 
 import pytest
 from pyspark_tstream.errors import ConfigError, InvalidPathError, StorageError, UnsupportedOperationError
-from pyspark_tstream.store.failures import is_store_answer
-from pyspark_tstream.store.storage import RetryPolicy, Store, is_transient, split_url
+from pyspark_tstream.store.failures import RetryPolicy, is_store_answer, is_transient
+from pyspark_tstream.store.storage import Store, split_url
 
 StoreUrl = tuple[str, dict[str, Any]]
 
@@ -114,6 +114,23 @@ def test_read_many_returns_objects_in_order(store_url: StoreUrl) -> None:
     with pytest.raises(FileNotFoundError) as info:
         store.read_many([names[0], "chunks/missing.bin", names[1]])
     assert info.value.filename == store.uri("chunks/missing.bin")
+
+
+def test_read_present_gives_none_for_missing_objects(store_url: StoreUrl) -> None:
+    store = _store(store_url)
+    store.write("req/a", b"a")
+    store.write("req/b", b"b")
+    assert store.read_present(["req/b", "req/a"]) == [b"b", b"a"]
+    assert store.read_present(["req/a", "req/gone", "req/b"]) == [b"a", None, b"b"]
+    assert store.read_present([]) == []
+
+
+def test_list_sizes_names_objects_with_their_sizes(store_url: StoreUrl) -> None:
+    store = _store(store_url)
+    store.write("data/0/x.parquet", b"12345")
+    store.write("data/0/y.parquet", b"")
+    assert store.list_sizes("data/0") == {"x.parquet": 5, "y.parquet": 0}
+    assert store.list_sizes("data/1") == {}
 
 
 def test_list_and_idempotent_delete(store_url: StoreUrl) -> None:

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
 import os
+import sys
+import typing
 from datetime import datetime, timezone
+from functools import cached_property
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -179,3 +187,33 @@ def test_file_backend_never_leaves_temp_files(tmp_path: object) -> None:
         s.append([{"i": i}])
     leftovers = [f for _, _, files in os.walk(str(tmp_path)) for f in files if f.endswith(".tmp")]
     assert leftovers == []
+
+
+def _type_checking_names(module: ModuleType) -> dict[str, Any]:
+    """The names ``module`` imports only for type checkers (its ``if TYPE_CHECKING:`` block),
+    imported here: parts load lazily, so their types are not in the module's namespace."""
+    names: dict[str, Any] = {}
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom), ast.dump(imp)
+                source = importlib.import_module("." * imp.level + (imp.module or ""), module.__package__)
+                names.update({a.asname or a.name: getattr(source, a.name) for a in imp.names})
+    return names
+
+
+def test_type_hints_of_the_public_stream_methods_resolve() -> None:
+    """``typing.get_type_hints`` works on every public ``Stream`` method and property: each name
+    an annotation uses is imported (for real, or for type checkers only)."""
+    module = sys.modules[Stream.__module__]
+    namespace = {**vars(module), **_type_checking_names(module)}
+    checked = []
+    for name, member in vars(Stream).items():
+        if name.startswith("_"):
+            continue
+        fn = member.fget if isinstance(member, property) else \
+            member.func if isinstance(member, cached_property) else getattr(member, "__func__", member)
+        if callable(fn):
+            assert "return" in typing.get_type_hints(fn, globalns=namespace), name
+            checked.append(name)
+    assert {"open", "create", "append", "read", "commit", "compact", "verify"} <= set(checked)

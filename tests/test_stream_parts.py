@@ -1,5 +1,5 @@
 """Each part of ``Stream`` works alone, built on a StreamContext (no Stream): appending, upkeep,
-reading, epochs, truncation and the info snapshot (python/stream.py composes them)."""
+reading, epochs, truncation and the info snapshot (python/api/stream.py composes them)."""
 
 from __future__ import annotations
 

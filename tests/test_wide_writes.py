@@ -21,7 +21,8 @@ from pyspark_tstream.journal.entries import Chunk, Entry
 from pyspark_tstream.read.ranged import footer_guess
 from pyspark_tstream.read.reading import read_table
 from pyspark_tstream.store import layout
-from pyspark_tstream.write.writing import ChunkInfo, write_batches
+from pyspark_tstream.write.spec import ChunkInfo
+from pyspark_tstream.write.writing import write_batches
 
 SCHEMA = pa.schema([("key", pa.string()), ("ts", pa.int64()), ("val", pa.int64())])
 

@@ -26,7 +26,8 @@ from ..timestamps import count_raised, now_ms, pack
 from ..write.commit import Ack, CommitIntent, CommitRequest, check_schema_for_write
 from ..write.group import GroupCommit, Published, publishable
 from ..write.reroute import reroute
-from ..write.writing import ChunkInfo, WriteSpec, write_batches
+from ..write.spec import ChunkInfo, WriteSpec
+from ..write.writing import write_batches
 from .context import StreamContext
 
 logger = logging.getLogger(__name__)

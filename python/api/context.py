@@ -75,6 +75,3 @@ class StreamContext:
         else:
             self.refresh()
         return entry
-
-    #: :func:`~pyspark_tstream.compaction.compact.compact` commits through this name.
-    _commit_op = commit_op

@@ -31,7 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import ConfigError, EntryIdError, GroupExistsError, GroupNotFoundError
+from ..errors import ConfigError, GroupExistsError, GroupNotFoundError
 from ..maps.grouplog import (
     ALL_SEGMENTS,
     Cursor,
@@ -48,12 +48,13 @@ from ..maps.grouplog import (
     parse_entry_id,
     resolve_ids,
 )
+from ..read.reading import READ_ORDER
 from ..store.races import LOST, Lost, until_won
 from ..timestamps import iso, now_ms, pack, physical, to_ms, tso_id
-from .scan import ORDER, count_after, empty_records, fetch, read_after
+from .scan import count_after, empty_records, fetch, read_after
 from .stream import Stream
 
-__all__ = ["EntryIdError", "Group", "GroupExistsError", "GroupNotFoundError", "record_ids"]
+__all__ = ["Group", "record_ids"]
 
 #: How often a blocking read looks for new data (each look costs 2 store calls).
 POLL_SECONDS = 0.05
@@ -377,4 +378,4 @@ def _select(table: pa.Table, keys: set[tuple[int, int]]) -> pa.Table:
     if not table.num_rows:
         return table
     mask = [(g, q) in keys for g, q in zip(table["_segment"].to_pylist(), table["_seq"].to_pylist())]
-    return table.filter(pa.array(mask, pa.bool_())).sort_by(ORDER)
+    return table.filter(pa.array(mask, pa.bool_())).sort_by(READ_ORDER)

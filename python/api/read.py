@@ -179,7 +179,7 @@ class Reader:
         return pa.RecordBatchReader.from_batches(out, _limited(tables, out, limit, batch_rows))
 
     def plan(self, lo: int, hi: int, *, first_pos: int | None = None, last_pos: int | None = None) -> list[Chunk]:
-        """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`planner`)."""
+        """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`~pyspark_tstream.read.planner`)."""
         return plan_chunks(self.ctx.journal, self.ctx.state, lo, hi, first_pos, last_pos)
 
     def plan_read(self, lo: int, hi: int, **kw: Any) -> Plan:

@@ -35,8 +35,6 @@ _SLACK = 64
 #: entries never walks the journal between them.
 _CLUSTER_GAP_MS = 60_000
 
-ORDER = READ_ORDER
-
 
 @dataclass(frozen=True)
 class Page:
@@ -102,7 +100,7 @@ def read_after(stream: Stream, cursor: Cursor, *, count: int | None = None,
         if count is None or limit is None or not cut or page.num_rows >= count:
             break
         limit *= 2
-    page = page.sort_by(ORDER)
+    page = page.sort_by(READ_ORDER)
     # read() refreshed the handle; a tick below ours means it read an older state (only
     # possible if another thread refreshes the same handle), so do not claim completeness
     complete = not cut and stream.state.tick >= bound and (count is None or page.num_rows <= count)
@@ -173,7 +171,7 @@ def fetch(stream: Stream, keys: Iterable[tuple[int, int, int]]) -> tuple[pa.Tabl
                 m = pc.and_(pc.equal(table["_segment"], seg), pc.is_in(table["_seq"], pa.array(seqs)))
                 mask = m if mask is None else pc.or_(mask, m)
             parts.append(table.filter(mask))
-    records = pa.concat_tables(parts).sort_by(ORDER) if parts else empty_records(stream)
+    records = pa.concat_tables(parts).sort_by(READ_ORDER) if parts else empty_records(stream)
     found = set(zip(records["_segment"].to_pylist(), records["_seq"].to_pylist()))
     return records, wanted - found
 

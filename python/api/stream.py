@@ -39,6 +39,7 @@ from ..journal.journal import Journal
 from ..journal.state import StreamState
 from ..maps.sealed import SealedMap
 from ..schema import check_names, encode_schema, normalize, user_schema
+from ..store.failures import RetryPolicy
 from ..store.storage import Store
 from ..timestamps import TimeLike, now_ms
 from .config import GC_GRACE_MS, ORPHAN_GRACE_MS, StreamConfig
@@ -47,9 +48,8 @@ from .context import StreamContext
 if TYPE_CHECKING:
     from ..maintain.fsck import Report
     from ..read.planner import Plan
-    from ..store.storage import RetryPolicy
     from ..write.commit import Ack
-    from ..write.writing import ChunkInfo, WriteSpec
+    from ..write.spec import ChunkInfo, WriteSpec
     from .append import Appender, Producer
     from .epochs import Epochs
     from .maintain import Maintenance
@@ -57,20 +57,7 @@ if TYPE_CHECKING:
     from .truncate import Truncation
     from .upkeep import Upkeep
 
-__all__ = ["Ack", "Producer", "Stream"]
-
-
-def __getattr__(name: str) -> Any:
-    # the names this module has always exported, loaded on first use like the parts
-    if name == "Ack":
-        from ..write.commit import Ack
-
-        return Ack
-    if name == "Producer":
-        from .append import Producer
-
-        return Producer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["Stream"]
 
 
 class Stream:
@@ -287,7 +274,8 @@ class Stream:
     def append(self, data: Any, key: str | None = None, timestamp: str | None = None,
                writer_id: str | None = None, batch_id: Any = None, *, merge_schema: bool = False,
                session: bool = False, monotonic: bool = False) -> Ack:
-        """Append records in one atomic commit and return the S2-style :class:`Ack`.
+        """Append records in one atomic commit and return the S2-style
+        :class:`~pyspark_tstream.write.commit.Ack`.
 
         ``data``: a pyarrow Table/RecordBatch, a list of dicts or a pandas DataFrame. ``key``
         names the routing-key column, ``timestamp`` the client timestamp column (TIMESTAMP or
@@ -342,7 +330,7 @@ class Stream:
                                       batch_rows=batch_rows)
 
     def plan(self, lo: int, hi: int, *, first_pos: int | None = None, last_pos: int | None = None) -> list[Chunk]:
-        """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`planner`)."""
+        """Chunks that may hold records with ``lo < _tso <= hi`` (see :mod:`~pyspark_tstream.read.planner`)."""
         return self.reading.plan(lo, hi, first_pos=first_pos, last_pos=last_pos)
 
     def plan_read(self, lo: int, hi: int, **kw: Any) -> Plan:

@@ -5,18 +5,16 @@ records. A format-v5 shared file (python/write/shared.py) is a run of complete l
 files, one per segment's slice, then an *outer* footer naming every slice's row groups at their
 place in the whole object, so the object is itself one Parquet file. pyarrow writes each slice's
 offsets from where that slice starts and cannot move a footer, so the outer footer is built
-here: each slice's footer is decoded, every offset it holds moved by the slice's start
-(:func:`shift`), and the moved row groups are joined into one footer (:func:`join`).
+here: every offset each slice's footer holds is moved by the slice's start, and the moved row
+groups are joined into one footer (:func:`join`).
 
-The codec is generic (every compact-protocol type: bool, byte, i16, i32, i64, double, binary,
-list, set, map, struct), so a footer with fields this module never names (statistics, size
-statistics, encodings, key-value metadata) decodes and re-encodes byte for byte
-(:func:`decode`, :func:`encode`, :func:`shift_fields`). :func:`shift` and :func:`join`, which a
-writer runs once per slice, give the same bytes by splicing: one pass finds the offsets and
-re-encodes only those (a decoded tree cost 23 ms a 64-slice file). Only these fields are
-changed (ids from parquet.thrift):
+The footers are spliced, not decoded and re-encoded: one pass over each (:class:`_Scan`) finds
+the offsets and re-encodes only those (a decoded tree cost 23 ms a 64-slice file); the pass
+skips every compact-protocol type (bool, byte, i16, i32, i64, double, binary, list, set, map,
+struct), so fields this module never names (statistics, size statistics, encodings, key-value
+metadata) come through byte for byte. Only these fields are changed (ids from parquet.thrift):
 
-* ``RowGroup``: 5 ``file_offset``;
+* ``RowGroup``: 5 ``file_offset``, 7 ``ordinal`` (renumbered in the joined file);
 * ``ColumnChunk``: 2 ``file_offset``, 4 ``offset_index_offset``, 6 ``column_index_offset``;
 * ``ColumnMetaData`` (``ColumnChunk`` 3): 9 ``data_page_offset``, 10 ``index_page_offset``,
   11 ``dictionary_page_offset``, 14 ``bloom_filter_offset``.
@@ -28,14 +26,14 @@ which tstream does not write either, hold offsets outside the footer that no shi
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Any
+
+from .footer import MAGIC
 
 # compact-protocol type ids
 STOP, TRUE, FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(13)
 _INTS = (I16, I32, I64)
 
-#: Offsets moved by :func:`shift`: struct name -> the i64 field ids holding file offsets.
+#: Offsets moved by :func:`join`: struct name -> the i64 field ids holding file offsets.
 ROW_GROUP_OFFSETS = (5,)
 COLUMN_CHUNK_OFFSETS = (2, 4, 6)
 COLUMN_META_OFFSETS = (9, 10, 11, 14)
@@ -45,244 +43,6 @@ FILE_NUM_ROWS, FILE_ROW_GROUPS, FILE_SCHEMA = 3, 4, 2
 RG_COLUMNS, RG_ORDINAL = 1, 7
 CC_META = 3
 
-MAGIC = b"PAR1"
-
-
-@dataclass
-class Field:
-    """One field of a decoded struct: its id, its compact type and its value (for a bool field,
-    a bool; a list or set, :class:`Seq`; a map, :class:`Map`; a struct, a ``list[Field]``)."""
-
-    fid: int
-    ttype: int
-    value: Any
-
-
-@dataclass
-class Seq:
-    """A list or set: element type and elements (bool elements kept as their stored byte)."""
-
-    etype: int
-    items: list[Any]
-
-
-@dataclass
-class Map:
-    """A map: key and value types and the pairs, in stored order."""
-
-    ktype: int
-    vtype: int
-    items: list[tuple[Any, Any]]
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.at = memoryview(data), 0
-
-    def byte(self) -> int:
-        b = self.data[self.at]
-        self.at += 1
-        return b
-
-    def varint(self) -> int:
-        out = shift = 0
-        while True:
-            b = self.byte()
-            out |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return out
-            shift += 7
-            if shift > 70:
-                raise ValueError("varint too long")
-
-    def zigzag(self) -> int:
-        n = self.varint()
-        return (n >> 1) ^ -(n & 1)
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.at + n > len(self.data):
-            raise ValueError("truncated Thrift data")
-        out = bytes(self.data[self.at:self.at + n])
-        self.at += n
-        return out
-
-    def value(self, ttype: int) -> Any:
-        if ttype == BYTE:
-            return self.byte()
-        if ttype in _INTS:
-            return self.zigzag()
-        if ttype == DOUBLE:
-            return struct.unpack("<d", self.take(8))[0]
-        if ttype == BINARY:
-            return self.take(self.varint())
-        if ttype in (LIST, SET):
-            head = self.byte()
-            n, etype = head >> 4, head & 0x0F
-            if n == 15:
-                n = self.varint()
-            # a bool element is one byte (1 true, 2 or 0 false): kept as stored
-            return Seq(etype, [self.byte() if etype in (TRUE, FALSE) else self.value(etype) for _ in range(n)])
-        if ttype == MAP:
-            n = self.varint()
-            if not n:
-                return Map(0, 0, [])
-            kv = self.byte()
-            k, v = kv >> 4, kv & 0x0F
-            return Map(k, v, [(self._elem(k), self._elem(v)) for _ in range(n)])
-        if ttype == STRUCT:
-            return self.struct()
-        raise ValueError(f"unknown Thrift compact type {ttype}")
-
-    def _elem(self, ttype: int) -> Any:
-        return self.byte() if ttype in (TRUE, FALSE) else self.value(ttype)
-
-    def struct(self) -> list[Field]:
-        fields: list[Field] = []
-        last = 0
-        while True:
-            head = self.byte()
-            ttype = head & 0x0F
-            if ttype == STOP:
-                return fields
-            delta = head >> 4
-            fid = last + delta if delta else self.zigzag()
-            last = fid
-            if ttype in (TRUE, FALSE):
-                fields.append(Field(fid, ttype, ttype == TRUE))
-            else:
-                fields.append(Field(fid, ttype, self.value(ttype)))
-
-
-class _Writer:
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def varint(self, n: int) -> None:
-        while True:
-            if n < 0x80:
-                self.out.append(n)
-                return
-            self.out.append((n & 0x7F) | 0x80)
-            n >>= 7
-
-    def zigzag(self, n: int, bits: int) -> None:
-        self.varint(((n << 1) ^ (n >> (bits - 1))) & ((1 << bits) - 1))
-
-    def value(self, ttype: int, v: Any) -> None:
-        if ttype == BYTE:
-            self.out.append(v & 0xFF)
-        elif ttype in _INTS:
-            self.zigzag(v, {I16: 16, I32: 32, I64: 64}[ttype])
-        elif ttype == DOUBLE:
-            self.out += struct.pack("<d", v)
-        elif ttype == BINARY:
-            self.varint(len(v))
-            self.out += v
-        elif ttype in (LIST, SET):
-            n = len(v.items)
-            self.out.append((n << 4 | v.etype) if n < 15 else (0xF0 | v.etype))
-            if n >= 15:
-                self.varint(n)
-            for item in v.items:
-                self._elem(v.etype, item)
-        elif ttype == MAP:
-            self.varint(len(v.items))
-            if v.items:
-                self.out.append(v.ktype << 4 | v.vtype)
-                for k, x in v.items:
-                    self._elem(v.ktype, k)
-                    self._elem(v.vtype, x)
-        elif ttype == STRUCT:
-            self.struct(v)
-        else:
-            raise ValueError(f"unknown Thrift compact type {ttype}")
-
-    def _elem(self, ttype: int, v: Any) -> None:
-        if ttype in (TRUE, FALSE):
-            self.out.append(v)
-        else:
-            self.value(ttype, v)
-
-    def struct(self, fields: list[Field]) -> None:
-        last = 0
-        for f in fields:
-            ttype = (TRUE if f.value else FALSE) if f.ttype in (TRUE, FALSE) else f.ttype
-            delta = f.fid - last
-            if 0 < delta <= 15:
-                self.out.append(delta << 4 | ttype)
-            else:
-                self.out.append(ttype)
-                self.zigzag(f.fid, 16)
-            last = f.fid
-            if ttype not in (TRUE, FALSE):
-                self.value(ttype, f.value)
-        self.out.append(STOP)
-
-
-def decode(data: bytes) -> list[Field]:
-    """The Thrift struct (compact protocol) that ``data`` holds exactly; ValueError otherwise."""
-    r = _Reader(data)
-    try:
-        fields = r.struct()
-    except IndexError as e:
-        raise ValueError("truncated Thrift data") from e
-    if r.at != len(data):
-        raise ValueError(f"{len(data) - r.at} bytes after the Thrift struct")
-    return fields
-
-
-def encode(fields: list[Field]) -> bytes:
-    """The compact-protocol bytes of a decoded struct (those :func:`decode` read, for any
-    struct a standard Thrift writer wrote)."""
-    w = _Writer()
-    w.struct(fields)
-    return bytes(w.out)
-
-
-def _get(fields: list[Field], fid: int) -> Field | None:
-    return next((f for f in fields if f.fid == fid), None)
-
-
-def _move(fields: list[Field], ids: tuple[int, ...], delta: int) -> None:
-    for f in fields:
-        if f.fid in ids:
-            if f.ttype != I64:
-                raise ValueError(f"field {f.fid} of a footer struct is type {f.ttype}, not i64")
-            f.value += delta
-
-
-def shift_fields(meta: list[Field], delta: int) -> list[Field]:
-    """``meta`` (a decoded ``FileMetaData``) with every file offset moved by ``delta``, in
-    place; returns it."""
-    groups = _get(meta, FILE_ROW_GROUPS)
-    for rg in groups.value.items if groups is not None else ():
-        _move(rg, ROW_GROUP_OFFSETS, delta)
-        columns = _get(rg, RG_COLUMNS)
-        for cc in columns.value.items if columns is not None else ():
-            _move(cc, COLUMN_CHUNK_OFFSETS, delta)
-            cm = _get(cc, CC_META)
-            if cm is not None:
-                _move(cm.value, COLUMN_META_OFFSETS, delta)
-    return meta
-
-
-def shift(footer: bytes, delta: int) -> bytes:
-    """A serialized ``FileMetaData`` with every file offset it records moved by ``delta``: the
-    bytes of :func:`shift_fields` on its decoded struct, spliced in one pass (~5x faster)."""
-    scan = _Scan(footer, delta)
-    return _spliced(footer, scan.edits, 0, len(footer))
-
-
-def footer_of(file_tail: bytes) -> bytes:
-    """The serialized ``FileMetaData`` of a Parquet file (or its tail: ``... footer, length,
-    PAR1``); ValueError when ``file_tail`` does not end as a Parquet file does."""
-    if len(file_tail) < 8 or file_tail[-4:] != MAGIC:
-        raise ValueError("not a Parquet file (no footer)")
-    n = struct.unpack("<I", file_tail[-8:-4])[0]
-    if n + 8 > len(file_tail):
-        raise ValueError("the footer is longer than the bytes given")
-    return file_tail[-8 - n:-8]
-
 
 def join(footers: list[tuple[bytes, int]]) -> bytes:
     """One ``FileMetaData`` naming the row groups of every ``(footer, start)``, in order, each
@@ -291,7 +51,7 @@ def join(footers: list[tuple[bytes, int]]) -> bytes:
     ValueError when the footers' schemas differ (the joined file would misread them).
 
     Spliced, not decoded and re-encoded: a task joins one footer per segment it wrote (64 of
-    them: 4 ms, against 23 ms through :func:`decode`/:func:`encode`)."""
+    them: 4 ms, against 23 ms through a decoded tree)."""
     if not footers:
         raise ValueError("no footer to join")
     scans = [_Scan(data, start) for data, start in footers]
@@ -306,9 +66,8 @@ def join(footers: list[tuple[bytes, int]]) -> bytes:
             raise ValueError("slices of one shared file have different Parquet schemas")
         if scan.rows is None or scan.groups is None:
             raise ValueError("a footer without num_rows or row groups")
-        r = _Reader(data)
-        r.at = scan.rows[0]
-        rows += r.zigzag()
+        z, _ = _varint(data, scan.rows[0])
+        rows += (z >> 1) ^ -(z & 1)
         edits = list(scan.edits)
         for a, b, g in scan.ordinals:
             # an ordinal is a row group's position in its file (an i16, used by encryption only)
@@ -317,25 +76,23 @@ def join(footers: list[tuple[bytes, int]]) -> bytes:
         edits.sort()
         parts.append(_spliced(data, edits, scan.groups[1], scan.groups[2]))
         count += scan.groups[3]
-    w = _Writer()
-    w.zigzag(rows, 64)
-    rows_bytes = bytes(w.out)
-    w = _Writer()
-    w.out.append((count << 4 | STRUCT) if count < 15 else (0xF0 | STRUCT))
-    if count >= 15:
-        w.varint(count)
-    return b"".join([base[:first.rows[0]], rows_bytes, base[first.rows[1]:first.groups[0]], bytes(w.out), *parts,
-                     base[first.groups[2]:]])
+    header = bytes([count << 4 | STRUCT]) if count < 15 else bytes([0xF0 | STRUCT]) + _varint_bytes(count)
+    return b"".join([base[:first.rows[0]], _zigzag_bytes(rows, 64), base[first.rows[1]:first.groups[0]], header,
+                     *parts, base[first.groups[2]:]])
 
 
 def _zigzag_bytes(n: int, bits: int) -> bytes:
     """The zigzag varint of ``n`` (an integer of ``bits`` bits)."""
-    z = ((n << 1) ^ (n >> (bits - 1))) & ((1 << bits) - 1)
+    return _varint_bytes(((n << 1) ^ (n >> (bits - 1))) & ((1 << bits) - 1))
+
+
+def _varint_bytes(n: int) -> bytes:
+    """The unsigned varint of ``n``."""
     out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
     return bytes(out)
 
 
@@ -362,8 +119,8 @@ _CHILDREN = {_FILE: {FILE_ROW_GROUPS: _RG}, _RG: {RG_COLUMNS: _CC}, _CC: {CC_MET
 
 
 class _Scan:
-    """One pass over a serialized ``FileMetaData``, finding what :func:`shift` and :func:`join`
-    change: ``edits`` (start, end, new bytes) moving each file offset by ``delta``; where the
+    """One pass over a serialized ``FileMetaData``, finding what :func:`join` changes:
+    ``edits`` (start, end, new bytes) moving each file offset by ``delta``; where the
     ``rows`` value and the ``schema`` list are (start, end); ``groups``: the row-group list
     (header start, first element, end, count); ``ordinals``: (start, end, row group index).
     Positions are passed around as plain ints (no reader object): the pass is ~90 % of a

@@ -108,7 +108,7 @@ def human_bytes(n: int) -> str:
 
 
 def print_info(info: dict[str, Any], out: TextIO) -> None:
-    """``tstream info``: a readable summary of :meth:`Stream.info`."""
+    """``tstream info``: a readable summary of :meth:`~pyspark_tstream.api.stream.Stream.info`."""
     cfg = info.get("config", {})
     tick = f"{info['tick_id']}  ({info['tick_time']})" if info.get("tick_time") else "- (nothing complete yet)"
     schema = ", ".join(info["schema"]) if info.get("schema") else "- (fixed by the first write)"

@@ -68,7 +68,7 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -300,7 +300,33 @@ class _SegRun:
     macro_end: int = 0  # end of the last macro-chunk in the map: no chunk above it is in one
 
 
-def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None = None,
+class _Codec(Protocol):
+    """The part of a stream's config compaction reads."""
+
+    @property
+    def compression(self) -> str: ...
+
+
+class Compactable(Protocol):
+    """What :func:`compact` needs of a stream (the API's
+    :class:`~pyspark_tstream.api.context.StreamContext` is one): its store and journal, its
+    newest state, user schema and config, and a journal commit."""
+
+    store: Store
+    journal: Journal
+
+    def refresh(self) -> StreamState: ...
+
+    @property
+    def schema(self) -> pa.Schema | None: ...
+
+    @property
+    def config(self) -> _Codec: ...
+
+    def commit_op(self, build: Callable[[StreamState, int], Entry | None]) -> Entry | None: ...
+
+
+def compact(stream: Compactable, *, full: bool = False, policy: CompactionPolicy | None = None,
             progress: Callable[[int, int], None] | None = None,
             total: Callable[[int, int], None] | None = None) -> dict[str, int]:
     """Compact the stream once (see the module docstring); returns counts.
@@ -332,7 +358,7 @@ def compact(stream: Any, *, full: bool = False, policy: CompactionPolicy | None 
             next_scan = min(next_scan, rescan)
     if not job.parts and not summaries and next_scan <= scan:
         return counts
-    stream._commit_op(CompactRequest(job.parts, summaries, next_scan, now_ms()))
+    stream.commit_op(CompactRequest(job.parts, summaries, next_scan, now_ms()))
     return counts
 
 

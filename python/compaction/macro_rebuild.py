@@ -1,7 +1,7 @@
 """The macro map as the journal determines it: what ``fsck`` checks a damaged map against and
 ``repair`` writes back.
 
-The map (python/macromap.py) is derived data: every macro-chunk a read needs was committed by a
+The map (python/maps/macromap.py) is derived data: every macro-chunk a read needs was committed by a
 journal entry of op ``compact`` (its part names the segment, ``_seq`` range, file and size), and
 every chunk a compaction listed as it is (a "passed" chunk) is a data chunk of the journal below
 the segment's compacted-up-to ``_seq``. So the live content of every bucket follows from the
@@ -37,7 +37,8 @@ from ..journal.timeindex import Delta
 from ..maps.macromap import Bucket, Macro, MacroMap, bucket_of
 from ..schema import RAW_TSO
 from ..store import layout
-from ..store.storage import RangedFile, Store
+from ..store.ranged_file import RangedFile
+from ..store.storage import Store
 from .gc import CommittedPart, committed_parts, manifest_bytes, manifest_replaced
 
 

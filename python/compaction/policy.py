@@ -24,8 +24,6 @@ from ..maps.macromap import SPAN, Macro
 from ..policytext import policy_parts
 from ..units import size_bytes
 
-#: The policy of a stream whose config names none (streams created before compaction existed).
-DEFAULT_POLICY = COMPACTION_DEFAULT
 #: Automatic compaction is considered on every this-many-th journal position (amortized O(1)).
 COMPACT_EVERY = 16
 #: The level of a piece that is never merged (already large).
@@ -44,8 +42,8 @@ class CompactionPolicy:
     @functools.lru_cache(maxsize=64)  # parsed on data commits; the text rarely changes
     def parse(cls, text: str | None) -> CompactionPolicy | None:
         """None when compaction is off; the default policy when ``text`` is None."""
-        if text is None:
-            text = DEFAULT_POLICY
+        if text is None:  # a stream created before compaction existed names none
+            text = COMPACTION_DEFAULT
         if text.strip().lower() in ("off", "false", "none", "no"):
             return None
         vals: dict[str, int] = {}

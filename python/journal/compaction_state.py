@@ -26,7 +26,8 @@ class SegmentSummary:
     last_pos : int
         The last journal position whose chunks are settled (-1: none).
     chunks : int
-        The segment's chunk count up to it: what :func:`due` subtracts from the segment's chunks.
+        The segment's chunk count up to it: what
+        :func:`~pyspark_tstream.compaction.policy.due` subtracts from the segment's chunks.
     bucket, version : int or None
         The macro-map bucket the last compaction of the segment wrote, and its version (plans
         read that version directly); None in the 3-field form.

@@ -179,7 +179,7 @@ class StreamState:
     pending_sealed: list[dict[str, Any]] = field(default_factory=list)  # not yet in the shards
     pending_epoch: dict[str, Any] | None = None  # epoch record not yet written
     truncations: list[list[int]] = field(default_factory=list)  # recent [wall ms, head_pos]
-    #: compaction progress (python/compaction.py): {"pos": scan start, "gc": replaced files
+    #: compaction progress (python/compaction/compact.py): {"pos": scan start, "gc": replaced files
     #: deleted below this position, "segs": {segment id: [compacted up to _seq, last position,
     #: chunks up to it, map bucket, its version, end of the last macro-chunk]}}; empty until
     #: the first compaction

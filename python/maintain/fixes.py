@@ -31,8 +31,9 @@ class ShardFix:
 
 @dataclass(frozen=True)
 class Fixes:
-    """What :func:`~pyspark_tstream.maintain.repair.repair` can rewrite, as :func:`verify` found
-    it: every field is derived from the journal (or a copy of it), keyed by what it replaces."""
+    """What :func:`~pyspark_tstream.maintain.repair.repair` can rewrite, as
+    :func:`~pyspark_tstream.maintain.fsck.verify` found it: every field is derived from the
+    journal (or a copy of it), keyed by what it replaces."""
 
     newest: Entry  # the newest readable journal entry: its state is what repair rebuilds for
     head: bytes | None  # the head hint's bytes when they copy the newest entry (restore a lost one)

@@ -3,8 +3,8 @@
 Invariant kept: verify only reads. It reports each problem with what is affected and a remedy
 that exists; a problem is *repairable* when the object is derived from the journal (the head
 and anchor hints, time-index nodes, sealed-map shards, epoch records and history chunks) and
-can be rebuilt byte for byte (python/rebuild.py), or is a macro-map bucket the journal
-determines (python/macro_rebuild.py); python/repair.py then writes it. What cannot be derived
+can be rebuilt byte for byte (python/maintain/rebuild.py), or is a macro-map bucket the journal
+determines (python/compaction/macro_rebuild.py); python/maintain/repair.py then writes it. What cannot be derived
 is reported exactly: a missing chunk as its segment, ``_seq`` range and time range, with the
 stream cut that truncates past it.
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from ..compaction.gc import holds_its_records, manifest_bytes, manifest_replaced, replaced_by
@@ -53,7 +52,8 @@ Progress = Callable[[int, int], None]
 
 @dataclass
 class Problem:
-    """One thing wrong: what, where, and whether :func:`repair` can rebuild it."""
+    """One thing wrong: what, where, and whether
+    :func:`~pyspark_tstream.maintain.repair.repair` can rebuild it."""
 
     kind: str  # head, anchor, entry, node, chunk, shard, epoch, macro map, manifest, group
     path: str
@@ -116,14 +116,7 @@ class _Checker:
         out: dict[str, bytes | None] = {}
         for i in range(0, len(rels), _BATCH):
             part = rels[i:i + _BATCH]
-            try:
-                out.update(zip(part, self.store.read_many(part)))
-            except FileNotFoundError:
-                for rel in part:
-                    try:
-                        out[rel] = self.store.read(rel)
-                    except FileNotFoundError:
-                        out[rel] = None
+            out.update(zip(part, self.store.read_present(part)))
         return out
 
     # -- the newest state -----------------------------------------------------------------------
@@ -282,14 +275,7 @@ class _Checker:
         # a shared file lives in its first segment's folder; the others' macro-chunks in theirs
         folders |= {layout.data_folder(segment_number(c.seg)) for c in live if c.shared}
         for folder in sorted(folders):
-            try:
-                ls = partial(self.store.fs.ls, self.store.full(folder), detail=True)
-                listing = self.store._call("list", folder, ls)
-            except FileNotFoundError:
-                listing = []
-            for item in listing:
-                name = str(item["name"]).rstrip("/").rsplit("/", 1)[-1]
-                sizes[f"{folder}/{name}"] = int(item.get("size") or 0)
+            sizes.update((f"{folder}/{name}", size) for name, size in self.store.list_sizes(folder).items())
         # compacted records live in macro-chunks now (their small files go at vacuum): check
         # the files a read would open, never report a replaced file as lost
         planned = self.macro_map(state, deltas, live, sizes)
@@ -554,7 +540,8 @@ class _Checker:
 
 
 def verify(store: Store, progress: Progress | None = None) -> tuple[Report, Fixes]:
-    """Check the stream at ``store``; returns the report and what :func:`repair` can rewrite."""
+    """Check the stream at ``store``; returns the report and what
+    :func:`~pyspark_tstream.maintain.repair.repair` can rewrite."""
     ck = _Checker(store, progress)
     newest = ck.newest()
     state = newest.state
@@ -581,4 +568,4 @@ def verify(store: Store, progress: Progress | None = None) -> tuple[Report, Fixe
     return report, fixes
 
 
-__all__ = ["Fixes", "Problem", "Report", "ShardFix", "verify"]
+__all__ = ["Problem", "Report", "verify"]

@@ -304,8 +304,8 @@ def group_positions(store: Store) -> dict[str, int]:
 
     That is the minimum of its last delivered position and (just below) its oldest pending
     record; consumption-based retention may remove records at or below the minimum over all
-    groups. Costs 1 listing + 2 reads per group. Lives here, not in :mod:`groups`, because
-    retention needs it and :mod:`groups` is built on :class:`~pyspark_tstream.api.stream.Stream`.
+    groups. Costs 1 listing + 2 reads per group. Lives here, not in :mod:`~pyspark_tstream.api.groups`, because
+    retention needs it and :mod:`~pyspark_tstream.api.groups` is built on :class:`~pyspark_tstream.api.stream.Stream`.
     """
     out = {}
     for name in group_names(store):

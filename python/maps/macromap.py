@@ -1,13 +1,13 @@
 """The macro map: which macro-chunk holds which ``_seq`` range of a segment, sharded by bucket.
 
-A macro-chunk (python/compaction.py) holds a run of a segment's records, contiguous in
+A macro-chunk (python/compaction/compact.py) holds a run of a segment's records, contiguous in
 ``_seq``. The map records every live macro-chunk under its segment and **bucket** — the
 ``_seq`` range ``[k * SPAN, (k + 1) * SPAN)`` its first record falls in. A macro-chunk never has
 more than ``SPAN`` rows, so the records of ``_seq`` ``q`` are in a macro-chunk of bucket
 ``q // SPAN`` or ``q // SPAN - 1``: a lookup reads at most two buckets per segment.
 
 Each bucket is a chain of immutable versions ``_tstream/macros/<segment>/<k>/<v>.json`` taken
-with create-if-absent, plus an overwritable head hint (the pattern of python/sealed.py): a
+with create-if-absent, plus an overwritable head hint (the pattern of python/maps/sealed.py): a
 version is built from its predecessor, so concurrent compactors can never lose an update, and
 the loser of a race re-reads and re-checks. Finding the newest costs the head read plus one
 probe. A version names only whole macro-chunks whose files were fully written before it.

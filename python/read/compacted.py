@@ -1,6 +1,6 @@
 """Where compacted records are read: views of macro-chunks standing in for planned small chunks.
 
-Journal entries keep naming the small chunks a compaction (python/compaction.py) replaced; a plan
+Journal entries keep naming the small chunks a compaction (python/compaction/compact.py) replaced; a plan
 made from journal positions calls :func:`substitute`, which replaces the chunks compacted since
 by *views* of macro-chunks (``Chunk.offset`` = row offset in the file, ``floor`` 0), one view per
 run of consecutive chunks, found in the macro map (python/maps/macromap.py). The state's
@@ -63,7 +63,7 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk], maps: 
     compacted-up-to ``_seq``; otherwise one batched read of the map versions the state names
     (the bucket each segment's last compaction wrote), plus 2 reads per other bucket touched.
     ``maps`` stands in for the stored map (anything with ``MacroMap.covering_many``): fsck plans
-    against the map the journal determines (python/macro_rebuild.py) with it.
+    against the map the journal determines (python/compaction/macro_rebuild.py) with it.
     """
     segs = segment_summaries(state)
     if not segs:

@@ -105,7 +105,7 @@ def file_problems(store: Store, chunks: Sequence[Chunk], sizes: Mapping[str, int
 
 
 def check_files(store: Store, chunks: Sequence[Chunk]) -> None:
-    """Raise :class:`CorruptChunkError` naming the first file of ``chunks`` that is not what the
+    """Raise :class:`~pyspark_tstream.errors.CorruptChunkError` naming the first file of ``chunks`` that is not what the
     journal recorded: one store call per chunk file (its footer, at the size the journal
     recorded), two per macro-chunk and per damaged file (its size, then its footer)."""
     for path, (_, bad) in file_problems(store, chunks).items():

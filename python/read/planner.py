@@ -21,15 +21,15 @@ Costs (store calls): a plan of ``(lo, hi]`` is the index descent for the start (
 the window), then one read per ``FANOUT`` positions walked; the walk stops at ``hi``'s tick, or
 at the limit. Compaction plugs in at two places: an unlimited read takes the compacted part of
 its range from the macro map (:func:`~pyspark_tstream.read.compacted.plan_from_map`, one read
-instead of a journal walk), and every plan's chunks pass through :func:`substitute_views`
-(chunks compacted since the plan's positions were committed become views of macro-chunks).
+instead of a journal walk), and every plan's chunks pass through
+:func:`~pyspark_tstream.read.compacted.substitute` (chunks compacted since the plan's positions
+were committed become views of macro-chunks).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -55,13 +55,6 @@ class Plan:
 
 
 # -- the plan ---------------------------------------------------------------------------------
-
-def substitute_views(store: Any, state: StreamState, chunks: list[Chunk]) -> list[Chunk]:
-    """Replace planned small chunks by views of the macro-chunks that now hold their records
-    (``Chunk`` with ``offset``/``sorted``; :func:`~pyspark_tstream.read.compacted.substitute`).
-    :func:`plan` calls it at exactly one place, after collecting chunks."""
-    return substitute(store, state, chunks)
-
 
 def plan(window: Window, state: StreamState, lo: int, hi: int, limits: Limits = Limits(), *,  # noqa: B008 - frozen
          at_least: int | None = None, first_pos: int | None = None, last_pos: int | None = None) -> Plan:
@@ -98,7 +91,8 @@ def plan(window: Window, state: StreamState, lo: int, hi: int, limits: Limits = 
             end = choose_end(found, lo, hi, limits, window.exact if window.load is not None else None)
         if end <= reached:
             break
-    chunks = substitute_views(journal.store, state, [c for c in found if c.lo <= end])
+    # chunks compacted since their positions were committed become views of macro-chunks
+    chunks = substitute(journal.store, state, [c for c in found if c.lo <= end])
     return Plan(lo, end, tuple(chunks), first, walked)
 
 

@@ -18,18 +18,18 @@ bytes (:func:`source`); a read outside the fetched ranges fails as a corrupt fil
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..store.storage import RangedFile, Store
+from ..chunkfile.footer import FOOTER_GUESS, footer_size, read_tail
+from ..store.ranged_file import RangedFile
+from ..store.storage import Store
 
-#: Bytes read from a file's end to find its Parquet footer (a second read if it is bigger):
-#: at most this, at least :data:`FOOTER_MIN`, else an eighth of the file.
-FOOTER_GUESS = 64 * 1024
+#: Bytes read from a shared file's end to find its Parquet footer: at most
+#: :data:`~pyspark_tstream.chunkfile.footer.FOOTER_GUESS`, at least this, else an eighth of the file.
 FOOTER_MIN = 8 * 1024
 
 
@@ -167,13 +167,10 @@ def group_span(meta: pq.FileMetaData, g: int) -> tuple[int, int]:
 
 def fetch_ranges(store: Store, rel: str, size: int, views: Sequence[Any]) -> Sparse:
     """The footer and the row groups ``views`` cover of the ``size``-byte file ``rel``: two
-    ranged reads (three when the footer is over :data:`FOOTER_GUESS`)."""
-    tail = store.read_range(rel, max(0, size - footer_guess(size)), size)
-    if len(tail) < 8 or tail[-4:] != b"PAR1":
+    ranged reads (three when the footer is over :func:`footer_guess`)."""
+    tail = read_tail(store, rel, size, footer_guess(size))
+    if footer_size(tail) is None:
         return Sparse(size, {max(0, size - len(tail)): tail})  # the decoder reports it
-    need = struct.unpack("<I", tail[-8:-4])[0] + 8
-    if need > len(tail):
-        tail = store.read_range(rel, max(0, size - need), size)
     parts = {size - len(tail): tail}
     meta = pq.ParquetFile(RangedFile(size, lambda a, b: _padded(tail, size, a, b))).metadata
     first = min(v.offset for v in views)

@@ -4,8 +4,8 @@ Reading a chunk applies its floor (``tso_i = max(raw_i, floor + i)``), numbers i
 (``seq_i = seq + i``) and slices the range by binary search on the tsos (strictly increasing
 within a chunk): no per-row Python, zero-copy slices of the decoded columns.
 
-A chunk may be a *view* of rows ``[offset, offset + rows)`` of a macro-chunk (python/
-compaction.py): a plan names small chunks, and :func:`~pyspark_tstream.read.compacted.substitute`
+A chunk may be a *view* of rows ``[offset, offset + rows)`` of a macro-chunk
+(python/compaction/compact.py): a plan names small chunks, and :func:`~pyspark_tstream.read.compacted.substitute`
 replaces those compacted since by views. Views of one file are fetched once; a read decodes the
 raw timestamps of the row groups they cover, then the user columns one row group at a time, only
 where kept rows are (memory stays one row group, whatever the chunk size); a view whose ``_tso``
@@ -15,7 +15,6 @@ instead of a binary search. Local chunk files are memory-mapped, not copied.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -25,10 +24,12 @@ import pyarrow.parquet as pq
 
 from ..arrow_arrays import int64s, numbers
 from ..chunkfile.dictionary_pages import decode_dictionaries, dictionary_read_columns
+from ..chunkfile.footer import FOOTER_GUESS, footer_size, read_tail
 from ..errors import CorruptChunkError
 from ..journal.entries import Chunk
 from ..schema import RAW_TSO, conform, full_schema
-from ..store.storage import RangedFile, Store
+from ..store.ranged_file import RangedFile
+from ..store.storage import Store
 from ..timestamps import LOGICAL_BITS, apply_floor, final_bounds
 from .ranged import Span, Sparse, fetch_ranges, fetch_spans, first_row, source, wants_ranges, wants_spans
 
@@ -62,19 +63,13 @@ class ReadTask:
         return sum(c.bytes for c in self.chunks)
 
 
-#: Bytes read from a file's end to find its Parquet footer (a second read if it is bigger).
-FOOTER_GUESS = 64 * 1024
-
-
 def footer(store: Store, rel: str, size: int, guess: int = FOOTER_GUESS) -> pq.FileMetaData:
     """The footer of a ``size``-byte Parquet file: one ranged read of its last ``guess`` bytes
-    (two when the footer is bigger); ValueError when it has no Parquet footer."""
-    tail = store.read_range(rel, max(0, size - guess), size)
-    if len(tail) < 8 or tail[-4:] != b"PAR1":
+    (two when the footer is bigger, :func:`~pyspark_tstream.chunkfile.footer.read_tail`);
+    ValueError when it has no Parquet footer."""
+    tail = read_tail(store, rel, size, guess)
+    if footer_size(tail) is None:
         raise ValueError("not a Parquet file (no footer)")
-    need = struct.unpack("<I", tail[-8:-4])[0] + 8
-    if need > len(tail):
-        tail = store.read_range(rel, max(0, size - need), size)
     return pq.ParquetFile(RangedFile.of_tail(size, tail)).metadata
 
 

@@ -49,7 +49,7 @@ def memo_path(store: Store) -> str:
 
 
 def _public(options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` (nested too) without the credentials (:func:`~.store_errors.is_secret_key`)."""
+    """``options`` (nested too) without the credentials (:func:`~pyspark_tstream.store.failures.is_secret_key`)."""
     return {k: _public(v) if isinstance(v, Mapping) else v
             for k, v in options.items() if not is_secret_key(str(k))}
 

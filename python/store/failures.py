@@ -52,7 +52,7 @@ class RetryPolicy:
     (``latestOffset``, planning, a sink's commit) have no retry loop above them but Spark's,
     which fails the query: 5 attempts within 0.75 s (the earlier default) let a soak at a 3 %
     fault rate lose a query's ``latestOffset`` to one read. A longer outage surfaces as a retriable
-    :class:`StorageError` for the caller's own retry loop (a Spark task retry, a commit retry).
+    :class:`~pyspark_tstream.errors.StorageError` for the caller's own retry loop (a Spark task retry, a commit retry).
 
     ``patience`` (seconds) rides out longer outages once the store has answered (a success,
     or an S3 error response: :func:`is_store_answer`): a

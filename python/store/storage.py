@@ -45,8 +45,7 @@ from .failures import (
 from .localfs import (is_temp_name, local_create, local_map, local_read, local_replace, memory_create,
                       memory_list, memory_missing)
 
-__all__ = ["Observer", "RetryPolicy", "Store", "check_relative", "is_precondition_failed", "is_transient",
-           "split_url"]
+__all__ = ["Observer", "Store", "check_relative", "split_url"]
 
 #: Observer signature: ``(operation, relative_path)``; it may raise to simulate a fault.
 Observer = Callable[[str, str], None]
@@ -364,6 +363,25 @@ class Store:
         self._call("read_many", label, fetch)
         return [got[rel] for rel in rels]
 
+    def read_present(self, rels: Sequence[str]) -> list[bytes | None]:
+        """Several whole objects, in the order asked; None for each one that is absent.
+
+        One batched :meth:`read_many`; only when some object is missing (deleted since it was
+        listed, say) are they read again one at a time, to tell which.
+        """
+        if not rels:
+            return []
+        try:
+            return list(self.read_many(rels))
+        except FileNotFoundError:
+            out: list[bytes | None] = []
+            for rel in rels:
+                try:
+                    out.append(self.read(rel))
+                except FileNotFoundError:
+                    out.append(None)
+            return out
+
     def read_range(self, rel: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of ``rel`` in one request."""
         path = self.full(rel)
@@ -412,6 +430,16 @@ class Store:
             return sorted(n for n in names if not is_temp_name(n))
 
         return self._call("list", rel, ls)
+
+    def list_sizes(self, rel: str) -> dict[str, int]:
+        """The objects directly under ``rel`` and their sizes in bytes, by name; {} if there is
+        nothing. One listing, like :meth:`list` (for admin paths only)."""
+        path = self.full(rel)
+        try:
+            entries = self._call("list", rel, lambda: self.fs.ls(path, detail=True))
+        except FileNotFoundError:
+            return {}
+        return {posixpath.basename(str(e["name"]).rstrip("/")): int(e.get("size") or 0) for e in entries}
 
     # -- writes ---------------------------------------------------------------------------------
     def write(self, rel: str, data: bytes) -> None:
@@ -557,44 +585,3 @@ async def _gather_rm(fs: Any, paths: list[str]) -> dict[str, BaseException]:
 
 def _names_own_path(exc: OSError, display_url: str) -> bool:
     return isinstance(exc.filename, str) and exc.filename.startswith(display_url + "/")
-
-
-class RangedFile(io.RawIOBase):
-    """A read-only, seekable file of ``size`` bytes served by ``fetch(start, end)``: pyarrow
-    reads a Parquet footer or a few columns through it with ranged requests, not the whole
-    object (``fetch`` may be :meth:`Store.read_range` of one object, or bytes already read)."""
-
-    def __init__(self, size: int, fetch: Callable[[int, int], bytes]) -> None:
-        self._size, self._fetch, self._at = size, fetch, 0
-
-    @classmethod
-    def of_tail(cls, size: int, tail: bytes) -> RangedFile:
-        """The ``size``-byte file of which only the last ``len(tail)`` bytes were read (a footer)."""
-        def fetch(start: int, end: int) -> bytes:
-            at = start - (size - len(tail))
-            if at < 0:
-                raise OSError("footer larger than the bytes read")
-            return tail[at:end - (size - len(tail))]
-        return cls(size, fetch)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        self._at = offset if whence == 0 else (self._at + offset if whence == 1 else self._size + offset)
-        return self._at
-
-    def tell(self) -> int:
-        return self._at
-
-    def readinto(self, b: Any) -> int:
-        end = min(self._size, self._at + len(b))
-        if end <= self._at:
-            return 0
-        data = self._fetch(self._at, end)
-        b[:len(data)] = data
-        self._at += len(data)
-        return len(data)

@@ -32,7 +32,7 @@ from ..journal.state import DEDUPE_WINDOW, StreamState, Writer
 from ..keys import WRITER_LEASE_MS_DEFAULT
 from ..schema import decode_schema, encode_schema, reconcile
 from ..timestamps import LOGICAL_MASK, final_bounds, final_marks, tso_id
-from .writing import ChunkInfo
+from .spec import ChunkInfo
 
 #: Reads a chunk's raw timestamps to count exactly how many records its floor raised.
 CountRaised = Callable[[ChunkInfo, int], int]

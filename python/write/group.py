@@ -57,7 +57,7 @@ from ..schema import decode_schema, encode_schema, reconcile
 from ..store import layout
 from ..store.races import MAX_ATTEMPTS
 from .commit import CommitInfo, CommitIntent, CommitRequest, CountRaised
-from .writing import ChunkInfo
+from .spec import ChunkInfo
 
 #: Format of a published request object.
 REQUEST_VERSION = 1
@@ -333,7 +333,7 @@ class GroupCommit:
         for rid in [r for r, p in self.seen.items() if p.base + FOLD_WINDOW < nxt]:
             del self.seen[rid]
         unread = [layout.commit_request(b, r) for b, r in wanted if r not in self.seen]
-        for rel, data in zip(unread, self._read_present(unread)):
+        for rel, data in zip(unread, self.store.read_present(unread)):
             if data is None:
                 continue
             try:
@@ -345,21 +345,6 @@ class GroupCommit:
         out = sorted((self.seen[r] for _, r in wanted if r in self.seen), key=lambda p: (p.base, p.rid))
         self._last_listed = out
         return out
-
-    def _read_present(self, rels: list[str]) -> list[bytes | None]:
-        """The objects at ``rels`` in one batched read; None for one deleted since it was listed."""
-        if not rels:
-            return []
-        try:
-            return list(self.store.read_many(rels))
-        except (FileNotFoundError, KeyError):  # KeyError: memory:// deleting under a concurrent read
-            out: list[bytes | None] = []
-            for rel in rels:
-                try:
-                    out.append(self.store.read(rel))
-                except (FileNotFoundError, KeyError):
-                    out.append(None)
-            return out
 
     # -- a request another writer may have folded --------------------------------------------
     def _folded_before(self, own: Part, state: StreamState) -> Entry | None:

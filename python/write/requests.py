@@ -54,23 +54,13 @@ def stale_requests(store: Store, state: StreamState, below: int) -> list[str]:
 def pending_chunks(store: Store) -> set[str]:
     """The data files named by the request objects present now (one listing, one batched read).
 
-    A damaged request is never folded (:meth:`GroupCommit._discover` skips it), so its files
-    are not kept; a request deleted since the listing is skipped (its folding entry names them).
+    A damaged request is never folded (:meth:`~pyspark_tstream.write.group.GroupCommit._discover`
+    skips it), so its files are not kept; a request deleted since the listing is skipped (its
+    folding entry names them).
     """
     rels = [layout.commit_request(*p) for p in map(layout.request_name, store.list(layout.REQUESTS)) if p]
-    if not rels:
-        return set()
-    try:
-        datas: list[bytes | None] = list(store.read_many(rels))
-    except (FileNotFoundError, KeyError):  # one went meanwhile (KeyError: memory://)
-        datas = []
-        for rel in rels:
-            try:
-                datas.append(store.read(rel))
-            except (FileNotFoundError, KeyError):
-                datas.append(None)
     out: set[str] = set()
-    for rel, data in zip(rels, datas):
+    for rel, data in zip(rels, store.read_present(rels)):
         if data is None:
             continue
         try:

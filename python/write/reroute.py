@@ -24,7 +24,7 @@ from ..schema import RAW_TSO
 from ..store import layout
 from ..store.storage import Store
 from ..timestamps import raw_marks
-from .writing import ChunkInfo
+from .spec import ChunkInfo
 
 
 def overlapping(info: ChunkInfo, segments: Sequence[Segment]) -> list[Segment]:

@@ -32,7 +32,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..chunkfile.footer_shift import footer_of, join, tail
+from ..chunkfile.footer import footer_of
+from ..chunkfile.footer_shift import join, tail
 
 #: A shared file is closed and another one opened once it holds this many bytes.
 SHARED_FILE_BYTES = 256 << 20
@@ -93,8 +94,9 @@ class _Kept:
 
 
 class _Part:
-    """What :class:`ChunkWriter` sees as one segment's open chunk: a Parquet file of its own,
-    written into the shared file from where it stands (its writer opened on the first rows)."""
+    """What :class:`~pyspark_tstream.write.writing.ChunkWriter` sees as one segment's open chunk:
+    a Parquet file of its own, written into the shared file from where it stands (its writer
+    opened on the first rows)."""
 
     def __init__(self, shared: SharedFiles) -> None:
         self.shared = shared
@@ -133,8 +135,8 @@ class _Part:
 
 
 class SharedFiles:
-    """The shared files of one task's :meth:`ChunkWriter.finish`: hands out :class:`_Part`
-    outputs for segments, then fills in their slices (:meth:`slices`)."""
+    """The shared files of one task's :meth:`~pyspark_tstream.write.writing.ChunkWriter.finish`:
+    hands out :class:`_Part` outputs for segments, then fills in their slices (:meth:`slices`)."""
 
     def __init__(self, open_output: OpenOutput, open_writer: OpenWriter) -> None:
         self.open_output, self.open_writer = open_output, open_writer
@@ -187,7 +189,7 @@ class SharedFiles:
         return [c[0] for c in self.closed]
 
     def slices(self, done: Sequence[Any]) -> list[Any]:
-        """``done`` (:class:`~.writing.ChunkInfo`, in the order written) with the chunks written
+        """``done`` (:class:`~.spec.ChunkInfo`, in the order written) with the chunks written
         into shared files made slices (offset, bytes, file_bytes and span)."""
         out = []
         where = {rel: (size, parts) for rel, size, parts in self.closed}

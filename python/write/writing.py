@@ -42,7 +42,7 @@ from .ordering import ascending, in_order, time_order
 from .shared import SharedFiles
 from .spec import ChunkInfo, WriteSpec
 
-__all__ = ["ChunkInfo", "ChunkWriter", "WriteSpec", "client_ms", "write_batches"]
+__all__ = ["ChunkWriter", "client_ms", "write_batches"]
 
 ROW_GROUP_ROWS = 131_072
 #: Without a key column, batches smaller than this go to one segment (fewer, larger files).

@@ -278,7 +278,7 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
     from pyspark.sql import functions as F
     from pyspark_tstream.api.groups import Group
     from pyspark_tstream.api.stream import Stream
-    from pyspark_tstream.store.storage import RetryPolicy
+    from pyspark_tstream.store.failures import RetryPolicy
     from pyspark_tstream.timestamps import physical
 
     work = Path(tempfile.mkdtemp(prefix="tstream-soak-"))
