@@ -388,7 +388,9 @@ def test_a_store_never_reached_gives_up_after_its_attempts(fault_proxy: Any) -> 
     t0 = time.monotonic()
     with pytest.raises(StorageError) as info:
         store.read("a")
-    assert time.monotonic() - t0 < 2.0 and not store.reached
+    # well under the 30 s patience: it gave up after its 3 attempts, not after waiting (a loaded
+    # machine stretches the attempts' backoff, never to half the patience)
+    assert time.monotonic() - t0 < 15.0 and not store.reached
     assert "after 3 attempts" in str(info.value) and "raise it" not in str(info.value)
     # 3 attempts; the HTTP client sends a request again once on a connection dropped unanswered
     assert 3 <= fault_proxy.outage_requests <= 6
