@@ -29,7 +29,7 @@ from ..epochs.scaling import (
     read_epoch,
 )
 from ..errors import CorruptMetadataError, GroupNotFoundError
-from ..journal.compaction_state import compacted_upto, segment_summaries
+from ..journal.compaction_state import compact_parts, compacted_upto, replaced_gc_start, segment_summaries
 from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
 from ..journal.state import StreamState, segment_number
@@ -362,27 +362,26 @@ class _Checker:
         """The manifest of every compaction not yet collected exists and names its macro-chunk:
         vacuum reads it to delete the files the compaction replaced. Returns the manifests
         repair rebuilds from the journal (naming nothing when the macro-chunk is gone or unreadable)."""
-        first = max(int((state.compaction or {}).get("gc", 0)), state.gc_pos)
+        first = replaced_gc_start(state)
         parts = [p for pos, e in sorted(entries.items()) if pos >= first and e.op == "compact"
-                 for p in e.info.get("parts", []) if p.get("manifest")]
-        raws = self._read_all([p["manifest"] for p in parts])
+                 for p in compact_parts(e.info) if p.manifest]
+        raws = self._read_all([p.manifest for p in parts])
         bad = []
         for p in parts:
             self._count("compaction manifests")
-            raw = raws.get(p["manifest"])
-            if manifest_replaced(raw, p["macro"]) is None:
+            raw = raws.get(p.manifest)
+            if manifest_replaced(raw, p.macro) is None:
                 bad.append((p, "missing" if raw is None else "unreadable"))
-        named = replaced_by([Delta.of(e) for _, e in sorted(entries.items())], {p["macro"] for p, _ in bad}) \
+        named = replaced_by([Delta.of(e) for _, e in sorted(entries.items())], {p.macro for p, _ in bad}) \
             if bad else {}
         rebuilt = {}
         for p, what in bad:
             kept = holds_its_records(self.store, p)  # else its records are only in what it replaced
-            rebuilt[p["manifest"]] = manifest_bytes(int(p["seg"]), p["macro"], int(p["from"]), int(p["to"]),
-                                                    named.get(p["macro"], []) if kept else [])
-            self._problem("manifest", p["manifest"], f"compaction manifest {self.store.uri(p['manifest'])} is "
+            rebuilt[p.manifest] = manifest_bytes(p.seg, p.macro, p.first, p.end, named.get(p.macro, []) if kept else [])
+            self._problem("manifest", p.manifest, f"compaction manifest {self.store.uri(p.manifest)} is "
                           f"{what}: reads are not affected, but vacuum cannot delete the files that compaction "
                           f"replaced; `tstream repair` rebuilds it from the journal", True,
-                          segment=p.get("seg"), macro=p["macro"])
+                          segment=p.seg, macro=p.macro)
         return rebuilt
 
     # -- epochs and sealed shards ---------------------------------------------------------------
