@@ -9,12 +9,13 @@ what repair rewrites as typed fields.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pyarrow as pa
 import pytest
 from compaction_streams import T0, fill_stream
 from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.epochs.scaling import EPOCH_CHUNK, epoch_chunk_bytes, epoch_record_bytes, read_epochs
 from pyspark_tstream.journal.compaction_state import (
     CompactionProgress,
     CompactPart,
@@ -24,6 +25,7 @@ from pyspark_tstream.journal.compaction_state import (
     segment_summaries,
 )
 from pyspark_tstream.journal.entries import Chunk, Entry
+from pyspark_tstream.journal.scale_records import EpochRecord, SealedRecord
 from pyspark_tstream.journal.state import FoldedAt, SchemaChange, StreamState, Truncation, segment_number
 from pyspark_tstream.maintain.fixes import Fixes, ShardFix
 from pyspark_tstream.maintain.fsck import verify
@@ -246,3 +248,38 @@ def test_every_entry_of_a_scaled_truncated_vacuumed_and_compacted_stream_reencod
         assert e.encode() == raw, pos
     assert {"append", "scale", "truncate", "gc", "compact"} <= ops
 
+
+def test_sealed_records_name_each_key_once_and_round_trip() -> None:
+    stored = _every_state_field()["pending_sealed"][0]
+    rec = SealedRecord.from_json(stored)
+    assert json.dumps(rec.to_json()) == json.dumps(stored)
+    assert rec.successors == (8589934594,) and rec.sealed_pos == 40
+    assert SealedRecord.FIELDS == tuple(f.name for f in fields(SealedRecord))
+
+
+@pytest.mark.parametrize("stored", [
+    _every_state_field()["pending_epoch"],
+    {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None},  # epoch 0 of a stream never scaled
+])
+def test_epoch_records_round_trip_every_stored_form(stored: dict) -> None:
+    rec = EpochRecord.from_json(stored)
+    assert json.dumps(rec.to_json()) == json.dumps(stored)
+    assert rec.sealed == tuple(stored["sealed"]) and rec.created == tuple(stored["created"])
+    assert EpochRecord.initial().to_json() == {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None}
+
+
+def test_epoch_records_and_history_chunks_of_many_scales_reencode_byte_for_byte(url: str) -> None:
+    s = Stream.create(url, segments=1, compaction="off")
+    for b in range(EPOCH_CHUNK + 1):  # one full history chunk, whose epoch 0 has no record of its own
+        s.append(pa.table({"k": [f"k{b}"], "t": [T0 + b]}), key="k", timestamp="t")
+        if b % 2 == 0:
+            s.scale(split=s.state.segments[0].id, parts=2)
+        else:
+            s.scale(merge=[g.id for g in s.state.segments])
+    st = s.refresh()
+    for ep in range(1, st.epoch + 1):
+        raw = s.store.read(layout.epoch_record(ep))
+        assert epoch_record_bytes(EpochRecord.from_json(json.loads(raw))) == raw
+    raw = s.store.read(layout.epoch_chunk(0))
+    assert epoch_chunk_bytes(0, [EpochRecord.from_json(r) for r in json.loads(raw)["records"]]) == raw
+    assert read_epochs(s.store, st, 0, EPOCH_CHUNK)[0] == EpochRecord.initial()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .compaction_state import CompactionProgress
+from .scale_records import EpochRecord, SealedRecord
 
 #: Columns of a time-index summary (``journal/timeindex.py`` names them, ``COL_ID`` to
 #: ``COL_BYTES``). The first release wrote the first five (no epoch, no bytes); the two came
@@ -230,8 +231,8 @@ class StreamState:
     first_tso: int = 0  # _tso of the oldest readable record (0: none yet)
     gc_pos: int = 0  # chunks of journal positions below this were deleted
     meta_gc_pos: int = 0  # journal entries and nodes below this were deleted (lags gc_pos by a run)
-    pending_sealed: list[dict[str, Any]] = field(default_factory=list)  # not yet in the shards
-    pending_epoch: dict[str, Any] | None = None  # epoch record not yet written
+    pending_sealed: list[SealedRecord] = field(default_factory=list)  # not yet in the shards
+    pending_epoch: EpochRecord | None = None  # epoch record not yet written
     truncations: list[Truncation] = field(default_factory=list)  # recent ones, oldest first
     #: compaction progress (python/compaction/compact.py): scan position, per-segment summaries,
     #: and how far replaced files were deleted; empty until the first compaction
@@ -267,7 +268,8 @@ class StreamState:
             "index": self.index, "rows": self.rows, "bytes": self.bytes, "chunks": self.chunks,
             "next_number": self.next_number, "head_pos": self.head_pos, "head_tso": self.head_tso,
             "sealed": self.sealed, "first_tso": self.first_tso, "gc_pos": self.gc_pos, "meta_gc_pos": self.meta_gc_pos,
-            "pending_sealed": self.pending_sealed, "pending_epoch": self.pending_epoch,
+            "pending_sealed": [r.to_json() for r in self.pending_sealed],
+            "pending_epoch": None if self.pending_epoch is None else self.pending_epoch.to_json(),
             "truncations": [t.to_json() for t in self.truncations],
             **({"compaction": compaction} if compaction else {}),
             **({"schema_changes": [c.to_json() for c in self.schema_changes]} if self.schema_changes else {}),
@@ -285,7 +287,8 @@ class StreamState:
             chunks=d.get("chunks", 0), next_number=d.get("next_number", 0),
             head_pos=d.get("head_pos", 0), head_tso=d.get("head_tso", 0), sealed=d.get("sealed", 0),
             first_tso=d.get("first_tso", 0), gc_pos=d.get("gc_pos", 0), meta_gc_pos=d.get("meta_gc_pos", 0),
-            pending_sealed=d.get("pending_sealed", []), pending_epoch=d.get("pending_epoch"),
+            pending_sealed=[SealedRecord.from_json(r) for r in d.get("pending_sealed", [])],
+            pending_epoch=None if d.get("pending_epoch") is None else EpochRecord.from_json(d["pending_epoch"]),
             truncations=[Truncation.from_json(t) for t in d.get("truncations", [])],
             compaction=CompactionProgress.decode(d.get("compaction", {})),
             schema_changes=[SchemaChange.from_json(c) for c in d.get("schema_changes", [])],
