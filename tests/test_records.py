@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields, replace
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -24,7 +25,8 @@ from pyspark_tstream.journal.compaction_state import (
     compacted_upto,
     segment_summaries,
 )
-from pyspark_tstream.journal.entries import Chunk, Entry
+from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk, Entry
+from pyspark_tstream.journal.packing import expand
 from pyspark_tstream.journal.scale_records import EpochRecord, SealedRecord
 from pyspark_tstream.journal.state import FoldedAt, SchemaChange, StreamState, Truncation, segment_number
 from pyspark_tstream.maintain.fixes import Fixes, ShardFix
@@ -283,3 +285,34 @@ def test_epoch_records_and_history_chunks_of_many_scales_reencode_byte_for_byte(
     raw = s.store.read(layout.epoch_chunk(0))
     assert epoch_chunk_bytes(0, [EpochRecord.from_json(r) for r in json.loads(raw)["records"]]) == raw
     assert read_epochs(s.store, st, 0, EPOCH_CHUNK)[0] == EpochRecord.initial()
+
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+#: The state fields these records hold (the others have their own tests).
+RECORD_FIELDS = ("pending_sealed", "pending_epoch", "truncations", "compaction", "schema_changes", "folded")
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in GOLDEN.glob("*/stream")))
+def test_golden_streams_metadata_reencodes_byte_for_byte_through_the_records(name: str) -> None:
+    """What older versions wrote (tests/golden) decodes into these records and encodes back to
+    the same JSON: state fields, compaction parts, epoch records and history chunks, sealed shards."""
+    meta = GOLDEN / name / "stream" / "_tstream"
+    entries = sorted(meta.glob("journal/*/*.json"))
+    assert entries
+    for path in entries:
+        stored = expand(json.loads(path.read_bytes()))
+        got = StreamState.from_json(stored["state"]).to_json()
+        for key in RECORD_FIELDS:  # (a first-release state without one is written with its default)
+            if key in stored["state"]:
+                assert json.dumps(got.get(key)) == json.dumps(stored["state"][key]), (path, key)
+        parts = stored.get("info", {}).get("parts", [])
+        assert [p.to_json() for p in compact_parts(stored.get("info", {}))] == parts, path
+    for path in meta.glob("epochs/[0-9]*/*.json"):
+        assert epoch_record_bytes(EpochRecord.from_json(json.loads(path.read_bytes()))) == path.read_bytes(), path
+    for path in meta.glob("epochs/chunks/*.json"):
+        chunk = json.loads(path.read_bytes())  # (its "v" is the format version that wrote it)
+        again = epoch_chunk_bytes(chunk["chunk"], [EpochRecord.from_json(r) for r in chunk["records"]])
+        assert again.replace(b'"v":%d' % FORMAT_VERSION, b'"v":%d' % chunk["v"], 1) == path.read_bytes(), path
+    for path in meta.glob("sealed/*/*.json"):
+        for rec in json.loads(path.read_bytes())["segments"].values():
+            assert json.dumps(SealedRecord.from_json(rec).to_json()) == json.dumps(rec), path
