@@ -207,7 +207,7 @@ def _compacted_template() -> tuple[str, dict[str, Any]]:
             s.append(pa.table({"k": [f"k{b % 7}"], "t": [T0 + b * 100]}), key="k", timestamp="t")
         assert s.compact(full=True)["macros"] > 0
         s = Stream.open(url)
-        seg = min(int(k) for k in s.state.compaction["segs"])
+        seg = min(s.state.compaction.summaries)
         part = next(p for p in s.journal.read_entry(s.state.pos).info["parts"] if p["seg"] == seg)
         versions = sorted(n for n in s.store.list(layout.macro_bucket_folder(segment_number(seg), 0)) if n[0].isdigit())
         _COMPACTED.update(url=url, records=sorted(s.read()["t"].cast(pa.int64()).to_pylist()), targets={

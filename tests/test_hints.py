@@ -14,6 +14,7 @@ from conftest import CallLog
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.journal import Journal
+from pyspark_tstream.journal.scale_records import SealedRecord
 from pyspark_tstream.store import layout
 
 HEAD_DAMAGE = {
@@ -101,9 +102,9 @@ def test_head_search_costs_log_n_reads(damage: str) -> None:
     assert costs[10_000] < 4 * costs[10]
 
 
-def _sealed_record(number: int) -> dict:
-    return {"id": number, "lo": 0, "hi": 1, "rows": 1, "bytes": 1, "chunks": 1, "first_seq": 0, "next_seq": 1,
-            "last_tso": 1, "sealed_epoch": 1, "sealed_pos": 1, "successors": []}
+def _sealed_record(number: int) -> SealedRecord:
+    return SealedRecord(id=number, lo=0, hi=1, rows=1, bytes=1, chunks=1, first_seq=0, next_seq=1, last_tso=1,
+                        sealed_epoch=1, sealed_pos=1, successors=())
 
 
 @pytest.mark.parametrize("kind", ["sealed shard", "macro-map bucket"])

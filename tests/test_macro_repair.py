@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
@@ -47,7 +48,7 @@ def _compacted_twice(url: str) -> Stream:
 
 
 def _seg(s: Stream) -> int:
-    return min(int(k) for k in s.refresh().compaction["segs"])
+    return min(s.refresh().compaction.summaries)
 
 
 def _versions(s: Stream, seg: int) -> list[str]:
@@ -192,7 +193,9 @@ def test_repair_publishes_after_a_compactor_that_wins_the_next_version(
     _, fixes = verify(s.store)
     want = fixes.macros[(seg, 0)]
     state = s.refresh()
-    state.compaction["segs"][str(seg)][3] = 7  # as if the segment's newest bucket were another
+    segs = dict(state.compaction.summaries)
+    segs[seg] = replace(segs[seg], bucket=7)  # as if the segment's newest bucket were another
+    state.compaction = replace(state.compaction, segs=segs)
     stale = s.store.read(layout.macro_version(segment_number(seg), 0, 0))
     real = s.store.put_if_absent
     rivals: list[str] = []

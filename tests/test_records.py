@@ -9,18 +9,26 @@ what repair rewrites as typed fields.
 from __future__ import annotations
 
 import json
+from dataclasses import fields, replace
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from compaction_streams import fill_stream
+from compaction_streams import T0, fill_stream
 from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.epochs.scaling import EPOCH_CHUNK, epoch_chunk_bytes, epoch_record_bytes, read_epochs
 from pyspark_tstream.journal.compaction_state import (
+    CompactionProgress,
+    CompactPart,
     SegmentSummary,
+    compact_parts,
     compacted_upto,
     segment_summaries,
 )
-from pyspark_tstream.journal.entries import Chunk, Entry
-from pyspark_tstream.journal.state import segment_number
+from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk, Entry
+from pyspark_tstream.journal.packing import expand
+from pyspark_tstream.journal.scale_records import EpochRecord, SealedRecord
+from pyspark_tstream.journal.state import FoldedAt, SchemaChange, StreamState, Truncation, segment_number
 from pyspark_tstream.maintain.fixes import Fixes, ShardFix
 from pyspark_tstream.maintain.fsck import verify
 from pyspark_tstream.maps.macromap import Macro, MacroMap
@@ -55,6 +63,46 @@ def test_merging_a_run_into_an_old_summary_writes_the_current_form() -> None:
     got = old.merged(SegmentSummary(100, 9, 11, 0, 2, 90))
     assert got.encode() == [120, 9, 12, 0, 3, 120]  # each the larger; an old summary's end is its _seq
     assert SegmentSummary(0).merged(SegmentSummary(50, 4, 5, 0, 1, 40)).encode() == [50, 4, 5, 0, 1, 40]
+
+
+@pytest.mark.parametrize("stored", [
+    {"segs": {"4294967296": [120, 7, 12, 0, 3, 100], "2": [40, 3, 5, 0, 1]}, "pos": 9},
+    {"segs": {"2": [40, 3, 5]}, "pos": 9, "gc": 6},
+    {"gc": 6},  # a vacuum before the first compaction
+    {"gc": 6, "segs": {"2": [40, 3, 5, 0, 1, 40]}, "pos": 9},  # ... and the compaction after it
+    {"segs": {}, "pos": 9},  # every summary dropped (sealed and truncated past)
+])
+def test_compaction_progress_round_trips_every_stored_form(stored: dict) -> None:
+    p = CompactionProgress.decode(stored)
+    assert json.dumps(p.encode()) == json.dumps(stored)
+    assert p.replaced_gc == stored.get("gc", 0) and p.scan_pos == stored.get("pos", 0)
+    assert {str(k): e.encode() for k, e in p.summaries.items()} == stored.get("segs", {})
+
+
+def test_compaction_progress_adds_keys_where_they_always_went() -> None:
+    segs = {2: SegmentSummary(40, 3, 5, 0, 1, 40)}
+    first = CompactionProgress().advanced(segs, 9)
+    assert list(first.encode()) == ["segs", "pos"]
+    assert list(first.collected(6).encode()) == ["segs", "pos", "gc"]
+    vacuumed = CompactionProgress().collected(6)
+    assert vacuumed.encode() == {"gc": 6}
+    assert list(vacuumed.advanced(segs, 9).encode()) == ["gc", "segs", "pos"]
+    assert list(CompactionProgress.decode({"gc": 6}).advanced(segs, 9).encode()) == ["gc", "segs", "pos"]
+    assert CompactionProgress().encode() == {}
+
+
+@pytest.mark.parametrize("stored", [
+    {"seg": 2, "from": 0, "to": 40, "macro": "data/2/m-a.parquet", "manifest": "_tstream/compact/m-a.json",
+     "rows": 40, "bytes": 5000, "replaced": 12},
+    {"seg": 4294967296, "from": 40, "to": 90, "macro": "data/0/m-b.parquet", "manifest": "_tstream/compact/m-b.json",
+     "rows": 50, "bytes": 7000, "adopted": True},
+])
+def test_compaction_parts_round_trip(stored: dict) -> None:
+    p = CompactPart.from_json(stored)
+    assert json.dumps(p.to_json()) == json.dumps(stored)
+    assert (p.seg, p.first, p.end, p.macro, p.manifest) == tuple(stored[k] for k in ("seg", "from", "to", "macro",
+                                                                                      "manifest"))
+    assert compact_parts({"rows": 0, "parts": [stored]}) == [p] and compact_parts({"rows": 3}) == []
 
 
 @pytest.mark.parametrize("stored", [
@@ -96,7 +144,7 @@ def test_stored_metadata_of_a_compacted_stream_reencodes_byte_for_byte(url: str)
         assert Entry.decode(raw, path=layout.entry(pos)).encode() == raw, pos
     segs = segment_summaries(st)
     assert segs and all(len(e.encode()) == 6 for e in segs.values())
-    assert {str(k): e.encode() for k, e in segs.items()} == st.compaction["segs"]
+    assert {str(k): e.encode() for k, e in segs.items()} == st.to_json()["compaction"]["segs"]
     mm = MacroMap(s.store)
     for seg, e in segs.items():
         rel = layout.macro_version(segment_number(seg), int(e.bucket or 0), int(e.version or 0))
@@ -109,7 +157,8 @@ def test_a_stream_whose_state_holds_old_summaries_reads_the_same_records(url: st
     st = s.refresh()
     chunks = [c for d in s.journal.deltas(st, st.head_pos, st.pos) for c in d.chunks]
     old = Entry.decode(s.store.read(layout.entry(st.pos)), path="x").state
-    old.compaction["segs"] = {k: v[:5] for k, v in old.compaction["segs"].items()}
+    old.compaction = replace(old.compaction,
+                             segs={k: replace(e, macro_end=None) for k, e in segment_summaries(st).items()})
     assert all(compacted_upto(old, seg) == compacted_upto(st, seg) for seg in segment_summaries(st))
     # the first form's map need not list passed chunks: never planned from the map alone
     assert plan_from_map(s.store, st, 1, st.head_tso, st.tick) is not None
@@ -139,3 +188,133 @@ def test_fsck_hands_repair_typed_fixes_that_it_writes(url: str) -> None:
 def test_a_summary_that_is_not_integers_is_refused() -> None:
     with pytest.raises(ValueError):
         SegmentSummary.decode([1, "x", 2])
+
+
+def _every_state_field() -> dict:
+    """A stored state with every optional field present, each list field holding two items."""
+    return {
+        "pos": 40, "epoch": 2, "tick": 7_000, "max_tso": 7_100, "wall": 1_700_000_009_000, "created": 1_700_000_000_000,
+        "schema": "", "config": {"segments": 2, "compaction": "target=128MB,min=16"},
+        "segments": [[8589934594, 0, 9223372036854775808, 12, 7_100, 12, 900, 3, 0, 0, 0, 0]],
+        "writers": {"w": {"tso": 7_100, "wall": 1_700_000_009_000, "live": True, "seen": True,
+                          "batches": [[3, 38], ["a", 39]], "commits": 2, "rows": 12}},
+        "index": [[[39, 7_000, 6_900, 1_700_000_008_000, 30, 2, 800],
+                   [40, 7_100, 7_000, 1_700_000_009_000, 36, 2, 900]]],
+        "rows": 36, "bytes": 900, "chunks": 9, "next_number": 3, "head_pos": 5, "head_tso": 2_000, "sealed": 1,
+        "first_tso": 2_100, "gc_pos": 4, "meta_gc_pos": 3,
+        "pending_sealed": [{"id": 1, "lo": 0, "hi": 9223372036854775808, "rows": 10, "bytes": 300, "chunks": 2,
+                            "first_seq": 0, "next_seq": 10, "last_tso": 3_000, "sealed_epoch": 2, "sealed_pos": 40,
+                            "successors": [8589934594]}],
+        "pending_epoch": {"epoch": 2, "pos": 40, "wall": 1_700_000_009_000, "tick": 7_000, "sealed": [1],
+                          "created": [8589934594], "predecessors": {"8589934594": [1]},
+                          "segments": [[8589934594, 0, 9223372036854775808]]},
+        "truncations": [[1_700_000_001_000, 3], [1_700_000_002_000, 5]],
+        "compaction": {"gc": 4, "segs": {"8589934594": [6, 38, 2, 0, 1, 6], "0": [4, 20, 1, 0, 0]}, "pos": 39},
+        "schema_changes": [[30, 1_700_000_007_000, 6_500, ["x"]], [35, 1_700_000_008_000, 6_800, ["y", "z"]]],
+        "folded": [[38, ["r1", "r2"]], [40, ["r3"]]],
+    }
+
+
+def test_a_state_with_every_field_reencodes_byte_for_byte() -> None:
+    stored = _every_state_field()
+    st = StreamState.from_json(stored)
+    assert json.dumps(st.to_json(), separators=(",", ":")) == json.dumps(stored, separators=(",", ":"))
+    assert st.truncations[-1] == Truncation(1_700_000_002_000, 5)
+    assert st.schema_changes[1] == SchemaChange(35, 1_700_000_008_000, 6_800, ("y", "z"))
+    assert st.folded[0] == FoldedAt(38, ("r1", "r2")) and st.was_folded("r3") == 40
+    assert st.compaction.replaced_gc == 4 and st.compaction.scan_pos == 39
+    # the optional fields are left out when empty, as a state that never needed them was written
+    bare = {k: v for k, v in stored.items() if k not in ("compaction", "schema_changes", "folded")}
+    assert json.dumps(StreamState.from_json(bare).to_json()) == json.dumps(bare)
+
+
+def test_every_entry_of_a_scaled_truncated_vacuumed_and_compacted_stream_reencodes_byte_for_byte(url: str) -> None:
+    s = Stream.create(url, segments=2, compaction="off")
+    for b in range(30):
+        s.append(pa.table({"k": [f"k{b % 5}"], "t": [T0 + b * 1000]}), key="k", timestamp="t")
+        if b == 10:
+            s.scale(split=s.state.segments[0].id, parts=2)
+        if b == 15:
+            s.append(pa.table({"k": ["k1"], "t": [T0 + b * 1000 + 1], "x": [1]}), key="k", timestamp="t",
+                     merge_schema=True)
+    s.truncate(T0 + 2_500)
+    s.vacuum(grace_ms=0)  # before the first compaction: state.compaction holds only "gc"
+    assert list(s.refresh().to_json()["compaction"]) == ["gc"]
+    s.compact(full=True)
+    s.vacuum(grace_ms=0)
+    st = s.refresh()
+    assert list(st.to_json()["compaction"]) == ["gc", "segs", "pos"] and st.truncations and st.schema_changes
+    ops = set()
+    for pos in range(st.head_pos, st.pos + 1):
+        raw = s.store.read(layout.entry(pos))
+        e = Entry.decode(raw, path=layout.entry(pos))
+        ops.add(e.op)
+        assert e.encode() == raw, pos
+    assert {"append", "scale", "truncate", "gc", "compact"} <= ops
+
+
+def test_sealed_records_name_each_key_once_and_round_trip() -> None:
+    stored = _every_state_field()["pending_sealed"][0]
+    rec = SealedRecord.from_json(stored)
+    assert json.dumps(rec.to_json()) == json.dumps(stored)
+    assert rec.successors == (8589934594,) and rec.sealed_pos == 40
+    assert SealedRecord.FIELDS == tuple(f.name for f in fields(SealedRecord))
+
+
+@pytest.mark.parametrize("stored", [
+    _every_state_field()["pending_epoch"],
+    {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None},  # epoch 0 of a stream never scaled
+])
+def test_epoch_records_round_trip_every_stored_form(stored: dict) -> None:
+    rec = EpochRecord.from_json(stored)
+    assert json.dumps(rec.to_json()) == json.dumps(stored)
+    assert rec.sealed == tuple(stored["sealed"]) and rec.created == tuple(stored["created"])
+    assert EpochRecord.initial().to_json() == {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None}
+
+
+def test_epoch_records_and_history_chunks_of_many_scales_reencode_byte_for_byte(url: str) -> None:
+    s = Stream.create(url, segments=1, compaction="off")
+    for b in range(EPOCH_CHUNK + 1):  # one full history chunk, whose epoch 0 has no record of its own
+        s.append(pa.table({"k": [f"k{b}"], "t": [T0 + b]}), key="k", timestamp="t")
+        if b % 2 == 0:
+            s.scale(split=s.state.segments[0].id, parts=2)
+        else:
+            s.scale(merge=[g.id for g in s.state.segments])
+    st = s.refresh()
+    for ep in range(1, st.epoch + 1):
+        raw = s.store.read(layout.epoch_record(ep))
+        assert epoch_record_bytes(EpochRecord.from_json(json.loads(raw))) == raw
+    raw = s.store.read(layout.epoch_chunk(0))
+    assert epoch_chunk_bytes(0, [EpochRecord.from_json(r) for r in json.loads(raw)["records"]]) == raw
+    assert read_epochs(s.store, st, 0, EPOCH_CHUNK)[0] == EpochRecord.initial()
+
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+#: The state fields these records hold (the others have their own tests).
+RECORD_FIELDS = ("pending_sealed", "pending_epoch", "truncations", "compaction", "schema_changes", "folded")
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in GOLDEN.glob("*/stream")))
+def test_golden_streams_metadata_reencodes_byte_for_byte_through_the_records(name: str) -> None:
+    """What older versions wrote (tests/golden) decodes into these records and encodes back to
+    the same JSON: state fields, compaction parts, epoch records and history chunks, sealed shards."""
+    meta = GOLDEN / name / "stream" / "_tstream"
+    entries = sorted(meta.glob("journal/*/*.json"))
+    assert entries
+    for path in entries:
+        stored = expand(json.loads(path.read_bytes()))
+        got = StreamState.from_json(stored["state"]).to_json()
+        for key in RECORD_FIELDS:  # (a first-release state without one is written with its default)
+            if key in stored["state"]:
+                assert json.dumps(got.get(key)) == json.dumps(stored["state"][key]), (path, key)
+        parts = stored.get("info", {}).get("parts", [])
+        assert [p.to_json() for p in compact_parts(stored.get("info", {}))] == parts, path
+    for path in meta.glob("epochs/[0-9]*/*.json"):
+        assert epoch_record_bytes(EpochRecord.from_json(json.loads(path.read_bytes()))) == path.read_bytes(), path
+    for path in meta.glob("epochs/chunks/*.json"):
+        chunk = json.loads(path.read_bytes())  # (its "v" is the format version that wrote it)
+        again = epoch_chunk_bytes(chunk["chunk"], [EpochRecord.from_json(r) for r in chunk["records"]])
+        assert again.replace(b'"v":%d' % FORMAT_VERSION, b'"v":%d' % chunk["v"], 1) == path.read_bytes(), path
+    for path in meta.glob("sealed/*/*.json"):
+        for rec in json.loads(path.read_bytes())["segments"].values():
+            assert json.dumps(SealedRecord.from_json(rec).to_json()) == json.dumps(rec), path

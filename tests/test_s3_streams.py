@@ -131,7 +131,7 @@ def test_a_lost_macro_map_is_rebuilt_on_an_object_store(s3_root: S3Root) -> None
     before = s.read().sort_by("id")
     assert s.compact()["macros"] == 2 and s.vacuum(grace_ms=0)["replaced"] > 0
     mm = MacroMap(s.store)
-    seg = min(int(k) for k in s.refresh().compaction["segs"])
+    seg = min(s.refresh().compaction.summaries)
     healthy = mm.latest(seg, 0).macros
     folder = layout.macro_bucket_folder(segment_number(seg), 0)
     s.store.delete([f"{folder}/{n}" for n in s.store.list(folder)])

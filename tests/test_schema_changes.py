@@ -15,7 +15,7 @@ from pyspark_tstream.cli import app as cli
 from pyspark_tstream.errors import SchemaChangedError, SchemaMismatchError
 from pyspark_tstream.journal.state import StreamState
 from pyspark_tstream.read.reading import read_table
-from pyspark_tstream.read.schema_guard import SchemaGuard, schema_changes
+from pyspark_tstream.read.schema_guard import SchemaGuard
 from pyspark_tstream.schema import SYSTEM_COLUMNS, decode_schema
 
 
@@ -45,12 +45,12 @@ def test_merge_schema_commit_records_the_change(url: str) -> None:
     s.append(pa.table({"id": [1, 2]}))
     tick = s.refresh().tick
     ack = s.append(pa.table({"id": [3], "b": ["x"]}), merge_schema=True)
-    (change,) = schema_changes(s.refresh())
+    (change,) = s.refresh().schema_changes
     assert change.pos == ack.pos and change.columns == ("b",)
     assert change.tick == tick < ack.first_tso  # the tick before it: every record it wrote lies above
     s.append(pa.table({"id": [4], "b": ["y"]}), merge_schema=True)  # nothing new: no record
     s.append(pa.table({"id": [5]}))  # fewer columns: none either
-    assert len(schema_changes(s.refresh())) == 1
+    assert len(s.refresh().schema_changes) == 1
 
 
 def test_batches_end_before_the_change_then_fail_and_restart_reads_the_rest(url: str) -> None:
@@ -77,7 +77,7 @@ def test_planned_batch_crossing_the_change_fails_before_reading(url: str) -> Non
     s = _widened(url)
     state = s.refresh()
     old = _query(s.url, "id", "a")
-    (change,) = schema_changes(state)
+    (change,) = state.schema_changes
     old.check(state, 0, change.tick, change.pos - 1)  # up to the change: fine
     with pytest.raises(SchemaChangedError):
         old.check(state, 0, state.tick, state.pos)
@@ -138,7 +138,7 @@ def test_narrower_types_are_written_into_wider_columns(url: str) -> None:
     s.append(pa.table({"n": pa.array([1], pa.int32()), "x": pa.array([0.5], pa.float32())}))
     assert s.schema == pa.schema([("n", pa.int64()), ("x", pa.float64())])
     assert s.read().select(["n", "x"]).to_pylist() == [{"n": 1, "x": 0.5}]
-    assert schema_changes(s.refresh()) == []
+    assert s.refresh().schema_changes == []
 
 
 def test_wider_types_into_narrower_columns(url: str) -> None:
@@ -161,7 +161,7 @@ def test_batch_read_stops_at_a_widening_after_spark_took_its_schema(url: str) ->
     s = _widened(url)
     spark_schema = to_spark(pa.schema([("id", pa.int64()), ("a", pa.string())]))  # taken before b came
     reader = TStreamBatchReader(SourceOptions.from_options({"path": url}), spark_schema, Stream.open(url))
-    (change,) = schema_changes(s.refresh())
+    (change,) = s.refresh().schema_changes
     assert reader.hi == change.tick
     assert sorted(r["id"] for p in reader.partitions() for b in read_partition(p) for r in b.to_pylist()) \
         == list(range(10))

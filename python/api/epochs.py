@@ -66,18 +66,19 @@ class Epochs:
     def successors(self, segment: int) -> list[int]:
         """Segments that took over ``segment``'s key range when it was sealed ([] if active)."""
         rec = self.ctx.sealed_map.get(self.ctx.state, segment)
-        return list(rec["successors"]) if rec else []
+        return list(rec.successors) if rec else []
 
     def predecessors(self, segment: int) -> list[int]:
         """Segments ``segment`` replaced (from its creation epoch's record)."""
         epoch = segment_epoch(segment)
         if epoch == 0:
             return []
-        return list(read_epoch(self.ctx.store, self.ctx.state, epoch)["predecessors"].get(str(segment), []))
+        return list((read_epoch(self.ctx.store, self.ctx.state, epoch).predecessors or {}).get(segment, ()))
 
     def sealed_info(self, segment: int) -> dict[str, Any] | None:
         """Final size, rows, last ``_seq``/``_tso`` and sealing epoch of a sealed segment."""
-        return self.ctx.sealed_map.get(self.ctx.state, segment)
+        rec = self.ctx.sealed_map.get(self.ctx.state, segment)
+        return rec.to_json() if rec else None
 
     def epoch_at(self, when: TimeLike) -> int:
         """The epoch in force at ``when`` (a time like ``Stream.read`` takes)."""
@@ -100,9 +101,9 @@ class Epochs:
         if epoch == state.epoch:
             return _ranges([(g.id, g.lo, g.hi) for g in state.segments])
         rec = read_epoch(self.ctx.store, state, epoch)
-        if rec.get("segments") is None:
+        if rec.segments is None:
             return _ranges([(g.id, g.lo, g.hi) for g in initial_segments(int(state.config["segments"]))])
-        return _ranges(rec["segments"])
+        return _ranges(rec.segments)
 
     def segments_between(self, start: TimeLike, end: TimeLike) -> list[int]:
         """Every segment that was active at some time in ``[start, end]`` (epoch records only:
@@ -113,8 +114,8 @@ class Epochs:
         if last == state.epoch:
             out.update(g.id for g in state.segments)
         for rec in read_epochs(self.ctx.store, state, first, min(last, state.epoch - 1)):
-            if rec.get("segments") is None:  # epoch 0 of a stream never scaled
+            if rec.segments is None:  # epoch 0 of a stream never scaled
                 out.update(g.id for g in initial_segments(int(state.config["segments"])))
             else:
-                out.update(i for i, _, _ in rec["segments"])
+                out.update(i for i, _, _ in rec.segments)
         return sorted(out)

@@ -12,7 +12,6 @@ import pyarrow as pa
 from ..epochs.routing import fraction
 from ..journal.compaction_state import compacted_upto
 from ..journal.state import StreamState
-from ..read.schema_guard import schema_changes
 from ..timestamps import iso, physical, tso_id
 
 
@@ -51,7 +50,7 @@ def schema_history(s: StreamState, schema: pa.Schema | None) -> list[dict[str, A
     older pyspark-tstream wrote has no record: its columns count as first)."""
     if schema is None:
         return []
-    changes = schema_changes(s)
+    changes = s.schema_changes
     later = {n for c in changes for n in c.columns}
     out: list[dict[str, Any]] = [{"position": None, "time": None,
                                   "columns": [f"{f.name} {f.type}" for f in schema if f.name not in later]}]

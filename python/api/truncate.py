@@ -149,18 +149,18 @@ class Truncation:
             found = [f for f in found if f not in keep]
             store.delete(found)
             counts = {**counts, "orphans": len(found)}
-        old_compact_gc = int((state.compaction or {}).get("gc", 0))
+        old_compact_gc = state.compaction.replaced_gc
         if upto > state.gc_pos or state.meta_gc_pos < state.gc_pos or compact_gc > old_compact_gc:
             old_gc = state.gc_pos
 
             def mark(st: StreamState, pos: int) -> Entry | None:
-                done = int((st.compaction or {}).get("gc", 0))
+                done = st.compaction.replaced_gc
                 if st.gc_pos >= upto and st.meta_gc_pos >= old_gc and done >= compact_gc:
                     return None
                 st.gc_pos = max(st.gc_pos, upto)
                 st.meta_gc_pos = max(st.meta_gc_pos, old_gc)
                 if compact_gc > done:
-                    st.compaction = {**st.compaction, "gc": compact_gc}
+                    st.compaction = st.compaction.collected(compact_gc)
                 return Entry(pos=pos, op="gc", wall=now_ms(), state=st, info=counts)
             h.commit_op(mark)
         return counts

@@ -16,7 +16,7 @@ per segment in the state (:class:`~pyspark_tstream.journal.compaction_state.Segm
 Chunks a compaction passes over (too big to merge, or a few small ones at a bucket boundary)
 are listed in the map as they are (with their floor), so the map covers every compacted
 ``_seq``: every chunk committed below the compaction's scan position
-(``state.compaction["pos"]``) is in the map version the state names for its segment. A plan
+(``state.compaction.pos``) is in the map version the state names for its segment. A plan
 whose range starts below it reads those versions
 (:func:`~pyspark_tstream.read.compacted.plan_from_map`, one batched read)
 instead of the journal deltas of the compacted commits, and the journal only after.
@@ -63,7 +63,6 @@ Config (``compaction``, fixed at creation): ``target=128MB,min=16`` (the default
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Callable, Sequence
@@ -77,6 +76,7 @@ import pyarrow.parquet as pq
 from ..chunkfile.encoding import chunk_encodings
 from ..errors import CorruptChunkError
 from ..journal.compaction_state import (
+    CompactPart,
     SegmentSummary,
     compacted_upto,
     compaction_pos,
@@ -226,41 +226,39 @@ def _listed(x: Piece) -> Macro:
 class CompactRequest:
     """The journal commit of a compaction: parts won, per-segment summaries, scan position."""
 
-    parts: list[dict[str, Any]]
+    parts: list[CompactPart]
     segs: dict[int, SegmentSummary]  # what this run settled, per segment
     scan_pos: int
     now: int = 0
 
     def __call__(self, state: StreamState, pos: int) -> Entry | None:
-        comp = json.loads(json.dumps(state.compaction)) if state.compaction else {}
-        segs = comp.setdefault("segs", {})
-        had = segment_summaries(state)
+        comp = state.compaction
+        had = comp.summaries
         # A part whose records the state already counts as compacted was committed by another
         # compactor: one that adopted this run's published macro-chunk (its commit landed first),
         # or the publisher of one this run adopted. Only a compactor that saw the macro-chunk in
         # the map can settle its range (a map update that overlaps it is declined), so naming it
         # again only repeats that entry, and a vacuum that collected the first naming has deleted
         # the manifest the second would name (fsck: "manifest missing").
-        kept = [p for p in self.parts if p["to"] > (had[p["seg"]].settled_to if p["seg"] in had else 0)]
+        kept = [p for p in self.parts if p.end > (had[p.seg].settled_to if p.seg in had else 0)]
+        segs = dict(had)
         changed = False
         for seg, new in self.segs.items():
             cur = had.get(seg)
             nxt = (cur or SegmentSummary(0)).merged(new)
             if cur is None or nxt.encode() != cur.encode():
-                segs[str(seg)] = nxt.encode()
+                segs[seg] = nxt
                 changed = True
-        moved = self.scan_pos > comp.get("pos", 0)
+        moved = self.scan_pos > comp.scan_pos
         if not kept and not changed and not moved:
             return None
-        comp["pos"] = max(comp.get("pos", 0), self.scan_pos)
         active = {g.id for g in state.segments}
-        for key in [k for k, v in segs.items()
-                    if int(k) not in active and SegmentSummary.decode(v).last_pos < state.head_pos]:
-            del segs[key]  # sealed and truncated past: no plan reaches its chunks any more
-        state.compaction = comp
+        # a sealed segment truncated past is dropped: no plan reaches its chunks any more
+        segs = {seg: e for seg, e in segs.items() if seg in active or e.last_pos >= state.head_pos}
+        state.compaction = comp.advanced(segs, max(comp.scan_pos, self.scan_pos))
         state.wall = max(state.wall, self.now)
         return Entry(pos=pos, op="compact", wall=self.now, state=state,
-                     info={"rows": 0, "parts": kept})
+                     info={"rows": 0, "parts": [p.to_json() for p in kept]})
 
 
 # -- one compaction ------------------------------------------------------------------------------
@@ -286,7 +284,7 @@ class _Job:
     progress: Callable[[int, int], None] | None
     mm: MacroMap
     counts: dict[str, int]
-    parts: list[dict[str, Any]] = field(default_factory=list)
+    parts: list[CompactPart] = field(default_factory=list)
 
 
 @dataclass
@@ -514,7 +512,6 @@ def merge_and_publish(job: _Job, seg: int, b: int, cur: Bucket, merges: Sequence
     return won
 
 
-def _part(seg: int, m: Macro, **extra: Any) -> dict[str, Any]:
+def _part(seg: int, m: Macro, *, replaced: int | None = None, adopted: bool = False) -> CompactPart:
     """A part of the ``compact`` journal entry: one macro-chunk committed (merged or adopted)."""
-    return {"seg": seg, "from": m.first, "to": m.end, "macro": m.path, "manifest": layout.manifest(m.path),
-            "rows": m.rows, "bytes": m.bytes, **extra}
+    return CompactPart(seg, m.first, m.end, m.path, layout.manifest(m.path), m.rows, m.bytes, replaced, adopted)

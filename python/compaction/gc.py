@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..journal.compaction_state import CompactPart, compact_parts, replaced_gc_start
 from ..journal.journal import Journal
 from ..journal.state import StreamState
 from ..journal.timeindex import COL_WALL
@@ -40,14 +41,13 @@ def manifest_bytes(seg: int, macro: str, first: int, end: int, replaced: Sequenc
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def holds_its_records(store: Store, part: dict[str, Any]) -> bool:
+def holds_its_records(store: Store, part: CompactPart) -> bool:
     """Whether a committed part's macro-chunk is there and readable with the rows its compaction
     recorded. Only then may the files it replaced go: otherwise they may be the only copy."""
     from ..read.reading import footer_rows  # a footer read, only where a manifest is rebuilt
 
     try:
-        rel = part["macro"]
-        return footer_rows(store, rel, store.size(rel)) >= int(part.get("rows", 0))
+        return footer_rows(store, part.macro, store.size(part.macro)) >= part.rows
     except Exception:  # noqa: BLE001 - missing or any decode failure: not readable
         return False
 
@@ -109,16 +109,15 @@ def committed_parts(deltas: Sequence[Any]) -> CompactionParts:
     for d in deltas:
         if d.op != "compact":
             continue
-        for p in d.info.get("parts", []):
-            seg, a, b = int(p["seg"]), int(p["from"]), int(p["to"])
-            have = out.live.setdefault(seg, [])
-            inside = [q for q in have if q.first < b and a < q.end]
-            same = next((q for q in inside if q.path == p["macro"]), None)
+        for p in compact_parts(d.info):
+            have = out.live.setdefault(p.seg, [])
+            inside = [q for q in have if q.first < p.end and p.first < q.end]
+            same = next((q for q in inside if q.path == p.macro), None)
             level = same.level if same else max((q.level for q in inside), default=0) + 1
-            part = CommittedPart(seg, a, b, p["macro"], int(p.get("bytes", 0)), level)
+            part = CommittedPart(p.seg, p.first, p.end, p.macro, p.bytes, level)
             out.parts[part.path] = part
             out.merged[part.path] = [q for q in inside if q.path != part.path]
-            out.live[seg] = [q for q in have if q not in inside] + [part]
+            out.live[p.seg] = [q for q in have if q not in inside] + [part]
     return out
 
 
@@ -169,40 +168,40 @@ def collect_replaced(store: Store, journal: Journal, state: StreamState, upto: i
 
     Reads the deltas from the last run (one batched read per ``FANOUT`` positions) and one
     manifest per compaction part; deleting twice is harmless, so a crash only repeats work.
-    The caller commits the returned position (``state.compaction["gc"]``).
+    The caller commits the returned position (``state.compaction.gc``).
     """
-    first = max(int((state.compaction or {}).get("gc", 0)), state.gc_pos)
+    first = replaced_gc_start(state)
     upto = min(upto, state.pos + 1)
     if upto <= first:
         return 0, first
     parts = [(d.pos, p) for d in journal.deltas(state, first, upto - 1, truncated=True)
-             if d.op == "compact" for p in d.info.get("parts", []) if p.get("manifest")]
+             if d.op == "compact" for p in compact_parts(d.info) if p.manifest]
     lists: dict[str, list[str] | None] = {}
     candidates: dict[str, int] = {}  # shared files of merged slices -> the position that committed them
     for _, p in parts:
         try:
-            raw: bytes | None = store.read(p["manifest"])
+            raw: bytes | None = store.read(p.manifest)
         except FileNotFoundError:
             raw = None
-        lists[p["macro"]] = manifest_replaced(raw, p["macro"])  # None: missing or unreadable
-        if lists[p["macro"]] is not None:
+        lists[p.macro] = manifest_replaced(raw, p.macro)  # None: missing or unreadable
+        if lists[p.macro] is not None:
             candidates.update(manifest_shared(raw))
-    missing = [p for pos, p in parts if lists[p["macro"]] is None and pos >= state.head_pos]
+    missing = [p for pos, p in parts if lists[p.macro] is None and pos >= state.head_pos]
     lists.update(_unlisted(store, journal, state, missing))  # before any deletes: it checks files
     # before the manifests go: a crash after them would forget the candidates (deleting twice is harmless)
     dead = dead_shared(store, journal, state, upto, candidates)
     files = 0
     for _, p in parts:
-        replaced = lists[p["macro"]] or []
+        replaced = lists[p.macro] or []
         store.delete(replaced)
         files += len(replaced)
     store.delete(dead)
     files += len(dead)
-    store.delete([p["manifest"] for _, p in parts])
+    store.delete([p.manifest for _, p in parts])
     return files, upto
 
 
-def _unlisted(store: Store, journal: Journal, state: StreamState, parts: list[dict[str, Any]]) -> dict[str, list[str]]:
+def _unlisted(store: Store, journal: Journal, state: StreamState, parts: list[CompactPart]) -> dict[str, list[str]]:
     """What each compaction in ``parts``, whose manifest is missing or unreadable, replaced, as
     the journal tells it (:func:`replaced_by`; reads the deltas from the head on, so only then).
 
@@ -215,24 +214,24 @@ def _unlisted(store: Store, journal: Journal, state: StreamState, parts: list[di
     """
     if not parts:
         return {}
-    named = replaced_by(journal.deltas(state, state.head_pos, state.pos), {p["macro"] for p in parts})
+    named = replaced_by(journal.deltas(state, state.head_pos, state.pos), {p.macro for p in parts})
     out = {}
     for p in parts:
         # never the part's own file: a part naming a chunk listed as it is (committed that way by
         # a compaction before this was fixed) "replaced" exactly that chunk
-        replaced = [r for r in named.get(p["macro"], []) if r != p["macro"]]
+        replaced = [r for r in named.get(p.macro, []) if r != p.macro]
         if replaced and holds_its_records(store, p):
             log.warning("tstream: compaction manifest %s is missing or unreadable (lost, or deleted by a vacuum "
                         "that stopped before recording its progress); deleting the %d file(s) the journal says its "
-                        "compaction replaced", store.uri(p["manifest"]), len(replaced))
-            out[p["macro"]] = replaced
+                        "compaction replaced", store.uri(p.manifest), len(replaced))
+            out[p.macro] = replaced
     return out
 
 
 def macros_created(deltas: Sequence[Any]) -> list[str]:
     """Macro-chunks (and their manifests) made by the compactions among ``deltas``."""
-    return [x for d in deltas if d.op == "compact" for p in d.info.get("parts", []) if p.get("macro")
-            for x in (p["macro"], p["manifest"])]
+    return [x for d in deltas if d.op == "compact" for p in compact_parts(d.info) if p.macro
+            for x in (p.macro, p.manifest)]
 
 
 def aged(store: Store, rel: str, now: int, grace_ms: int) -> bool:
@@ -264,8 +263,7 @@ def orphan_manifests(store: Store, uncollected: Sequence[Any], live: set[str], n
     compaction is adopted with its manifest). What is left was written by a compactor that died
     before publishing: its macro-chunk is an orphan data file, and this its orphan manifest.
     """
-    named = {p["manifest"] for d in uncollected if d.op == "compact"
-             for p in d.info.get("parts", []) if p.get("manifest")}
+    named = {p.manifest for d in uncollected if d.op == "compact" for p in compact_parts(d.info) if p.manifest}
     named |= {layout.manifest(m) for m in live}
     out = []
     for name in store.list(layout.MANIFESTS):

@@ -33,6 +33,7 @@ from typing import Any
 
 from ..errors import ConfigError, corrupt
 from ..journal.entries import FORMAT_VERSION, Entry, check_version
+from ..journal.scale_records import EpochRecord, SealedRecord
 from ..journal.state import Segment, StreamState, segment_id
 from ..policytext import policy_parts
 from ..store import layout
@@ -41,28 +42,17 @@ from .routing import KEY_SPACE
 
 #: Epoch records per history chunk.
 EPOCH_CHUNK = 32
-_EPOCH0 = {"epoch": 0, "pos": 0, "sealed": [], "created": [], "segments": None}
 
 
-def sealed_record(s: Segment, epoch: int, pos: int, created: Sequence[Segment]) -> dict[str, Any]:
-    """The sealed-map record of segment ``s``, sealed by the scale at ``pos`` into ``epoch``."""
-    return {"id": s.id, "lo": s.lo, "hi": s.hi, "rows": s.rows, "bytes": s.bytes, "chunks": s.chunks,
-            "first_seq": s.first_seq, "next_seq": s.next_seq, "last_tso": s.last_tso,
-            "sealed_epoch": epoch, "sealed_pos": pos,
-            "successors": [c.id for c in created if c.lo < s.hi and s.lo < c.hi]}
+def epoch_record_bytes(rec: EpochRecord) -> bytes:
+    """An epoch record's object (``_tstream/epochs/..``)."""
+    return json.dumps(rec.to_json(), separators=(",", ":")).encode()
 
 
-def epoch_record(after: StreamState, pos: int, sealed: Sequence[Segment], created: Sequence[Segment]) -> dict[str, Any]:
-    """The epoch record of the scale at ``pos`` (``after``: the state it committed)."""
-    return {"epoch": after.epoch, "pos": pos, "wall": after.wall, "tick": after.tick,
-            "sealed": [s.id for s in sealed], "created": [c.id for c in created],
-            "predecessors": {str(c.id): [s.id for s in sealed if s.lo < c.hi and c.lo < s.hi] for c in created},
-            "segments": [[s.id, s.lo, s.hi] for s in after.segments]}
-
-
-def epoch_chunk_bytes(k: int, records: Sequence[dict[str, Any]]) -> bytes:
+def epoch_chunk_bytes(k: int, records: Sequence[EpochRecord]) -> bytes:
     """History chunk ``k``: the ``EPOCH_CHUNK`` records of epochs ``k*EPOCH_CHUNK ..``."""
-    return json.dumps({"v": FORMAT_VERSION, "chunk": k, "records": list(records)}, separators=(",", ":")).encode()
+    return json.dumps({"v": FORMAT_VERSION, "chunk": k, "records": [r.to_json() for r in records]},
+                      separators=(",", ":")).encode()
 
 
 def write_epoch_record(store: Store, state: StreamState) -> None:
@@ -70,34 +60,35 @@ def write_epoch_record(store: Store, state: StreamState) -> None:
     (deterministic, so rewrites are harmless)."""
     rec = state.pending_epoch
     if rec is not None:
-        store.write(layout.epoch_record(rec["epoch"]), json.dumps(rec, separators=(",", ":")).encode())
-        if rec["epoch"] % EPOCH_CHUNK == EPOCH_CHUNK - 1:
-            k = rec["epoch"] // EPOCH_CHUNK
-            records = _read_singles(store, range(k * EPOCH_CHUNK, rec["epoch"])) + [rec]
+        store.write(layout.epoch_record(rec.epoch), epoch_record_bytes(rec))
+        if rec.epoch % EPOCH_CHUNK == EPOCH_CHUNK - 1:
+            k = rec.epoch // EPOCH_CHUNK
+            records = _read_singles(store, range(k * EPOCH_CHUNK, rec.epoch)) + [rec]
             store.write(layout.epoch_chunk(k), epoch_chunk_bytes(k, records))
         state.pending_epoch = None
 
 
-def _read_singles(store: Store, epochs: Sequence[int]) -> list[dict[str, Any]]:
+def _read_singles(store: Store, epochs: Sequence[int]) -> list[EpochRecord]:
     """Epoch records one object each (one batched read); epoch 0 has none if never scaled."""
     out = []
     if len(epochs) and epochs[0] == 0:
         zero = layout.epoch_record(0)
-        out.append(json.loads(store.read(zero)) if store.exists(zero) else dict(_EPOCH0))
+        out.append(EpochRecord.from_json(json.loads(store.read(zero))) if store.exists(zero)
+                   else EpochRecord.initial())
         epochs = epochs[1:]
     rels = [layout.epoch_record(e) for e in epochs]
     return out + [decode_epoch(d, store.uri(r), e) for r, d, e in zip(rels, store.read_many(rels), epochs)] \
         if rels else out
 
 
-def read_epochs(store: Store, state: StreamState, first: int, last: int) -> list[dict[str, Any]]:
+def read_epochs(store: Store, state: StreamState, first: int, last: int) -> list[EpochRecord]:
     """Records of epochs ``first..last`` in order: one read per full history chunk, one batched
     read for the rest."""
-    out: list[dict[str, Any]] = []
+    out: list[EpochRecord] = []
     e = first
     while e <= last:
         k, end = e // EPOCH_CHUNK, min(last, (e // EPOCH_CHUNK + 1) * EPOCH_CHUNK - 1)
-        pending = state.pending_epoch["epoch"] if state.pending_epoch is not None else None
+        pending = state.pending_epoch.epoch if state.pending_epoch is not None else None
         if (k + 1) * EPOCH_CHUNK - 1 <= state.epoch and pending != (k + 1) * EPOCH_CHUNK - 1:
             rel = layout.epoch_chunk(k)
             try:
@@ -110,32 +101,36 @@ def read_epochs(store: Store, state: StreamState, first: int, last: int) -> list
                 raise corrupt("epoch history chunk", store.uri(rel), err, store.display_url) from err
             if chunk is not None:
                 check_version(chunk.get("v"), store.uri(rel))
-                out.extend(chunk["records"][e - k * EPOCH_CHUNK: end - k * EPOCH_CHUNK + 1])
+                try:
+                    out.extend(EpochRecord.from_json(r) for r in chunk["records"][e - k * EPOCH_CHUNK:
+                                                                                  end - k * EPOCH_CHUNK + 1])
+                except (ValueError, TypeError, KeyError, AttributeError) as err:
+                    raise corrupt("epoch history chunk", store.uri(rel), err, store.display_url) from err
                 e = end + 1
                 continue
         # the rest: singles up to ``last`` in one batched read (the newest may still be pending)
         todo = [x for x in range(e, last + 1) if x != pending]
-        got = {r["epoch"]: r for r in _read_singles(store, todo)}
-        if pending is not None and e <= pending <= last and state.pending_epoch is not None:
-            got[pending] = state.pending_epoch
+        got = {r.epoch: r for r in _read_singles(store, todo)}
+        if state.pending_epoch is not None and e <= state.pending_epoch.epoch <= last:
+            got[state.pending_epoch.epoch] = state.pending_epoch
         out.extend(got[x] for x in range(e, last + 1))
         break
     return out
 
 
-def read_epoch(store: Store, state: StreamState, epoch: int) -> dict[str, Any]:
+def read_epoch(store: Store, state: StreamState, epoch: int) -> EpochRecord:
     """The record of ``epoch``: its segments, what it sealed and created, where it began."""
-    if state.pending_epoch is not None and state.pending_epoch["epoch"] == epoch:
+    if state.pending_epoch is not None and state.pending_epoch.epoch == epoch:
         return state.pending_epoch
     if epoch == 0 and not store.exists(layout.epoch_record(0)):
-        return dict(_EPOCH0)
+        return EpochRecord.initial()
     try:
         return decode_epoch(store.read(layout.epoch_record(epoch)), store.uri(layout.epoch_record(epoch)), epoch)
     except FileNotFoundError as e:
         raise corrupt("epoch record", store.uri(layout.epoch_record(epoch)), e, store.display_url) from e
 
 
-def decode_epoch(data: bytes, path: str, epoch: int) -> dict[str, Any]:
+def decode_epoch(data: bytes, path: str, epoch: int) -> EpochRecord:
     """An epoch record; CorruptMetadataError naming ``path`` and the remedy if it is not one."""
     def ints(v: Any) -> bool:
         return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
@@ -150,8 +145,7 @@ def decode_epoch(data: bytes, path: str, epoch: int) -> dict[str, Any]:
                   ints(g) and len(g) == 3 for g in rec["segments"]))))
         if not ok:
             raise TypeError("not an epoch record")
-        checked: dict[str, Any] = rec
-        return checked
+        return EpochRecord.from_json(rec)
     except (ValueError, TypeError) as e:
         raise corrupt("epoch record", path, e, layout.stream_url(path)) from e
 
@@ -191,7 +185,7 @@ class ScaleRequest:
                                    win_wall=self.now))
             state.next_number += 1
         created_ids = [c.id for c in created]
-        state.pending_sealed.extend(sealed_record(s, epoch, pos, created) for s in sealed)
+        state.pending_sealed.extend(SealedRecord.of(s, epoch, pos, created) for s in sealed)
         for w in state.writers.values():
             # a writer's lane continues in each successor: its later records of a key stay after
             # its earlier ones, and no other writer's times are inherited
@@ -206,7 +200,7 @@ class ScaleRequest:
         state.epoch = epoch
         state.sealed += len(sealed)
         state.wall = max(state.wall, self.now)
-        state.pending_epoch = epoch_record(state, pos, sealed, created)
+        state.pending_epoch = EpochRecord.of(state, pos, sealed, created)
         return Entry(pos=pos, op="scale", wall=self.now, state=state,
                      info={"sealed": [s.id for s in sealed], "created": created_ids, "reason": self.reason})
 

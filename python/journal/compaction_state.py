@@ -1,18 +1,23 @@
-"""What compaction reached, as the state records it: ``state.compaction["segs"]``, typed.
+"""What compaction recorded in the journal, typed: ``state.compaction`` and the parts of a
+``compact`` entry.
 
-Invariant: the per-segment summary is stored as a positional JSON list (format v2, §6.12 of
-docs/design.md) and read only through :class:`SegmentSummary`, whose :data:`SegmentSummary.FIELDS`
-names each position once. Decoding keeps how many fields a stored summary had, so encoding it
-again gives the same list: summaries of the first form (5 fields, no ``macro_end``; older ones
-had 3, no map version) are read, kept and written back as they were.
+Invariant: each stored form is read and written only through its record here, which names each
+stored key or position once: :class:`CompactionProgress` (``state.compaction``, a JSON object),
+:class:`SegmentSummary` (one segment's summary in it, a positional list, format v2, §6.12 of
+docs/design.md) and :class:`CompactPart` (one part of a ``compact`` entry's ``info``). Decoding
+keeps what the stored form held (how many fields a summary had, which keys ``state.compaction``
+has and in what order), so encoding it again gives the same bytes: summaries of the first form
+(5 fields, no ``macro_end``; older ones had 3, no map version) are read, kept and written back
+as they were.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from .state import StreamState
+if TYPE_CHECKING:  # the state holds these records: it imports this module
+    from .state import StreamState
 
 
 @dataclass(frozen=True)
@@ -86,20 +91,139 @@ class SegmentSummary:
                               max(new.chunks, self.chunks), bucket, version, max(new.lookup_end, self.lookup_end))
 
 
+@dataclass(frozen=True)
+class CompactionProgress:
+    """``state.compaction``: how far compaction and the deletion of what it replaced went.
+
+    Each field is None while its key is absent: the whole object is left out of the state until
+    the first compaction or the first collection of replaced files, whichever comes first.
+
+    Parameters
+    ----------
+    segs : dict of int to SegmentSummary, optional
+        Per segment id, what compaction reached there (stored under the id as text).
+    pos : int, optional
+        The scan position: every chunk committed below it is in the macro map version the
+        state names for its segment.
+    gc : int, optional
+        Files replaced by compactions below this position are deleted.
+    key_order : tuple of str
+        The stored keys in the order they were written (a vacuum before the first compaction
+        writes ``gc`` first); keys added later follow in :data:`KEYS` order, as they always were.
+    """
+
+    segs: dict[int, SegmentSummary] | None = None
+    pos: int | None = None
+    gc: int | None = None
+    key_order: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    #: The stored keys, in the order a first compaction writes them (``gc`` comes with a vacuum).
+    KEYS: ClassVar[tuple[str, ...]] = ("segs", "pos", "gc")
+
+    @classmethod
+    def decode(cls, d: dict[str, Any]) -> CompactionProgress:
+        """The progress stored as ``d`` (any subset of :data:`KEYS`, in any order)."""
+        segs = d.get("segs")
+        return cls(segs=None if segs is None else {int(k): SegmentSummary.decode(v) for k, v in segs.items()},
+                   pos=None if d.get("pos") is None else int(d["pos"]),
+                   gc=None if d.get("gc") is None else int(d["gc"]),
+                   key_order=tuple(k for k in d if k in cls.KEYS))
+
+    def encode(self) -> dict[str, Any]:
+        """The stored object: the keys present, in :attr:`key_order` (empty: left out of the state)."""
+        stored = {"segs": None if self.segs is None else {str(k): e.encode() for k, e in self.segs.items()},
+                  "pos": self.pos, "gc": self.gc}
+        order = self.key_order + tuple(k for k in self.KEYS if k not in self.key_order)
+        return {k: stored[k] for k in order if stored[k] is not None}
+
+    @property
+    def summaries(self) -> dict[int, SegmentSummary]:
+        """Per segment id, what compaction reached there (empty until the first compaction)."""
+        return self.segs or {}
+
+    @property
+    def scan_pos(self) -> int:
+        """The scan position (0 until the first compaction)."""
+        return self.pos or 0
+
+    @property
+    def replaced_gc(self) -> int:
+        """Files replaced by compactions below this position are deleted (0: none yet)."""
+        return self.gc or 0
+
+    def advanced(self, segs: dict[int, SegmentSummary], pos: int) -> CompactionProgress:
+        """This progress with a compaction's summaries and scan position."""
+        return self._with(segs=segs, pos=pos)
+
+    def collected(self, gc: int) -> CompactionProgress:
+        """This progress with replaced files deleted below ``gc``."""
+        return self._with(gc=gc)
+
+    def _with(self, **values: Any) -> CompactionProgress:
+        new = replace(self, **values)
+        added = tuple(k for k in self.KEYS if k not in self.key_order and getattr(new, k) is not None)
+        return replace(new, key_order=self.key_order + added)
+
+
+@dataclass(frozen=True)
+class CompactPart:
+    """One macro-chunk a ``compact`` entry commits: an item of its ``info["parts"]``.
+
+    A part is either merged by that compaction (``replaced``: how many files it replaces) or
+    adopted from the map (``adopted``: published by a compaction that never reached the
+    journal); the stored object has exactly one of the two keys.
+    """
+
+    seg: int
+    first: int  # the macro-chunk holds _seq [first, end) of segment seg
+    end: int
+    macro: str  # the macro-chunk's file
+    manifest: str  # the manifest naming the files it replaces
+    rows: int
+    bytes: int
+    replaced: int | None = None
+    adopted: bool = False
+
+    #: Field name -> stored key, in stored order (one definition for both directions).
+    KEYS: ClassVar[dict[str, str]] = {"seg": "seg", "first": "from", "end": "to", "macro": "macro",
+                                      "manifest": "manifest", "rows": "rows", "bytes": "bytes",
+                                      "replaced": "replaced", "adopted": "adopted"}
+    #: The trailing fields stored only when not default, with their defaults.
+    OPTIONAL: ClassVar[dict[str, Any]] = {"replaced": None, "adopted": False}
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored object."""
+        return {key: getattr(self, name) for name, key in self.KEYS.items()
+                if name not in self.OPTIONAL or getattr(self, name) != self.OPTIONAL[name]}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CompactPart:
+        return cls(**{name: d[key] for name, key in cls.KEYS.items() if key in d})
+
+
+def compact_parts(info: dict[str, Any]) -> list[CompactPart]:
+    """The parts a journal entry's ``info`` commits (none unless its op is ``compact``)."""
+    return [CompactPart.from_json(p) for p in info.get("parts", [])]
+
+
 def segment_summaries(state: StreamState) -> dict[int, SegmentSummary]:
     """Per segment id, what compaction reached there (empty until the first compaction)."""
-    segs = state.compaction.get("segs", {}) if state.compaction else {}
-    return {int(k): SegmentSummary.decode(v) for k, v in segs.items()}
+    return state.compaction.summaries
 
 
 def compacted_upto(state: StreamState, seg: int) -> int:
     """The ``_seq`` below which the segment's chunks have been compacted (or left as they are)."""
-    segs = state.compaction.get("segs", {}) if state.compaction else {}
-    e = segs.get(str(seg))
-    return SegmentSummary.decode(e).settled_to if e else 0
+    e = state.compaction.summaries.get(seg)
+    return e.settled_to if e else 0
 
 
 def compaction_pos(state: StreamState) -> int:
     """The compaction's scan position: every chunk committed below it is in the macro map
     version the state names for its segment."""
-    return int((state.compaction or {}).get("pos", 0))
+    return state.compaction.scan_pos
+
+
+def replaced_gc_start(state: StreamState) -> int:
+    """The first journal position whose compactions' replaced files may not be deleted yet:
+    where vacuum's collection of replaced files resumes, and from where their manifests are needed."""
+    return max(state.compaction.replaced_gc, state.gc_pos)

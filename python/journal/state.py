@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .compaction_state import CompactionProgress
+from .scale_records import EpochRecord, SealedRecord
+
 #: Columns of a time-index summary (``journal/timeindex.py`` names them, ``COL_ID`` to
 #: ``COL_BYTES``). The first release wrote the first five (no epoch, no bytes); the two came
 #: without a format version, so a shorter summary reads with 0 in them (epoch 0: that release
@@ -151,6 +154,58 @@ class Writer:
                    lanes={int(k): int(v) for k, v in d.get("lanes", {}).items()})
 
 
+@dataclass(frozen=True)
+class Truncation:
+    """A truncation that moved the head, stored ``[wall ms, head_pos]``: garbage collection of
+    what it cut waits the grace period after ``wall``."""
+
+    wall: int
+    head_pos: int
+
+    def to_json(self) -> list[int]:
+        return [self.wall, self.head_pos]
+
+    @classmethod
+    def from_json(cls, v: list[Any]) -> Truncation:
+        wall, head_pos = v
+        return cls(int(wall), int(head_pos))
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """One additive schema change, stored ``[pos, wall, tick, [columns]]``: the commit at ``pos``
+    (wall ``wall`` ms) added ``columns``; ``tick`` is the tick published before it."""
+
+    pos: int
+    wall: int
+    tick: int
+    columns: tuple[str, ...]
+
+    def to_json(self) -> list[Any]:
+        return [self.pos, self.wall, self.tick, list(self.columns)]
+
+    @classmethod
+    def from_json(cls, v: list[Any]) -> SchemaChange:
+        pos, wall, tick, columns = v
+        return cls(int(pos), int(wall), int(tick), tuple(columns))
+
+
+@dataclass(frozen=True)
+class FoldedAt:
+    """The published group-commit requests one journal position folded, stored ``[pos, [ids]]``."""
+
+    pos: int
+    ids: tuple[str, ...]
+
+    def to_json(self) -> list[Any]:
+        return [self.pos, list(self.ids)]
+
+    @classmethod
+    def from_json(cls, v: list[Any]) -> FoldedAt:
+        pos, ids = v
+        return cls(int(pos), tuple(ids))
+
+
 @dataclass
 class StreamState:
     """The stream after journal entry ``pos``."""
@@ -176,27 +231,25 @@ class StreamState:
     first_tso: int = 0  # _tso of the oldest readable record (0: none yet)
     gc_pos: int = 0  # chunks of journal positions below this were deleted
     meta_gc_pos: int = 0  # journal entries and nodes below this were deleted (lags gc_pos by a run)
-    pending_sealed: list[dict[str, Any]] = field(default_factory=list)  # not yet in the shards
-    pending_epoch: dict[str, Any] | None = None  # epoch record not yet written
-    truncations: list[list[int]] = field(default_factory=list)  # recent [wall ms, head_pos]
-    #: compaction progress (python/compaction/compact.py): {"pos": scan start, "gc": replaced files
-    #: deleted below this position, "segs": {segment id: [compacted up to _seq, last position,
-    #: chunks up to it, map bucket, its version, end of the last macro-chunk]}}; empty until
-    #: the first compaction
-    compaction: dict[str, Any] = field(default_factory=dict)
-    #: additive schema changes (mergeSchema), oldest first: [journal position, wall ms, the tick
-    #: before that commit, [added columns]]; at most one per stream column, so bounded by the
-    #: schema it describes. Live queries stop their batches before a change (read/schema_guard.py)
-    schema_changes: list[list[Any]] = field(default_factory=list)
-    #: group commit: ``[journal position, [request ids folded there]]`` for the positions of the
-    #: last ``FOLD_WINDOW`` that folded published requests, oldest first (write/group.py)
-    folded: list[list[Any]] = field(default_factory=list)
+    pending_sealed: list[SealedRecord] = field(default_factory=list)  # not yet in the shards
+    pending_epoch: EpochRecord | None = None  # epoch record not yet written
+    truncations: list[Truncation] = field(default_factory=list)  # recent ones, oldest first
+    #: compaction progress (python/compaction/compact.py): scan position, per-segment summaries,
+    #: and how far replaced files were deleted; empty until the first compaction
+    compaction: CompactionProgress = field(default_factory=CompactionProgress)
+    #: additive schema changes (mergeSchema), oldest first; at most one per stream column, so
+    #: bounded by the schema it describes. Live queries stop their batches before a change
+    #: (read/schema_guard.py)
+    schema_changes: list[SchemaChange] = field(default_factory=list)
+    #: group commit: the positions of the last ``FOLD_WINDOW`` that folded published requests,
+    #: oldest first (write/group.py)
+    folded: list[FoldedAt] = field(default_factory=list)
 
     def was_folded(self, rid: str) -> int | None:
         """The position that folded published request ``rid``, if within the remembered window."""
-        for pos, ids in self.folded:
-            if rid in ids:
-                return int(pos)
+        for f in self.folded:
+            if rid in f.ids:
+                return f.pos
         return None
 
     def segment(self, seg_id: int) -> Segment | None:
@@ -206,6 +259,7 @@ class StreamState:
         return None
 
     def to_json(self) -> dict[str, Any]:
+        compaction = self.compaction.encode()
         return {
             "pos": self.pos, "epoch": self.epoch, "tick": self.tick, "max_tso": self.max_tso,
             "wall": self.wall, "created": self.created, "schema": self.schema, "config": self.config,
@@ -214,11 +268,12 @@ class StreamState:
             "index": self.index, "rows": self.rows, "bytes": self.bytes, "chunks": self.chunks,
             "next_number": self.next_number, "head_pos": self.head_pos, "head_tso": self.head_tso,
             "sealed": self.sealed, "first_tso": self.first_tso, "gc_pos": self.gc_pos, "meta_gc_pos": self.meta_gc_pos,
-            "pending_sealed": self.pending_sealed, "pending_epoch": self.pending_epoch,
-            "truncations": self.truncations,
-            **({"compaction": self.compaction} if self.compaction else {}),
-            **({"schema_changes": self.schema_changes} if self.schema_changes else {}),
-            **({"folded": self.folded} if self.folded else {}),
+            "pending_sealed": [r.to_json() for r in self.pending_sealed],
+            "pending_epoch": None if self.pending_epoch is None else self.pending_epoch.to_json(),
+            "truncations": [t.to_json() for t in self.truncations],
+            **({"compaction": compaction} if compaction else {}),
+            **({"schema_changes": [c.to_json() for c in self.schema_changes]} if self.schema_changes else {}),
+            **({"folded": [f.to_json() for f in self.folded]} if self.folded else {}),
         }
 
     @classmethod
@@ -233,7 +288,10 @@ class StreamState:
             chunks=d.get("chunks", 0), next_number=d.get("next_number", 0),
             head_pos=d.get("head_pos", 0), head_tso=d.get("head_tso", 0), sealed=d.get("sealed", 0),
             first_tso=d.get("first_tso", 0), gc_pos=d.get("gc_pos", 0), meta_gc_pos=d.get("meta_gc_pos", 0),
-            pending_sealed=d.get("pending_sealed", []), pending_epoch=d.get("pending_epoch"),
-            truncations=d.get("truncations", []), compaction=d.get("compaction", {}),
-            schema_changes=d.get("schema_changes", []), folded=d.get("folded", []),
+            pending_sealed=[SealedRecord.from_json(r) for r in d.get("pending_sealed", [])],
+            pending_epoch=None if d.get("pending_epoch") is None else EpochRecord.from_json(d["pending_epoch"]),
+            truncations=[Truncation.from_json(t) for t in d.get("truncations", [])],
+            compaction=CompactionProgress.decode(d.get("compaction", {})),
+            schema_changes=[SchemaChange.from_json(c) for c in d.get("schema_changes", [])],
+            folded=[FoldedAt.from_json(f) for f in d.get("folded", [])],
         )

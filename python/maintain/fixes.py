@@ -12,6 +12,7 @@ from typing import Any
 
 from ..compaction.macro_rebuild import Expected
 from ..journal.entries import Entry
+from ..journal.scale_records import SealedRecord
 
 
 @dataclass
@@ -22,7 +23,7 @@ class ShardFix:
     #: segments: later versions hold all it held, and the chain stays unbroken)
     versions: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: sealed-segment records the shard lacks, rebuilt from the journal (merged back)
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[SealedRecord] = field(default_factory=list)
     head: bool = False  # the head hint is unreadable
 
     def __bool__(self) -> bool:

@@ -29,9 +29,10 @@ from ..epochs.scaling import (
     read_epoch,
 )
 from ..errors import CorruptMetadataError, GroupNotFoundError
-from ..journal.compaction_state import compacted_upto, segment_summaries
+from ..journal.compaction_state import compact_parts, compacted_upto, replaced_gc_start, segment_summaries
 from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
+from ..journal.scale_records import EpochRecord
 from ..journal.state import StreamState, segment_number
 from ..journal.timeindex import COL_ID, FANOUT, Delta, decode_node, summary
 from ..maps.grouplog import GroupLog, GroupState
@@ -350,35 +351,34 @@ class _Checker:
         """The manifest of every compaction not yet collected exists and names its macro-chunk:
         vacuum reads it to delete the files the compaction replaced. Returns the manifests
         repair rebuilds from the journal (naming nothing when the macro-chunk is gone or unreadable)."""
-        first = max(int((state.compaction or {}).get("gc", 0)), state.gc_pos)
+        first = replaced_gc_start(state)
         parts = [p for pos, e in sorted(entries.items()) if pos >= first and e.op == "compact"
-                 for p in e.info.get("parts", []) if p.get("manifest")]
-        raws = self._read_all([p["manifest"] for p in parts])
+                 for p in compact_parts(e.info) if p.manifest]
+        raws = self._read_all([p.manifest for p in parts])
         bad = []
         for p in parts:
             self._count("compaction manifests")
-            raw = raws.get(p["manifest"])
-            if manifest_replaced(raw, p["macro"]) is None:
+            raw = raws.get(p.manifest)
+            if manifest_replaced(raw, p.macro) is None:
                 bad.append((p, "missing" if raw is None else "unreadable"))
-        named = replaced_by([Delta.of(e) for _, e in sorted(entries.items())], {p["macro"] for p, _ in bad}) \
+        named = replaced_by([Delta.of(e) for _, e in sorted(entries.items())], {p.macro for p, _ in bad}) \
             if bad else {}
         rebuilt = {}
         for p, what in bad:
             kept = holds_its_records(self.store, p)  # else its records are only in what it replaced
-            rebuilt[p["manifest"]] = manifest_bytes(int(p["seg"]), p["macro"], int(p["from"]), int(p["to"]),
-                                                    named.get(p["macro"], []) if kept else [])
-            self._problem("manifest", p["manifest"], f"compaction manifest {self.store.uri(p['manifest'])} is "
+            rebuilt[p.manifest] = manifest_bytes(p.seg, p.macro, p.first, p.end, named.get(p.macro, []) if kept else [])
+            self._problem("manifest", p.manifest, f"compaction manifest {self.store.uri(p.manifest)} is "
                           f"{what}: reads are not affected, but vacuum cannot delete the files that compaction "
                           f"replaced; `tstream repair` rebuilds it from the journal", True,
-                          segment=p.get("seg"), macro=p["macro"])
+                          segment=p.seg, macro=p.macro)
         return rebuilt
 
     # -- epochs and sealed shards ---------------------------------------------------------------
-    def epochs(self, state: StreamState, entries: dict[int, Entry]) -> tuple[dict[int, bytes], list[dict[str, Any]]]:
+    def epochs(self, state: StreamState, entries: dict[int, Entry]) -> tuple[dict[int, bytes], list[EpochRecord]]:
         """Epoch records 1..epoch decode; returns rebuildable ones and the records read."""
         rebuilt: dict[int, bytes] = {}
-        records: list[dict[str, Any]] = []
-        pending = state.pending_epoch["epoch"] if state.pending_epoch else None
+        records: list[EpochRecord] = []
+        pending = state.pending_epoch.epoch if state.pending_epoch else None
         wanted = [e for e in range(1, state.epoch + 1) if e != pending]
         raws = self._read_all([layout.epoch_record(e) for e in wanted])
         for ep in wanted:
@@ -386,7 +386,7 @@ class _Checker:
             self._count("epoch records")
             self._tick()
             raw = raws[rel]
-            rec: Any = None
+            rec: EpochRecord | None = None
             if raw is not None:
                 try:
                     rec = decode_epoch(raw, self.store.uri(rel), ep)
@@ -399,7 +399,7 @@ class _Checker:
             fixed = rebuild_epoch(ep, entries)
             if fixed is not None:
                 rebuilt[ep] = fixed
-                records.append(json.loads(fixed))
+                records.append(EpochRecord.from_json(json.loads(fixed)))
                 self._problem("epoch", rel, f"epoch record {self.store.uri(rel)} is {what}; the journal "
                               "holds its content: `tstream repair` rebuilds it", True, epoch=ep)
             else:
@@ -409,14 +409,14 @@ class _Checker:
                               epoch=ep)
         return rebuilt, records
 
-    def epoch_chunks(self, state: StreamState, records: list[dict[str, Any]]) -> dict[int, bytes]:
+    def epoch_chunks(self, state: StreamState, records: list[EpochRecord]) -> dict[int, bytes]:
         """Each full epoch history chunk holds exactly its records; returns rebuildable ones."""
-        pending = state.pending_epoch["epoch"] if state.pending_epoch else None
+        pending = state.pending_epoch.epoch if state.pending_epoch else None
         full = [k for k in range((state.epoch + 1) // EPOCH_CHUNK)
                 if pending is None or pending > (k + 1) * EPOCH_CHUNK - 1]
         if not full:
             return {}
-        by_epoch = {int(r["epoch"]): r for r in records}
+        by_epoch = {r.epoch: r for r in records}
         by_epoch.setdefault(0, read_epoch(self.store, state, 0))
         raws = self._read_all([layout.epoch_chunk(k) for k in full])
         rebuilt: dict[int, bytes] = {}
@@ -430,7 +430,7 @@ class _Checker:
                 got = json.loads(raw)["records"] if raw is not None else None
             except (ValueError, TypeError, KeyError):
                 got = "unreadable"
-            if got == want:
+            if got == [r.to_json() if r is not None else None for r in want]:
                 continue
             what = "missing" if raw is None else "unreadable" if got == "unreadable" else \
                 "different from the epoch records"
@@ -445,12 +445,12 @@ class _Checker:
                               "before those epochs cannot follow them: start them later", False, chunk=k)
         return rebuilt
 
-    def shards(self, state: StreamState, epoch_records: Iterable[dict[str, Any]],
+    def shards(self, state: StreamState, epoch_records: Iterable[EpochRecord],
                entries: dict[int, Entry]) -> dict[int, ShardFix]:
         """Sealed-map shards decode and hold every sealed segment; returns per shard what
         repair rewrites: unreadable versions, records to merge back, the head hint."""
-        sealed_ids = {i for rec in epoch_records for i in rec.get("sealed", [])}
-        sealed_ids -= {r["id"] for r in state.pending_sealed}
+        sealed_ids = {i for rec in epoch_records for i in rec.sealed}
+        sealed_ids -= {r.id for r in state.pending_sealed}
         shards = sorted({shard_of(i) for i in sealed_ids} |
                         {int(n) for n in self.store.list(layout.SEALED) if n.isdigit()})
         plans: dict[int, ShardFix] = {}

@@ -7,16 +7,14 @@ lost object can be rebuilt, and ``tstream repair`` writes what they return.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from ..epochs.scaling import epoch_record, sealed_record
+from ..epochs.scaling import epoch_record_bytes
 from ..journal.entries import Entry
+from ..journal.scale_records import EpochRecord, SealedRecord
 from ..journal.state import StreamState
 from ..journal.timeindex import FANOUT
 
 
-def rebuild_sealed(ids: list[int], entries: dict[int, Entry]) -> list[dict[str, Any]] | None:
+def rebuild_sealed(ids: list[int], entries: dict[int, Entry]) -> list[SealedRecord] | None:
     """Sealed records exactly as the scale made them, from its entry and the one before."""
     out = []
     for sid in ids:
@@ -27,7 +25,7 @@ def rebuild_sealed(ids: list[int], entries: dict[int, Entry]) -> list[dict[str, 
         if s is None:
             return None
         created = [c for c in scale.state.segments if c.id in scale.info.get("created", [])]
-        out.append(sealed_record(s, scale.state.epoch, scale.pos, created))
+        out.append(SealedRecord.of(s, scale.state.epoch, scale.pos, created))
     return out
 
 
@@ -55,5 +53,4 @@ def rebuild_epoch(ep: int, entries: dict[int, Entry]) -> bytes | None:
     if len(sealed) != len(sealed_ids) or any(c not in new for c in created):
         return None
     sealed.sort(key=lambda s: sealed_ids.index(s.id))
-    rec = epoch_record(scale.state, scale.pos, sealed, [new[c] for c in created])
-    return json.dumps(rec, separators=(",", ":")).encode()
+    return epoch_record_bytes(EpochRecord.of(scale.state, scale.pos, sealed, [new[c] for c in created]))

@@ -29,9 +29,10 @@ import numpy as np
 
 from ..compaction.gc import aged, live_macros, macros_created, orphan_manifests
 from ..errors import ConfigError
+from ..journal.compaction_state import replaced_gc_start
 from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
-from ..journal.state import StreamState
+from ..journal.state import StreamState, Truncation
 from ..journal.timeindex import COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT
 from ..policytext import policy_parts
 from ..read.compacted import substitute
@@ -152,7 +153,7 @@ class TruncateRequest:
                 s.first_seq = max(s.first_seq, self.cut[s.id])
         state.first_tso = max(state.first_tso, bound + 1)
         state.wall = max(state.wall, self.now)
-        state.truncations = (state.truncations + [[state.wall, state.head_pos]])[-16:]
+        state.truncations = (state.truncations + [Truncation(state.wall, state.head_pos)])[-16:]
         return Entry(pos=pos, op="truncate", wall=self.now, state=state,
                      info={"head_tso": bound, "cut": {str(k): v for k, v in self.cut.items()}, "reason": self.reason})
 
@@ -184,7 +185,7 @@ def _max_tso_before(journal: Journal, state: StreamState, p: int) -> int:
 def gc_target(state: StreamState, now: int, grace_ms: int) -> int:
     """The head position of the newest truncation older than ``grace_ms`` (readers that planned
     before a truncation may still be reading its chunks for a while)."""
-    return max((p for wall, p in state.truncations if now - wall >= grace_ms), default=state.gc_pos)
+    return max((t.head_pos for t in state.truncations if now - t.wall >= grace_ms), default=state.gc_pos)
 
 
 def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: int) -> dict[str, int]:
@@ -223,7 +224,7 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
     """
     # one read of the deltas for both: live chunks from the head on, and the manifests of
     # compactions whose replaced files are not collected yet (which may lie below the head)
-    gc_first = max(int((state.compaction or {}).get("gc", 0)), state.gc_pos)
+    gc_first = replaced_gc_start(state)
     lo = min(gc_first, state.head_pos)
     deltas = journal.deltas(state, lo, state.pos, truncated=True) if lo <= state.pos else []
     referenced = {c.path for d in deltas if d.pos >= state.head_pos for c in d.chunks}

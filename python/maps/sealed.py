@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import CorruptMetadataError, corrupt
+from ..journal.scale_records import SealedRecord
 from ..journal.state import StreamState, segment_number
 from ..store import layout
 from ..store.races import LOST, Lost, until_won
@@ -25,8 +26,7 @@ from ..store.storage import Store
 from ..store.versions import newest_version
 
 SHARD_WIDTH = 256
-_RECORD_INTS = ("id", "lo", "hi", "rows", "bytes", "chunks", "first_seq", "next_seq", "last_tso", "sealed_epoch",
-                "sealed_pos")
+_RECORD_INTS = tuple(k for k in SealedRecord.FIELDS if k != "successors")
 
 
 def shard_of(segment_id: int) -> int:
@@ -68,33 +68,32 @@ class SealedMap:
 
         return newest_version(read, lambda v: self.store.exists(layout.sealed_version(shard, v)), cur["v"], cur)
 
-    def get(self, state: StreamState, segment_id: int) -> dict[str, Any] | None:
+    def get(self, state: StreamState, segment_id: int) -> SealedRecord | None:
         """The sealed record of a segment, or None if it is not sealed (O(1) store calls)."""
         for rec in state.pending_sealed:
-            if rec["id"] == segment_id:
+            if rec.id == segment_id:
                 return rec
-        segments = self.latest(shard_of(segment_id))["segments"]
-        found: dict[str, Any] | None = segments.get(str(segment_number(segment_id)))
-        return found
+        stored = self.latest(shard_of(segment_id))["segments"].get(str(segment_number(segment_id)))
+        return SealedRecord.from_json(stored) if stored is not None else None
 
-    def merge(self, records: Iterable[dict[str, Any]]) -> None:
+    def merge(self, records: Iterable[SealedRecord]) -> None:
         """Make sure every record is in its shard (a no-op for records already there)."""
-        by_shard: dict[int, list[dict[str, Any]]] = {}
+        by_shard: dict[int, list[SealedRecord]] = {}
         for rec in records:
-            by_shard.setdefault(shard_of(rec["id"]), []).append(rec)
+            by_shard.setdefault(shard_of(rec.id), []).append(rec)
         for shard, recs in sorted(by_shard.items()):
             self._merge_shard(shard, recs)
 
-    def _merge_shard(self, shard: int, recs: list[dict[str, Any]]) -> None:
+    def _merge_shard(self, shard: int, recs: list[SealedRecord]) -> None:
         tried = [-1]
 
         def attempt() -> None | Lost:
             cur = self.latest(shard)
-            missing = [r for r in recs if str(segment_number(r["id"])) not in cur["segments"]]
+            missing = [r for r in recs if str(segment_number(r.id)) not in cur["segments"]]
             if not missing:
                 return None
             nxt = {"shard": shard, "v": cur["v"] + 1,
-                   "segments": {**cur["segments"], **{str(segment_number(r["id"])): r for r in missing}}}
+                   "segments": {**cur["segments"], **{str(segment_number(r.id)): r.to_json() for r in missing}}}
             tried[0] = nxt["v"]
             data = json.dumps(nxt, separators=(",", ":")).encode()
             if not self.store.put_if_absent(layout.sealed_version(shard, nxt["v"]), data):

@@ -34,9 +34,9 @@ def _written(store: Store, state: StreamState, segment: int) -> int | None:
     if segment < 0 or segment_number(segment) >= state.next_number:
         return None  # never created: no read needed
     rec = SealedMap(store).get(state, segment)
-    if rec is None or int(rec["id"]) != segment:
+    if rec is None or rec.id != segment:
         return None
-    return int(rec["next_seq"])
+    return rec.next_seq
 
 
 def check_cut(store: Store, state: StreamState, cut: Mapping[int, int], *, option: str, url: str) -> dict[int, int]:

@@ -17,38 +17,14 @@ old schema. Pure functions of the newest state: no store calls.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import SchemaChangedError
 from ..schema import SYSTEM_COLUMNS, decode_schema
 from ..timestamps import iso
 
 if TYPE_CHECKING:  # the reader carries a guard to its tasks: they need no journal to unpickle it
-    from ..journal.state import StreamState
-
-
-@dataclass(frozen=True)
-class SchemaChange:
-    """One additive schema change: the commit at ``pos`` (wall ``wall`` ms) added ``columns``;
-    ``tick`` is the tick published before it."""
-
-    pos: int
-    wall: int
-    tick: int
-    columns: tuple[str, ...]
-
-    @classmethod
-    def from_json(cls, v: list[Any]) -> SchemaChange:
-        return cls(int(v[0]), int(v[1]), int(v[2]), tuple(v[3]))
-
-    def to_json(self) -> list[Any]:
-        return [self.pos, self.wall, self.tick, list(self.columns)]
-
-
-def schema_changes(state: StreamState) -> list[SchemaChange]:
-    """The additive schema changes ``state`` records, oldest first."""
-    return [SchemaChange.from_json(v) for v in state.schema_changes]
+    from ..journal.state import SchemaChange, StreamState
 
 
 class SchemaGuard:
@@ -114,7 +90,7 @@ class SchemaGuard:
         wanted = set(new)
         placed: set[str] = set()
         first = None
-        for change in schema_changes(state):
+        for change in state.schema_changes:
             hit = wanted.intersection(change.columns)
             if hit:
                 placed |= hit

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from ..errors import SegmentSealedError
 from ..journal.entries import Chunk, Entry
-from ..journal.state import DEDUPE_WINDOW, StreamState, Writer
+from ..journal.state import DEDUPE_WINDOW, SchemaChange, StreamState, Writer
 from ..keys import WRITER_LEASE_MS_DEFAULT
 from ..schema import decode_schema, encode_schema, reconcile
 from ..timestamps import LOGICAL_MASK, final_bounds, final_marks, tso_id
@@ -334,7 +334,7 @@ class CommitRequest:
         if merged != current:
             state.schema = encode_schema(merged)
             added = merged.names[len(current):]  # reconcile appends new columns, never reorders
-            state.schema_changes = [*state.schema_changes, [pos, self.now, state.tick, added]]
+            state.schema_changes = [*state.schema_changes, SchemaChange(pos, self.now, state.tick, tuple(added))]
 
     def _place(self, state: StreamState, lanes: dict[int, int]) -> tuple[list[Chunk], Moved]:
         """Number and floor the chunks; ``lanes`` is the writer's lane state before this commit."""

@@ -52,7 +52,7 @@ from ..errors import CommitConflictError, corrupt
 from ..journal.entries import Entry, Fold
 from ..journal.journal import Journal
 from ..journal.shapes import is_int, need
-from ..journal.state import FOLD_WINDOW, StreamState
+from ..journal.state import FOLD_WINDOW, FoldedAt, StreamState
 from ..schema import decode_schema, encode_schema, reconcile
 from ..store import layout
 from ..store.races import MAX_ATTEMPTS
@@ -198,7 +198,7 @@ def fold(parts: Sequence[Part], state: StreamState, pos: int) -> Entry | None:
     if len(built) == 1 and not built[0][0].published and built[0][0] is parts[0]:
         return built[0][1]
     ids = [p.rid for p, _ in built if p.published]
-    state.folded = [f for f in state.folded if f[0] > pos - FOLD_WINDOW] + ([[pos, ids]] if ids else [])
+    state.folded = [f for f in state.folded if f.pos > pos - FOLD_WINDOW] + ([FoldedAt(pos, tuple(ids))] if ids else [])
     info = CommitInfo.fold([CommitInfo.decode(e.info) for _, e in built])
     first = built[0][1]
     return Entry(pos=pos, op="append", wall=max(e.wall for _, e in built), state=state, writer=first.writer,
