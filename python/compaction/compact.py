@@ -230,6 +230,9 @@ class CompactRequest:
     segs: dict[int, SegmentSummary]  # what this run settled, per segment
     scan_pos: int
     now: int = 0
+    #: each segment's compacted-up-to ``_seq`` when this run planned: a part it merged wholly
+    #: below it repacked macro-chunks (no other compactor adopts those, see below)
+    planned_upto: dict[int, int] = field(default_factory=dict)
 
     def __call__(self, state: StreamState, pos: int) -> Entry | None:
         comp = state.compaction
@@ -240,7 +243,15 @@ class CompactRequest:
         # the map can settle its range (a map update that overlaps it is declined), so naming it
         # again only repeats that entry, and a vacuum that collected the first naming has deleted
         # the manifest the second would name (fsck: "manifest missing").
-        kept = [p for p in self.parts if p.end > (had[p.seg].settled_to if p.seg in had else 0)]
+        # A repack (macro-chunks merged into bigger ones, all below what was settled when this
+        # run planned) is the exception: only this run wrote it (adoption takes macro-chunks
+        # beyond the compacted _seq only, and a stale adopter's commit drops it by the test
+        # above), and it must be named, or no vacuum ever collects the macro-chunks it replaced
+        # and orphan cleanup takes them by age alone, inside the grace of readers that planned
+        # on them.
+        kept = [p for p in self.parts
+                if p.end > (had[p.seg].settled_to if p.seg in had else 0)
+                or (not p.adopted and p.end <= self.planned_upto.get(p.seg, 0))]
         segs = dict(had)
         changed = False
         for seg, new in self.segs.items():
@@ -356,7 +367,8 @@ def compact(stream: Compactable, *, full: bool = False, policy: CompactionPolicy
             next_scan = min(next_scan, rescan)
     if not job.parts and not summaries and next_scan <= scan:
         return counts
-    stream.commit_op(CompactRequest(job.parts, summaries, next_scan, now_ms()))
+    stream.commit_op(CompactRequest(job.parts, summaries, next_scan, now_ms(),
+                                    planned_upto={seg: p.upto for seg, p in plans.items()}))
     return counts
 
 

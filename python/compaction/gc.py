@@ -254,6 +254,22 @@ def live_macros(store: Store, seg_number: int) -> set[str]:
     return out
 
 
+def awaiting_collection(store: Store, uncollected: Sequence[Any]) -> set[str]:
+    """The files that compactions not yet collected replaced (their manifests' lists):
+    plans made before those compactions may still read them until vacuum collects them after
+    its grace, so orphan cleanup keeps them, whatever their age. One batched read of the
+    manifests of ``uncollected`` (the deltas from the replaced-files GC position on).
+
+    Small chunks are named by their entries anyway; this is what keeps the macro-chunks a later
+    compaction repacked, which no entry names once the map has dropped them.
+    """
+    parts = [p for d in uncollected if d.op == "compact" for p in compact_parts(d.info) if p.manifest]
+    out: set[str] = set()
+    for p, raw in zip(parts, store.read_present([p.manifest for p in parts])):
+        out.update(manifest_replaced(raw, p.macro) or [])
+    return out
+
+
 def orphan_manifests(store: Store, uncollected: Sequence[Any], live: set[str], now: int, grace_ms: int) -> list[str]:
     """Manifests no compaction still needs, older than ``grace_ms`` (orphan cleanup lists them).
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compaction.gc import aged, live_macros, macros_created, orphan_manifests
+from ..compaction.gc import aged, awaiting_collection, live_macros, macros_created, orphan_manifests
 from ..errors import ConfigError
 from ..journal.compaction_state import replaced_gc_start
 from ..journal.entries import Chunk, Entry
@@ -230,6 +230,8 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
     referenced = {c.path for d in deltas if d.pos >= state.head_pos for c in d.chunks}
     # a shared file below the head that a slice above the truncation still needs stays
     referenced |= {c.path for d in deltas for c in d.chunks if c.shared and c.hi > state.head_tso}
+    uncollected = [d for d in deltas if d.pos >= gc_first]
+    referenced |= awaiting_collection(store, uncollected)
     live: set[str] = set()  # macro-chunks are named by the macro map, not by journal entries
     out = []
     for segdir in store.list(layout.DATA):
@@ -239,7 +241,7 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
             rel = layout.data_file(segdir, name)
             if rel not in referenced and rel not in live and aged(store, rel, now, grace_ms):
                 out.append(rel)
-    return out + orphan_manifests(store, [d for d in deltas if d.pos >= gc_first], live, now, grace_ms)
+    return out + orphan_manifests(store, uncollected, live, now, grace_ms)
 
 
 def _dead_shared(slices: Sequence[Chunk], head_tso: int) -> list[str]:
