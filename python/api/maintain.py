@@ -41,8 +41,8 @@ class Maintenance:
         :class:`~pyspark_tstream.maintain.fsck.Report` (``ok``, ``problems``, ``summary()``)."""
         return verify(self.ctx.store, progress)[0]
 
-    def repair(self, progress: Callable[[int, int], None] | None = None) -> Report:
+    def repair(self, progress: Callable[[int, int], None] | None = None, *, drop_torn_entry: bool = False) -> Report:
         """Rebuild what the journal can (``tstream repair``); the report lists what remains."""
-        report = repair(self.ctx.store, progress)
+        report = repair(self.ctx.store, progress, drop_torn_entry=drop_torn_entry)
         self.ctx.refresh()
         return report

@@ -451,6 +451,20 @@ class Stream:
         """Check the stream (``tstream fsck``); returns a :class:`~pyspark_tstream.maintain.fsck.Report`."""
         return self.maintenance.verify(progress)
 
-    def repair(self, progress: Callable[[int, int], None] | None = None) -> Report:
-        """Rebuild what the journal can (``tstream repair``); the report lists what remains."""
-        return self.maintenance.repair(progress)
+    def repair(self, progress: Callable[[int, int], None] | None = None, *, drop_torn_entry: bool = False) -> Report:
+        """Rebuild what the journal can (``tstream repair``); the report lists what remains.
+
+        ``drop_torn_entry``: the newest journal entry is torn and no hint holds a copy: set it
+        aside and lose the one commit it held (see :meth:`repair_url`, which needs no open).
+        """
+        return self.maintenance.repair(progress, drop_torn_entry=drop_torn_entry)
+
+    @staticmethod
+    def repair_url(url: str, storage_options: Mapping[str, Any] | None = None, *,
+                   progress: Callable[[int, int], None] | None = None, drop_torn_entry: bool = False) -> Report:
+        """:meth:`repair` of the stream at ``url`` without opening it first: the way out when it
+        cannot be opened, a torn newest journal entry that no head hint holds a copy of
+        (``drop_torn_entry=True`` sets it aside; the error names the switch otherwise)."""
+        from ..maintain.repair import repair
+
+        return repair(Store(url, storage_options), progress, drop_torn_entry=drop_torn_entry)

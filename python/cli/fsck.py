@@ -11,7 +11,8 @@ import argparse
 import sys
 from typing import Any
 
-from .common import add_command, add_progress, open_stream
+from ..api.stream import Stream
+from .common import add_command, add_progress, open_stream, storage_options
 from .format import Progress
 
 
@@ -40,9 +41,9 @@ def run_fsck(args: argparse.Namespace) -> int:
 
 
 def run_repair(args: argparse.Namespace) -> int:
-    stream = open_stream(args)
     bar, update = _progress(args)
-    report = stream.repair(progress=update)
+    # not opened first: a stream whose newest entry is torn cannot be opened, and repair is the way out
+    report = Stream.repair_url(args.url, storage_options(args), progress=update, drop_torn_entry=args.drop_torn_entry)
     bar.close()
     for line in report.repaired:
         sys.stdout.write(f"repaired: {line}\n")
@@ -67,3 +68,6 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
                                 "the cut that truncates past it). Exit code 0 when nothing is left to fix.",
                     epilog="example:\n  tstream repair file:///tmp/telemetry")
     add_progress(p)
+    p.add_argument("--drop-torn-entry", action="store_true",
+                   help="the newest journal entry is torn and no hint holds a copy: set it aside, losing "
+                        "the one commit it held (repair says when this is needed)")

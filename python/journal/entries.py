@@ -337,6 +337,13 @@ class EntryLog:
             raise error("TSTREAM_STREAM_NOT_FOUND", url=self.store.display_url)
         return self.read_entry(newest_present(self._present, lo))
 
+    def newest_stored(self) -> int | None:
+        """The newest position whose entry object exists, readable or not (None: no journal).
+        O(log n) existence reads, no decoding: what ``repair`` needs when the newest entry is
+        torn and no hint holds a copy of it."""
+        lo = self._lowest_live()
+        return None if lo is None else newest_present(self._present, lo)
+
     def _lowest_live(self) -> int | None:
         """Where the live journal starts: the anchor, else entry 0 (never collected) when entry
         1 exists, else the lowest listed entry (only when GC ran and the anchor is lost)."""

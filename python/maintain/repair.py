@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from ..compaction.macro_rebuild import rewrite
+from ..errors import CorruptMetadataError
 from ..journal.journal import Journal
 from ..maps.sealed import SealedMap
 from ..store import layout
@@ -19,12 +20,57 @@ from ..store.storage import Store
 from .fsck import Progress, Report, verify
 
 
-def repair(store: Store, progress: Progress | None = None) -> Report:
-    """Rewrite what the journal can rebuild; the report lists what is still wrong."""
+def torn_newest(store: Store) -> int | None:
+    """The position of the newest journal entry if it is unreadable and no head hint holds a
+    copy of it (nothing else can rebuild it: every entry carries the whole state), else None."""
+    journal = Journal(store)
+    try:
+        journal.head()
+        return None
+    except CorruptMetadataError:
+        pass
+    pos = journal.log.newest_stored()
+    if pos is None:
+        return None
+    try:
+        journal.read_entry(pos)
+        return None  # readable: the damage is elsewhere, and verify names it
+    except CorruptMetadataError:
+        return pos
+
+
+def drop_torn_newest(store: Store, pos: int) -> str:
+    """Set the torn entry at ``pos`` aside (``layout.damaged_entry``) and free its position: the
+    entry before it becomes the newest. The commit it held is lost; its data files stay as
+    orphans for ``vacuum(orphans=True)``."""
+    rel = layout.entry(pos)
+    store.write(layout.damaged_entry(pos), store.read(rel))
+    store.delete([rel])
+    return (f"journal entry {pos} was torn and no hint held a copy: set aside as {layout.damaged_entry(pos)}; "
+            f"the commit it held is lost (its data files stay for vacuum(orphans=True); a writer that replays "
+            f"that batch appends it again)")
+
+
+def repair(store: Store, progress: Progress | None = None, *, drop_torn_entry: bool = False) -> Report:
+    """Rewrite what the journal can rebuild; the report lists what is still wrong.
+
+    A torn newest entry with no hint holding a copy stops every reader and writer, and nothing
+    can rebuild it; ``drop_torn_entry`` sets it aside (losing the one commit it held), otherwise
+    the error names that switch.
+    """
+    done: list[str] = []
+    torn = torn_newest(store)
+    if torn is not None:
+        if not drop_torn_entry:
+            raise CorruptMetadataError(
+                f"journal entry {torn} of {store.display_url} is torn and no head hint holds a copy, so "
+                "nothing can rebuild it and the stream cannot be read or written past it; `tstream repair "
+                f"{store.display_url} --drop-torn-entry` (Stream.repair(drop_torn_entry=True)) sets it aside "
+                "and loses the one commit it held", path=store.uri(layout.entry(torn)))
+        done.append(drop_torn_newest(store, torn))
     report, fixes = verify(store, progress)
     newest = fixes.newest
     state = newest.state
-    done: list[str] = []
     kinds = {p.kind for p in report.problems if p.repairable}
     if "entry" in kinds and fixes.head is not None:
         store.write(layout.entry(state.pos), fixes.head)

@@ -94,6 +94,15 @@ def entry(pos: int) -> str:
     return numbered(JOURNAL, pos)
 
 
+#: Where ``repair`` sets aside a torn newest journal entry it drops (kept for inspection).
+DAMAGED = f"{META}/damaged"
+
+
+def damaged_entry(pos: int) -> str:
+    """The set-aside copy of the unreadable journal entry that held position ``pos``."""
+    return f"{DAMAGED}/{pos:012d}{_JSON}"
+
+
 def journal_folder(name: str) -> str:
     """A listed folder of journal entries (``name`` as :data:`JOURNAL` lists it)."""
     return f"{JOURNAL}/{name}"
