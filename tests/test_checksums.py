@@ -124,3 +124,19 @@ def test_a_damaged_page_of_a_slice_of_a_shared_file_is_caught(url: str) -> None:
     report = Stream.open(url).verify()
     assert s.store.uri(victim.path) in {p.path for p in report.problems}, report.summary()
     assert any("damaged page" in p.message for p in report.problems)
+
+
+@pytest.mark.spark
+def test_read_native_fails_on_a_damaged_page(spark: Any, tmp_path: Any) -> None:
+    """Spark's Parquet reader checks page CRCs only when asked (without it this read returned
+    the damaged values)."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark_tstream import read_native
+
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, schema=SCHEMA, segments=1)
+    s.append(_rows(1, 5000), key="key", timestamp="ts")
+    (chunk,) = s.plan(*EVERYTHING)
+    _flip(s, chunk.path)
+    with pytest.raises(Py4JJavaError, match="CRC checksum verification failed"):
+        read_native(spark, url).select("x").collect()
