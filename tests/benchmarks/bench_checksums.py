@@ -34,7 +34,6 @@ import pyarrow.parquet as pq
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _data import make_table  # noqa: E402
-
 from pyspark_tstream.api.stream import Stream  # noqa: E402
 from pyspark_tstream.chunkfile import checksums  # noqa: E402
 from pyspark_tstream.chunkfile.encoding import chunk_encodings  # noqa: E402
