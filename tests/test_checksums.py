@@ -15,7 +15,8 @@ import pytest
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import CorruptChunkError
 from pyspark_tstream.journal.entries import Chunk
-from pyspark_tstream.read.reading import ReadTask, read_task
+from pyspark_tstream.read.ranged import wants_spans
+from pyspark_tstream.read.reading import ReadTask, read_table, read_task
 from pyspark_tstream.write.writing import write_batches
 
 #: The logic here sits above the store: its memory:// cases run by default, its file:// cases
@@ -121,6 +122,10 @@ def test_a_damaged_page_of_a_slice_of_a_shared_file_is_caught(url: str) -> None:
     clean = _flip(s, victim.path, row=victim.offset)
     assert not _unchecked_x(s, victim.path).equals(clean)
     _every_read_fails(s, victim.path)
+    assert wants_spans([victim])  # read alone, the slice is fetched as its own Parquet file
+    with pytest.raises(CorruptChunkError, match="damaged page") as err:
+        read_table(s.store, SCHEMA, [victim], *EVERYTHING)
+    assert err.value.path == s.store.uri(victim.path)
     report = Stream.open(url).verify()
     assert s.store.uri(victim.path) in {p.path for p in report.problems}, report.summary()
     assert any("damaged page" in p.message for p in report.problems)
