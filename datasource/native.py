@@ -26,7 +26,9 @@ are only added when some chunk needs them (a cut row range, a chunk straddling `
 
 Before Spark opens them, the driver checks each planned file's size and footer against the
 journal (:func:`.file_checks.check_files`: a footer read per chunk file, in parallel): the Parquet
-scan would otherwise return a foreign file's rows, which tstream's own read refuses.
+scan would otherwise return a foreign file's rows, which tstream's own read refuses. Spark's
+reader checks each page's CRC32 (:data:`_VERIFY_PAGES`), so a damaged page fails the job with
+Parquet's error.
 
 Spark must reach the store itself: ``file://`` works everywhere; ``s3://`` needs the
 ``hadoop-aws`` connector on Spark's classpath (its ``s3a`` file system) and fails clearly
@@ -61,6 +63,8 @@ _DESC = ("__ts_file", "__ts_seg", "__ts_seq0", "__ts_floor", "__ts_first", "__ts
 #: Characters Hadoop keeps as they are in a file URI (``_metadata.file_path`` is URI-encoded).
 _URI_SAFE = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@/-]*")
 _S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+#: The Hadoop setting of parquet-java's reader (a reader option reaches it) that checks page CRCs.
+_VERIFY_PAGES = "parquet.page.verify-checksum.enabled"
 #: fsspec/s3fs storage options → Hadoop s3a settings (passed as reader options, per query).
 _S3A_KEYS = {"endpoint_url": "fs.s3a.endpoint", "key": "fs.s3a.access.key",
              "secret": "fs.s3a.secret.key", "token": "fs.s3a.session.token"}
@@ -156,7 +160,9 @@ def read(spark: SparkSession, url: str, **options: Any) -> DataFrame:
     files = sorted({d.chunk.path for d in described})  # chunks the cuts emptied are not scanned
     depth = _key_depth(files)
     users = [F.col(f"`{f.name}`") for f in user_fields]
-    scan = (spark.read.options(**reader_options).schema(scan_schema)
+    # Parquet's page CRCs (every chunk writer stores them): a damaged page fails the scan, as it
+    # fails tstream's own read, instead of returning other values; pages without one pass
+    scan = (spark.read.options(**reader_options, **{_VERIFY_PAGES: "true"}).schema(scan_schema)
             .parquet(*[posixpath.join(root, p) for p in files]))
     row, key = F.col("_metadata.row_index"), _file_key(depth)
     # a filter only where some chunk needs it: a full read of whole chunks filters nothing

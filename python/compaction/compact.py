@@ -73,6 +73,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..chunkfile.checksums import WRITE_CHECKSUMS
 from ..chunkfile.encoding import chunk_encodings
 from ..errors import CorruptChunkError
 from ..journal.compaction_state import (
@@ -120,7 +121,7 @@ def _write_macro(store: Store, schema: pa.Schema, seg: int, members: Sequence[Pi
         if writer is None:
             f = store.open_output(rel)
             writer = pq.ParquetWriter(f, out_schema, write_statistics=[RAW_TSO],
-                                      **chunk_encodings(table, compression))
+                                      **chunk_encodings(table, compression), **WRITE_CHECKSUMS)
         if whole:
             writer.write_table(table.slice(0, whole), row_group_size=MACRO_ROW_GROUP)
         pending = [table.slice(whole)] if whole < table.num_rows else []

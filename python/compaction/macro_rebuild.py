@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow.parquet as pq
 
+from ..chunkfile.checksums import VERIFY_CHECKSUMS
 from ..errors import CorruptMetadataError
 from ..journal.compaction_state import compacted_upto, segment_summaries
 from ..journal.entries import Chunk
@@ -268,7 +269,7 @@ def _release(store: Store, fallback: list[tuple[CommittedPart, list[str]]]) -> l
 def _tso_facts(store: Store, rel: str) -> tuple[int, int, bool]:
     """``(min, max, strictly increasing)`` of a macro-chunk's raw timestamp column."""
     size = store.size(rel)
-    column = pq.ParquetFile(RangedFile(size, lambda a, b: store.read_range(rel, a, b))).read(
+    column = pq.ParquetFile(RangedFile(size, lambda a, b: store.read_range(rel, a, b)), **VERIFY_CHECKSUMS).read(
         columns=[RAW_TSO])[RAW_TSO]
     tso = column.to_numpy()
     if not len(tso):

@@ -9,8 +9,10 @@ is reported exactly: a missing chunk as its segment, ``_seq`` range and time ran
 stream cut that truncates past it.
 
 Costs: every live journal entry is read once (batched), every live chunk costs one listing per
-segment folder (existence and size) and one ranged read of its Parquet footer (concurrent),
-every written index node, shard version and epoch record one read.
+segment folder (existence and size), one ranged read of its Parquet footer (concurrent) and,
+where the footer is sound, a read and decode of the whole file, which checks every page against
+its CRC32 (python/chunkfile/checksums.py; files written before page checksums decode without
+that check); every written index node, shard version and epoch record one read.
 """
 
 from __future__ import annotations
@@ -260,7 +262,8 @@ class _Checker:
 
     # -- chunks ---------------------------------------------------------------------------------
     def chunks(self, state: StreamState, entries: dict[int, Entry]) -> None:
-        """Every chunk of a readable record exists with its recorded size and rows."""
+        """Every chunk of a readable record exists with its recorded size, rows and times, and its
+        pages decode (matching their CRC32s where it has them)."""
         deltas: list[Delta] = []
         for p in range(state.head_pos, state.pos + 1):
             if p in entries:
@@ -300,8 +303,10 @@ class _Checker:
     def _footers(self, chunks: list[Chunk], sizes: dict[str, int],
                  known: dict[str, tuple[Chunk, str | None]]) -> dict[str, tuple[Chunk, str | None]]:
         """``known`` and, for each file of ``chunks`` not in it, what is wrong with it (None:
-        nothing): missing, not Parquet, or other rows, bytes or times than the journal's."""
-        return {**known, **file_problems(self.store, [c for c in chunks if c.path not in known], sizes)}
+        nothing): missing, not Parquet, other rows, bytes or times than the journal's, or a
+        page that does not decode or match its CRC32."""
+        return {**known, **file_problems(self.store, [c for c in chunks if c.path not in known], sizes,
+                                         pages=True)}
 
     def macro_map(self, state: StreamState, deltas: list[Delta], raw: list[Chunk],
                   sizes: dict[str, int], unreadable: frozenset[str] = frozenset()) -> list[Chunk]:

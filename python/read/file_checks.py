@@ -6,6 +6,10 @@ even of the same rows and bytes) from the one the journal recorded, at one range
 and no decode. fsck checks every file a read would open this way; the native read
 (``read_native``), whose rows come from Spark's Parquet scan and so are never checked by
 tstream's decoder, checks the files it planned before Spark opens them.
+
+A footer says nothing of the pages' bytes: fsck also decodes every file whose footer is sound
+(``pages=True``), which checks each page against its CRC32 where the file has them
+(:mod:`~pyspark_tstream.chunkfile.checksums`).
 """
 
 from __future__ import annotations
@@ -14,14 +18,17 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..chunkfile.checksums import page_problem
 from ..errors import StorageError
 from ..journal.entries import Chunk
 from ..store.storage import Store
-from .ranged import group_span
+from .ranged import group_span, source
 from .reading import damaged, footer, footer_times, times_problem
 
 #: Footers read at once (ranged reads of object stores are latency-bound).
 THREADS = 16
+#: Whole files fetched and decoded at once to check their pages (each held in memory meanwhile).
+PAGE_THREADS = 4
 
 
 def file_problem(store: Store, chunk: Chunk, size: int | None) -> str | None:
@@ -73,11 +80,22 @@ def span_problem(meta: Any, chunk: Chunk) -> str | None:
     return None
 
 
-def file_problems(store: Store, chunks: Sequence[Chunk], sizes: Mapping[str, int] | None = None
-                  ) -> dict[str, tuple[Chunk, str | None]]:
+def pages_problem(store: Store, chunk: Chunk) -> str | None:
+    """What is wrong with the pages of ``chunk``'s file (see
+    :func:`~pyspark_tstream.chunkfile.checksums.page_problem`): the whole file fetched and decoded."""
+    try:
+        data = store.read_many([chunk.path], mapped=True)[0]
+    except FileNotFoundError:
+        return "missing"
+    return page_problem(source(data))
+
+
+def file_problems(store: Store, chunks: Sequence[Chunk], sizes: Mapping[str, int] | None = None, *,
+                  pages: bool = False) -> dict[str, tuple[Chunk, str | None]]:
     """Per file of ``chunks``: the chunk judged (of a file's views, the one reaching furthest
-    into it) and what is wrong with the file (see :func:`file_problem`). File sizes come from
-    ``sizes`` (a listing), else from the journal (a chunk alone in its file) or a size call."""
+    into it) and what is wrong with the file (see :func:`file_problem`; with ``pages``, then
+    :func:`pages_problem` of each file whose footer is sound). File sizes come from ``sizes``
+    (a listing), else from the journal (a chunk alone in its file) or a size call."""
     furthest: dict[str, Chunk] = {}
     for c in chunks:
         had = furthest.get(c.path)
@@ -101,7 +119,13 @@ def file_problems(store: Store, chunks: Sequence[Chunk], sizes: Mapping[str, int
         return c, file_problem(store, c, size)
 
     with ThreadPoolExecutor(THREADS) as pool:
-        return {c.path: (c, bad) for c, bad in pool.map(judge, furthest.values())}
+        verdicts = {c.path: (c, bad) for c, bad in pool.map(judge, furthest.values())}
+    if pages:
+        sound = [c for c, bad in verdicts.values() if bad is None]
+        with ThreadPoolExecutor(PAGE_THREADS) as pool:
+            verdicts.update((c.path, (c, bad)) for c, bad in zip(sound, pool.map(
+                lambda c: pages_problem(store, c), sound)) if bad is not None)
+    return verdicts
 
 
 def check_files(store: Store, chunks: Sequence[Chunk]) -> None:

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..arrow_arrays import int64s, numbers
+from ..chunkfile.checksums import VERIFY_CHECKSUMS, describe
 from ..chunkfile.dictionary_pages import decode_dictionaries, dictionary_read_columns
 from ..chunkfile.footer import FOOTER_GUESS, footer_size, read_tail
 from ..errors import CorruptChunkError
@@ -122,7 +123,7 @@ def damaged(store: Store, uri: str, what: str) -> CorruptChunkError:
 
 
 def _corrupt(store: Store, chunk: Chunk, e: Exception) -> CorruptChunkError:
-    return damaged(store, store.uri(chunk.path), f"is corrupt ({e})")
+    return damaged(store, store.uri(chunk.path), describe(e))
 
 
 def _overwritten(store: Store, chunk: Chunk, rows: int, expected: int) -> CorruptChunkError:
@@ -161,9 +162,9 @@ def decode_file(store: Store, chunk: Chunk, data: bytes | Span | Sparse,
         # a zero-copy Arrow buffer: through a Python file object (io.BytesIO) the same decode
         # costs ~20 % more CPU (every read goes through Python)
         if _whole(chunk, views):
-            table, base = pq.read_table(source(data)), 0  # a plain small chunk: all of it
+            table, base = pq.read_table(source(data), **VERIFY_CHECKSUMS), 0  # a plain small chunk: all of it
         else:
-            f = pq.ParquetFile(source(data))
+            f = pq.ParquetFile(source(data), **VERIFY_CHECKSUMS)
             starts = _group_starts(f, first_row(data))
             groups = _covering(starts, views)
             if len(groups) == f.num_row_groups:
@@ -280,12 +281,12 @@ def read_tsos(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, np
     for views, data in fetch_files(store, chunks):
         try:
             if isinstance(data, (Sparse, Span)):  # some row groups of a shared file: only those
-                f = pq.ParquetFile(source(data))
+                f = pq.ParquetFile(source(data), **VERIFY_CHECKSUMS)
                 starts = _group_starts(f, first_row(data))
                 groups = _covering(starts, views)
                 raw, base = f.read_row_groups(groups, columns=[RAW_TSO]), int(starts[groups[0]]) if groups else 0
             else:
-                raw, base = pq.read_table(source(data), columns=[RAW_TSO]), 0
+                raw, base = pq.read_table(source(data), columns=[RAW_TSO], **VERIFY_CHECKSUMS), 0
         except (pa.ArrowException, OSError, ValueError, KeyError) as e:
             raise _corrupt(store, views[0], e) from e
         if any(c.offset + c.rows > base + raw.num_rows for c in views):
@@ -379,7 +380,7 @@ class FileRows:
         # ``columns``: the user columns to decode (None: all); a projection decodes no other
         self.store, self.views = store, views
         try:
-            self.file = pq.ParquetFile(source(data))
+            self.file = pq.ParquetFile(source(data), **VERIFY_CHECKSUMS)
             self.starts = _group_starts(self.file, first_row(data))
             self.groups = _covering(self.starts, views)
             self.base = int(self.starts[self.groups[0]]) if self.groups else 0
@@ -417,7 +418,7 @@ class FileRows:
         f = self._by_dictionary.get(names)
         if f is None:  # shares the footer already parsed, and the bytes (zero-copy)
             f = self._by_dictionary[names] = pq.ParquetFile(source(self.data), metadata=self.file.metadata,
-                                                             read_dictionary=list(names))
+                                                             read_dictionary=list(names), **VERIFY_CHECKSUMS)
         return decode_dictionaries(f.read_row_group(g, columns=self.columns), names)
 
     def tsos(self, view: Chunk) -> np.ndarray:

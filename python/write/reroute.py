@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..chunkfile.checksums import VERIFY_CHECKSUMS, WRITE_CHECKSUMS
 from ..epochs.routing import key_hash, route
 from ..journal.state import Segment
 from ..schema import RAW_TSO
@@ -37,7 +38,7 @@ def reroute(store: Store, info: ChunkInfo, segments: Sequence[Segment]) -> list[
     targets = overlapping(info, segments)
     if len(targets) == 1 or (targets and info.key is None):
         return [replace(info, seg=targets[0].id, key_lo=targets[0].lo, key_hi=targets[0].hi)]
-    table = pq.read_table(io.BytesIO(store.read(info.path)))
+    table = pq.read_table(io.BytesIO(store.read(info.path)), **VERIFY_CHECKSUMS)
     if info.file_bytes or info.offset or table.num_rows != info.rows:
         # a slice of a shared file (write/shared.py): only its own rows, which start at offset
         table = table.slice(info.offset, info.rows)
@@ -50,7 +51,7 @@ def reroute(store: Store, info: ChunkInfo, segments: Sequence[Segment]) -> list[
         part = table.filter(pa.array(idx == i))
         rel = layout.reroute_chunk(seg.number, uuid.uuid4().hex)
         buf = io.BytesIO()
-        pq.write_table(part, buf)
+        pq.write_table(part, buf, **WRITE_CHECKSUMS)
         store.write(rel, buf.getvalue())
         raw = part.column(RAW_TSO).to_numpy()
         # a file of its own: no longer a slice of the shared file it came from

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..arrow_arrays import int64s, is_text, numbers
+from ..chunkfile.checksums import WRITE_CHECKSUMS
 from ..chunkfile.encoding import chunk_encodings
 from ..epochs.routing import KEY_SPACE, key_hash, route
 from ..errors import TimestampError
@@ -418,7 +419,7 @@ class ChunkWriter:
         """What opens a ParquetWriter for rows like ``table`` on an output (encodings chosen on
         ``table``, once: a shared file's slices all use its first rows' choice)."""
         schema, encodings = table.schema, chunk_encodings(table, self.spec.compression)
-        return lambda f: pq.ParquetWriter(f, schema, write_statistics=[RAW_TSO], **encodings)
+        return lambda f: pq.ParquetWriter(f, schema, write_statistics=[RAW_TSO], **encodings, **WRITE_CHECKSUMS)
 
     def _info(self, idx: int, rel: str, rows: int, size: int, raw_lo: int, raw_hi: int,
               lane_raised: int, capped: int, marks: tuple[int, ...]) -> ChunkInfo:
