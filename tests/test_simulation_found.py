@@ -6,6 +6,7 @@ import uuid
 
 import pyarrow as pa
 from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.write.writing import write_batches
 
 SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.string())])
 
@@ -24,3 +25,22 @@ def test_to_reader_of_a_handle_opened_before_the_first_write_returns_the_columns
     table = early.to_reader(system_columns=True).read_all()
     assert table.num_rows == 2
     assert sorted(table.column("id").to_pylist()) == [1, 2]
+
+
+def test_verify_finds_the_macro_chunks_of_a_merged_segment_whose_chunks_sit_in_sealed_folders() -> None:
+    """Chunks written for two segments that a merge sealed before their commit are re-routed
+    whole to the merged segment and stay in the sealed segments' folders; compaction writes the
+    merged segment's macro-chunk into its own folder. ``verify`` listed only the folders raw
+    chunks sit in, so it reported the macro-chunk gone (and ``repair`` would act on it)."""
+    url = _url()
+    s = Stream.create(url, segments=2)
+    t = pa.table({"id": list(range(40)), "key": [f"k{i}" for i in range(40)]}, schema=SCHEMA)
+    spec = s.write_spec(SCHEMA, key="key")
+    chunks = write_batches(spec, [t], ordered=True)
+    Stream.open(url).scale(merge=[0, 1])
+    s.commit(chunks, schema=SCHEMA)  # re-routed whole: same files, the merged segment
+    other = Stream.open(url)
+    assert other.compact(full=True)["macros"] == 1
+    report = other.verify()
+    assert report.ok, report.summary()
+    assert sorted(other.read()["id"].to_pylist()) == list(range(40))
