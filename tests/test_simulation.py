@@ -2,10 +2,10 @@
 
 Writers (``Stream.append`` with (writer, batch) ids, folding each other's group-commit
 requests), the Spark sink's commit and abort (``JournalCommitter``), compaction, vacuum (with and
-without orphan cleanup), scaling, truncation and readers run as threads on one ``memory://``
+without orphan cleanup), scaling, truncation, readers and consumer-group members run as threads on one ``memory://``
 stream, one at a time, switching at every store call; the schedule, the clock, every id and every
 fault (a crash between any two store calls, a store error past the retries, a transient error
-the retry absorbs, a journal create applied with its answer lost) come from the seed
+the retry absorbs, a conditional create applied with its answer lost) come from the seed
 (``tests/sim``). A failing seed's message holds the line that replays it and the last store
 calls. ``TSTREAM_SIM_SEEDS`` sets how many seeds the default set runs, ``TSTREAM_SIM_SLOW_SEEDS``
 the ``slow`` set.
@@ -28,7 +28,7 @@ SINKS = Profile(name="sinks", writers=2, batches=3, sinks=2, sink_batches=4, com
                 faults=Faults(crash=0.0, error=0.05, transient=0.02, ambiguous=0.1))
 PROFILES = {
     "default": Profile(),
-    "all": Profile(name="all", scales=2, truncations=2),
+    "all": Profile(name="all", scales=2, truncations=2, consumers=2),
     "sinks": SINKS,
     "sinks-old-abort": replace(SINKS, name="sinks-old-abort"),  # with the sink abort before its fix
 }

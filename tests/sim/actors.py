@@ -222,3 +222,29 @@ def reader(world: World, name: str, runs: int, rng: random.Random) -> Any:
         return True
 
     return restarting(world.sched, body, EXPECTED)
+
+
+def consumer(world: World, name: str, runs: int, rng: random.Random) -> Any:
+    """A member of consumer group ``g``: reads new records, acknowledges most, now and then
+    claims records idle for longer than the grace (a crashed member's)."""
+    from pyspark_tstream.api.groups import Group
+
+    left = {"runs": runs}
+
+    def body() -> bool:
+        group = Group.open(world.open(), "g")
+        while left["runs"] > 0:
+            left["runs"] -= 1
+            try:
+                if rng.random() < 0.2:
+                    world.delivered(name, group.claim(name, world.grace_ms, count=5), claimed=True)
+                    continue
+                table = group.read(name, count=1 + rng.randrange(6))
+                world.delivered(name, table)
+                if table.num_rows and rng.random() < 0.8:
+                    group.ack(table)
+            except EXPECTED:
+                continue
+        return True
+
+    return restarting(world.sched, body, EXPECTED)

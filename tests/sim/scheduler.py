@@ -68,7 +68,7 @@ class Faults:
     crash: float = 0.01  # the actor dies before the call
     error: float = 0.01  # the call fails after its retries (a retriable StorageError)
     transient: float = 0.03  # the call fails once and its retry succeeds
-    ambiguous: float = 0.15  # a journal create applies, its answer is lost (retry: "exists")
+    ambiguous: float = 0.15  # a conditional create applies, its answer is lost (retry: "exists")
 
     @classmethod
     def none(cls) -> Faults:
@@ -141,8 +141,7 @@ class Scheduler:
             self._local.plan = "error"
         elif r < f.error + f.transient:
             self._local.plan = "transient"
-        elif op == "put_if_absent" and rel.startswith("_tstream/journal/") and \
-                r < f.error + f.transient + f.ambiguous:
+        elif op == "put_if_absent" and r < f.error + f.transient + f.ambiguous:
             self.trace.append((actor.name, "AMBIGUOUS", rel))
             self._local.plan = "ambiguous"
         self._switch(actor)

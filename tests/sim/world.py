@@ -53,6 +53,8 @@ class Profile:
     reads: int = 2
     scales: int = 0
     truncations: int = 0
+    consumers: int = 0  # members of consumer group "g"
+    consumer_reads: int = 4
     segments: int = 2
     grace_ms: int = 5_000
     faults: Faults = field(default_factory=Faults)
@@ -81,6 +83,8 @@ class World:
         self.notes: Counter[str] = Counter()
         self._seen: dict[str, dict[Record, int]] = defaultdict(dict)  # reader -> record -> _tso
         self._ticks: dict[str, int] = defaultdict(int)
+        self._delivered: dict[Record, str] = {}  # by a group read, to whom
+        self._claimed: set[Record] = set()
 
     def open(self) -> Stream:
         return Stream.open(self.url)
@@ -112,6 +116,19 @@ class World:
         assert not lost, (f"{reader}: {len(lost)} record(s) an earlier read returned are gone "
                           f"(not truncated: head_tso {after.head_tso}): {lost[:5]}")
         seen.update(records)
+
+    def delivered(self, consumer: str, table: pa.Table, claimed: bool = False) -> None:
+        """A group read gives each record to one consumer, once; a claim may give it again."""
+        records = _records(table)
+        if claimed:
+            self._claimed.update(records)
+            self.notes["records claimed"] += len(records)
+            return
+        twice = sorted(r for r in records if r in self._delivered)
+        assert not twice, (f"{consumer}: group g delivered {twice[:3]} again (first to "
+                           f"{self._delivered[twice[0]]})")
+        self._delivered.update(dict.fromkeys(records, consumer))
+        self.notes["records delivered"] += len(records)
 
     def reader_missed(self, reader: str, started: int, error: FileNotFoundError) -> None:
         took = self.sched.now - started
@@ -154,8 +171,26 @@ class World:
         s.vacuum(grace_ms=self.grace_ms, orphans=True, orphan_grace_ms=self.grace_ms)
         again = _records(s.read())
         assert again == records, f"the finishing vacuum changed the records read: {sorted(set(records) ^ set(again))[:5]}"
+        if self.profile.consumers:
+            self._check_group(s, records)
         report = s.verify()
         assert report.ok, report.summary()
+
+    def _check_group(self, s: Stream, records: dict[Record, int]) -> None:
+        """Group ``g`` skipped no record: drained by one more member, its pending records
+        claimed, every readable record was delivered (a delivery whose answer was lost stays
+        pending for its consumer, as in Redis, until claimed)."""
+        from pyspark_tstream.api.groups import Group
+
+        group = Group.open(s, "g")
+        while True:
+            table = group.read("drain", count=1000)
+            if not table.num_rows:
+                break
+            self.delivered("drain", table)
+        self.delivered("drain", group.claim("drain", 0), claimed=True)
+        skipped = sorted(r for r in records if r not in self._delivered and r not in self._claimed)
+        assert not skipped, f"group g never delivered {len(skipped)} readable record(s): {skipped[:5]}"
 
     def _sink_names(self) -> list[str]:
         return [f"sink{i}" for i in range(self.profile.sinks)]
@@ -249,6 +284,12 @@ def simulate(seed: int, profile: Profile = Profile(),
                 sched.add("scale", actors.scaler(world, profile.scales, random.Random(rng.random())))
             if profile.truncations:
                 sched.add("truncate", actors.truncator(world, profile.truncations, random.Random(rng.random())))
+            if profile.consumers:
+                from pyspark_tstream.api.groups import Group
+
+                Group.create(Stream.open(world.url), "g", start=0)
+            for i in range(profile.consumers):
+                sched.add(f"c{i}", actors.consumer(world, f"c{i}", profile.consumer_reads, random.Random(rng.random())))
             for i in range(profile.readers):
                 sched.add(f"r{i}", actors.reader(world, f"r{i}", profile.reads, random.Random(rng.random())))
             try:
