@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pyarrow as pa
+import pytest
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.write.writing import write_batches
 
@@ -44,3 +45,30 @@ def test_verify_finds_the_macro_chunks_of_a_merged_segment_whose_chunks_sit_in_s
     report = other.verify()
     assert report.ok, report.summary()
     assert sorted(other.read()["id"].to_pylist()) == list(range(40))
+
+
+def test_orphan_cleanup_keeps_the_macro_chunks_of_the_committed_map_version() -> None:
+    """A compaction that re-merged a committed macro-chunk published the map's next version and
+    died before its journal commit. Orphan cleanup took the macro-chunks live from the newest
+    map versions only, so it deleted the committed one, which the state's map version (what
+    plans read) still names: once its replaced files were collected, its records were lost."""
+    url = _url()
+    s = Stream.create(url, segments=1)
+    for b in range(6):
+        s.append(pa.table({"id": [b * 10 + i for i in range(3)], "key": ["a"] * 3}, schema=SCHEMA), key="key")
+        if b == 2:
+            assert Stream.open(url).compact(full=True, target="64KB")["macros"] == 1
+
+    def crash(op: str, rel: str) -> None:
+        if op == "put_if_absent" and rel.startswith("_tstream/journal/"):
+            raise RuntimeError("the compacting process died before its journal commit")
+
+    dying = Stream.open(url)
+    dying.store.observer = crash
+    with pytest.raises(RuntimeError):
+        dying.compact(full=True, target="64KB")
+    Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0)
+    after = Stream.open(url)
+    assert sorted(after.read()["id"].to_pylist()) == [b * 10 + i for b in range(6) for i in range(3)]
+    report = after.verify()
+    assert report.ok, report.summary()

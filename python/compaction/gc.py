@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..journal.compaction_state import segment_summaries
 from ..journal.journal import Journal
-from ..journal.state import StreamState
+from ..journal.state import StreamState, segment_number
 from ..journal.timeindex import COL_WALL
 from ..maps.macromap import MacroMap
 from ..store import layout
@@ -251,6 +252,20 @@ def live_macros(store: Store, seg_number: int) -> set[str]:
     for name in store.list(layout.macro_segment_folder(seg_number)):
         if name.isdigit():
             out.update(m.path for m in mm.latest(seg_number, int(name)).macros)
+    return out
+
+
+def committed_macros(store: Store, state: StreamState) -> set[str]:
+    """Every macro-chunk of the map versions ``state`` names (orphan cleanup only): plans read
+    those versions exactly, and a compaction that died between publishing a newer version and
+    its journal commit may have re-merged their macro-chunks, so the newest version alone does
+    not name them. One batched read."""
+    rels = [layout.macro_version(segment_number(seg), s.bucket, s.version)
+            for seg, s in segment_summaries(state).items() if s.bucket is not None and s.version is not None]
+    mm = MacroMap(store)
+    out: set[str] = set()
+    for rel, data in zip(rels, store.read_many(rels)):
+        out.update(m.path for m in mm.decode(data, rel).macros)
     return out
 
 
