@@ -179,7 +179,8 @@ def scaler(world: World, runs: int, rng: random.Random) -> Any:
 
 
 def truncator(world: World, runs: int, rng: random.Random) -> Any:
-    """``Stream.truncate`` at a time a little in the simulated past."""
+    """``Stream.truncate`` at a time a little in the simulated past, or retention's ``trim`` to
+    the newest records (which collects garbage past the grace too)."""
     left = {"runs": runs}
 
     def body() -> bool:
@@ -187,8 +188,12 @@ def truncator(world: World, runs: int, rng: random.Random) -> Any:
             left["runs"] -= 1
             s = world.open()
             try:
-                s.truncate(world.sched.now - rng.randrange(2_000), reason="sim")
-                world.note("truncated")
+                if rng.random() < 0.5:
+                    s.truncate(world.sched.now - rng.randrange(2_000), reason="sim")
+                    world.note("truncated")
+                else:
+                    s.trim(maxlen=5 + rng.randrange(40), gc_grace_ms=world.grace_ms)
+                    world.note("trimmed")
             except EXPECTED:
                 pass
         return True
