@@ -2,11 +2,11 @@
 
 Writers (``Stream.append`` with (writer, batch) ids, folding each other's group-commit
 requests), the Spark sink's commit and abort (``JournalCommitter``), compaction, vacuum (with and
-without orphan cleanup), scaling, truncation, readers and consumer-group members run as threads on one ``memory://``
-stream, one at a time, switching at every store call; the schedule, the clock, every id and every
-fault (a crash between any two store calls, a store error past the retries, a transient error
-the retry absorbs, a conditional create applied with its answer lost) come from the seed
-(``tests/sim``). A failing seed's message holds the line that replays it and the last store
+without orphan cleanup), scaling, truncation and trim, readers and consumer-group members run as
+threads on one ``memory://`` stream, one at a time, switching at every store call; the schedule,
+the clock, every id and every fault (a crash between any two store calls, a store error past
+the retries, a transient error the retry absorbs, a conditional create applied with its answer
+lost) come from the seed (``tests/sim``). A failing seed's message holds the line that replays it and the last store
 calls. ``TSTREAM_SIM_SEEDS`` sets how many seeds the default set runs, ``TSTREAM_SIM_SLOW_SEEDS``
 the ``slow`` set.
 """
