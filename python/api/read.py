@@ -162,8 +162,9 @@ class Reader:
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise ConfigError(f"batch_rows={batch_rows!r} must be a positive integer", option="batch_rows",
                               value=batch_rows)
+        rng = self.bounds(start, end, tail)  # first: it refreshes the state the schema comes from
         user, out = projection(self.ctx.schema or pa.schema([]), columns, system_columns)
-        return self.batches(self.bounds(start, end, tail), user, out, limit=limit, batch_rows=batch_rows)
+        return self.batches(rng, user, out, limit=limit, batch_rows=batch_rows)
 
     def batches(self, rng: ReadRange, user: pa.Schema, out: pa.Schema, *, limit: int | None = None,
                 batch_rows: int = BATCH_ROWS) -> pa.RecordBatchReader:

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..journal.compaction_state import CompactPart, compact_parts, replaced_gc_start
+from ..journal.compaction_state import CompactPart, compact_parts, replaced_gc_start, segment_summaries
 from ..journal.journal import Journal
-from ..journal.state import StreamState
+from ..journal.state import StreamState, segment_number
 from ..journal.timeindex import COL_WALL
 from ..maps.macromap import MacroMap
 from ..store import layout
@@ -267,6 +267,20 @@ def awaiting_collection(store: Store, uncollected: Sequence[Any]) -> set[str]:
     out: set[str] = set()
     for p, raw in zip(parts, store.read_present([p.manifest for p in parts])):
         out.update(manifest_replaced(raw, p.macro) or [])
+    return out
+
+
+def committed_macros(store: Store, state: StreamState) -> set[str]:
+    """Every macro-chunk of the map versions ``state`` names (orphan cleanup only): plans read
+    those versions exactly, and a compaction that died between publishing a newer version and
+    its journal commit may have re-merged their macro-chunks, so the newest version alone does
+    not name them. One batched read."""
+    rels = [layout.macro_version(segment_number(seg), s.bucket, s.version)
+            for seg, s in segment_summaries(state).items() if s.bucket is not None and s.version is not None]
+    mm = MacroMap(store)
+    out: set[str] = set()
+    for rel, data in zip(rels, store.read_many(rels)):
+        out.update(m.path for m in mm.decode(data, rel).macros)
     return out
 
 

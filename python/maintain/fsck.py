@@ -276,8 +276,10 @@ class _Checker:
         live = [c for d in deltas for c in d.chunks if c.hi > state.head_tso]
         sizes: dict[str, int] = {}  # macro-chunks live in their segment's data folder too
         folders = {c.path.rsplit("/", 1)[0] for c in live}
-        # a shared file lives in its first segment's folder; the others' macro-chunks in theirs
-        folders |= {layout.data_folder(segment_number(c.seg)) for c in live if c.shared}
+        # a segment's macro-chunks are in its own folder, where none of its raw chunks may be: a
+        # shared file lives in its first segment's folder, a chunk re-routed whole to the segment
+        # a merge made stays in its sealed segment's
+        folders |= {layout.data_folder(segment_number(c.seg)) for c in live}
         for folder in sorted(folders):
             sizes.update((f"{folder}/{name}", size) for name, size in self.store.list_sizes(folder).items())
         # compacted records live in macro-chunks now (their small files go at vacuum): check

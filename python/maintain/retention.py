@@ -27,7 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from ..compaction.gc import aged, awaiting_collection, live_macros, macros_created, orphan_manifests
+from ..compaction.gc import (
+    aged,
+    awaiting_collection,
+    committed_macros,
+    live_macros,
+    macros_created,
+    orphan_manifests,
+)
 from ..errors import ConfigError
 from ..journal.compaction_state import replaced_gc_start
 from ..journal.entries import Chunk, Entry
@@ -232,7 +239,9 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
     referenced |= {c.path for d in deltas for c in d.chunks if c.shared and c.hi > state.head_tso}
     uncollected = [d for d in deltas if d.pos >= gc_first]
     referenced |= awaiting_collection(store, uncollected)
-    live: set[str] = set()  # macro-chunks are named by the macro map, not by journal entries
+    # macro-chunks are named by the macro map, not by journal entries: by the versions the state
+    # names, and by newer ones a compaction published (its journal commit, or an adoption, to come)
+    live = committed_macros(store, state)
     out = []
     for segdir in store.list(layout.DATA):
         if segdir.isdigit():

@@ -33,11 +33,11 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _data import make_table  # noqa: E402
-from pyspark_tstream.api.stream import Stream  # noqa: E402
-from pyspark_tstream.chunkfile import checksums  # noqa: E402
-from pyspark_tstream.chunkfile.encoding import chunk_encodings  # noqa: E402
-from pyspark_tstream.write.writing import write_batches  # noqa: E402
+from _data import make_table
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.chunkfile import checksums
+from pyspark_tstream.chunkfile.encoding import chunk_encodings
+from pyspark_tstream.write.writing import write_batches
 
 ON = (dict(checksums.WRITE_CHECKSUMS), dict(checksums.VERIFY_CHECKSUMS))
 

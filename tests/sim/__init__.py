@@ -1,0 +1,7 @@
+"""A deterministic simulation of every actor on one tstream store (``tests/test_simulation.py``).
+
+:mod:`.scheduler` runs real tstream code in actor threads, one at a time, switching only at
+store calls, with the clock, ids and faults drawn from one seed; :mod:`.actors` are the actors
+(writers, the sink, compaction, vacuum, truncation, scaling, readers); :mod:`.world` runs a seed
+and checks the invariants.
+"""

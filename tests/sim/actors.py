@@ -1,0 +1,255 @@
+"""The simulation's actors: each a bounded loop of real tstream calls on one ``memory://`` stream.
+
+Every actor keeps what a real process would keep durable elsewhere (a writer's next batch id, as
+a Spark checkpoint does) in its closure, and re-opens the stream after a :class:`Crash`. Errors
+a caller is expected to meet (a retriable ``StorageError``, a lost-race ``CommitConflictError``,
+a scale that lost to another) end the attempt and are retried; any other exception fails the
+run. What each actor saw goes to the :class:`~.world.World`'s ledger, which checks it.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark_tstream.conf.options import SinkOptions
+from pyspark_tstream.errors import (
+    CommitConflictError,
+    ConfigError,
+    SegmentSealedError,
+    StorageError,
+)
+from pyspark_tstream.sink.writer import (
+    JournalCommitter,
+    TaskChunkWriter,
+    TaskCommitMessage,
+    TStreamStreamWriter,
+)
+from pyspark_tstream.spark.handle import StreamHandle
+from pyspark_tstream.write.group import CONTENDED_COMMITS
+from pyspark_tstream.write.writing import write_batches
+
+from .scheduler import restarting
+
+if TYPE_CHECKING:
+    from .world import World
+
+SCHEMA = pa.schema([("writer", pa.string()), ("batch", pa.int64()), ("i", pa.int64()), ("key", pa.string())])
+#: What a caller retries: the store failed past its retries, or the journal kept moving.
+EXPECTED = (StorageError, CommitConflictError)
+#: Attempts at one batch before a writer gives up on it (it stays unacknowledged).
+ATTEMPTS = 12
+
+
+def batch_table(writer: str, batch: int, rows: int) -> pa.Table:
+    """Rows of (writer, batch): ``i`` counts them, keys cycle so each key sees several batches."""
+    return pa.table({"writer": [writer] * rows, "batch": [batch] * rows, "i": list(range(rows)),
+                     "key": [f"k{(batch * 3 + i) % 5}" for i in range(rows)]}, schema=SCHEMA)
+
+
+def appender(world: World, name: str, batches: int, rng: random.Random) -> Any:
+    """``Stream.append`` with (writer, batch) ids; after a crash it retries the batch it was on."""
+    at = {"batch": 0}
+
+    def body() -> bool:
+        s = world.open()
+        while at["batch"] < batches:
+            b = at["batch"]
+            if rng.random() < 0.5:  # a writer that lost lately lists others' requests first
+                s.appending.group.contended = CONTENDED_COMMITS
+            for _ in range(ATTEMPTS):
+                try:
+                    ack = s.append(batch_table(name, b, world.rows(name, b)), key="key", writer_id=name, batch_id=b)
+                except EXPECTED:
+                    continue
+                world.acked(name, b, ack)
+                break
+            at["batch"] += 1
+        return True
+
+    return restarting(world.sched, body, EXPECTED)
+
+
+def _messages(writer: Any, name: str, batch: int, rows: int) -> list[TaskCommitMessage]:
+    """What two Spark tasks of one micro-batch send to the driver (each task's own files)."""
+    table = batch_table(name, batch, rows)
+    half = rows // 2
+    out = []
+    for p, part in enumerate((table.slice(0, half), table.slice(half))):
+        chunks = write_batches(writer.tasks.spec, [part], task=f"p{p}b{batch}")
+        out.append(TaskCommitMessage(p, 0, [c.to_json() for c in chunks]))
+    return out
+
+
+def sink(world: World, name: str, batches: int) -> Any:
+    """The Spark sink's micro-batches: tasks write, the driver commits, and aborts when commit
+    raised (then replays the batch, as a restarted query does from its checkpoint). A crash of
+    the driver replays the batch it was on without an abort."""
+    at = {"batch": 0}
+
+    def body() -> bool:
+        while at["batch"] < batches:
+            b = at["batch"]
+            stream = world.open()
+            opts = SinkOptions.from_options({"path": stream.url, "writerId": name, "keyColumn": "key"})
+            spec = stream.write_spec(SCHEMA, key="key")
+            w = TStreamStreamWriter(TaskChunkWriter(spec, SCHEMA),
+                                    JournalCommitter(opts, SCHEMA, session=True, handle=StreamHandle.of(stream)))
+            try:
+                msgs = _messages(w, name, b, world.rows(name, b))
+            except EXPECTED:
+                continue  # a task failed: Spark runs the batch again
+            try:
+                ack = w.committer.commit(msgs, b)  # what TStreamStreamWriter.commit runs, with its ack
+            except Exception:  # noqa: BLE001 - Spark aborts whatever commit raised
+                world.note("sink commit failed")
+                try:
+                    w.abort(msgs, b)
+                except EXPECTED:
+                    pass  # a failed abort leaves files for vacuum(orphans=True)
+                continue
+            world.acked(name, b, ack)
+            at["batch"] += 1
+        return True
+
+    return restarting(world.sched, body, EXPECTED)
+
+
+def compactor(world: World, runs: int, rng: random.Random) -> Any:
+    """``Stream.compact``: full packing or the automatic, size-tiered kind."""
+    left = {"runs": runs}
+
+    def body() -> bool:
+        while left["runs"] > 0:
+            left["runs"] -= 1
+            try:
+                done = world.open().compact(full=rng.random() < 0.5, target="4KB")
+                world.note("macro-chunks written", done.get("macros", 0))
+            except EXPECTED:
+                pass
+        return True
+
+    return restarting(world.sched, body, EXPECTED)
+
+
+def vacuumer(world: World, runs: int, rng: random.Random) -> Any:
+    """``Stream.vacuum`` with the run's grace, with and without orphan cleanup; after its first
+    run each waits the grace and a little more, so later runs find replaced files, orphans of
+    crashed writers and stale requests old enough to go while the other actors still run."""
+    left = {"runs": runs}
+
+    def body() -> bool:
+        while left["runs"] > 0:
+            if left["runs"] < runs:
+                world.sched.sleep_until(world.sched.now + world.grace_ms + rng.randrange(world.grace_ms))
+            left["runs"] -= 1
+            try:
+                counts = world.open().vacuum(grace_ms=world.grace_ms, orphans=rng.random() < 0.6,
+                                             orphan_grace_ms=world.grace_ms)
+                for what, n in counts.items():
+                    world.note(f"vacuum {what}", n)
+            except EXPECTED:
+                pass
+        return True
+
+    return restarting(world.sched, body, EXPECTED)
+
+
+def scaler(world: World, runs: int, rng: random.Random) -> Any:
+    """``Stream.scale``: split a random active segment, or merge two adjacent ones."""
+    left = {"runs": runs}
+
+    def body() -> bool:
+        while left["runs"] > 0:
+            left["runs"] -= 1
+            s = world.open()
+            segs = sorted(s.state.segments, key=lambda g: g.lo)
+            try:
+                if len(segs) > 1 and rng.random() < 0.4:
+                    k = rng.randrange(len(segs) - 1)
+                    s.scale(merge=[segs[k].id, segs[k + 1].id])
+                else:
+                    s.scale(split=segs[rng.randrange(len(segs))].id)
+            except (*EXPECTED, ConfigError, SegmentSealedError):
+                pass  # another scale sealed the segment first
+        return True
+
+    return restarting(world.sched, body, EXPECTED)
+
+
+def truncator(world: World, runs: int, rng: random.Random) -> Any:
+    """``Stream.truncate`` at a time a little in the simulated past, or retention's ``trim`` to
+    the newest records (which collects garbage past the grace too)."""
+    left = {"runs": runs}
+
+    def body() -> bool:
+        while left["runs"] > 0:
+            left["runs"] -= 1
+            s = world.open()
+            try:
+                if rng.random() < 0.5:
+                    s.truncate(world.sched.now - rng.randrange(2_000), reason="sim")
+                    world.note("truncated")
+                else:
+                    s.trim(maxlen=5 + rng.randrange(40), gc_grace_ms=world.grace_ms)
+                    world.note("trimmed")
+            except EXPECTED:
+                pass
+        return True
+
+    return restarting(world.sched, body, EXPECTED)
+
+
+def reader(world: World, name: str, runs: int, rng: random.Random) -> Any:
+    """``Stream.read`` or ``to_reader`` on one handle (refreshed), each result checked."""
+    left = {"runs": runs}
+
+    def body() -> bool:
+        s = world.open()
+        while left["runs"] > 0:
+            left["runs"] -= 1
+            started = world.sched.now
+            try:
+                s.refresh()
+                if rng.random() < 0.5:
+                    table = s.read()
+                else:
+                    table = s.to_reader(system_columns=True).read_all()
+                after = s.refresh()
+            except EXPECTED:
+                continue
+            except FileNotFoundError as e:
+                world.reader_missed(name, started, e)
+                s = world.open()
+                continue
+            world.saw(name, table, after)
+        return True
+
+    return restarting(world.sched, body, EXPECTED)
+
+
+def consumer(world: World, name: str, runs: int, rng: random.Random) -> Any:
+    """A member of consumer group ``g``: reads new records, acknowledges most, now and then
+    claims records idle for longer than the grace (a crashed member's)."""
+    from pyspark_tstream.api.groups import Group
+
+    left = {"runs": runs}
+
+    def body() -> bool:
+        group = Group.open(world.open(), "g")
+        while left["runs"] > 0:
+            left["runs"] -= 1
+            try:
+                if rng.random() < 0.2:
+                    world.delivered(name, group.claim(name, world.grace_ms, count=5), claimed=True)
+                    continue
+                table = group.read(name, count=1 + rng.randrange(6))
+                world.delivered(name, table)
+                if table.num_rows and rng.random() < 0.8:
+                    group.ack(table)
+            except EXPECTED:
+                continue
+        return True
+
+    return restarting(world.sched, body, EXPECTED)

@@ -1,0 +1,313 @@
+"""A seeded scheduler that runs actor threads one at a time, switching only at store calls.
+
+Invariant: while :meth:`Scheduler.run` runs, exactly one actor thread executes tstream code at a
+time, and which one runs next, the simulated clock, every random id and every injected fault are
+drawn from one ``random.Random(seed)``: the same seed replays the same schedule (CHESS/Coyote
+style). Every store call goes through ``Store._call``, which notifies ``store.observer`` first:
+the observer installed on every ``Store`` built during a run is the scheduling point.
+
+What is patched for the run (and restored after):
+
+* ``Store.__init__``: every store gets the observer and a no-wait retry policy (retries cost no
+  real time; ``RetryPolicy.delay`` of 0 s);
+* ``Store._call``: the call itself may fail transiently (a ``ConnectionResetError`` the retry
+  policy handles) or be *ambiguous* (applied, then the answer lost: the retry of a create sees
+  the object exist, as on S3);
+* ``pyspark_tstream.timestamps.time``: ``now_ms`` reads the simulated clock, which advances by a
+  seeded step at every store call;
+* ``fsspec``'s memory filesystem ``datetime``: objects are stamped with the simulated clock, so
+  ``Store.modified_ms`` (orphan graces) agrees with ``now_ms``;
+* ``uuid.uuid4``: seeded (chunk names, request ids, commit nonces);
+* ``GroupCommit._executor``: runs its work in line. tstream's only background threads on
+  ``memory://`` are the group committer's pool (publishing a request beside the listing);
+  head hints, request deletes and upkeep run in line on local stores already
+  (``HeadHints.background`` and ``Appender.append``'s ``upkeep_later`` are false there).
+  In line, a request is published before the listing, one of the orders the pool allows.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import traceback
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import fsspec.implementations.memory as fsspec_memory
+from pyspark_tstream import timestamps
+from pyspark_tstream.store.storage import RetryPolicy, Store
+from pyspark_tstream.write.group import GroupCommit
+
+#: The simulated clock's start (epoch ms).
+T0 = 1_700_000_000_000
+#: Retries cost no time; two attempts, so a transient fault is retried once.
+NO_WAIT = RetryPolicy(attempts=2, base_delay=0.0, max_delay=0.0)
+#: Seconds the driver waits for a run before it declares the actors deadlocked.
+DEADLOCK_S = 120.0
+
+
+class Crash(BaseException):
+    """The actor's process died between two store calls (a BaseException: no ``except
+    Exception`` in tstream may survive it, as no code survives a killed process)."""
+
+
+class Stuck(BaseException):
+    """The run took more store calls than its cap (a livelock, or a budget set too high)."""
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Per-store-call fault probabilities (each drawn at the call's scheduling point)."""
+
+    crash: float = 0.01  # the actor dies before the call
+    error: float = 0.01  # the call fails after its retries (a retriable StorageError)
+    transient: float = 0.03  # the call fails once and its retry succeeds
+    ambiguous: float = 0.15  # a conditional create applies, its answer is lost (retry: "exists")
+
+    @classmethod
+    def none(cls) -> Faults:
+        return cls(crash=0.0, error=0.0, transient=0.0, ambiguous=0.0)
+
+
+@dataclass
+class _Actor:
+    name: str
+    body: Callable[[], None]
+    crashable: bool
+    thread: threading.Thread | None = None
+    done: bool = False
+    dead: bool = False  # crashed: every store call raises Crash until the body restarts
+    error: BaseException | None = None
+    error_tb: str = ""
+    baton: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
+
+
+@dataclass
+class Scheduler:
+    """Runs actors one at a time; see the module docstring. ``max_steps`` caps store calls."""
+
+    seed: int
+    faults: Faults = field(default_factory=Faults)
+    max_steps: int = 20_000
+    max_step_ms: int = 40
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.ids = random.Random(self.seed ^ 0x5EED)
+        self.now = T0
+        self.trace: list[tuple[str, str, str]] = []
+        self._current: str | None = None
+        self._actors: dict[str, _Actor] = {}
+        self._by_thread: dict[int, _Actor] = {}
+        self._local = threading.local()
+
+    # -- the actors' side ------------------------------------------------------------------------
+    def actor_name(self) -> str | None:
+        """The running actor's name (None on the driver thread)."""
+        a = self._by_thread.get(threading.get_ident())
+        return a.name if a is not None else None
+
+    def revive(self) -> None:
+        """The calling actor restarts after a :class:`Crash` (a new process of that role)."""
+        self._by_thread[threading.get_ident()].dead = False
+
+    def observe(self, op: str, rel: str) -> None:
+        """The scheduling point before every store call (installed as ``Store.observer``)."""
+        actor = self._by_thread.get(threading.get_ident())
+        if actor is None:  # the driver (setup, final checks): not scheduled, no faults
+            return
+        if actor.dead:
+            raise Crash(f"{actor.name} is dead")
+        self.trace.append((actor.name, op, rel))
+        if len(self.trace) > self.max_steps:
+            raise Stuck(f"more than {self.max_steps} store calls")
+        self.now += self.rng.randrange(self.max_step_ms + 1)
+        self._local.plan = None
+        f, r = self.faults, self.rng.random()
+        if actor.crashable and r < f.crash:
+            actor.dead = True
+            self.trace.append((actor.name, "CRASH", rel))
+            self._switch(actor)
+            raise Crash(f"{actor.name} crashed before {op} {rel}")
+        r -= f.crash
+        if r < f.error:
+            self.trace.append((actor.name, "ERROR", rel))
+            self._local.plan = "error"
+        elif r < f.error + f.transient:
+            self._local.plan = "transient"
+        elif op == "put_if_absent" and r < f.error + f.transient + f.ambiguous:
+            self.trace.append((actor.name, "AMBIGUOUS", rel))
+            self._local.plan = "ambiguous"
+        self._switch(actor)
+
+    def perform(self, op: str, rel: str, fn: Callable[[], Any]) -> Any:
+        """Run one attempt of a store call with the fault its scheduling point drew."""
+        plan = getattr(self._local, "plan", None)
+        if plan == "transient":
+            self._local.plan = None
+            raise ConnectionResetError(f"simulated dropped connection: {op} {rel}")
+        if plan == "error":  # every attempt fails: the call raises a retriable StorageError
+            raise ConnectionResetError(f"simulated outage: {op} {rel}")
+        if plan == "ambiguous":
+            self._local.plan = None
+            fn()  # applied ...
+            raise ConnectionResetError(f"simulated lost answer: {op} {rel}")  # ... answer lost
+        return fn()
+
+    def sleep_until(self, ms: int) -> None:
+        """The calling actor waits until the simulated clock reaches ``ms``: the others run
+        meanwhile; alone, it moves the clock there at once."""
+        me = self._by_thread[threading.get_ident()]
+        while self.now < ms:
+            if not any(a is not me and not a.done for a in self._actors.values()):
+                self.now = ms
+                break
+            self.trace.append((me.name, "sleep", ""))
+            self._switch(me, others=True)
+
+    def _switch(self, me: _Actor, others: bool = False) -> None:
+        """Hand the baton to a seeded choice of the live actors (maybe ``me`` again unless
+        ``others``) and wait for it to come back."""
+        live = [a for a in self._actors.values() if not a.done and not (others and a is me)]
+        nxt = live[self.rng.randrange(len(live))]
+        if nxt is me:
+            return
+        self._current = nxt.name
+        nxt.baton.release()  # wakes exactly the chosen thread
+        me.baton.acquire()
+
+    # -- the driver's side ---------------------------------------------------------------------
+    def add(self, name: str, body: Callable[[], None], *, crashable: bool = True) -> None:
+        """An actor running ``body`` (which handles its own :class:`Crash`, see :func:`restarting`)."""
+        self._actors[name] = _Actor(name, body, crashable)
+
+    def run(self) -> None:
+        """Run every actor to its end; re-raise the first actor failure (with its traceback)."""
+        self._all_done = threading.Event()
+        for a in self._actors.values():
+            a.thread = threading.Thread(target=self._main, args=(a,), name=f"sim-{a.name}", daemon=True)
+            a.thread.start()
+            self._by_thread[a.thread.ident] = a  # type: ignore[index]
+        first = list(self._actors.values())[self.rng.randrange(len(self._actors))]
+        self._current = first.name
+        first.baton.release()
+        if not self._all_done.wait(DEADLOCK_S):
+            raise AssertionError(f"deadlock: actor {self._current} holds the baton; last calls {self.trace[-5:]}")
+        self._by_thread.clear()  # thread ids are reused: a later thread is the driver's
+        for a in self._actors.values():
+            if a.error is not None:
+                raise AssertionError(f"actor {a.name} failed: {type(a.error).__name__}: {a.error}\n{a.error_tb}")
+
+    def _main(self, actor: _Actor) -> None:
+        actor.baton.acquire()  # the baton comes only once every thread is registered
+        try:
+            actor.body()
+        except BaseException as e:  # noqa: BLE001 - reported by run()
+            actor.error, actor.error_tb = e, traceback.format_exc()
+        finally:
+            actor.done = True
+            live = [a for a in self._actors.values() if not a.done]
+            if live:
+                nxt = live[self.rng.randrange(len(live))]
+                self._current = nxt.name
+                nxt.baton.release()
+            else:
+                self._current = None
+                self._all_done.set()
+
+    def uuid4(self) -> uuid.UUID:
+        return uuid.UUID(int=self.ids.getrandbits(128), version=4)
+
+
+def restarting(sched: Scheduler, body: Callable[[], bool], expected: tuple[type[BaseException], ...] = (),
+               restarts: int = 20) -> Callable[[], None]:
+    """An actor body that reruns ``body`` after each :class:`Crash` (a fresh process picks the
+    role up from what is durable) or ``expected`` error it did not handle itself (its process
+    gave up and was started again), until it returns True or ``restarts`` such ends happened."""
+    def run() -> None:
+        for _ in range(restarts):
+            try:
+                if body():
+                    return
+            except Crash:
+                sched.revive()
+            except expected:
+                pass
+    return run
+
+
+class _Clock:
+    """``pyspark_tstream.timestamps.time`` during a run: ``time_ns`` is the simulated clock."""
+
+    def __init__(self, sched: Scheduler) -> None:
+        self._sched = sched
+
+    def time_ns(self) -> int:
+        return self._sched.now * 1_000_000
+
+    def time(self) -> float:
+        return self._sched.now / 1000
+
+
+class _MemoryDatetime(datetime):
+    """``datetime`` for fsspec's memory filesystem: ``now`` is the simulated clock."""
+
+    sched: Scheduler | None = None
+
+    @classmethod
+    def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
+        assert cls.sched is not None
+        return datetime.fromtimestamp(cls.sched.now / 1000, tz or UTC)
+
+
+class _InlineExecutor:
+    """A ``ThreadPoolExecutor`` stand-in that runs the work at ``submit``."""
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
+        f: Future[Any] = Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except Exception as e:  # noqa: BLE001 - delivered at result(), as a pool would
+            f.set_exception(e)
+        return f
+
+
+@contextmanager
+def patched(sched: Scheduler) -> Iterator[None]:
+    """The patches of the module docstring, for one run."""
+    init, call = Store.__init__, Store._call
+
+    def store_init(self: Store, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.retry = NO_WAIT
+        self.observer = sched.observe
+
+    def store_call(self: Store, op: str, rel: str, fn: Callable[[], Any]) -> Any:
+        return call(self, op, rel, lambda: sched.perform(op, rel, fn))
+
+    _MemoryDatetime.sched = sched
+    log = logging.getLogger("pyspark_tstream")
+    level = log.level
+    log.setLevel(logging.ERROR)  # aborts keeping files, failed upkeep: expected here, and many
+    saved = [(Store, "__init__", init), (Store, "_call", call), (timestamps, "time", timestamps.time),
+             (fsspec_memory, "datetime", fsspec_memory.datetime), (uuid, "uuid4", uuid.uuid4),
+             (GroupCommit, "_executor", GroupCommit._executor)]
+    Store.__init__ = store_init  # type: ignore[method-assign]
+    Store._call = store_call  # type: ignore[method-assign]
+    timestamps.time = _Clock(sched)  # type: ignore[assignment]
+    fsspec_memory.datetime = _MemoryDatetime  # type: ignore[misc]
+    uuid.uuid4 = sched.uuid4
+    GroupCommit._executor = lambda self: _InlineExecutor()  # type: ignore[method-assign, assignment, return-value]
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+        _MemoryDatetime.sched = None
+        log.setLevel(level)

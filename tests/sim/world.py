@@ -1,0 +1,336 @@
+"""One seed's run: the stream, the actors, the ledger of what they saw, and the invariants.
+
+Invariants checked while the actors run (a violation fails the actor that saw it):
+
+* a read returns each (writer, batch, i) at most once, with ``_seq`` unique per segment, and
+  per (writer, key) in (batch, i) order;
+* a record a read returned is in every later read of that reader, unless truncation removed it
+  (its ``_tso`` is at or below the head of the state after the later read);
+* the tick a reader sees never goes back;
+* a read fails with a missing file only when it ran longer than the vacuum grace.
+
+At the end (:meth:`World.check_end`, no actor running, no faults): every acknowledged (writer,
+batch) is readable exactly once and whole, unless truncation removed it; ``_seq`` is dense per
+segment (when nothing was truncated); the tick never goes back along the journal; one more
+vacuum (past the grace, with orphan cleanup: the one that finishes the work of any vacuum cut
+short) changes no record read; group ``g`` skipped no record; ``Stream.verify()`` is clean.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from fsspec.implementations.memory import MemoryFileSystem
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal.entries import Entry
+from pyspark_tstream.journal.journal import Journal
+from pyspark_tstream.journal.state import StreamState
+
+from . import actors
+from .scheduler import Faults, Scheduler, patched
+
+Record = tuple[str, int, int]  # (writer, batch, i)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Which actors a seed runs and how much each does (``name``: for the replay command)."""
+
+    name: str = "default"
+    writers: int = 3
+    batches: int = 3
+    sinks: int = 1
+    sink_batches: int = 3
+    compactions: int = 2
+    vacuums: int = 2
+    readers: int = 1
+    reads: int = 2
+    scales: int = 0
+    truncations: int = 0
+    consumers: int = 0  # members of consumer group "g"
+    consumer_reads: int = 4
+    segments: int = 2
+    grace_ms: int = 5_000
+    faults: Faults = field(default_factory=Faults)
+
+
+@dataclass
+class Outcome:
+    """What one seed did: its schedule, how many store calls, and notes of what happened."""
+
+    seed: int
+    trace: list[tuple[str, str, str]]
+    notes: Counter[str]
+    seconds: float
+
+
+class World:
+    """The shared stream of one seed and the ledger the invariants are checked against."""
+
+    def __init__(self, seed: int, sched: Scheduler, profile: Profile) -> None:
+        self.seed = seed
+        self.sched = sched
+        self.profile = profile
+        self.grace_ms = profile.grace_ms
+        self.url = f"memory://sim-{seed}-{random.Random(seed).getrandbits(32):08x}/stream"
+        self.acks: dict[tuple[str, int], Any] = {}
+        self.notes: Counter[str] = Counter()
+        self._seen: dict[str, dict[Record, int]] = defaultdict(dict)  # reader -> record -> _tso
+        self._ticks: dict[str, int] = defaultdict(int)
+        self._delivered: dict[Record, str] = {}  # by a group read, to whom
+        self._claimed: set[Record] = set()
+
+    def open(self) -> Stream:
+        return Stream.open(self.url)
+
+    def rows(self, writer: str, batch: int) -> int:
+        """How many rows (writer, batch) has: fixed by the ids, so a retry writes the same rows."""
+        return 2 + (sum(map(ord, writer)) + batch * 5) % 5
+
+    def acked(self, writer: str, batch: int, ack: Any) -> None:
+        self.acks[(writer, batch)] = ack
+        self.notes["acked"] += 1
+        if ack is not None and ack.duplicate:
+            self.notes["acked as duplicate"] += 1
+
+    def note(self, what: str, n: int = 1) -> None:
+        self.notes[what] += n
+
+    # -- checks as the actors run ------------------------------------------------------------------
+    def saw(self, reader: str, table: pa.Table, after: StreamState) -> None:
+        """Check one read's result against the reader's earlier ones."""
+        self.notes["reads"] += 1
+        records = _records(table)
+        check_read(table, records, f"{reader}'s read")
+        tick = after.tick
+        assert tick >= self._ticks[reader], f"{reader}: the tick went back from {self._ticks[reader]} to {tick}"
+        self._ticks[reader] = tick
+        seen = self._seen[reader]
+        lost = sorted(r for r, tso in seen.items() if r not in records and tso > after.head_tso)
+        assert not lost, (f"{reader}: {len(lost)} record(s) an earlier read returned are gone "
+                          f"(not truncated: head_tso {after.head_tso}): {lost[:5]}")
+        seen.update(records)
+
+    def delivered(self, consumer: str, table: pa.Table, claimed: bool = False) -> None:
+        """A group read gives each record to one consumer, once; a claim may give it again."""
+        records = _records(table)
+        if claimed:
+            self._claimed.update(records)
+            self.notes["records claimed"] += len(records)
+            return
+        twice = sorted(r for r in records if r in self._delivered)
+        assert not twice, (f"{consumer}: group g delivered {twice[:3]} again (first to "
+                           f"{self._delivered[twice[0]]})")
+        self._delivered.update(dict.fromkeys(records, consumer))
+        self.notes["records delivered"] += len(records)
+
+    def reader_missed(self, reader: str, started: int, error: FileNotFoundError) -> None:
+        took = self.sched.now - started
+        assert took > self.grace_ms, (f"{reader}: a read that ran {took} ms (< the {self.grace_ms} ms grace) met "
+                                      f"a missing file: {error}")
+        self.notes["reads past the grace"] += 1
+
+    # -- the end -------------------------------------------------------------------------------
+    def check_end(self) -> None:
+        """The end-of-run invariants (module docstring), on a fresh handle."""
+        s = self.open()
+        for name in self._sink_names():
+            s.appending.commit([], writer_id=name, op="tick", close=True)  # the query stopped
+        s.refresh()
+        table = s.read()
+        records = _records(table)
+        check_read(table, records, "the final read")
+        head = s.state.head_tso
+        truncated_some = s.state.head_pos > 0 or head > 0
+        counts = Counter((w, b) for (w, b, _i) in records)
+        for (w, b), ack in sorted(self.acks.items()):
+            want = self.rows(w, b)
+            got = counts.get((w, b), 0)
+            if got == want:
+                continue
+            gone_below_head = truncated_some and _below(ack, head, self._seen_tsos(w, b))
+            assert gone_below_head, (f"acknowledged batch {b} of writer {w} has {got} of its {want} rows "
+                                      f"(head_tso {head})")
+            self.notes["acked batches truncated"] += 1
+        extra = sorted(k for k in counts if k not in self.acks and counts[k] != self.rows(*k))
+        assert not extra, f"unacknowledged batches read torn: {extra[:5]}"
+        _check_dense(table, s)
+        for entry in _entries(s):
+            if entry.folds:
+                self.notes["entries folding requests"] += 1
+                self.notes["requests folded by others"] += len(entry.folds) - 1
+        # a vacuum cut short leaves work a later one finishes (a compaction manifest deleted
+        # before the entry recording it: verify would call it missing): one more, past the grace
+        self.sched.now += self.grace_ms
+        s.vacuum(grace_ms=self.grace_ms, orphans=True, orphan_grace_ms=self.grace_ms)
+        again = _records(s.read())
+        changed = sorted(set(records) ^ set(again))
+        assert not changed, f"the finishing vacuum changed the records read: {changed[:5]}"
+        if self.profile.consumers:
+            self._check_group(s, records)
+        report = s.verify()
+        assert report.ok, report.summary()
+
+    def _check_group(self, s: Stream, records: dict[Record, int]) -> None:
+        """Group ``g`` skipped no record: drained by one more member, its pending records
+        claimed, every readable record was delivered (a delivery whose answer was lost stays
+        pending for its consumer, as in Redis, until claimed)."""
+        from pyspark_tstream.api.groups import Group
+
+        group = Group.open(s, "g")
+        while True:
+            table = group.read("drain", count=1000)
+            if not table.num_rows:
+                break
+            self.delivered("drain", table)
+        self.delivered("drain", group.claim("drain", 0), claimed=True)
+        skipped = sorted(r for r in records if r not in self._delivered and r not in self._claimed)
+        assert not skipped, f"group g never delivered {len(skipped)} readable record(s): {skipped[:5]}"
+
+    def _sink_names(self) -> list[str]:
+        return [f"sink{i}" for i in range(self.profile.sinks)]
+
+    def _seen_tsos(self, writer: str, batch: int) -> list[int]:
+        return [tso for seen in self._seen.values() for (w, b, _i), tso in seen.items() if (w, b) == (writer, batch)]
+
+
+def _records(table: pa.Table) -> dict[Record, int]:
+    if "writer" not in table.column_names:  # no schema yet: nothing was written
+        return {}
+    cols = table.select(["writer", "batch", "i", "_tso"]).to_pydict()
+    return {(w, b, i): tso for w, b, i, tso in zip(cols["writer"], cols["batch"], cols["i"], cols["_tso"])}
+
+
+def check_read(table: pa.Table, records: dict[Record, int], what: str) -> None:
+    """A read's own invariants: no record twice, ``_seq`` unique per segment, per-key order."""
+    if len(records) != table.num_rows:
+        twice = Counter(zip(*(table.column(c).to_pylist() for c in ("writer", "batch", "i"))))
+        raise AssertionError(f"{what}: {table.num_rows - len(records)} record(s) returned twice: "
+                             f"{sorted(r for r, n in twice.items() if n > 1)[:5]}")
+    if not records:
+        return
+    cols = table.select(["writer", "batch", "i", "key", "_segment", "_seq", "_tso"]).to_pydict()
+    seqs = Counter(zip(cols["_segment"], cols["_seq"]))
+    twice = [k for k, n in seqs.items() if n > 1]
+    assert not twice, f"{what}: (segment, _seq) returned twice: {twice[:5]}"
+    assert cols["_tso"] == sorted(cols["_tso"]), f"{what}: records not in _tso order"
+    last: dict[tuple[str, str], tuple[int, int]] = {}
+    for w, b, i, k in zip(cols["writer"], cols["batch"], cols["i"], cols["key"]):
+        prev = last.get((w, k))
+        assert prev is None or prev < (b, i), f"{what}: key {k} of writer {w}: ({b}, {i}) after {prev}"
+        last[(w, k)] = (b, i)
+
+
+def _below(ack: Any, head: int, seen: list[int]) -> bool:
+    """Whether some record of an acknowledged batch is known to be at or below ``head``."""
+    tsos = seen + ([ack.first_tso] if ack is not None and ack.first_tso is not None else [])
+    return bool(tsos) and min(tsos) <= head
+
+
+def _check_dense(table: pa.Table, s: Stream) -> None:
+    """``_seq`` of each segment's records is dense from 0 (no gap, no repeat), when nothing was
+    truncated. Truncation removes records by ``_tso``, which is not monotonic in ``_seq`` across
+    writers (a sink's task writes its files, and their times, before another writer's commit
+    takes the segment's next ``_seq``), so what a segment keeps after it need not be one run of
+    ``_seq``."""
+    if s.state.head_pos or s.state.head_tso:
+        return
+    cols = table.select(["_segment", "_seq"]).to_pydict()
+    per: dict[int, list[int]] = defaultdict(list)
+    for seg, seq in zip(cols["_segment"], cols["_seq"]):
+        per[seg].append(seq)
+    for seg, seqs in per.items():
+        seqs.sort()
+        assert seqs == list(range(len(seqs))), \
+            f"segment {seg}: _seq not dense from 0: {seqs[:3]}..{seqs[-3:]} ({len(seqs)} records)"
+
+
+def _entries(s: Stream) -> list[Entry]:
+    """The journal's readable entries from the head, checking that the tick never goes back."""
+    journal = Journal(s.store)
+    out: list[Entry] = []
+    for pos in range(s.state.head_pos, s.state.pos + 1):
+        entry = journal.try_entry(pos)
+        if entry is None:
+            continue
+        prev = out[-1].state.tick if out else 0
+        assert entry.state.tick >= prev, f"entry {pos}: the tick went back from {prev} to {entry.state.tick}"
+        out.append(entry)
+    return out
+
+
+def simulate(seed: int, profile: Profile = Profile(),
+             tweak: Callable[[World], None] | None = None) -> Outcome:
+    """Run one seed to its end and check every invariant; AssertionError on a violation."""
+    sched = Scheduler(seed, faults=profile.faults)
+    world = World(seed, sched, profile)
+    rng = random.Random(seed ^ 0xAC7)
+    started = time.perf_counter()
+    try:
+        with patched(sched):
+            Stream.create(world.url, segments=profile.segments, compaction="target=4KB,min=3")
+            if tweak is not None:
+                tweak(world)
+            for i in range(profile.writers):
+                sched.add(f"w{i}", actors.appender(world, f"w{i}", profile.batches, random.Random(rng.random())))
+            for i in range(profile.sinks):
+                sched.add(f"sink{i}", actors.sink(world, f"sink{i}", profile.sink_batches))
+            if profile.compactions:
+                sched.add("compact", actors.compactor(world, profile.compactions, random.Random(rng.random())))
+            if profile.vacuums:
+                sched.add("vacuum", actors.vacuumer(world, profile.vacuums, random.Random(rng.random())))
+            if profile.scales:
+                sched.add("scale", actors.scaler(world, profile.scales, random.Random(rng.random())))
+            if profile.truncations:
+                sched.add("truncate", actors.truncator(world, profile.truncations, random.Random(rng.random())))
+            if profile.consumers:
+                from pyspark_tstream.api.groups import Group
+
+                Group.create(Stream.open(world.url), "g", start=0)
+            for i in range(profile.consumers):
+                sched.add(f"c{i}", actors.consumer(world, f"c{i}", profile.consumer_reads, random.Random(rng.random())))
+            for i in range(profile.readers):
+                sched.add(f"r{i}", actors.reader(world, f"r{i}", profile.reads, random.Random(rng.random())))
+            try:
+                sched.run()
+                try:
+                    world.check_end()
+                except AssertionError:
+                    raise
+                except Exception as e:
+                    raise AssertionError(f"end check: {type(e).__name__}: {e}") from e
+            except AssertionError as e:
+                raise AssertionError(f"{profile.name} seed {seed} violated an invariant: {e}\n"
+                                     f"replay: {replay_command(seed, profile)}\n"
+                                     f"last store calls (actor, op, path):\n{_tail(sched.trace)}") from e
+    finally:
+        _forget(world.url)
+    for _actor, op, _rel in sched.trace:
+        if op in ("CRASH", "ERROR", "AMBIGUOUS"):
+            world.notes[f"faults: {op.lower()}"] += 1
+    return Outcome(seed, sched.trace, world.notes, time.perf_counter() - started)
+
+
+def replay_command(seed: int, profile: Profile) -> str:
+    """The one line that replays ``seed`` of ``profile`` exactly."""
+    return (f"TSTREAM_SIM_SEED={seed} TSTREAM_SIM_PROFILE={profile.name} "
+            "python -m pytest -q -n 0 tests/test_simulation.py -k replay")
+
+
+def _tail(trace: list[tuple[str, str, str]], n: int = 40) -> str:
+    return "\n".join(f"  {i:5d} {a:8s} {op:13s} {rel}" for i, (a, op, rel) in
+                     enumerate(trace[-n:], start=max(0, len(trace) - n)))
+
+
+def _forget(url: str) -> None:
+    """Drop the seed's objects: fsspec's memory store is one process-wide dict, listed whole."""
+    bucket = "/" + url.split("://", 1)[1].split("/", 1)[0]
+    for key in [k for k in MemoryFileSystem.store if k.startswith(bucket)]:
+        MemoryFileSystem.store.pop(key, None)
+    MemoryFileSystem.pseudo_dirs[:] = [d for d in MemoryFileSystem.pseudo_dirs if not d.startswith(bucket)]

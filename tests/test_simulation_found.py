@@ -1,0 +1,74 @@
+"""Bugs the simulation (``tests/test_simulation.py``) found, each pinned without it."""
+
+from __future__ import annotations
+
+import uuid
+
+import pyarrow as pa
+import pytest
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.write.writing import write_batches
+
+SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.string())])
+
+
+def _url() -> str:
+    return f"memory://sim-found-{uuid.uuid4().hex}/stream"
+
+
+def test_to_reader_of_a_handle_opened_before_the_first_write_returns_the_columns() -> None:
+    """``to_reader`` took its columns from the handle's state before refreshing it: a handle
+    opened before the first write read the new records with no user columns."""
+    url = _url()
+    Stream.create(url, segments=2)
+    early = Stream.open(url)  # no schema yet
+    Stream.open(url).append(pa.table({"id": [1, 2], "key": ["a", "b"]}, schema=SCHEMA), key="key")
+    table = early.to_reader(system_columns=True).read_all()
+    assert table.num_rows == 2
+    assert sorted(table.column("id").to_pylist()) == [1, 2]
+
+
+def test_verify_finds_the_macro_chunks_of_a_merged_segment_whose_chunks_sit_in_sealed_folders() -> None:
+    """Chunks written for two segments that a merge sealed before their commit are re-routed
+    whole to the merged segment and stay in the sealed segments' folders; compaction writes the
+    merged segment's macro-chunk into its own folder. ``verify`` listed only the folders raw
+    chunks sit in, so it reported the macro-chunk gone (and ``repair`` would act on it)."""
+    url = _url()
+    s = Stream.create(url, segments=2)
+    t = pa.table({"id": list(range(40)), "key": [f"k{i}" for i in range(40)]}, schema=SCHEMA)
+    spec = s.write_spec(SCHEMA, key="key")
+    chunks = write_batches(spec, [t], ordered=True)
+    Stream.open(url).scale(merge=[0, 1])
+    s.commit(chunks, schema=SCHEMA)  # re-routed whole: same files, the merged segment
+    other = Stream.open(url)
+    assert other.compact(full=True)["macros"] == 1
+    report = other.verify()
+    assert report.ok, report.summary()
+    assert sorted(other.read()["id"].to_pylist()) == list(range(40))
+
+
+def test_orphan_cleanup_keeps_the_macro_chunks_of_the_committed_map_version() -> None:
+    """A compaction that re-merged a committed macro-chunk published the map's next version and
+    died before its journal commit. Orphan cleanup took the macro-chunks live from the newest
+    map versions only, so it deleted the committed one, which the state's map version (what
+    plans read) still names: once its replaced files were collected, its records were lost."""
+    url = _url()
+    s = Stream.create(url, segments=1)
+    for b in range(6):
+        s.append(pa.table({"id": [b * 10 + i for i in range(3)], "key": ["a"] * 3}, schema=SCHEMA), key="key")
+        if b == 2:
+            assert Stream.open(url).compact(full=True, target="64KB")["macros"] == 1
+
+    def crash(op: str, rel: str) -> None:
+        if op == "put_if_absent" and rel.startswith("_tstream/journal/"):
+            raise RuntimeError("the compacting process died before its journal commit")
+
+    dying = Stream.open(url)
+    dying.store.observer = crash
+    with pytest.raises(RuntimeError):
+        dying.compact(full=True, target="64KB")
+    Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0)
+    after = Stream.open(url)
+    assert sorted(after.read()["id"].to_pylist()) == [b * 10 + i for b in range(6) for i in range(3)]
+    report = after.verify()
+    assert report.ok, report.summary()
