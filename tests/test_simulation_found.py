@@ -67,7 +67,7 @@ def test_orphan_cleanup_keeps_the_macro_chunks_of_the_committed_map_version() ->
     dying.store.observer = crash
     with pytest.raises(RuntimeError):
         dying.compact(full=True, target="64KB")
-    Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0)
+    Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
     after = Stream.open(url)
     assert sorted(after.read()["id"].to_pylist()) == [b * 10 + i for b in range(6) for i in range(3)]
     report = after.verify()
