@@ -1,0 +1,69 @@
+"""Bad input fails at its entry with an error naming the argument, the bad value, the valid
+range and a remedy; and a failed call leaves the stream as it was (docs/design.md §3.8)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.cli import app as cli
+from pyspark_tstream.conf.parsing import option_as_timestamp_ms
+from pyspark_tstream.errors import ConfigError, TimestampError
+from pyspark_tstream.timestamps import MAX_MS, pack, to_ms
+
+#: Year 4000: below the 46-bit limit once documented, above what a signed 64-bit ``_tso`` holds.
+YEAR_4000_MS = 64_060_588_800_000
+
+
+@pytest.fixture
+def mem() -> str:
+    """A fresh in-memory stream URL."""
+    return f"memory://bad-{uuid.uuid4().hex}/stream"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- times the hybrid clock cannot hold ------------------------------------------------------
+
+def test_the_largest_time_fits_a_signed_bigint() -> None:
+    assert pack(MAX_MS, (1 << 18) - 1) == (1 << 63) - 1
+    assert to_ms(MAX_MS) == MAX_MS
+
+
+@pytest.mark.parametrize("when", [YEAR_4000_MS, "4000-01-01", MAX_MS + 1], ids=["ms", "iso", "max+1"])
+def test_times_past_the_hybrid_clock_are_refused(mem: str, when: Any) -> None:
+    s = Stream.create(mem, segments=1)
+    s.append([{"x": 1}])
+    for call in (lambda: s.seek(when), lambda: s.read(start=when), lambda: s.read(end=when)):
+        with pytest.raises(TimestampError, match=f"epoch ms 0..{MAX_MS}") as info:
+            call()
+        assert "3084" in str(info.value) and "4199" not in str(info.value)
+
+
+def test_uncapped_client_time_past_the_clock_is_refused_not_rewritten(mem: str) -> None:
+    s = Stream.create(mem, segments=1, timestamping_uncapped=True)
+    s.append([{"t": 1_000}], timestamp="t")
+    with pytest.raises(TimestampError, match=f"timestampColumn 't' holds {YEAR_4000_MS}.*3084"):
+        s.append([{"t": 2_000}, {"t": YEAR_4000_MS}], timestamp="t")
+    assert s.read()["t"].to_pylist() == [1_000]
+    s.append([{"t": MAX_MS}], timestamp="t")  # the last millisecond still fits
+    assert int(s.read()["_tso"][-1].as_py()) >> 18 == MAX_MS
+
+
+def test_starting_timestamp_option_past_the_clock_names_the_option() -> None:
+    with pytest.raises(ConfigError, match="startingTimestamp.*3084") as info:
+        option_as_timestamp_ms({"startingTimestamp": str(YEAR_4000_MS)}, "startingTimestamp")
+    assert info.value.option == "startingTimestamp"
+
+
+def test_cli_read_time_past_the_clock_is_refused(mem: str, capsys: pytest.CaptureFixture[str]) -> None:
+    Stream.create(mem, segments=1).append([{"x": 1}])
+    code, out, err = run(capsys, "read", mem, "--timestamp", "4000-01-01")
+    assert code != 0 and out == "" and "3084" in err
