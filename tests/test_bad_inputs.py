@@ -11,7 +11,8 @@ import pytest
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import app as cli
 from pyspark_tstream.conf.parsing import option_as_timestamp_ms
-from pyspark_tstream.errors import ConfigError, TimestampError
+from pyspark_tstream.errors import ConfigError, StreamNotFoundError, TimestampError
+from pyspark_tstream.store.storage import Store
 from pyspark_tstream.timestamps import MAX_MS, pack, to_ms
 
 #: Year 4000: below the 46-bit limit once documented, above what a signed 64-bit ``_tso`` holds.
@@ -67,3 +68,26 @@ def test_cli_read_time_past_the_clock_is_refused(mem: str, capsys: pytest.Captur
     Stream.create(mem, segments=1).append([{"x": 1}])
     code, out, err = run(capsys, "read", mem, "--timestamp", "4000-01-01")
     assert code != 0 and out == "" and "3084" in err
+
+
+# -- a failed first write fixes nothing ------------------------------------------------------
+
+def test_first_write_with_a_string_timestamp_column_creates_no_stream(mem: str) -> None:
+    bad = pa.schema([("device", pa.string()), ("ts", pa.string())])
+    with pytest.raises(TimestampError, match="timestampColumn 'ts' has type string"):
+        Stream.for_write(Store(mem), bad, config={"segments": 1}, timestamp="ts")
+    with pytest.raises(StreamNotFoundError):
+        Stream.open(mem)
+    good = pa.schema([("device", pa.string()), ("ts", pa.timestamp("ms", tz="UTC"))])
+    stream, spec = Stream.for_write(Store(mem), good, config={"segments": 1}, timestamp="ts")
+    assert spec.schema == good
+
+
+def test_a_created_stream_takes_its_schema_from_the_first_commit_that_lands(mem: str) -> None:
+    # the sink created the stream, then its tasks failed (a client time out of range): no commit
+    first = pa.schema([("device", pa.string()), ("ts", pa.int64())])
+    Stream.for_write(Store(mem), first, config={"segments": 1}, timestamp="ts")
+    assert Stream.open(mem).schema is None
+    s = Stream.open(mem)
+    s.append(pa.table({"device": ["a"], "ts": pa.array([5], pa.timestamp("ms", tz="UTC"))}), timestamp="ts")
+    assert s.schema.field("ts").type == pa.timestamp("ms", tz="UTC")

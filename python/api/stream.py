@@ -205,6 +205,24 @@ class Stream:
         stream.config.check_agrees(given, list(given))
         return stream
 
+    @classmethod
+    def for_write(cls, store: Store, schema: pa.Schema, *, config: Mapping[str, Any] | None = None,
+                  key: str | None = None, timestamp: str | None = None,
+                  merge_schema: bool = False) -> tuple[Stream, WriteSpec]:
+        """The stream a write of data with ``schema`` goes to, opened or created with ``config``,
+        and its :meth:`write_spec` (what the sink does before its tasks run).
+
+        A write that fails creates no schema: the key and timestamp columns are checked before a
+        missing stream is created, and a created stream's schema stays unset until a commit
+        lands (its first commit fixes it), so a corrected retry of a failed first write is not
+        held to the failed one's columns.
+        """
+        from ..write.spec import check_columns
+
+        check_columns(schema, key=key, timestamp=timestamp)
+        stream = cls.at_or_create(store, config=config)
+        return stream, stream.write_spec(schema, key=key, timestamp=timestamp, merge_schema=merge_schema)
+
     # -- state --------------------------------------------------------------------------------
     @property
     def store(self) -> Store:
