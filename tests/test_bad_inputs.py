@@ -91,3 +91,24 @@ def test_a_created_stream_takes_its_schema_from_the_first_commit_that_lands(mem:
     s = Stream.open(mem)
     s.append(pa.table({"device": ["a"], "ts": pa.array([5], pa.timestamp("ms", tz="UTC"))}), timestamp="ts")
     assert s.schema.field("ts").type == pa.timestamp("ms", tz="UTC")
+
+
+# -- a range that ends before it starts ------------------------------------------------------
+
+@pytest.mark.parametrize("start, end", [(2_000, 1_000), ("1970-01-01T00:00:02Z", 1_000), ("-1m", "-5m")],
+                         ids=["ms", "iso", "ago"])
+def test_read_refuses_start_after_end(mem: str, start: Any, end: Any) -> None:
+    s = Stream.create(mem, segments=1)
+    s.append([{"x": 1}])
+    for call in (lambda: s.read(start=start, end=end), lambda: s.to_reader(start=start, end=end)):
+        with pytest.raises(ConfigError, match=r"start=.* is after end=.*swap them") as info:
+            call()
+        assert info.value.option == "end"
+    assert s.read(start=1_000, end=1_000).num_rows == 0  # an empty range is fine
+
+
+def test_cli_read_refuses_until_before_timestamp(mem: str, capsys: pytest.CaptureFixture[str]) -> None:
+    Stream.create(mem, segments=1).append([{"x": 1}])
+    code, out, err = run(capsys, "read", mem, "--timestamp", "2026-01-02T00:00:00Z", "--until", "2026-01-01")
+    assert code != 0 and out == ""
+    assert "--until 2026-01-01T00:00:00.000Z is before the start --timestamp gives" in err

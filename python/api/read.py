@@ -25,7 +25,7 @@ from ..read.sweep import sweep
 from ..read.window import Window
 from ..schema import SYSTEM_COLUMNS, SYSTEM_FIELDS, full_schema
 from ..store.storage import Store
-from ..timestamps import TimeLike, pack, to_ms
+from ..timestamps import TimeLike, iso, now_ms, pack, to_ms
 from .context import StreamContext
 
 #: Where a read starts or ends: a time (epoch ms, datetime, ISO-8601, ago duration like
@@ -61,6 +61,18 @@ def _cut(value: Mapping[Any, Any], option: str) -> dict[int, int]:
         raise ConfigError(f"{option}={dict(value)!r} is not a stream cut; give {{segment: seq}} with integer "
                           "segment ids and sequence numbers (Stream.cut_at makes one)", option=option,
                           value=value) from e
+
+
+def _check_order(start: Bound, end: Bound) -> None:
+    """Refuse a time range that ends before it starts (it would read nothing, silently)."""
+    if start is None or end is None or isinstance(start, Mapping) or isinstance(end, Mapping):
+        return
+    now = now_ms()  # one clock for both, so "-5m" .. "-1m" compares as written
+    lo, hi = to_ms(start, option="start", now=now), to_ms(end, option="end", now=now)
+    if lo > hi:
+        raise ConfigError(f"start={start!r} is after end={end!r} ({iso(lo)} > {iso(hi)}): a read takes "
+                          "start <= _timestamp < end; swap them, or leave end out to read up to the tick",
+                          option="end", value=end)
 
 
 def projection(schema: pa.Schema, columns: Sequence[str] | None,
@@ -117,6 +129,7 @@ class Reader:
         if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or tail < 0):
             raise ConfigError(f"tail={tail!r} must be a non-negative integer (a count of records)", option="tail",
                               value=tail)
+        _check_order(start, end)
         start_cut = _cut(start, "start") if isinstance(start, Mapping) else {}
         end_cut = _cut(end, "end") if isinstance(end, Mapping) else {}
         # one refresh: seek_tail's, else our own (the tail's bound and the tick of one state)
