@@ -112,3 +112,17 @@ def test_cli_read_refuses_until_before_timestamp(mem: str, capsys: pytest.Captur
     code, out, err = run(capsys, "read", mem, "--timestamp", "2026-01-02T00:00:00Z", "--until", "2026-01-01")
     assert code != 0 and out == ""
     assert "--until 2026-01-01T00:00:00.000Z is before the start --timestamp gives" in err
+
+
+# -- segments past the cap -------------------------------------------------------------------
+
+def test_scale_refuses_more_active_segments_than_create_allows(mem: str) -> None:
+    s = Stream.create(mem, segments=4)
+    seg = s.state.segments[0].id
+    with pytest.raises(ConfigError, match="split into 10000 parts: give 2 to 4096"):
+        s.scale(split=seg, parts=10_000)
+    with pytest.raises(ConfigError, match="would leave 4097 active segments, over the limit of 4096"):
+        s.scale(split=seg, parts=4094)
+    assert len(s.refresh().segments) == 4
+    s.scale(split=seg, parts=4093)  # exactly the cap
+    assert len(s.refresh().segments) == 4096

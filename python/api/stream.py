@@ -380,7 +380,9 @@ class Stream:
         """Split a segment into ``parts``, merge adjacent segments, or seal/create explicitly.
 
         One journal commit: the sealed segments stop taking records; their successors own the
-        same key range in a new epoch. Returns ``{"epoch", "sealed", "created"}``.
+        same key range in a new epoch. Returns ``{"epoch", "sealed", "created"}``. A scale that
+        would leave more than ``keys.SEGMENTS_MAX`` (4096) active segments is refused, as is a
+        stream created with more.
         """
         return self.epochs.scale(split=split, parts=parts, merge=merge, seal=seal, ranges=ranges)
 
