@@ -126,3 +126,13 @@ def test_scale_refuses_more_active_segments_than_create_allows(mem: str) -> None
     assert len(s.refresh().segments) == 4
     s.scale(split=seg, parts=4093)  # exactly the cap
     assert len(s.refresh().segments) == 4096
+
+
+@pytest.mark.parametrize("limit", [-1, 1.5, True], ids=["negative", "float", "bool"])
+def test_a_bad_limit_is_a_config_error_naming_limit(mem: str, limit: Any) -> None:
+    s = Stream.create(mem, segments=1)
+    s.append([{"x": 1}])
+    for call in (lambda: s.read(limit=limit), lambda: s.to_reader(limit=limit)):
+        with pytest.raises(ConfigError, match=r"limit=.* must be a non-negative integer") as info:
+            call()
+        assert info.value.option == "limit" and not isinstance(info.value, TimestampError)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigError, TimestampError
+from ..errors import ConfigError
 from ..journal.entries import Chunk
 from ..read.compacted import substitute
 from ..read.planner import Plan, plan, plan_chunks, tail_bound
@@ -214,7 +214,8 @@ class Reader:
 
 def _check_limit(limit: int | None) -> None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise TimestampError(f"limit={limit!r} must be a non-negative integer")
+        raise ConfigError(f"limit={limit!r} must be a non-negative integer (a count of records; None "
+                          "for no limit)", option="limit", value=limit)
 
 
 def _limited(tables: Iterator[pa.Table], out: pa.Schema, limit: int | None, batch_rows: int) -> Iterator[pa.RecordBatch]:
