@@ -11,7 +11,7 @@ import pytest
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import app as cli
 from pyspark_tstream.conf.parsing import option_as_timestamp_ms
-from pyspark_tstream.errors import ConfigError, StreamNotFoundError, TimestampError
+from pyspark_tstream.errors import ConfigError, SchemaMismatchError, StreamNotFoundError, TimestampError
 from pyspark_tstream.store.storage import Store
 from pyspark_tstream.timestamps import MAX_MS, pack, to_ms
 
@@ -136,3 +136,24 @@ def test_a_bad_limit_is_a_config_error_naming_limit(mem: str, limit: Any) -> Non
         with pytest.raises(ConfigError, match=r"limit=.* must be a non-negative integer") as info:
             call()
         assert info.value.option == "limit" and not isinstance(info.value, TimestampError)
+
+
+# -- data without columns, JSON of mixed types -----------------------------------------------
+
+@pytest.mark.parametrize("data, what", [([], "an empty list"), ([{}, {}], "a list of 2 record"),
+                                        (pa.table({}), "a Table of 0 row")], ids=["list", "dicts", "table"])
+def test_append_without_columns_says_what_was_passed(mem: str, data: Any, what: str) -> None:
+    s = Stream.create(mem, segments=1)
+    with pytest.raises(SchemaMismatchError, match=f"append got {what}.*at least one column"):
+        s.append(data)
+
+
+def test_cli_append_names_the_field_and_line_of_mixed_json_types(mem: str, tmp_path: Any,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    Stream.create(mem, segments=1)
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"device": "d1", "value": 3}\n\n{"device": "d2", "value": null}\n'
+                    '{"device": "d3", "value": "high"}\n')
+    code, _, err = run(capsys, "append", mem, str(path))
+    assert code == 1
+    assert "input line 4: field 'value' is a JSON string, but line 1 has a number there" in err

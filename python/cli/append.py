@@ -53,7 +53,8 @@ def input_format(path: str | None, given: str | None) -> str:
 def jsonl_batches(fh: BinaryIO, rows: int) -> Iterator[Batch]:
     """Batches of ``rows`` JSON objects, one per line (blank lines skipped)."""
     batch: list[dict] = []
-    first = line_no = done = 0
+    lines: list[int] = []
+    line_no = done = 0
     for line_no, line in enumerate(fh, start=1):
         done += len(line)
         if not line.strip():
@@ -66,22 +67,46 @@ def jsonl_batches(fh: BinaryIO, rows: int) -> Iterator[Batch]:
             raise SchemaMismatchError(
                 f"input line {line_no} is a JSON {type(value).__name__}, not an object; "
                 "append takes one object per line, e.g. {\"device\": \"d1\", \"value\": 3}")
-        if not batch:
-            first = line_no
         batch.append(value)
+        lines.append(line_no)
         if len(batch) >= rows:
-            yield Batch(_from_rows(batch, first), f"line {first}", done)
-            batch = []
+            yield Batch(_from_rows(batch, lines), f"line {lines[0]}", done)
+            batch, lines = [], []
     if batch:
-        yield Batch(_from_rows(batch, first), f"line {first}", done)
+        yield Batch(_from_rows(batch, lines), f"line {lines[0]}", done)
 
 
-def _from_rows(rows: list[dict], first: int) -> pa.Table:
+def _json_kind(value: Any) -> str | None:
+    """The JSON type of a parsed value (integers and decimals are both numbers; null has none)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
+
+
+def _from_rows(rows: list[dict], lines: list[int]) -> pa.Table:
+    """The records of input ``lines`` as a table; a field of two JSON types fails naming both lines."""
     try:
         return pa.Table.from_pylist(rows)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-        raise SchemaMismatchError(
-            f"input from line {first} ({len(rows)} records) mixes types within a field: {e}") from e
+        seen: dict[str, tuple[str, int]] = {}
+        for row, line in zip(rows, lines):
+            for name, value in row.items():
+                kind = _json_kind(value)
+                if kind is None:
+                    continue
+                if name not in seen:
+                    seen[name] = (kind, line)
+                elif seen[name][0] != kind:
+                    raise SchemaMismatchError(
+                        f"input line {line}: field {name!r} is a JSON {kind}, but line {seen[name][1]} "
+                        f"has a {seen[name][0]} there; a field must keep one type (quote numbers, or "
+                        "put the values in fields of their own)") from e
+        raise SchemaMismatchError(  # a nested field differs: Arrow's message names its type
+            f"input lines {lines[0]}..{lines[-1]} mix types within a field: {e}") from e
 
 
 def parquet_batches(source: str | BinaryIO, rows: int) -> tuple[int, Iterator[Batch]]:
