@@ -3,6 +3,7 @@ range and a remedy; and a failed call leaves the stream as it was (docs/design.m
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -157,3 +158,15 @@ def test_cli_append_names_the_field_and_line_of_mixed_json_types(mem: str, tmp_p
     code, _, err = run(capsys, "append", mem, str(path))
     assert code == 1
     assert "input line 4: field 'value' is a JSON string, but line 1 has a number there" in err
+
+
+# -- a user column named like the CLI's id ---------------------------------------------------
+
+def test_cli_read_keeps_a_user_column_named_id(mem: str, capsys: pytest.CaptureFixture[str]) -> None:
+    Stream.create(mem, segments=1).append([{"_id": "order-7", "_note": "x", "n": 1}])
+    code, out, _ = run(capsys, "read", mem)
+    row = json.loads(out)
+    assert code == 0 and row["_id"] == "order-7" and row["_note"] == "x"
+    assert row["__id"] == f"{row['_tso'] >> 18}-0@{row['_segment']}:0"
+    code, out, _ = run(capsys, "read", mem, "--format", "table")
+    assert out.split()[:4] == ["__id", "_id", "_note", "n"]
