@@ -170,3 +170,13 @@ def test_cli_read_keeps_a_user_column_named_id(mem: str, capsys: pytest.CaptureF
     assert row["__id"] == f"{row['_tso'] >> 18}-0@{row['_segment']}:0"
     code, out, _ = run(capsys, "read", mem, "--format", "table")
     assert out.split()[:4] == ["__id", "_id", "_note", "n"]
+
+
+# -- negative epoch times --------------------------------------------------------------------
+
+@pytest.mark.parametrize("key", ["startingTimestamp", "endingTimestamp"])
+@pytest.mark.parametrize("raw", ["-5", "-15m", -5], ids=["digits", "duration", "int"])
+def test_negative_timestamp_options_are_refused_pointing_to_starting_ago(key: str, raw: Any) -> None:
+    with pytest.raises(ConfigError, match=f"{key}=.* is negative; .*startingAgo=") as info:
+        option_as_timestamp_ms({key: raw}, key)
+    assert info.value.option == key
