@@ -12,7 +12,13 @@ import pytest
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import app as cli
 from pyspark_tstream.conf.parsing import option_as_timestamp_ms
-from pyspark_tstream.errors import ConfigError, SchemaMismatchError, StreamNotFoundError, TimestampError
+from pyspark_tstream.errors import (
+    ConfigError,
+    InvalidPathError,
+    SchemaMismatchError,
+    StreamNotFoundError,
+    TimestampError,
+)
 from pyspark_tstream.store.storage import Store
 from pyspark_tstream.timestamps import MAX_MS, pack, to_ms
 
@@ -180,3 +186,49 @@ def test_negative_timestamp_options_are_refused_pointing_to_starting_ago(key: st
     with pytest.raises(ConfigError, match=f"{key}=.* is negative; .*startingAgo=") as info:
         option_as_timestamp_ms({key: raw}, key)
     assert info.value.option == key
+
+
+# -- storage URLs and options ----------------------------------------------------------------
+
+@pytest.mark.parametrize("url, match", [
+    ("memory://bad/s", r"storage option 'secrett' is not one memory:// takes; its options are .*global_store"),
+    ("s3://bucket/s", r"storage option 'secrett' is not one s3:// takes \(did you mean 'secret'\?\); its "
+                      r"options are .*endpoint_url"),
+], ids=["memory", "s3"])
+def test_a_storage_option_typo_is_one_config_error(url: str, match: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ConfigError, match=match) as info:
+        Stream.open(url, storage_options={"secrett": "hunter2"})
+    assert info.value.option == "storage.secrett" and "hunter2" not in str(info.value)
+    code, _, err = run(capsys, "info", url, "--storage-option", "secrett=hunter2")
+    assert code == 2 and err.count("\n") == 1 and "'secrett'" in err and "hunter2" not in err
+
+
+def test_spark_storage_option_typo_names_the_key() -> None:
+    from pyspark_tstream.conf.options import SourceOptions
+
+    opts = SourceOptions.from_options({"path": "s3://bucket/s", "storage.secrett": "x"})
+    with pytest.raises(ConfigError, match="storage option 'secrett' is not one s3:// takes"):
+        Store(opts.path, opts.storage_options)
+
+
+@pytest.mark.parametrize("url, match", [
+    ("abfss://container@account.dfs.core.windows.net/x", r"abfss:// is not supported yet; tstream stores streams on "
+                                                         r"file:// \(or a bare path\), memory:// and s3://"),
+    ("foo://x/y", r"foo:// is not a storage scheme tstream knows; it stores streams on file://"),
+], ids=["abfss", "unknown"])
+def test_unsupported_schemes_say_which_are(url: str, match: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(InvalidPathError, match=match):
+        Stream.open(url)
+    code, _, err = run(capsys, "read", url)
+    assert code == 2 and "credentials" not in err and "storage.*" not in err
+
+
+def test_a_stream_url_that_is_a_file_says_so(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text("{}\n")
+    for call in (lambda: Stream.open(str(path)), lambda: Stream.create(f"file://{path}")):
+        with pytest.raises(InvalidPathError, match=f"file://{path} is a file, not a stream folder"):
+            call()
+    code, _, err = run(capsys, "info", str(path))
+    assert code == 2 and "is a file, not a stream folder" in err
