@@ -232,3 +232,49 @@ def test_a_stream_url_that_is_a_file_says_so(tmp_path: Any, capsys: pytest.Captu
             call()
     code, _, err = run(capsys, "info", str(path))
     assert code == 2 and "is a file, not a stream folder" in err
+
+
+# -- what an append that stopped early had committed -----------------------------------------
+
+def _jsonl(path: Any, n: int, bad_line: int | None = None) -> Any:
+    path.write_text("".join("{oops\n" if i == bad_line else json.dumps({"n": i}) + "\n" for i in range(1, n + 1)))
+    return path
+
+
+def test_cli_append_error_says_what_was_committed_and_how_to_resume(mem: str, tmp_path: Any,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    Stream.create(mem, segments=1)
+    path = _jsonl(tmp_path / "in.jsonl", 15, bad_line=11)
+    code, _, err = run(capsys, "append", mem, str(path), "--batch-rows", "5")
+    assert code == 1 and "input line 11 is not JSON" in err
+    assert ("committed 10 records in 2 batches, the input before line 11, before stopping; rerunning the whole "
+            "input would append those again: resume from input line 11") in err
+    assert Stream.open(mem).read().num_rows == 10
+    # with --writer/--batch, the rerun the note names resumes without duplicates
+    code, _, err = run(capsys, "append", mem, str(path), "--batch-rows", "5", "--writer", "w", "--batch", "0")
+    assert "rerun the same command (--writer w --batch 0 --batch-rows 5) to resume at batch 2" in err
+    _jsonl(path, 15)
+    code, out, _ = run(capsys, "append", mem, str(path), "--batch-rows", "5", "--writer", "w", "--batch", "0")
+    assert code == 0 and "appended 5 records in 1 commit" in out and "2 batches already committed" in out
+    assert Stream.open(mem).read()["n"].to_pylist() == list(range(1, 11)) * 2 + list(range(11, 16))
+
+
+def test_cli_append_interrupted_says_what_was_committed(mem: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    Stream.create(mem, segments=1)
+    path = _jsonl(tmp_path / "in.jsonl", 20)
+    real = Stream.append
+    calls = []
+
+    def interrupted_third(self: Stream, *a: Any, **kw: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Stream, "append", interrupted_third)
+    code, _, err = run(capsys, "append", mem, str(path), "--batch-rows", "5", "--writer", "w", "--batch", "7")
+    assert code == 130
+    assert ("committed 10 records in 2 batches, the input before line 11, before stopping; the batch from input "
+            "line 11 was being committed and may be committed too; rerun the same command (--writer w --batch 7 "
+            "--batch-rows 5) to resume at batch 9") in err

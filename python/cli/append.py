@@ -4,7 +4,8 @@ Each batch becomes one commit (``--writer ID --batch N`` gives batch ids N, N+1,
 re-running the same command commits nothing twice), so a batch must already have the stream's column types: JSON
 infers types per batch (``1`` is an integer, ``1.5`` a double, ISO text a string), so batches are
 cast to the stream's schema where it has the column, and the ``--timestamp`` column is parsed
-from ISO-8601 text. Errors name the input line (JSON) or row range and the column.
+from ISO-8601 text. Errors name the input line (JSON) or row range and the column; an append
+that stops early (an error, Ctrl-C) also says what it had committed and how to resume.
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ BATCH_ROWS = 100_000
 
 @dataclass(frozen=True)
 class Batch:
-    """A batch of input: the records, where it starts (``line 12``, ``row 1``), progress units."""
+    """A batch of input: the records, where it starts (``line 12``, ``row 1``), progress units,
+    where the input after it starts."""
 
     table: pa.Table
     where: str
     done: int
+    after: str  # where the input goes on after it (``line 21``, ``row 11``)
 
 
 def input_format(path: str | None, given: str | None) -> str:
@@ -70,10 +73,10 @@ def jsonl_batches(fh: BinaryIO, rows: int) -> Iterator[Batch]:
         batch.append(value)
         lines.append(line_no)
         if len(batch) >= rows:
-            yield Batch(_from_rows(batch, lines), f"line {lines[0]}", done)
+            yield Batch(_from_rows(batch, lines), f"line {lines[0]}", done, f"line {lines[-1] + 1}")
             batch, lines = [], []
     if batch:
-        yield Batch(_from_rows(batch, lines), f"line {lines[0]}", done)
+        yield Batch(_from_rows(batch, lines), f"line {lines[0]}", done, f"line {lines[-1] + 1}")
 
 
 def _json_kind(value: Any) -> str | None:
@@ -121,7 +124,8 @@ def parquet_batches(source: str | BinaryIO, rows: int) -> tuple[int, Iterator[Ba
     def gen() -> Iterator[Batch]:
         done = 0
         for rb in pf.iter_batches(batch_size=rows):
-            yield Batch(pa.Table.from_batches([rb]), f"row {done + 1}", done + rb.num_rows)
+            yield Batch(pa.Table.from_batches([rb]), f"row {done + 1}", done + rb.num_rows,
+                        f"row {done + rb.num_rows + 1}")
             done += rb.num_rows
 
     return pf.metadata.num_rows, gen()
@@ -182,18 +186,60 @@ def _batches(fh: BinaryIO, args: argparse.Namespace) -> tuple[int | None, Iterat
     return total, jsonl_batches(fh, args.batch_rows)
 
 
+def stopped_note(done: dict[str, Any], at: dict[str, Any], exc: BaseException,
+                 args: argparse.Namespace) -> str | None:
+    """What an append that stopped early (an error, Ctrl-C) had committed, and how to resume
+    without appending it twice; None when it had committed nothing. ``at``: the batches done,
+    the input position after them (``resume``) and the batch being committed, if any."""
+    unsure = at["committing"] is not None and isinstance(exc, (KeyboardInterrupt, OSError))
+    batches = at["batches"]
+    if not batches and not unsure:
+        return None
+    rows, n = done["records"], done["commits"]
+    text = f"committed {rows:,} record{'s' * (rows != 1)} in {n} batch{'es' * (n != 1)}"
+    if done["duplicates"]:
+        text += f" (and skipped {done['duplicates']} committed before)"
+    text += f", the input before {at['resume']}," if batches else ""
+    text += " before stopping"
+    if unsure:
+        text += f"; the batch from input {at['committing']} was being committed and may be committed too"
+    if args.batch is not None:
+        return (f"{text}; rerun the same command (--writer {args.writer} --batch {args.batch} --batch-rows "
+                f"{args.batch_rows}) to resume at batch {args.batch + batches}: batches already committed "
+                "are skipped")
+    start = at["resume"] or "its start"
+    return (f"{text}; rerunning the whole input would append {'those' if batches else 'it'} again: resume from "
+            f"input {start}, and pass --writer ID --batch 0 so that a rerun skips committed batches")
+
+
 def append(stream: Stream, args: argparse.Namespace) -> dict[str, Any]:
-    """Append the input named by ``args``; returns counts and the first/last ids written."""
+    """Append the input named by ``args``; returns counts and the first/last ids written.
+
+    Stopped early (an error, Ctrl-C), it says on stderr what it had committed and how to resume
+    (:func:`stopped_note`), then lets the error go on."""
     done: dict[str, Any] = {"records": 0, "commits": 0, "duplicates": 0, "raised": 0}
+    at: dict[str, Any] = {"batches": 0, "resume": None, "committing": None}
+    try:
+        return _append(stream, args, done, at)
+    except (Exception, KeyboardInterrupt) as e:
+        note = stopped_note(done, at, e, args)
+        if note:
+            sys.stderr.write(f"tstream: {note}\n")
+        raise
+
+
+def _append(stream: Stream, args: argparse.Namespace, done: dict[str, Any], at: dict[str, Any]) -> dict[str, Any]:
     first = last = None
     with _open_input(args.file) as fh:
         total, batches = _batches(fh, args)
         progress = Progress(total, enabled=args.progress or sys.stderr.isatty())
         for k, batch in enumerate(batches):
             table = conform_batch(batch, stream.schema, args.timestamp)
+            at["committing"] = batch.where
             ack = stream.append(table, key=args.key, timestamp=args.timestamp, writer_id=args.writer,
                                 batch_id=None if args.batch is None else args.batch + k,
                                 merge_schema=args.merge_schema)
+            at.update(batches=k + 1, resume=batch.after, committing=None)
             if ack.duplicate:
                 done["duplicates"] += 1
             elif ack.rows and ack.first_tso is not None and ack.last_tso is not None:
