@@ -3,10 +3,12 @@
 ``tso = ms << 18 | logical``, stored as a signed 64-bit BIGINT: the physical part keeps the
 63 - 18 = 45 bits below the sign bit, epoch ms ``0..MAX_MS`` (1970-01-01 .. 3084-12-12).
 Every time that becomes a ``_tso`` (a client time, a read or seek bound, an option) passes
-:func:`check_ms`, so a later time fails instead of wrapping to a negative ``_tso``. Within a chunk the writer assigns strictly increasing raw values
-``a_i`` (the S2 running-max rule applied to the chunk's own records); the committer then fixes
-monotonicity against the stream with a per-chunk floor ``F`` and readers compute
-``tso_i = max(a_i, F + i)``, which equals the running-max rule over the whole segment.
+:func:`check_ms`, so a later time fails instead of wrapping to a negative ``_tso``.
+
+Within a chunk the writer assigns strictly increasing raw values ``a_i`` (the S2 running-max
+rule applied to the chunk's own records); the committer then fixes monotonicity against the
+stream with a per-chunk floor ``F`` and readers compute ``tso_i = max(a_i, F + i)``, which
+equals the running-max rule over the whole segment.
 """
 
 from __future__ import annotations

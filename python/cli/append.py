@@ -87,7 +87,8 @@ def _json_kind(value: Any) -> str | None:
         return "boolean"
     if isinstance(value, (int, float)):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _from_rows(rows: list[dict], lines: list[int]) -> pa.Table:
