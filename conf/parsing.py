@@ -164,7 +164,7 @@ def option_as_timestamp_ms(opts: Mapping[str, Any], key: str, default: int | Non
                           f"(2026-11-01T00:00:00Z); for a time before now use {K.STARTING_AGO}=<duration> "
                           "(90s, 15m, 1h, 7d)", option=key, value=raw)
     try:
-        return to_ms(raw if not isinstance(raw, str) else _text(key, raw), option=key, now=now)
+        return to_ms(raw if not isinstance(raw, str) else _text(key, raw), option=key, now=now, ago=False)
     except TimestampError as e:
         raise ConfigError(str(e), option=key, value=raw) from e
 

@@ -93,11 +93,12 @@ def parse_duration_ms(text: str, *, option: str = "duration") -> int:
     return int(float(match.group(1)) * _UNIT_MS[match.group(2)])
 
 
-def to_ms(value: Any, *, option: str = "timestamp", now: int | None = None) -> int:
+def to_ms(value: Any, *, option: str = "timestamp", now: int | None = None, ago: bool = True) -> int:
     """Epoch ms from an int, a datetime, an ISO-8601 string, or an ago duration like ``-15m``.
 
     Strings that are all digits are epoch milliseconds; strings starting with ``-`` are
-    durations before ``now``.
+    durations before ``now`` (``ago=False``: where the caller refuses them, as Kafka's
+    ``startingTimestamp`` would, its messages do not offer them).
     """
     if isinstance(value, bool):
         raise TimestampError(f"{option}={value!r} is not a timestamp")
@@ -118,10 +119,9 @@ def to_ms(value: Any, *, option: str = "timestamp", now: int | None = None) -> i
             try:
                 dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
             except ValueError as e:
-                raise TimestampError(
-                    f"{option}={value!r} is not a timestamp; use epoch ms (1767225600000), "
-                    "ISO-8601 (2026-11-01T00:00:00Z) or an ago duration (-15m)"
-                ) from e
+                ways = ("epoch ms (1767225600000), ISO-8601 (2026-11-01T00:00:00Z) or an ago duration (-15m)"
+                        if ago else "epoch ms (1767225600000) or ISO-8601 (2026-11-01T00:00:00Z)")
+                raise TimestampError(f"{option}={value!r} is not a timestamp; use {ways}") from e
             if dt.tzinfo is None:
                 dt = dt.replace(tzinfo=timezone.utc)
             ms = int(dt.timestamp() * 1000)

@@ -278,3 +278,9 @@ def test_cli_append_interrupted_says_what_was_committed(mem: str, tmp_path: Any,
     assert ("committed 10 records in 2 batches, the input before line 11, before stopping; the batch from input "
             "line 11 was being committed and may be committed too; rerun the same command (--writer w --batch 7 "
             "--batch-rows 5) to resume at batch 9") in err
+
+
+def test_a_timestamp_option_error_offers_no_ago_text() -> None:
+    with pytest.raises(ConfigError, match=r"use epoch ms \(1767225600000\) or ISO-8601") as info:
+        option_as_timestamp_ms({"startingTimestamp": "yesterday"}, "startingTimestamp")
+    assert "ago" not in str(info.value)
