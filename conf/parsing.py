@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, overload
 
+from .. import keys as K
 from ..errors import ConfigError, TimestampError
 from ..store.failures import is_secret_key
 from ..timestamps import parse_duration_ms, to_ms
@@ -151,12 +152,19 @@ def option_as_timestamp_ms(opts: Mapping[str, Any], key: str, default: None = No
 
 def option_as_timestamp_ms(opts: Mapping[str, Any], key: str, default: int | None = None, *,
                            now: int | None = None) -> int | None:
-    """Epoch ms from epoch-ms digits, ISO-8601 (``2026-11-01T00:00:00Z``) or ``-15m`` (ago)."""
+    """Epoch ms from epoch-ms digits or ISO-8601 (``2026-11-01T00:00:00Z``), as Kafka's
+    ``startingTimestamp`` takes it: a negative value is refused (before 1970 to Kafka users, "ago"
+    to the core's parser), pointing to ``startingAgo``."""
     raw = lookup(opts, key)
     if raw is None:
         return default
+    if (isinstance(raw, str) and raw.strip().startswith("-")) or (
+            isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw < 0):
+        raise ConfigError(f"{key}={raw!r} is negative; {key} takes epoch ms (0 or more) or ISO-8601 "
+                          f"(2026-11-01T00:00:00Z); for a time before now use {K.STARTING_AGO}=<duration> "
+                          "(90s, 15m, 1h, 7d)", option=key, value=raw)
     try:
-        return to_ms(raw if not isinstance(raw, str) else _text(key, raw), option=key, now=now)
+        return to_ms(raw if not isinstance(raw, str) else _text(key, raw), option=key, now=now, ago=False)
     except TimestampError as e:
         raise ConfigError(str(e), option=key, value=raw) from e
 

@@ -79,7 +79,6 @@ class TStreamDataSource(DataSource):
         from ..api.stream import Stream
         from ..conf.options import SinkOptions
         from ..errors import UnsupportedOperationError
-        from ..schema import normalize, user_schema
         from ..sink.writer import JournalCommitter, TaskChunkWriter
         from ..spark.handle import StreamHandle
         from ..spark.reach_memo import answered_before, remember
@@ -103,13 +102,11 @@ class TStreamDataSource(DataSource):
         # outage as the query's other calls do (a commit is told by its caller, a writer by the
         # memo the previous one left; a store that never answered still fails in seconds)
         store.reached = streaming and (committing or answered_before(store))
-        stream = Stream.at_or_create(
-            store, config={k: v for k, v in cfg.to_config_dict().items() if k in cfg.given},
-            schema=normalize(user_schema(arrow_in)) if len(user_schema(arrow_in)) else None)
+        stream, spec = Stream.for_write(
+            store, arrow_in, config={k: v for k, v in cfg.to_config_dict().items() if k in cfg.given},
+            key=options.key_column, timestamp=options.timestamp_column, merge_schema=options.merge_schema)
         if streaming:
             remember(store)
-        spec = stream.write_spec(arrow_in, key=options.key_column, timestamp=options.timestamp_column,
-                                 merge_schema=options.merge_schema)
         # a streaming query's writer holds a session (lease, ticks); a batch write is one-shot
         return (TaskChunkWriter(spec, arrow_in),
                 JournalCommitter(options, arrow_in, session=streaming, handle=StreamHandle.of(stream)))

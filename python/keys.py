@@ -104,6 +104,9 @@ TIMESTAMPING_UNCAPPED_DEFAULT = False
 #: Initial number of segments.
 SEGMENTS = "segments"
 SEGMENTS_DEFAULT = 4
+#: Most active segments a stream has, at creation and after any scale (each is a row of the
+#: state, which every commit rewrites: 4096 keep it well under 1 MB).
+SEGMENTS_MAX = 4096
 
 #: Auto-scaling policy (passed to the core as text).
 SCALING = "scaling"

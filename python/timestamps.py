@@ -1,9 +1,14 @@
-"""Hybrid timestamps (Milvus TSO): 46-bit physical milliseconds, 18-bit logical counter.
+"""Hybrid timestamps (Milvus TSO): 45-bit physical milliseconds, 18-bit logical counter.
 
-``tso = ms << 18 | logical``. Within a chunk the writer assigns strictly increasing raw values
-``a_i`` (the S2 running-max rule applied to the chunk's own records); the committer then fixes
-monotonicity against the stream with a per-chunk floor ``F`` and readers compute
-``tso_i = max(a_i, F + i)``, which equals the running-max rule over the whole segment.
+``tso = ms << 18 | logical``, stored as a signed 64-bit BIGINT: the physical part keeps the
+63 - 18 = 45 bits below the sign bit, epoch ms ``0..MAX_MS`` (1970-01-01 .. 3084-12-12).
+Every time that becomes a ``_tso`` (a client time, a read or seek bound, an option) passes
+:func:`check_ms`, so a later time fails instead of wrapping to a negative ``_tso``.
+
+Within a chunk the writer assigns strictly increasing raw values ``a_i`` (the S2 running-max
+rule applied to the chunk's own records); the committer then fixes monotonicity against the
+stream with a per-chunk floor ``F`` and readers compute ``tso_i = max(a_i, F + i)``, which
+equals the running-max rule over the whole segment.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from .errors import TimestampError
 
 LOGICAL_BITS = 18
 LOGICAL_MASK = (1 << LOGICAL_BITS) - 1
-MAX_MS = (1 << 46) - 1  # year 4199: the largest physical part a hybrid timestamp holds
+#: The largest physical part a ``_tso`` holds (3084-12-12T12:41:28.831Z): the sign bit of a
+#: signed 64-bit BIGINT is not available to it.
+MAX_MS = (1 << (63 - LOGICAL_BITS)) - 1
 
 _DURATION = re.compile(r"^\s*-?\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|m|min|mins|h|hr|hrs|d|day|days|w)?\s*$")
 _UNIT_MS = {None: 1000, "ms": 1, "s": 1000, "sec": 1000, "secs": 1000, "m": 60_000, "min": 60_000,
@@ -34,6 +41,13 @@ TimeLike = int | str | datetime | None
 def now_ms() -> int:
     """Wall-clock milliseconds since the epoch."""
     return time.time_ns() // 1_000_000
+
+
+def check_ms(ms: int, *, option: str, value: Any) -> int:
+    """``ms`` if a ``_tso`` can hold it, else a :class:`TimestampError` naming ``option`` and ``value``."""
+    if ms < 0 or ms > MAX_MS:
+        raise TimestampError(f"{option}={value!r} is outside {MS_RANGE}")
+    return ms
 
 
 def pack(ms: int, logical: int = 0) -> int:
@@ -60,9 +74,12 @@ def parse_id(text: str) -> int:
     """Parse a ``<ms>-<logical>`` id (or a bare ``<ms>``) into a hybrid timestamp."""
     ms, _, lg = text.partition("-")
     try:
-        return pack(int(ms), int(lg or 0))
+        physical_ms, counter = int(ms), int(lg or 0)
     except ValueError as e:
         raise TimestampError(f"id {text!r} is not of the form <ms>-<logical>") from e
+    if not 0 <= counter <= LOGICAL_MASK:
+        raise TimestampError(f"id {text!r}: the logical part must be 0..{LOGICAL_MASK}")
+    return pack(check_ms(physical_ms, option="id", value=text), counter)
 
 
 def parse_duration_ms(text: str, *, option: str = "duration") -> int:
@@ -76,11 +93,12 @@ def parse_duration_ms(text: str, *, option: str = "duration") -> int:
     return int(float(match.group(1)) * _UNIT_MS[match.group(2)])
 
 
-def to_ms(value: Any, *, option: str = "timestamp", now: int | None = None) -> int:
+def to_ms(value: Any, *, option: str = "timestamp", now: int | None = None, ago: bool = True) -> int:
     """Epoch ms from an int, a datetime, an ISO-8601 string, or an ago duration like ``-15m``.
 
     Strings that are all digits are epoch milliseconds; strings starting with ``-`` are
-    durations before ``now``.
+    durations before ``now`` (``ago=False``: where the caller refuses them, as Kafka's
+    ``startingTimestamp`` would, its messages do not offer them).
     """
     if isinstance(value, bool):
         raise TimestampError(f"{option}={value!r} is not a timestamp")
@@ -101,18 +119,15 @@ def to_ms(value: Any, *, option: str = "timestamp", now: int | None = None) -> i
             try:
                 dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
             except ValueError as e:
-                raise TimestampError(
-                    f"{option}={value!r} is not a timestamp; use epoch ms (1767225600000), "
-                    "ISO-8601 (2026-11-01T00:00:00Z) or an ago duration (-15m)"
-                ) from e
+                ways = ("epoch ms (1767225600000), ISO-8601 (2026-11-01T00:00:00Z) or an ago duration (-15m)"
+                        if ago else "epoch ms (1767225600000) or ISO-8601 (2026-11-01T00:00:00Z)")
+                raise TimestampError(f"{option}={value!r} is not a timestamp; use {ways}") from e
             if dt.tzinfo is None:
                 dt = dt.replace(tzinfo=timezone.utc)
             ms = int(dt.timestamp() * 1000)
     else:
         raise TimestampError(f"{option}={value!r} has unsupported type {type(value).__name__}")
-    if ms < 0 or ms > MAX_MS:
-        raise TimestampError(f"{option}={value!r} is outside 1970-01-01 .. 4199 (epoch ms 0..{MAX_MS})")
-    return ms
+    return check_ms(ms, option=option, value=value)
 
 
 def iso(ms: int) -> str:
@@ -120,6 +135,10 @@ def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z"
     )
+
+
+#: What :func:`check_ms` accepts, as error messages say it.
+MS_RANGE = f"1970-01-01 .. {iso(MAX_MS)} (epoch ms 0..{MAX_MS}, what a hybrid timestamp holds)"
 
 
 def raw_hybrid(ms: np.ndarray) -> np.ndarray:

@@ -117,8 +117,7 @@ def test_option_as_duration_ms_rejects(raw: str) -> None:
     ("2026-11-01T00:00:00Z", NOV_1_2026_MS),
     ("2026-11-01T01:00:00+01:00", NOV_1_2026_MS),
     ("2026-11-01T00:00:00", NOV_1_2026_MS),
-    ("-15m", NOV_1_2026_MS - 900_000),
-], ids=["epoch-ms", "iso-z", "iso-offset", "iso-naive-is-utc", "ago"])
+], ids=["epoch-ms", "iso-z", "iso-offset", "iso-naive-is-utc"])
 def test_option_as_timestamp_ms(raw: str, ms: int) -> None:
     assert option_as_timestamp_ms({"t": raw}, "t", now=NOV_1_2026_MS) == ms
 

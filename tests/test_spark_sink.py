@@ -100,6 +100,16 @@ def test_wrong_schema_names_columns(spark: Any, tmp_path: Path) -> None:
     assert Stream.open(url).read()["extra"].null_count == 3
 
 
+def test_a_failed_first_write_fixes_no_schema(spark: Any, tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/s"
+    with pytest.raises(Exception, match="timestampColumn 'ts' has type string"):
+        spark.range(3).selectExpr("id", "'2026-01-01' as ts").write.format("tstream").mode("append") \
+            .option("timestampColumn", "ts").save(url)
+    spark.range(3).selectExpr("id", "timestamp'2026-01-01 00:00:00' as ts").write.format("tstream") \
+        .mode("append").option("timestampColumn", "ts").save(url)
+    assert Stream.open(url).read().num_rows == 3
+
+
 def test_bad_sink_options(spark: Any, tmp_path: Path) -> None:
     url = f"file://{tmp_path}/s"
     with pytest.raises(Exception, match="(?i)unknown option .keycolum. .did you mean keyColumn"):

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import CommitConflictError, SegmentSealedError
+from ..errors import CommitConflictError, SchemaMismatchError, SegmentSealedError
 from ..journal.entries import Chunk, Entry
 from ..read.reading import chunks_tsos
 from ..schema import check_names, normalize, user_schema
@@ -50,6 +50,20 @@ def to_table(data: Any) -> pa.Table:
         return pa.Table.from_pandas(data, preserve_index=False)
     raise TypeError(f"append takes a pyarrow Table/RecordBatch, a list of dicts or a pandas DataFrame, "
                     f"not {type(data).__name__}")
+
+
+def check_has_columns(data: Any, table: pa.Table) -> None:
+    """Refuse data without a column, saying what was passed (``table`` is ``to_table(data)``)."""
+    if table.num_columns:
+        return
+    if isinstance(data, (list, tuple)):
+        what = (f"an empty {type(data).__name__}" if not data
+                else f"a {type(data).__name__} of {len(data)} record(s) without fields")
+    else:
+        what = f"a {type(data).__name__} of {table.num_rows} row(s) and no columns"
+    raise SchemaMismatchError(
+        f"append got {what}: nothing to write. Pass records with at least one column, e.g. "
+        "[{'device': 'd1', 'value': 3}], a pyarrow Table or a pandas/polars DataFrame")
 
 
 class Appender:
@@ -174,6 +188,7 @@ class Appender:
         The public :meth:`~pyspark_tstream.api.stream.Stream.append` documents the arguments.
         """
         table = to_table(data)
+        check_has_columns(data, table)
         # the newest state this handle saw, not a fresh read: a commit's critical path is its
         # data PUTs and one conditional create; a stale state costs a lost race, never a wrong
         # commit (the entry is rebuilt on the winner's state, a sealed segment re-routed)

@@ -84,8 +84,9 @@ class StreamConfig:
     compaction: str = K.COMPACTION_DEFAULT
 
     def __post_init__(self) -> None:
-        if not isinstance(self.segments, int) or isinstance(self.segments, bool) or not 1 <= self.segments <= 4096:
-            raise ConfigError(f"segments={self.segments!r} must be an integer from 1 to 4096",
+        if (not isinstance(self.segments, int) or isinstance(self.segments, bool)
+                or not 1 <= self.segments <= K.SEGMENTS_MAX):
+            raise ConfigError(f"segments={self.segments!r} must be an integer from 1 to {K.SEGMENTS_MAX}",
                               option="segments", value=self.segments)
         if self.timestamping not in TIMESTAMPING_MODES:
             raise ConfigError(

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigError, TimestampError
+from ..errors import ConfigError
 from ..journal.entries import Chunk
 from ..read.compacted import substitute
 from ..read.cuts import check_cut
@@ -25,7 +25,7 @@ from ..read.sweep import sweep
 from ..read.window import Window
 from ..schema import SYSTEM_COLUMNS, SYSTEM_FIELDS, full_schema
 from ..store.storage import Store
-from ..timestamps import TimeLike, pack, to_ms
+from ..timestamps import TimeLike, iso, now_ms, pack, to_ms
 from .context import StreamContext
 
 #: Where a read starts or ends: a time (epoch ms, datetime, ISO-8601, ago duration like
@@ -61,6 +61,18 @@ def _cut(value: Mapping[Any, Any], option: str) -> dict[int, int]:
         raise ConfigError(f"{option}={dict(value)!r} is not a stream cut; give {{segment: seq}} with integer "
                           "segment ids and sequence numbers (Stream.cut_at makes one)", option=option,
                           value=value) from e
+
+
+def _check_order(start: Bound, end: Bound) -> None:
+    """Refuse a time range that ends before it starts (it would read nothing, silently)."""
+    if start is None or end is None or isinstance(start, Mapping) or isinstance(end, Mapping):
+        return
+    now = now_ms()  # one clock for both, so "-5m" .. "-1m" compares as written
+    lo, hi = to_ms(start, option="start", now=now), to_ms(end, option="end", now=now)
+    if lo > hi:
+        raise ConfigError(f"start={start!r} is after end={end!r} ({iso(lo)} > {iso(hi)}): a read takes "
+                          "start <= _timestamp < end; swap them, or leave end out to read up to the tick",
+                          option="end", value=end)
 
 
 def projection(schema: pa.Schema, columns: Sequence[str] | None,
@@ -117,6 +129,7 @@ class Reader:
         if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or tail < 0):
             raise ConfigError(f"tail={tail!r} must be a non-negative integer (a count of records)", option="tail",
                               value=tail)
+        _check_order(start, end)
         start_cut = _cut(start, "start") if isinstance(start, Mapping) else {}
         end_cut = _cut(end, "end") if isinstance(end, Mapping) else {}
         # one refresh: seek_tail's, else our own (the tail's bound and the tick of one state)
@@ -202,7 +215,8 @@ class Reader:
 
 def _check_limit(limit: int | None) -> None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise TimestampError(f"limit={limit!r} must be a non-negative integer")
+        raise ConfigError(f"limit={limit!r} must be a non-negative integer (a count of records; None "
+                          "for no limit)", option="limit", value=limit)
 
 
 def _limited(tables: Iterator[pa.Table], out: pa.Schema, limit: int | None,

@@ -193,6 +193,24 @@ class Stream:
         stream.config.check_agrees(given, list(given))
         return stream
 
+    @classmethod
+    def for_write(cls, store: Store, schema: pa.Schema, *, config: Mapping[str, Any] | None = None,
+                  key: str | None = None, timestamp: str | None = None,
+                  merge_schema: bool = False) -> tuple[Stream, WriteSpec]:
+        """The stream a write of data with ``schema`` goes to, opened or created with ``config``,
+        and its :meth:`write_spec` (what the sink does before its tasks run).
+
+        A write that fails creates no schema: the key and timestamp columns are checked before a
+        missing stream is created, and a created stream's schema stays unset until a commit
+        lands (its first commit fixes it), so a corrected retry of a failed first write is not
+        held to the failed one's columns.
+        """
+        from ..write.spec import check_columns
+
+        check_columns(schema, key=key, timestamp=timestamp)
+        stream = cls.at_or_create(store, config=config)
+        return stream, stream.write_spec(schema, key=key, timestamp=timestamp, merge_schema=merge_schema)
+
     # -- state --------------------------------------------------------------------------------
     @property
     def store(self) -> Store:
@@ -351,7 +369,9 @@ class Stream:
         """Split a segment into ``parts``, merge adjacent segments, or seal/create explicitly.
 
         One journal commit: the sealed segments stop taking records; their successors own the
-        same key range in a new epoch. Returns ``{"epoch", "sealed", "created"}``.
+        same key range in a new epoch. Returns ``{"epoch", "sealed", "created"}``. A scale that
+        would leave more than ``keys.SEGMENTS_MAX`` (4096) active segments is refused, as is a
+        stream created with more.
         """
         return self.epochs.scale(split=split, parts=parts, merge=merge, seal=seal, ranges=ranges)
 

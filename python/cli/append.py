@@ -4,7 +4,8 @@ Each batch becomes one commit (``--writer ID --batch N`` gives batch ids N, N+1,
 re-running the same command commits nothing twice), so a batch must already have the stream's column types: JSON
 infers types per batch (``1`` is an integer, ``1.5`` a double, ISO text a string), so batches are
 cast to the stream's schema where it has the column, and the ``--timestamp`` column is parsed
-from ISO-8601 text. Errors name the input line (JSON) or row range and the column.
+from ISO-8601 text. Errors name the input line (JSON) or row range and the column; an append
+that stops early (an error, Ctrl-C) also says what it had committed and how to resume.
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ BATCH_ROWS = 100_000
 
 @dataclass(frozen=True)
 class Batch:
-    """A batch of input: the records, where it starts (``line 12``, ``row 1``), progress units."""
+    """A batch of input: the records, where it starts (``line 12``, ``row 1``), progress units,
+    where the input after it starts."""
 
     table: pa.Table
     where: str
     done: int
+    after: str  # where the input goes on after it (``line 21``, ``row 11``)
 
 
 def input_format(path: str | None, given: str | None) -> str:
@@ -53,7 +56,8 @@ def input_format(path: str | None, given: str | None) -> str:
 def jsonl_batches(fh: BinaryIO, rows: int) -> Iterator[Batch]:
     """Batches of ``rows`` JSON objects, one per line (blank lines skipped)."""
     batch: list[dict[str, Any]] = []
-    first = line_no = done = 0
+    lines: list[int] = []
+    line_no = done = 0
     for line_no, line in enumerate(fh, start=1):
         done += len(line)
         if not line.strip():
@@ -66,22 +70,47 @@ def jsonl_batches(fh: BinaryIO, rows: int) -> Iterator[Batch]:
             raise SchemaMismatchError(
                 f"input line {line_no} is a JSON {type(value).__name__}, not an object; "
                 "append takes one object per line, e.g. {\"device\": \"d1\", \"value\": 3}")
-        if not batch:
-            first = line_no
         batch.append(value)
+        lines.append(line_no)
         if len(batch) >= rows:
-            yield Batch(_from_rows(batch, first), f"line {first}", done)
-            batch = []
+            yield Batch(_from_rows(batch, lines), f"line {lines[0]}", done, f"line {lines[-1] + 1}")
+            batch, lines = [], []
     if batch:
-        yield Batch(_from_rows(batch, first), f"line {first}", done)
+        yield Batch(_from_rows(batch, lines), f"line {lines[0]}", done, f"line {lines[-1] + 1}")
 
 
-def _from_rows(rows: list[dict[str, Any]], first: int) -> pa.Table:
+def _json_kind(value: Any) -> str | None:
+    """The JSON type of a parsed value (integers and decimals are both numbers; null has none)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    kinds: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def _from_rows(rows: list[dict[str, Any]], lines: list[int]) -> pa.Table:
+    """The records of input ``lines`` as a table; a field of two JSON types fails naming both lines."""
     try:
         return pa.Table.from_pylist(rows)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-        raise SchemaMismatchError(
-            f"input from line {first} ({len(rows)} records) mixes types within a field: {e}") from e
+        seen: dict[str, tuple[str, int]] = {}
+        for row, line in zip(rows, lines):
+            for name, value in row.items():
+                kind = _json_kind(value)
+                if kind is None:
+                    continue
+                if name not in seen:
+                    seen[name] = (kind, line)
+                elif seen[name][0] != kind:
+                    raise SchemaMismatchError(
+                        f"input line {line}: field {name!r} is a JSON {kind}, but line {seen[name][1]} "
+                        f"has a {seen[name][0]} there; a field must keep one type (quote numbers, or "
+                        "put the values in fields of their own)") from e
+        raise SchemaMismatchError(  # a nested field differs: Arrow's message names its type
+            f"input lines {lines[0]}..{lines[-1]} mix types within a field: {e}") from e
 
 
 def parquet_batches(source: str | BinaryIO, rows: int) -> tuple[int, Iterator[Batch]]:
@@ -96,7 +125,8 @@ def parquet_batches(source: str | BinaryIO, rows: int) -> tuple[int, Iterator[Ba
     def gen() -> Iterator[Batch]:
         done = 0
         for rb in pf.iter_batches(batch_size=rows):
-            yield Batch(pa.Table.from_batches([rb]), f"row {done + 1}", done + rb.num_rows)
+            yield Batch(pa.Table.from_batches([rb]), f"row {done + 1}", done + rb.num_rows,
+                        f"row {done + rb.num_rows + 1}")
             done += rb.num_rows
 
     return pf.metadata.num_rows, gen()
@@ -157,18 +187,60 @@ def _batches(fh: BinaryIO, args: argparse.Namespace) -> tuple[int | None, Iterat
     return total, jsonl_batches(fh, args.batch_rows)
 
 
+def stopped_note(done: dict[str, Any], at: dict[str, Any], exc: BaseException,
+                 args: argparse.Namespace) -> str | None:
+    """What an append that stopped early (an error, Ctrl-C) had committed, and how to resume
+    without appending it twice; None when it had committed nothing. ``at``: the batches done,
+    the input position after them (``resume``) and the batch being committed, if any."""
+    unsure = at["committing"] is not None and isinstance(exc, (KeyboardInterrupt, OSError))
+    batches = at["batches"]
+    if not batches and not unsure:
+        return None
+    rows, n = done["records"], done["commits"]
+    text = f"committed {rows:,} record{'s' * (rows != 1)} in {n} batch{'es' * (n != 1)}"
+    if done["duplicates"]:
+        text += f" (and skipped {done['duplicates']} committed before)"
+    text += f", the input before {at['resume']}," if batches else ""
+    text += " before stopping"
+    if unsure:
+        text += f"; the batch from input {at['committing']} was being committed and may be committed too"
+    if args.batch is not None:
+        return (f"{text}; rerun the same command (--writer {args.writer} --batch {args.batch} --batch-rows "
+                f"{args.batch_rows}) to resume at batch {args.batch + batches}: batches already committed "
+                "are skipped")
+    start = at["resume"] or "its start"
+    return (f"{text}; rerunning the whole input would append {'those' if batches else 'it'} again: resume from "
+            f"input {start}, and pass --writer ID --batch 0 so that a rerun skips committed batches")
+
+
 def append(stream: Stream, args: argparse.Namespace) -> dict[str, Any]:
-    """Append the input named by ``args``; returns counts and the first/last ids written."""
+    """Append the input named by ``args``; returns counts and the first/last ids written.
+
+    Stopped early (an error, Ctrl-C), it says on stderr what it had committed and how to resume
+    (:func:`stopped_note`), then lets the error go on."""
     done: dict[str, Any] = {"records": 0, "commits": 0, "duplicates": 0, "raised": 0}
+    at: dict[str, Any] = {"batches": 0, "resume": None, "committing": None}
+    try:
+        return _append(stream, args, done, at)
+    except (Exception, KeyboardInterrupt) as e:
+        note = stopped_note(done, at, e, args)
+        if note:
+            sys.stderr.write(f"tstream: {note}\n")
+        raise
+
+
+def _append(stream: Stream, args: argparse.Namespace, done: dict[str, Any], at: dict[str, Any]) -> dict[str, Any]:
     first = last = None
     with _open_input(args.file) as fh:
         total, batches = _batches(fh, args)
         progress = Progress(total, enabled=args.progress or sys.stderr.isatty())
         for k, batch in enumerate(batches):
             table = conform_batch(batch, stream.schema, args.timestamp)
+            at["committing"] = batch.where
             ack = stream.append(table, key=args.key, timestamp=args.timestamp, writer_id=args.writer,
                                 batch_id=None if args.batch is None else args.batch + k,
                                 merge_schema=args.merge_schema)
+            at.update(batches=k + 1, resume=batch.after, committing=None)
             if ack.duplicate:
                 done["duplicates"] += 1
             elif ack.rows and ack.first_tso is not None and ack.last_tso is not None:

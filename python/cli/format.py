@@ -18,6 +18,7 @@ from typing import Any, TextIO
 import pyarrow as pa
 
 from ..maps.grouplog import entry_id
+from ..schema import SYSTEM_COLUMNS
 from ..timestamps import iso, physical
 
 #: Cells wider than this are cut in table output (JSON output is never cut).
@@ -38,14 +39,24 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
+def id_key(user: Sequence[str]) -> str:
+    """The key of a printed record's id: ``_id``, with one more ``_`` in front while a user
+    column has that name (the user's value is printed under its own name, never replaced)."""
+    key = "_id"
+    while key in user:
+        key = "_" + key
+    return key
+
+
 def records(table: pa.Table) -> Iterable[dict[str, Any]]:
-    """Rows as dicts: ``_id`` first (``<ms>-<logical>@<segment>:<seq>``, unique in the stream),
-    user columns, then ISO ``_timestamp`` and the other system columns."""
-    user = [n for n in table.column_names if not n.startswith("_")]
+    """Rows as dicts: the id first (``<ms>-<logical>@<segment>:<seq>``, unique in the stream;
+    keyed by :func:`id_key`), user columns, then ISO ``_timestamp`` and the other system columns."""
+    user = [n for n in table.column_names if n not in SYSTEM_COLUMNS]
+    key = id_key(user)
     for batch in table.to_batches(max_chunksize=4096):
         for row in batch.to_pylist():
             tso, seg = row["_tso"], row["_segment"]
-            out = {"_id": entry_id(tso, seg, row["_seq"])}
+            out = {key: entry_id(tso, seg, row["_seq"])}
             out.update((n, row[n]) for n in user)
             out.update(_timestamp=iso(physical(tso)), _tso=tso, _segment=seg, _seq=row["_seq"])
             yield out

@@ -18,7 +18,7 @@ import pyarrow as pa
 from ..api.read import ReadRange, projection
 from ..api.stream import Stream
 from ..errors import ConfigError
-from ..timestamps import now_ms, pack
+from ..timestamps import iso, now_ms, pack
 from .common import (
     add_command,
     count_int,
@@ -37,6 +37,11 @@ PAGE_ROWS = 10_000
 def _first_range(stream: Stream, args: argparse.Namespace) -> ReadRange:
     start = args.timestamp if args.timestamp is not None else (
         max(now_ms() - args.ago, 0) if args.ago is not None else None)
+    if start is not None and args.until is not None and args.until < start:
+        flag = "--timestamp" if args.timestamp is not None else "--ago"
+        raise ConfigError(f"--until {iso(args.until)} is before the start {flag} gives ({iso(start)}): records "
+                          "are read from the start up to --until; swap them or leave --until out",
+                          option="until", value=args.until)
     return stream.reading.bounds(start=start, end=args.until, tail=args.tail)
 
 

@@ -35,6 +35,7 @@ from ..errors import ConfigError, corrupt
 from ..journal.entries import FORMAT_VERSION, Entry, check_version
 from ..journal.scale_records import EpochRecord, SealedRecord
 from ..journal.state import Segment, StreamState, segment_id
+from ..keys import SEGMENTS_MAX
 from ..policytext import policy_parts
 from ..store import layout
 from ..store.storage import Store
@@ -177,6 +178,12 @@ class ScaleRequest:
                 r[0] >= r[1] for r in ranges) or any(a[1] != b[0] for a, b in zip(ranges, ranges[1:])):
             raise ConfigError("cannot scale: new key ranges must exactly cover the sealed segments' "
                               "range without gaps or overlaps", option="ranges", value=self.ranges)
+        total = len(active) - len(sealed) + len(ranges)
+        if total > SEGMENTS_MAX:
+            raise ConfigError(
+                f"cannot scale: {len(sealed)} segment(s) into {len(ranges)} would leave {total} active segments, "
+                f"over the limit of {SEGMENTS_MAX}; split into fewer parts or merge segments first "
+                f"({len(active)} are active)", option="parts", value=len(ranges))
         epoch = state.epoch + 1
         floor = max(s.last_tso for s in sealed)
         created = []
@@ -207,8 +214,8 @@ class ScaleRequest:
 
 def split_ranges(seg: Segment, parts: int) -> list[tuple[int, int]]:
     """``parts`` equal key ranges covering ``seg``."""
-    if parts < 2:
-        raise ConfigError(f"split into {parts} parts: give 2 or more", option="parts", value=parts)
+    if parts < 2 or parts > SEGMENTS_MAX:
+        raise ConfigError(f"split into {parts} parts: give 2 to {SEGMENTS_MAX}", option="parts", value=parts)
     width = seg.hi - seg.lo
     if width < parts:
         raise ConfigError(f"segment {seg.id} is too narrow to split into {parts}", option="parts", value=parts)
@@ -284,7 +291,7 @@ class ScalingPolicy:
                 rates[s.id] = ((s.rows - s.win_rows) / span, (s.bytes - s.win_bytes) / span)
         n = len(state.segments)
         hot = [s for s in state.segments if s.id in rates and self._over(*rates[s.id], 1.0)]
-        if hot and n - 1 + self.factor <= self.max:
+        if hot and n - 1 + self.factor <= min(self.max, SEGMENTS_MAX):
             seg = max(hot, key=lambda s: rates[s.id][0])
             return ScaleRequest([seg.id], split_ranges(seg, self.factor), now, "auto: split hot segment")
         if n > self.min:

@@ -44,6 +44,7 @@ from .failures import (
 )
 from .localfs import (is_temp_name, local_create, local_map, local_read, local_replace, memory_create,
                       memory_list, memory_missing)
+from .schemes import PROTOCOL_ALIASES, SCHEMES, check_store
 
 __all__ = ["Observer", "Store", "check_relative", "split_url"]
 
@@ -54,9 +55,6 @@ logger = logging.getLogger(__name__)
 
 _FS_CACHE: dict[tuple[int, str, str], Any] = {}
 _FS_CACHE_LOCK = threading.Lock()
-#: Protocols whose ``put_if_absent`` is known to be atomic (see the module invariants).
-_ATOMIC_CREATE = ("file", "memory", "s3")
-_PROTOCOL_ALIASES = {"s3a": "s3", "s3n": "s3", "local": "file"}
 #: Store calls that create or replace objects.
 _WRITE_OPS = frozenset({"write", "put_if_absent", "open_output"})
 #: How many small objects ``read_many`` keeps in flight at once on an object store.
@@ -86,9 +84,10 @@ def split_url(url: str) -> tuple[str, str]:
     else:
         parts = urlsplit(url)
         protocol = parts.scheme.lower()
-        protocol = _PROTOCOL_ALIASES.get(protocol, protocol)
-        # bucket names never hold '@' or ':', so either means "key:secret@" (never echoed)
-        if "@" in parts.netloc or (protocol == "s3" and ":" in parts.netloc):
+        protocol = PROTOCOL_ALIASES.get(protocol, protocol)
+        # bucket names never hold '@' or ':', so either means "key:secret@" (never echoed; other
+        # schemes, where '@' may name an account, are refused by check_store)
+        if protocol in SCHEMES and ("@" in parts.netloc or (protocol == "s3" and ":" in parts.netloc)):
             raise InvalidPathError(
                 f"a {protocol}:// stream URL must not carry credentials or a port in its bucket "
                 "part; pass them as storage.key / storage.secret / storage.endpoint_url options"
@@ -179,6 +178,7 @@ class Store:
         self.protocol, self.root = split_url(url)
         self.url = url
         self.storage_options = dict(storage_options or {})
+        check_store(self.protocol, self.root, self.storage_options)
         self.retry = retry or RetryPolicy()
         # whether the store has answered a call (RetryPolicy.patience applies only then); a
         # pickled copy keeps it, so a Spark task of a query that reached the store is patient too
@@ -473,7 +473,7 @@ class Store:
         else:
             raise UnsupportedOperationError(
                 f"atomic create-if-absent is not known to work on {self.protocol}:// "
-                f"({self.uri(rel)}); tstream commits on {', '.join(_ATOMIC_CREATE)}"
+                f"({self.uri(rel)}); tstream commits on {', '.join(SCHEMES)}"
             )
         try:
             self._call("put_if_absent", rel, fn)

@@ -70,20 +70,26 @@ class WriteSpec:
 
     def check_input(self, schema: pa.Schema) -> None:
         """Fail before any write if the key or timestamp column is unusable."""
-        names = schema.names
-        if self.key is not None and self.key not in names:
-            raise SchemaMismatchError(
-                f"keyColumn {self.key!r} is not a column of the data; columns: {names}")
-        if self.timestamp is not None:
-            if self.timestamp not in names:
-                raise TimestampError(
-                    f"timestampColumn {self.timestamp!r} is not a column of the data; columns: {names}")
-            t = schema.field(self.timestamp).type
-            if not (pa.types.is_timestamp(t) or pa.types.is_integer(t) or pa.types.is_date(t)):
-                raise TimestampError(
-                    f"timestampColumn {self.timestamp!r} has type {t}; use a TIMESTAMP column or "
-                    "BIGINT epoch milliseconds")
-        elif self.timestamping == "client-require":
+        check_columns(schema, key=self.key, timestamp=self.timestamp)
+        if self.timestamp is None and self.timestamping == "client-require":
             raise TimestampError(
                 "timestamping=client-require needs a client timestamp: set timestampColumn "
                 "(nothing was written)")
+
+
+def check_columns(schema: pa.Schema, *, key: str | None, timestamp: str | None) -> None:
+    """Fail if the data ``schema`` lacks the ``key`` column, or lacks or cannot hold the
+    ``timestamp`` column (needs no stream: a first write checks it before creating one)."""
+    names = schema.names
+    if key is not None and key not in names:
+        raise SchemaMismatchError(
+            f"keyColumn {key!r} is not a column of the data; columns: {names}")
+    if timestamp is not None:
+        if timestamp not in names:
+            raise TimestampError(
+                f"timestampColumn {timestamp!r} is not a column of the data; columns: {names}")
+        t = schema.field(timestamp).type
+        if not (pa.types.is_timestamp(t) or pa.types.is_integer(t) or pa.types.is_date(t)):
+            raise TimestampError(
+                f"timestampColumn {timestamp!r} has type {t}; use a TIMESTAMP column or "
+                "BIGINT epoch milliseconds")

@@ -38,7 +38,7 @@ from ..errors import TimestampError
 from ..journal.state import segment_number
 from ..schema import RAW_TSO, conform
 from ..store import layout
-from ..timestamps import LOGICAL_BITS, MAX_MS, MarkSampler, now_ms, raw_hybrid, raw_marks
+from ..timestamps import LOGICAL_BITS, MAX_MS, MS_RANGE, MarkSampler, now_ms, raw_hybrid, raw_marks
 from .ordering import ascending, in_order, time_order
 from .shared import SharedFiles
 from .spec import ChunkInfo, WriteSpec
@@ -91,8 +91,8 @@ def client_ms(spec: WriteSpec, table: pa.Table, arrival: int) -> tuple[np.ndarra
         if lo < 0 or hi > MAX_MS:
             bad = lo if lo < 0 else hi
             raise TimestampError(
-                f"timestampColumn {spec.timestamp!r} holds {bad}, outside epoch ms 0..{MAX_MS} "
-                "(1970..4199); fix or drop such records (nothing was written)")
+                f"timestampColumn {spec.timestamp!r} holds {bad}, outside {MS_RANGE}; "
+                "fix or drop such records (nothing was written)")
     capped = None
     if not spec.uncapped and n and int(ms.max()) > arrival:
         capped = ms > arrival

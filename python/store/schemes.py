@@ -1,0 +1,77 @@
+"""Which URL schemes, roots and storage options a :class:`~pyspark_tstream.store.storage.Store` takes.
+
+Checked when a store is built, before any store call (:func:`check_store`): fsspec passes a misspelt option on (s3fs
+hands it to its session, which fails with a ``TypeError`` at the first call) or drops it
+silently, and knows an unknown scheme only when the first call fails. Option values are never
+echoed (they may be credentials).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ConfigError, InvalidPathError
+
+#: The schemes a stream lives on: those whose ``put_if_absent`` is known to be atomic (see
+#: ``storage``'s module invariants).
+SCHEMES = ("file", "memory", "s3")
+PROTOCOL_ALIASES = {"s3a": "s3", "s3n": "s3", "local": "file"}
+#: :data:`SCHEMES` and their aliases, as messages say it.
+SCHEMES_TEXT = "file:// (or a bare path), memory:// and s3:// (s3a://, s3n://)"
+#: Keywords every fsspec filesystem takes (its instance and listings caches).
+_FSSPEC_KEYS = ("skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths")
+#: Keywords a filesystem hands to the library beneath it, so its own signature does not list them.
+_PASSED_ON_KEYS = {"s3": ("profile", "session_vars", "event_hooks", "include_builtin_handlers")}
+
+
+def check_store(protocol: str, root: str, options: Mapping[str, Any]) -> None:
+    """Refuse a scheme tstream does not store on where the URL gives it away (an ``@`` in its
+    first part: ``abfss://container@account/...``), an unknown scheme, a storage option its
+    filesystem does not take, and a local root that is a file."""
+    if protocol not in SCHEMES and "@" in root.partition("/")[0]:
+        raise InvalidPathError(f"{protocol}:// is not supported yet; tstream stores streams on {SCHEMES_TEXT}")
+    check_storage_options(protocol, options)
+    if protocol == "file" and os.path.isfile(root):
+        raise InvalidPathError(f"file://{root} is a file, not a stream folder; name the folder a stream lives "
+                               "in, or a path that does not exist yet to create one there")
+
+
+def check_storage_options(protocol: str, options: Mapping[str, Any]) -> None:
+    """Refuse an unknown scheme, or a storage option its filesystem does not take."""
+    valid = _option_keys(protocol)
+    if valid is None or not options:
+        return
+    for key in options:
+        if key not in valid:
+            close = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"storage option {key!r} is not one {protocol}:// takes{hint}; its options are "
+                f"{', '.join(sorted(valid))} (storage.<key> in Spark, --storage-option KEY=VALUE in the CLI)",
+                option=f"storage.{key}")
+
+
+@functools.cache
+def _option_keys(protocol: str) -> frozenset[str] | None:
+    """The keyword arguments ``protocol``'s filesystem takes (None: its library is missing)."""
+    import fsspec
+
+    try:
+        cls = fsspec.get_filesystem_class(protocol)
+    except ValueError as e:
+        raise InvalidPathError(f"{protocol}:// is not a storage scheme tstream knows; it stores streams on "
+                               f"{SCHEMES_TEXT}") from e
+    except ImportError:
+        return None  # a known scheme whose library is missing: Store.fs says which to install
+    valid = {*_FSSPEC_KEYS, *_PASSED_ON_KEYS.get(protocol, ())}
+    for klass in cls.__mro__:
+        init = vars(klass).get("__init__")
+        if init is not None:
+            valid.update(n for n, p in inspect.signature(init).parameters.items() if n != "self" and p.kind in (
+                inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
+    return frozenset(valid)
