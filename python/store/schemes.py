@@ -43,6 +43,8 @@ def check_store(protocol: str, root: str, options: Mapping[str, Any]) -> None:
 
 def check_storage_options(protocol: str, options: Mapping[str, Any]) -> None:
     """Refuse an unknown scheme, or a storage option its filesystem does not take."""
+    if not options and protocol in SCHEMES:
+        return  # nothing to check, and no fsspec import: every Spark task unpickles a store
     valid = _option_keys(protocol)
     if valid is None or not options:
         return
