@@ -132,6 +132,7 @@ def test_a_damaged_page_of_a_slice_of_a_shared_file_is_caught(url: str) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # Spark's own reader: the Python paths' checks above run by default
 def test_read_native_fails_on_a_damaged_page(spark: Any, tmp_path: Any) -> None:
     """Spark's Parquet reader checks page CRCs only when asked (without it this read returned
     the damaged values)."""
