@@ -217,8 +217,8 @@ def _unlisted(store: Store, journal: Journal, state: StreamState, parts: list[Co
     named = replaced_by(journal.deltas(state, state.head_pos, state.pos), {p.macro for p in parts})
     out = {}
     for p in parts:
-        # never the part's own file: a part naming a chunk listed as it is (committed that way by
-        # a compaction before this was fixed) "replaced" exactly that chunk
+        # never the part's own file: a part naming a chunk listed as it is (which older versions'
+        # compactions committed when they adopted one) "replaced" exactly that chunk
         replaced = [r for r in named.get(p.macro, []) if r != p.macro]
         if replaced and holds_its_records(store, p):
             log.warning("tstream: compaction manifest %s is missing or unreadable (lost, or deleted by a vacuum "
