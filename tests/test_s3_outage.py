@@ -111,9 +111,11 @@ class _Copy:
 
     def copied(self) -> list[int]:
         try:
-            return Stream.open(self.dst, storage_options=self.direct).read()["id"].to_pylist()
+            table = Stream.open(self.dst, storage_options=self.direct).read()
         except StreamNotFoundError:  # the sink has not created the stream yet
             return []
+        # no column until the sink's first commit lands (that commit fixes the schema)
+        return table["id"].to_pylist() if "id" in table.column_names else []
 
     def close(self) -> None:
         self._stop.set()
