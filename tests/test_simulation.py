@@ -33,7 +33,7 @@ PROFILES = {
     "sinks-old-abort": replace(SINKS, name="sinks-old-abort"),  # with the sink abort before its fix
 }
 #: Seeds of each profile in the default set.
-SEEDS = int(os.environ.get("TSTREAM_SIM_SEEDS", "12"))
+SEEDS = int(os.environ.get("TSTREAM_SIM_SEEDS", "8"))
 #: Seeds of each profile in the slow set (CI's second run).
 SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "400"))
 #: The reintroduced abort race is found within this many seeds of the ``sinks`` profile (the

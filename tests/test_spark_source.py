@@ -101,6 +101,7 @@ def _drain(spark: Any, url: str, option: str, value: str, checkpoint: Path) -> t
     return got, [n for _, _, n in _progress_offsets(q)]
 
 
+@pytest.mark.slow  # ~40 s; test_a_run_emits_every_window_its_data_closes pins tick-aligned windows by default
 def test_tick_aligned_batches_with_skewed_writers(spark: Any, tmp_path: Path) -> None:
     """Writers with skewed, overlapping clocks; a zero-delay watermark drops nothing."""
     from pyspark.sql import functions as F
