@@ -35,7 +35,7 @@ PROFILES = {
 #: Seeds of each profile in the default set.
 SEEDS = int(os.environ.get("TSTREAM_SIM_SEEDS", "8"))
 #: Seeds of each profile in the slow set (CI's second run).
-SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "400"))
+SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "340"))
 #: The reintroduced abort race is found within this many seeds of the ``sinks`` profile (the
 #: first is seed 9; 5 of seeds 0-59 find it).
 ABORT_RACE_WITHIN = 30
