@@ -20,7 +20,6 @@ import pyarrow as pa
 import pytest
 from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
-from pyspark_tstream.errors import CorruptMetadataError
 from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk
 from pyspark_tstream.maps.grouplog import GROUP_FORMAT_VERSION
 from pyspark_tstream.read.reading import read_table
@@ -42,18 +41,8 @@ FIXTURES: dict[str, tuple[int, int]] = {
     "v4": (4, 4),
     "v5": (5, 5),
 }
-#: Fixtures today's code cannot open, with the reason (a bug to fix, not a format to drop): each
-#: test over them is a strict xfail, so it fails once the bug is fixed and the mark must go.
-UNREADABLE: dict[str, str] = {}
 #: fixture folder -> consumer groups it holds, by group format version.
 GROUPS: dict[str, tuple[str, int]] = {"v1": ("g1", 1), "v2": ("g2", 2)}
-
-
-def _fixtures() -> list[Any]:
-    """Every fixture as a test parameter, the unreadable ones marked as strict xfails."""
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, raises=CorruptMetadataError,
-                                                    reason=UNREADABLE[n]))
-            if n in UNREADABLE else n for n in sorted(FIXTURES)]
 
 
 def _expected(name: str) -> dict[str, Any]:
@@ -111,7 +100,7 @@ def test_fixture_was_written_in_its_format(name: str) -> None:
     assert _expected(name)["format"] == FIXTURES[name][0]
 
 
-@pytest.mark.parametrize("name", _fixtures())
+@pytest.mark.parametrize("name", sorted(FIXTURES))
 def test_reads_the_records_the_old_version_read_and_appends(name: str, tmp_path: Path) -> None:
     want = _expected(name)
     s = _open_copy(name, tmp_path)
@@ -133,7 +122,7 @@ def test_reads_the_records_the_old_version_read_and_appends(name: str, tmp_path:
     assert not again.verify().problems
 
 
-@pytest.mark.parametrize("name", _fixtures())
+@pytest.mark.parametrize("name", sorted(FIXTURES))
 def test_compaction_and_vacuum_keep_every_old_record(name: str, tmp_path: Path) -> None:
     """Compaction over old chunks, views and macro-chunks (whatever the fixture's summaries), then
     the garbage collection of what it replaced and of orphans: the records stay."""
