@@ -139,3 +139,19 @@ def test_spark_reads_refuse_offsets_of_another_stream(url: str) -> None:
     lo, hi, start_cut, _ = batch_range(
         SourceOptions.from_options({"path": url, "startingOffsets": f'{{"{first.id}": 0}}'}), s)
     assert start_cut == {first.id: 0} and lo < hi
+
+
+def test_checking_a_cut_of_active_segments_costs_no_store_call(url: str) -> None:
+    """The check reads only what a sealed segment needs: a cut of active segments is checked
+    against the state in hand, and cut_bound looks at the journal once for both."""
+    from conftest import CallLog
+    from pyspark_tstream.read.cuts import check_cut
+
+    s = _filled(url)
+    cut = s.cut_at(T0 + 50)
+    log = CallLog()
+    s.store.observer = log
+    assert check_cut(s.store, s.state, cut, option="cut", url=s.url) == cut
+    assert log.calls == []
+    s.cut_bound(cut)
+    assert len(log.calls) <= 2, log.calls  # one look at the journal, one batched read of the chunks cut

@@ -58,7 +58,7 @@ class Truncation:
         """
         state = self.ctx.refresh()
         if isinstance(before, dict):
-            cut = self.check_cut(before, "cut")
+            cut = check_cut(self.ctx.store, state, before, option="cut", url=self.ctx.url)
             # only what the cut names, and what lies before it in time: never past the newest
             # record it removes from a segment it names (a cut at a segment's end is not "the tick")
             bound, removed = cut_range(self.ctx.store, self.reader.plan(state.head_tso, state.tick), cut, state.tick)
@@ -86,12 +86,12 @@ class Truncation:
         return check_cut(h.store, h.refresh(), cut, option=option, url=h.url)
 
     def cut_bound(self, cut: Mapping[Any, Any], option: str = "cut") -> int:
-        """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment."""
-        return self._cut_bound(self.ctx.refresh(), self.check_cut(cut, option))
-
-    def _cut_bound(self, state: StreamState, cut: dict[int, int]) -> int:
-        """:meth:`cut_bound` on ``state`` (see :func:`~pyspark_tstream.read.start.cut_bound`)."""
-        return cut_bound(self.ctx.store, self.reader.plan(state.head_tso, state.tick), cut, state.tick)
+        """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment
+        (:func:`~pyspark_tstream.read.start.cut_bound`), the cut checked on the same state."""
+        h = self.ctx
+        state = h.refresh()
+        checked = check_cut(h.store, state, cut, option=option, url=h.url)
+        return cut_bound(h.store, self.reader.plan(state.head_tso, state.tick), checked, state.tick)
 
     def trim(self, *, maxlen: int | None = None, max_age: str | None = None, max_bytes: int | None = None,
              gc_grace_ms: int = GC_GRACE_MS) -> StreamState:
