@@ -135,9 +135,9 @@ class Reader:
         # one refresh: seek_tail's, else our own (the tail's bound and the tick of one state)
         after_tail = self.seek_tail(tail) if tail is not None else None
         state = self.ctx.refresh() if tail is None else self.ctx.state
-        for cut, option in ((start, "start"), (end, "end")):
-            if isinstance(cut, Mapping):  # a cut of another stream would skip records silently
-                check_cut(self.ctx.store, state, _cut(cut, option), option=option, url=self.ctx.url)
+        for given, cut, option in ((start, start_cut, "start"), (end, end_cut, "end")):
+            if isinstance(given, Mapping):  # a cut of another stream would skip records silently
+                check_cut(self.ctx.store, state, cut, option=option, url=self.ctx.url)
         lo, hi = self.range(None if start_cut else start, None if end_cut else end)  # type: ignore[arg-type]  # an empty cut: to_ms rejects it
         if after_tail is not None:
             lo = max(lo, after_tail)
