@@ -2,7 +2,9 @@
 
 ``file://`` publishes by writing a temp file, fsyncing it and hard-linking (create-if-absent)
 or renaming (replace) it into place, so readers never see a torn object, and chunk files are
-read memory-mapped; ``memory://`` makes its check-and-store one step under a process-wide lock
+read memory-mapped; on a mount without hard links (:mod:`~pyspark_tstream.store.mounts`) a
+create-if-absent claims the name and renames into place instead
+(:mod:`~pyspark_tstream.store.claims`); ``memory://`` makes its check-and-store one step under a process-wide lock
 and lists from one snapshot of its keys.
 """
 
@@ -16,12 +18,16 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from . import mounts
+from .claims import claim_create, is_claim_name
+from .layout import stream_url
+
 _MEMORY_LOCK = threading.Lock()
 
 
 def is_temp_name(name: str) -> bool:
-    """Whether ``name`` is a temp file of an unfinished publish (listings skip them)."""
-    return name.startswith(".") and name.endswith(".tmp")
+    """Whether ``name`` is a temp or claim file of an unfinished publish (listings skip them)."""
+    return name.startswith(".") and (name.endswith(".tmp") or is_claim_name(name))
 
 
 def temp_path(path: str) -> str:
@@ -55,26 +61,64 @@ def local_map(path: str) -> bytes:
             return f.read()
 
 
-def _publish(path: str, data: bytes, place: Callable[[str, str], None]) -> None:
-    """Write ``data`` to a temp file beside ``path``, fsync it, ``place`` it, drop the temp."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+def _drop_temp(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass  # never created, or renamed into place
+
+
+def _write_temp(path: str, data: bytes) -> str:
+    """A new temp file beside ``path`` holding ``data``, fsynced; its name (the caller drops it)."""
     tmp = temp_path(path)
     try:
         with open(tmp, "xb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+    except BaseException:
+        _drop_temp(tmp)
+        raise
+    return tmp
+
+
+def _publish(path: str, data: bytes, place: Callable[[str, str], None]) -> None:
+    """Write ``data`` to a temp file beside ``path``, fsync it, ``place`` it, drop the temp."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = _write_temp(path, data)
+    try:
         place(tmp, path)
     finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass  # never created, or renamed into place
+        _drop_temp(tmp)
 
 
 def local_create(path: str, data: bytes) -> None:
-    """Atomic no-clobber publish: ``os.link`` raises ``FileExistsError`` if ``path`` exists."""
-    _publish(path, data, os.link)
+    """Atomic no-clobber publish: ``os.link`` raises ``FileExistsError`` if ``path`` exists.
+
+    A ``link()`` failure that may mean "no hard links here" probes the mount once; where it has
+    none, this and every later create under it claim the name and rename into place
+    (:func:`~pyspark_tstream.store.claims.claim_create`), and a mount that cannot do that either
+    is refused (the error names the stream and the mount).
+    """
+    caps = mounts.known(path)
+    if caps is None:
+        try:
+            _publish(path, data, os.link)
+            return
+        except FileExistsError:
+            raise
+        except OSError as e:
+            if e.errno not in mounts.NO_LINK_ERRNOS:
+                raise
+            caps = mounts.probe(os.path.dirname(path))
+            if caps.hard_links:
+                raise  # links work here: the failure was something else
+    if not caps.can_commit:
+        raise mounts.refusal(caps, stream_url(f"file://{path}"))
+    if caps.hard_links:
+        _publish(path, data, os.link)
+    else:
+        claim_create(path, data, _write_temp)
 
 
 def local_replace(path: str, data: bytes) -> None:
