@@ -68,7 +68,7 @@ def start(scratch: Path) -> tuple[RcloneMount, subprocess.Popen[bytes]]:
     log = open(scratch / "rclone.log", "wb")  # noqa: SIM115 - rclone writes it until stop()
     proc = subprocess.Popen(
         ["rclone", "mount", str(src), str(mnt), "--vfs-cache-mode", "writes", "--cache-dir", str(cache),
-         "--config", str(scratch / "rclone.conf"), "-q"],
+         "--config", str(scratch / "rclone.conf"), "--log-level", "NOTICE"],
         stdout=log, stderr=subprocess.STDOUT)
     log.close()
     deadline = time.monotonic() + MOUNT_TIMEOUT

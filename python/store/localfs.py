@@ -14,6 +14,7 @@ import errno
 import mmap
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -37,10 +38,36 @@ def temp_path(path: str) -> str:
 
 
 def local_read(path: str) -> bytes:
-    """The bytes of a local file."""
+    """The bytes of a local file (an ``EIO`` is retried a few times, see :data:`EIO_RETRIES`)."""
     # builtin open: the read path is hot and fsspec's LocalFileOpener adds ~5x the overhead
-    with open(path, "rb") as f:
-        return f.read()
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        if e.errno != errno.EIO:
+            raise
+        return _reread(path, e)
+
+
+#: Pauses (seconds) before the reads that retry one that failed with ``EIO``. A FUSE mount of a
+#: cloud store fails a read that meets another process's replace of the same file (rclone's
+#: cache: "invalid seek position" when the file's size changed under it) with ``EIO``, and a
+#: fresh open a moment later reads the new file whole; a disk's real ``EIO`` fails again.
+EIO_RETRIES = (0.01, 0.03, 0.1, 0.3, 1.0)
+
+
+def _reread(path: str, first: OSError) -> bytes:
+    failure = first
+    for pause in EIO_RETRIES:
+        time.sleep(pause)
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError as e:
+            if e.errno != errno.EIO:
+                raise
+            failure = e
+    raise failure
 
 
 def local_map(path: str) -> bytes:
