@@ -169,3 +169,26 @@ def test_tstream_info_on_the_mount(rclone_mount: RcloneMount, capsys: pytest.Cap
     assert code == 0, err
     info = json.loads(out)
     assert info["position"] == 1 and info["rows"] == 2
+
+
+@pytest.mark.spark
+def test_spark_write_then_available_now_read_round_trips_on_the_mount(
+        rclone_mount: RcloneMount, spark: Any, tmp_path: Path) -> None:  # noqa: F811
+    """A batch ``df.write`` (its tasks and commit in Spark's Python workers, each probing the mount
+    itself) and a streaming availableNow copy out of it, both on the mount."""
+    src, dst = rclone_mount.url("spark-src"), rclone_mount.url("spark-dst")
+    events = spark.range(0, 300).selectExpr("id", "concat('dev-', cast(id % 7 as string)) as key",
+                                            "timestamp_millis(1700000000000 + id * 10) as t")
+    for part in (events.where("id < 150"), events.where("id >= 150")):
+        part.write.format("tstream").mode("append").option("keyColumn", "key").option("timestampColumn", "t") \
+            .option("segments", "2").save(src)
+    q = (spark.readStream.format("tstream").load(src).drop("_timestamp", "_tso", "_segment", "_seq")
+         .writeStream.format("tstream").option("checkpointLocation", str(tmp_path / "ckpt"))
+         .option("keyColumn", "key").option("timestampColumn", "t")
+         .trigger(availableNow=True).start(dst))
+    q.awaitTermination()
+    assert q.exception() is None
+    assert sorted(Stream.open(src).read()["id"].to_pylist()) == list(range(300))
+    assert sorted(Stream.open(dst).read()["id"].to_pylist()) == list(range(300))
+    assert sorted(r.id for r in spark.read.format("tstream").load(dst).select("id").collect()) == list(range(300))
+    assert _hidden_left(src) == [] and _hidden_left(dst) == []
