@@ -266,3 +266,37 @@ def test_a_link_failure_on_a_mount_with_links_is_raised(tmp_path: Path, monkeypa
         assert (tmp_path / "obj.json").read_bytes() == b"y"
     finally:
         mounts.forget()
+
+
+@pytest.mark.parametrize("read", ["local_read", "local_map"])
+def test_a_read_that_meets_a_replace_on_a_mount_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           read: str) -> None:
+    """rclone fails a read that meets another process's replace of the file with EIO; the next
+    open reads it whole. An EIO that persists (a failing disk) is raised after a few tries."""
+    from pyspark_tstream.store import localfs
+
+    path = tmp_path / "head.json"
+    path.write_bytes(b'{"pos":1}')
+    opened: list[str] = []
+    failures = [2]
+
+    def flaky_open(p: Any, *args: Any, **kwargs: Any) -> Any:
+        opened.append(str(p))
+        if failures[0] > 0:
+            failures[0] -= 1
+            raise OSError(errno.EIO, "Input/output error", str(p))
+        return open(p, *args, **kwargs)
+
+    monkeypatch.setattr(localfs, "open", flaky_open, raising=False)
+    monkeypatch.setattr(localfs, "EIO_RETRIES", (0.0,) * 3)
+    assert bytes(getattr(localfs, read)(str(path))) == b'{"pos":1}'
+    assert len(opened) == 3
+    failures[0] = 10
+    with pytest.raises(OSError) as e:
+        getattr(localfs, read)(str(path))
+    assert e.value.errno == errno.EIO and len(opened) == 3 + 4
+    failures[0] = 1
+    opened.clear()
+    with pytest.raises(FileNotFoundError):  # only EIO is retried
+        getattr(localfs, read)(str(tmp_path / "missing.json"))
+    assert len(opened) == 2

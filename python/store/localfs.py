@@ -76,16 +76,21 @@ def local_map(path: str) -> bytes:
     Only for files never rewritten in place (chunks: tstream replaces files by rename, and an
     unlinked file stays mapped). An empty file is read instead (it cannot be mapped), and so is
     a file on a filesystem that cannot map files (some FUSE mounts: ``mmap`` fails with
-    ``ENODEV``/``EINVAL``/``EACCES``).
+    ``ENODEV``/``EINVAL``/``EACCES``); an ``EIO`` is retried as :func:`local_read` does.
     """
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return b""
-        try:
-            # the mapping outlives the descriptor; typed as bytes: callers only read it as a buffer
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # type: ignore[return-value]  # read as a buffer
-        except OSError:
-            return f.read()
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return b""
+            try:
+                # the mapping outlives the descriptor; typed as bytes: callers only read it as a buffer
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # type: ignore[return-value]  # read as a buffer
+            except OSError:
+                return f.read()
+    except OSError as e:
+        if e.errno != errno.EIO:
+            raise
+        return _reread(path, e)
 
 
 def _drop_temp(tmp: str) -> None:
