@@ -300,3 +300,27 @@ def test_a_read_that_meets_a_replace_on_a_mount_is_retried(tmp_path: Path, monke
     with pytest.raises(FileNotFoundError):  # only EIO is retried
         getattr(localfs, read)(str(tmp_path / "missing.json"))
     assert len(opened) == 2
+
+
+def test_creates_after_the_probe_never_try_a_link_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a mount is known to lack links, its creates go straight to the claim path, also
+    through a symlink to it (a failed link would cost a temp file written for nothing)."""
+    links: list[str] = []
+
+    def counted(src: Any, dst: Any, *a: Any, **k: Any) -> None:
+        links.append(str(dst))
+        _no_link(src, dst)
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    mounts.forget()
+    monkeypatch.setattr(os, "link", counted)
+    try:
+        store = Store(f"file://{tmp_path}/alias/s")
+        assert store.put_if_absent("journal/0.json", b"0")
+        assert len(links) == 2  # the create's own link, then the probe's
+        assert store.put_if_absent("journal/1.json", b"1") and not store.put_if_absent("journal/1.json", b"x")
+        assert len(links) == 2
+        assert store.read("journal/1.json") == b"1"
+    finally:
+        mounts.forget()

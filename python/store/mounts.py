@@ -56,7 +56,8 @@ class MountCapabilities:
 
 
 _LOCK = threading.Lock()
-#: Mount point -> what its probe found (only mounts whose ``link()`` failed are ever probed).
+#: Mount point (and each probed folder as its caller spelt it) -> what the mount's probe found;
+#: only mounts whose ``link()`` failed are ever probed.
 _PROBED: dict[str, MountCapabilities] = {}
 
 
@@ -85,12 +86,13 @@ def _fstype(mount: str) -> str:
 
 def known(path: str) -> MountCapabilities | None:
     """What an earlier probe found for the mount ``path`` is under, if one ran (no system call:
-    a prefix match against the probed mount points, none on a machine of ordinary disks)."""
+    a prefix match against the probed mount points and folders, none on a machine of ordinary
+    disks)."""
     if not _PROBED:
         return None
     with _LOCK:
-        for mount, caps in _PROBED.items():
-            if path == mount or path.startswith(mount.rstrip("/") + "/"):
+        for prefix, caps in _PROBED.items():
+            if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
                 return caps
     return None
 
@@ -98,12 +100,14 @@ def known(path: str) -> MountCapabilities | None:
 def probe(directory: str) -> MountCapabilities:
     """Probe (once per mount and process) what the mount holding ``directory`` can do."""
     caps = known(os.path.realpath(directory))
-    if caps is not None:
-        return caps
-    caps = _probe(directory)
+    if caps is None:
+        caps = _probe(directory)
     with _LOCK:
-        _PROBED.setdefault(caps.mount, caps)
-        return _PROBED[caps.mount]
+        caps = _PROBED.setdefault(caps.mount, caps)
+        # the folder as its caller spells it too: a path through a symlink must not link (and
+        # fail) again before every create
+        _PROBED.setdefault(directory, caps)
+        return caps
 
 
 def _probe(directory: str) -> MountCapabilities:
