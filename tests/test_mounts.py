@@ -8,6 +8,7 @@ rclone mount (slow set).
 from __future__ import annotations
 
 import errno
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -76,8 +77,9 @@ def test_a_stream_commits_and_reads_on_a_mount_without_hard_links(tmp_path: Path
     assert t.num_rows == 15
     # every claim and temp file is gone once its object is published
     assert _hidden(tmp_path / "s") == []
-    code, out, _ = run_cli(capsys, "info", url)
-    assert code == 0 and "position" in out.lower()
+    code, out, err = run_cli(capsys, "info", url, "--json")
+    assert code == 0, err
+    assert json.loads(out)["position"] == 3 and json.loads(out)["rows"] == 15
 
 
 def test_calls_on_a_mount_without_hard_links_are_the_ordinary_disks(tmp_path: Path,
