@@ -326,3 +326,21 @@ def test_creates_after_the_probe_never_try_a_link_again(tmp_path: Path, monkeypa
         assert store.read("journal/1.json") == b"1"
     finally:
         mounts.forget()
+
+
+def test_a_create_that_fails_to_write_frees_the_name_at_once(tmp_path: Path, no_links: None,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store error while writing (a full disk) gives the claim back: the next create does not
+    wait out the grace, which is only for committers that died."""
+    monkeypatch.setattr(claims, "CLAIM_GRACE", 3600.0)
+    path = str(tmp_path / "obj.json")
+    local_create(str(tmp_path / "first.json"), b"{}")  # the probe has run: creates take the claim path
+
+    def full_disk(p: str, data: bytes) -> str:
+        raise OSError(errno.ENOSPC, "No space left on device", p)
+
+    with pytest.raises(OSError, match="No space left"):
+        claims.claim_create(path, b"lost", full_disk)
+    assert sorted(os.listdir(tmp_path)) == ["first.json"]
+    local_create(path, b"next")
+    assert Path(path).read_bytes() == b"next"

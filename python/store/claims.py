@@ -107,11 +107,18 @@ def _publish_claimed(path: str, data: bytes, generation: int, write_temp: Callab
     if os.path.exists(path):  # a late claimer: the winner published and removed its claims
         _drop(claims[-1:])
         raise FileExistsError(errno.EEXIST, "exists", path)
-    tmp = write_temp(path, data)
+    try:
+        tmp = write_temp(path, data)
+    except BaseException:
+        _drop(claims[-1:])  # nothing was published: the next creator need not wait out the grace
+        raise
     try:
         if os.path.exists(path) or os.path.exists(claim_path(path, generation + 1)):
             return False
         os.replace(tmp, path)
+    except BaseException:
+        _drop(claims[-1:])  # as above (a rename that failed did not happen)
+        raise
     finally:
         _drop([tmp])
     _drop(claims)  # the name exists now: a late claimer finds it and reports it taken
