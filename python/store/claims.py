@@ -14,7 +14,8 @@ invariants of a create-if-absent with what such mounts do give, an exclusive cre
   actor watched it for :data:`CLAIM_GRACE` seconds is void, and the actor that creates the claim
   of the next generation (``O_EXCL`` again: exactly one) takes the name over. Each actor times
   the grace on its own monotonic clock from when it first saw that claim, so no clock of the
-  mount (modified times written by a cloud store) takes part.
+  mount (modified times written by a cloud store) takes part. A creator whose write or rename
+  fails (a full disk) gives its claim back at once: the grace is only for creators that died.
 
 A holder checks, just before its rename, that the name is still absent and that no next
 generation exists; the one case this cannot exclude is a holder paused for longer than the grace
