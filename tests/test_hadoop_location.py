@@ -202,6 +202,6 @@ def test_each_connector_names_its_jar_and_the_class_spark_loads() -> None:
     assert {k: (c.name, c.file_system) for k, c in CONNECTORS.items()} == {
         "s3a": ("hadoop-aws", "org.apache.hadoop.fs.s3a.S3AFileSystem"),
         "abfs": ("hadoop-azure", "org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem"),
-        "gs": ("the GCS connector", "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem")}
+        "gs": ("GCS", "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem")}
     assert "org.apache.hadoop:hadoop-azure:" in CONNECTORS["abfs"].remedy
     assert "gcs-connector" in CONNECTORS["gs"].remedy

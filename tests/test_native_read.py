@@ -272,6 +272,21 @@ def test_stores_spark_cannot_reach_fail_clearly(spark: Any) -> None:
         read_native(spark, "memory://native-test/s")
     with pytest.raises(UnsupportedOperationError, match="hadoop-aws"):
         read_native(spark, "s3://bucket/s", **{"storage.endpoint_url": "http://127.0.0.1:1"})
+    # Azure and GCS: the connector, its jar and the Python read are named; no credential is shown,
+    # and nothing reached the store (the check comes before the stream is opened)
+    secret = "s3cr3t-VALUE-42"
+    cases = [("abfss://box@acct.dfs.core.windows.net/s", {"storage.account_key": secret},
+              "hadoop-azure connector (org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem)"),
+             ("gs://bucket/s", {"storage.token": json.dumps({
+                 "type": "service_account", "client_email": "r@p.iam.gserviceaccount.com",
+                 "private_key_id": "kid", "private_key": secret})},
+              "GCS connector (com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem)")]
+    for url, options, connector in cases:
+        with pytest.raises(UnsupportedOperationError) as info:
+            read_native(spark, url, **options)
+        text = str(info.value)
+        assert connector in text and "spark.jars" in text and "spark.read.format('tstream')" in text, text
+        assert secret not in text
 
 
 def test_files_of_one_name_in_two_folders(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -52,7 +52,7 @@ CONNECTORS = {
                      "spark.jars.packages=org.apache.hadoop:hadoop-aws:<your Hadoop version>"),
     "abfs": Connector("hadoop-azure", "org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem",
                       "spark.jars.packages=org.apache.hadoop:hadoop-azure:<your Hadoop version>"),
-    "gs": Connector("the GCS connector", "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem",
+    "gs": Connector("GCS", "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem",
                     "spark.jars=<the shaded jar of com.google.cloud.bigdataoss:gcs-connector for Hadoop 3>"),
 }
 
