@@ -289,6 +289,38 @@ def test_stores_spark_cannot_reach_fail_clearly(spark: Any) -> None:
         assert secret not in text
 
 
+def test_connector_settings_reach_the_scan_but_no_plan(spark: Any, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The credentials a connector takes go into this scan's reader options only: the rows come
+    back, and neither the plan strings nor the session's configuration show them."""
+    import contextlib
+    import io
+
+    from pyspark_tstream.spark.hadoop import HadoopLocation
+
+    url, _ = _one_chunk(tmp_path)
+    secret = "s3cr3t-VALUE-42"
+    settings = {"fs.azure.account.key.acct.dfs.core.windows.net": secret,
+                "fs.gs.auth.service.account.private.key": secret}
+    monkeypatch.setattr(native, "hadoop_location",
+                        lambda url, protocol, root, options: HadoopLocation("file://" + root, settings))
+    df = read_native(spark, url)
+    assert sorted(r.id for r in df.collect()) == list(range(10))
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        df.explain(mode="extended")
+        df.explain(mode="formatted")
+    qe = df._jdf.queryExecution()
+    texts = [shown.getvalue(), qe.toString(), qe.executedPlan().toString(),
+             spark.sparkContext._jsc.hadoopConfiguration().toString()]
+    assert "FileScan parquet" in texts[0]
+    for text in texts:
+        assert secret not in text
+    assert spark.sparkContext._jsc.hadoopConfiguration().get(next(iter(settings))) is None
+    relation = qe.analyzed().collectLeaves().head().relation()  # the Parquet scan's own options
+    assert relation.options().get(next(iter(settings))).get() == secret
+
+
 def test_files_of_one_name_in_two_folders(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           branch: str) -> None:
     """Chunks are told apart by as much of their path as it takes (here: folder and name)."""
