@@ -54,7 +54,7 @@ from ..journal.entries import Chunk
 from ..read.file_checks import check_files
 from ..schema import RAW_TSO
 from ..spark.arrow import spark_schema
-from ..spark.hadoop import HadoopLocation, hadoop_location
+from ..spark.hadoop import PYTHON_READ, HadoopLocation, hadoop_location
 from ..timestamps import LOGICAL_BITS
 from .batch_reader import batch_range
 
@@ -333,7 +333,7 @@ def _check_connector(spark: Any, location: HadoopLocation, shown: str) -> None:
     raise UnsupportedOperationError(
         f"the native read of {shown} needs Spark to read the store itself, through the "
         f"{c.name} connector ({c.file_system}), which is not on Spark's classpath; add it "
-        f"(e.g. {c.remedy}) or use spark.read.format('tstream'), which reads the store from Python")
+        f"(e.g. {c.remedy}) or use {PYTHON_READ}")
 
 
 def _on_classpath(spark: Any, class_name: str) -> bool:

@@ -118,6 +118,7 @@ def test_azure_credentials_map_to_abfs_settings(options: dict[str, Any], setting
 
 
 _BAD_AZURE = [
+    ("az:///box/s", {"account_name": "acct"}, InvalidPathError, "az:///box/s names no container"),
     ("abfss://box@acct.example.com/s", {"account_key": SECRET}, InvalidPathError,
      "names no Azure storage account host; write abfss://<container>@<account>.dfs.core.windows.net"),
     ("az://box/s", {"account_key": SECRET}, ConfigError, "needs the storage account: write "
@@ -147,8 +148,8 @@ _BAD_AZURE = [
 
 
 @pytest.mark.parametrize("url,options,error,match", _BAD_AZURE,
-                         ids=["foreign-host", "no-account", "two-accounts", "emulator-endpoint", "dev-storage",
-                              "emulator-host", "garbled-connection-string", "credential-object", "anon",
+                         ids=["no-container", "foreign-host", "no-account", "two-accounts", "emulator-endpoint",
+                              "dev-storage", "emulator-host", "garbled-connection-string", "credential-object", "anon",
                               "two-credentials", "principal-without-tenant", "principal-without-client"])
 def test_what_abfs_cannot_be_told_is_refused_without_showing_a_secret(
         url: str, options: dict[str, Any], error: type[TStreamError], match: str) -> None:

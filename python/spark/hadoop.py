@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from ..errors import ConfigError, InvalidPathError, UnsupportedOperationError
 
-__all__ = ["CONNECTORS", "Connector", "HadoopLocation", "hadoop_location"]
+__all__ = ["CONNECTORS", "PYTHON_READ", "Connector", "HadoopLocation", "hadoop_location"]
 
 #: The read every refusal points to: it reaches the store from Python, through fsspec.
 PYTHON_READ = "spark.read.format('tstream'), which reads the store from Python"
@@ -127,6 +127,9 @@ def _azure(url: str, options: Mapping[str, Any]) -> HadoopLocation:
     if conn.get("usedevelopmentstorage", "").lower() == "true":
         raise _emulator("storage.connection_string (UseDevelopmentStorage=true)")
     container, _, host = parts.netloc.rpartition("@") if "@" in parts.netloc else (parts.netloc, "", "")
+    if not container:
+        raise InvalidPathError(f"{scheme}://{parts.netloc}{parts.path} names no container; write "
+                               f"{scheme}://<container>@<account>.dfs.core.windows.net/<path>")
     account, suffix = None, None
     if host:
         m = _AZURE_HOST.fullmatch(host.lower())
