@@ -129,6 +129,9 @@ _BAD_AZURE = [
                                          f"AccountKey={SECRET};BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;"},
      UnsupportedOperationError, "storage.connection_string \\(BlobEndpoint\\) names: Spark's ABFS connector reads "
      "only an account's dfs endpoint.*Azurite"),
+    ("abfs://box@devstoreaccount1.dfs.core.windows.net/s", {"connection_string": f"AccountKey={SECRET};"
+                                                            "BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1"},
+     UnsupportedOperationError, "storage.connection_string \\(BlobEndpoint\\) names"),
     ("az://box/s", {"connection_string": "UseDevelopmentStorage=true"}, UnsupportedOperationError,
      "UseDevelopmentStorage=true"),
     ("az://box/s", {"account_name": "acct", "account_host": "127.0.0.1:10000", "account_key": SECRET},
@@ -147,10 +150,10 @@ _BAD_AZURE = [
 ]
 
 
-@pytest.mark.parametrize("url,options,error,match", _BAD_AZURE,
-                         ids=["no-container", "foreign-host", "no-account", "two-accounts", "emulator-endpoint",
-                              "dev-storage", "emulator-host", "garbled-connection-string", "credential-object", "anon",
-                              "two-credentials", "principal-without-tenant", "principal-without-client"])
+@pytest.mark.parametrize("url,options,error,match", _BAD_AZURE, ids=[
+    "no-container", "foreign-host", "no-account", "two-accounts", "emulator-endpoint", "emulator-behind-an-azure-url",
+    "dev-storage", "emulator-host", "garbled-connection-string", "credential-object", "anon", "two-credentials",
+    "principal-without-tenant", "principal-without-client"])
 def test_what_abfs_cannot_be_told_is_refused_without_showing_a_secret(
         url: str, options: dict[str, Any], error: type[TStreamError], match: str) -> None:
     with pytest.raises(error, match=match) as info:

@@ -149,7 +149,10 @@ def _azure(url: str, options: Mapping[str, Any]) -> HadoopLocation:
             f"the native read of {scheme}://{container}{parts.path} needs the storage account: write "
             f"abfss://{container}@<account>.dfs.core.windows.net{parts.path}, or pass storage.account_name",
             option="storage.account_name")
-    suffix = suffix or _endpoint_suffix(options, conn, account)
+    # checked even when the URL names the host: an emulator endpoint in the options is where
+    # the Python side goes, so mapping the URL to Azure itself would read another store
+    endpoint_suffix = _endpoint_suffix(options, conn, account)
+    suffix = suffix or endpoint_suffix
     path = parts.path.strip("/")
     dfs = f"{account}.dfs.{suffix}"
     root = f"{'abfs' if scheme == 'abfs' else 'abfss'}://{container}@{dfs}" + (f"/{path}" if path else "")
