@@ -275,12 +275,12 @@ def test_stores_spark_cannot_reach_fail_clearly(spark: Any) -> None:
     # Azure and GCS: the connector, its jar and the Python read are named; no credential is shown,
     # and nothing reached the store (the check comes before the stream is opened)
     secret = "s3cr3t-VALUE-42"
-    cases = [("abfss://box@acct.dfs.core.windows.net/s", {"storage.account_key": secret},
-              "hadoop-azure connector (org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem)"),
-             ("gs://bucket/s", {"storage.token": json.dumps({
+    cases = [("gs://bucket/s", {"storage.token": json.dumps({
                  "type": "service_account", "client_email": "r@p.iam.gserviceaccount.com",
                  "private_key_id": "kid", "private_key": secret})},
-              "GCS connector (com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem)")]
+              "GCS connector (com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem)"),
+             ("abfss://box@acct.dfs.core.windows.net/s", {"storage.account_key": secret},
+              "hadoop-azure connector (org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem)")]
     for url, options, connector in cases:
         with pytest.raises(UnsupportedOperationError) as info:
             read_native(spark, url, **options)
