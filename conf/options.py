@@ -18,6 +18,7 @@ keep the real values because workers need them to reach the store.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -87,8 +88,11 @@ def _check_known(opts: Mapping[str, Any], valid: Sequence[str], other: Sequence[
 
 
 def _decode_storage_value(key: str, value: Any) -> Any:
-    """Turn option text into the types fsspec expects; credentials stay verbatim."""
-    if not isinstance(value, str) or is_secret_key(key):
+    """Turn option text into the types fsspec expects; credentials stay verbatim, but for a JSON
+    object (a GCS service account key, which gcsfs takes as a dict and would read as a file path)."""
+    if isinstance(value, str) and is_secret_key(key):
+        return _json_object(value)
+    if not isinstance(value, str):
         return value
     text = value.strip()
     if text.lower() in ("true", "false"):
@@ -100,14 +104,28 @@ def _decode_storage_value(key: str, value: Any) -> Any:
     return value
 
 
+def _json_object(text: str) -> Any:
+    """``text`` decoded if it is a JSON object, else ``text`` itself: a credential's text is never
+    echoed in a decoding error, and never becomes a bool or a number."""
+    if not text.lstrip().startswith("{"):
+        return text
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        return text
+    return decoded if isinstance(decoded, dict) else text
+
+
 def storage_options_from(options: Mapping[str, Any]) -> dict[str, Any]:
     """``storage.<key>`` options as fsspec keyword arguments (prefix removed, key case kept).
 
     Values ``true``/``false`` become booleans, integers become ints and text starting with
     ``{`` or ``[`` is decoded as JSON (``storage.client_kwargs={"region_name": "eu-west-1"}``);
     other text stays a string. Values of keys that name credentials (``key``, ``secret``,
-    ``token``, ``password``...) are never decoded. ``storage.accessKey``/``storage.secretKey``
-    are aliases of s3fs's ``key``/``secret`` that Spark's plan redaction recognizes.
+    ``token``, ``password``...) are never decoded, but for a JSON object (a service account
+    key). ``storage.accessKey``/``storage.secretKey`` are aliases of s3fs's ``key``/``secret``,
+    and ``storage.account_secret``/``storage.connection_string_secret`` of adlfs's
+    ``account_key``/``connection_string``, under names Spark's plan redaction recognizes.
     """
     out: dict[str, Any] = {}
     for raw_key, value in options.items():
@@ -122,9 +140,14 @@ def storage_options_from(options: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-#: Spark redacts option values whose key matches ``access[.]?key`` in plans and the UI, but not
-#: ``storage.key``: ``storage.accessKey`` is the same s3fs ``key`` under a name Spark hides.
-_STORAGE_ALIASES = {"accesskey": "key", "access_key": "key", "secretkey": "secret", "secret_key": "secret"}
+#: Spark shows option values in streaming plans and its UI unless the key matches
+#: ``spark.redaction.regex`` (``secret|password|token|access[.]?key|credential``), which misses
+#: ``storage.key``, ``storage.account_key`` and ``storage.connection_string``: these aliases carry
+#: the same fsspec option under a name Spark hides (``storage.sas_token``, ``storage.client_secret``
+#: and gcsfs's ``storage.token`` it hides as they are).
+_STORAGE_ALIASES = {"accesskey": "key", "access_key": "key", "secretkey": "secret", "secret_key": "secret",
+                    "accountsecret": "account_key", "account_secret": "account_key",
+                    "connectionstringsecret": "connection_string", "connection_string_secret": "connection_string"}
 
 
 def _parse_cut(opts: Mapping[str, Any], key: str, words: Sequence[str]) -> str | StreamCut | None:

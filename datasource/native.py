@@ -30,9 +30,13 @@ scan would otherwise return a foreign file's rows, which tstream's own read refu
 reader checks each page's CRC32 (:data:`_VERIFY_PAGES`), so a damaged page fails the job with
 Parquet's error.
 
-Spark must reach the store itself: ``file://`` works everywhere; ``s3://`` needs the
-``hadoop-aws`` connector on Spark's classpath (its ``s3a`` file system) and fails clearly
-without it; ``memory://`` is only visible to Python, so it is refused.
+Spark must reach the store itself, through its own Hadoop connector
+(:func:`.hadoop.hadoop_location` maps the URL and the storage options to the connector's URL and
+settings): ``file://`` works everywhere; ``s3://`` needs ``hadoop-aws`` (``s3a``), ``abfss://``,
+``abfs://`` and ``az://`` need ``hadoop-azure`` (ABFS), ``gs://`` and ``gcs://`` the GCS
+connector, and each fails clearly, naming the connector and how to add it, when Spark's
+classpath lacks it (Databricks has all three); ``memory://`` is only visible to Python, so it
+is refused.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from ..journal.entries import Chunk
 from ..read.file_checks import check_files
 from ..schema import RAW_TSO
 from ..spark.arrow import spark_schema
+from ..spark.hadoop import PYTHON_READ, HadoopLocation, hadoop_location
 from ..timestamps import LOGICAL_BITS
 from .batch_reader import batch_range
 
@@ -62,12 +67,8 @@ __all__ = ["read"]
 _DESC = ("__ts_file", "__ts_seg", "__ts_seq0", "__ts_floor", "__ts_first", "__ts_stop")
 #: Characters Hadoop keeps as they are in a file URI (``_metadata.file_path`` is URI-encoded).
 _URI_SAFE = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@/-]*")
-_S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 #: The Hadoop setting of parquet-java's reader (a reader option reaches it) that checks page CRCs.
 _VERIFY_PAGES = "parquet.page.verify-checksum.enabled"
-#: fsspec/s3fs storage options → Hadoop s3a settings (passed as reader options, per query).
-_S3A_KEYS = {"endpoint_url": "fs.s3a.endpoint", "key": "fs.s3a.access.key",
-             "secret": "fs.s3a.secret.key", "token": "fs.s3a.session.token"}
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,11 @@ def read(spark: SparkSession, url: str, **options: Any) -> DataFrame:
 
     opts = SourceOptions.from_options({**{k: _option_text(v) for k, v in options.items()}, "path": url})
     store = Store(opts.path, opts.storage_options, retry=opts.retry)
-    root, reader_options = _spark_location(spark, store)
+    # the connector's settings go as reader options of this scan only (Spark keeps them out of
+    # its plan strings), never into the session's Hadoop configuration
+    location = hadoop_location(store.url, store.protocol, store.root, store.storage_options)
+    _check_connector(spark, location, store.display_url)
+    root, reader_options = location.root, dict(location.settings)
     stream = Stream.at(store)
     user = stream.schema
     if user is None:
@@ -320,35 +325,25 @@ def _uri_key(path: str, depth: int) -> str:
     return quote(tail, safe="/!$&'()*+,;=:@-._~")
 
 
-def _spark_location(spark: Any, store: Any) -> tuple[str, dict[str, str]]:
-    """The stream root as Spark's file systems name it, and reader options to reach it."""
-    if store.protocol == "file":
-        return "file://" + store.root, {}
-    if store.protocol == "s3":
-        if not _has_s3a(spark):
-            raise UnsupportedOperationError(
-                f"the native read of {store.display_url} needs Spark to read s3 itself, through the "
-                f"hadoop-aws connector ({_S3A_CLASS}), which is not on Spark's classpath; add it "
-                "(e.g. spark.jars.packages=org.apache.hadoop:hadoop-aws:<your Hadoop version>) or "
-                "use spark.read.format('tstream'), which reads s3 from Python")
-        opts = {hadoop: str(store.storage_options[k]) for k, hadoop in _S3A_KEYS.items()
-                if store.storage_options.get(k) is not None}
-        if "fs.s3a.endpoint" in opts:
-            opts["fs.s3a.path.style.access"] = "true"
-        return "s3a://" + store.root, opts
+def _check_connector(spark: Any, location: HadoopLocation, shown: str) -> None:
+    """Refuse a read whose connector is not on Spark's classpath, naming it and how to add it."""
+    c = location.connector
+    if c is None or _on_classpath(spark, c.file_system):
+        return
     raise UnsupportedOperationError(
-        f"the native read cannot read {store.display_url}: Spark's Parquet reader does not see "
-        f"{store.protocol}:// stores; use spark.read.format('tstream') for them")
+        f"the native read of {shown} needs Spark to read the store itself, through the "
+        f"{c.name} connector ({c.file_system}), which is not on Spark's classpath; add it "
+        f"(e.g. {c.remedy}) or use {PYTHON_READ}")
 
 
-def _has_s3a(spark: Any) -> bool:
+def _on_classpath(spark: Any, class_name: str) -> bool:
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:  # Spark Connect: the server decides; let the scan report it
         return True
     from py4j.protocol import Py4JJavaError
 
     try:
-        jvm.java.lang.Class.forName(_S3A_CLASS)
+        jvm.java.lang.Class.forName(class_name)
         return True
     except Py4JJavaError:  # ClassNotFoundException
         return False

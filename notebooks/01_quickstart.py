@@ -255,6 +255,27 @@ display(spark.read.format("tstream").load(TICKS).orderBy("_tso"))
 # COMMAND ----------
 
 # MAGIC %md
+# MAGIC ## Your workspace's cloud store
+# MAGIC Everything above works on the cloud URL of your workspace's store: pass its credential from a secret scope
+# MAGIC as `storage.<key>` options (tstream reads and writes the store from Python, so a Unity Catalog grant does
+# MAGIC not reach it). On Azure, with a service principal:
+# MAGIC
+# MAGIC ```python
+# MAGIC opts = {"storage.tenant_id": dbutils.secrets.get("tstream", "tenant-id"),
+# MAGIC         "storage.client_id": dbutils.secrets.get("tstream", "client-id"),
+# MAGIC         "storage.client_secret": dbutils.secrets.get("tstream", "client-secret")}
+# MAGIC url = "abfss://streams@myaccount.dfs.core.windows.net/telemetry"
+# MAGIC df.write.format("tstream").options(**opts).mode("append").save(url)
+# MAGIC read_native(spark, url, **opts).groupBy("device").count()  # Spark's own ABFS reader, same options
+# MAGIC ```
+# MAGIC
+# MAGIC On Google Cloud, `{"storage.token": dbutils.secrets.get("tstream", "gcs-key-json")}` and a `gs://` URL; on
+# MAGIC AWS with an instance profile, no option. Volumes, what each store guarantees, and writers on several nodes:
+# MAGIC `docs/databricks.md`.
+
+# COMMAND ----------
+
+# MAGIC %md
 # MAGIC ## Summary
 # MAGIC Next: `02_seek_and_asof` (start a read anywhere in time, windowed counts that drop nothing) and
 # MAGIC `03_scaling_and_retention` (split and merge segments, stream cuts, truncation).

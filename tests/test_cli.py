@@ -221,6 +221,22 @@ def test_storage_option_text_is_never_echoed(url: str, capsys: pytest.CaptureFix
     assert code == 2 and "KEY=VALUE" in err and "hunter2" not in err
 
 
+@pytest.mark.parametrize("url,given,typo,hint", [
+    ("az://box/s", ["account_name=acct", "account_key=sEcReT-azure-1",
+                    "connection_string=AccountName=acct;AccountKey=sEcReT-azure-2", "client_secret=sEcReT-azure-3",
+                    "sas_token=sv=2024&sig=sEcReT-azure-4"], "acount_host=h", "account_host"),
+    ("gs://bucket/s", ['token={"type": "service_account", "private_key": "sEcReT-gcs-1"}'], "projet=p", "project"),
+], ids=["azure", "gcs"])
+def test_azure_and_gcs_credentials_are_never_echoed(url: str, given: list[str], typo: str, hint: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A misspelt option next to credentials: the error names it and its fix, never a credential."""
+    flags = [f for option in [*given, typo] for f in ("--storage-option", option)]
+    code, out, err = run_cli(capsys, "info", url, *flags)
+    assert code == 2 and out == "" and err.startswith("tstream: error: ")
+    assert repr(typo.partition("=")[0]) in err and f"did you mean {hint!r}" in err, err
+    assert "sEcReT" not in err
+
+
 @pytest.mark.s3
 def test_s3_storage_options_and_redaction(moto_server: str, fault_proxy: Any,
                                           capsys: pytest.CaptureFixture[str]) -> None:

@@ -272,6 +272,53 @@ def test_stores_spark_cannot_reach_fail_clearly(spark: Any) -> None:
         read_native(spark, "memory://native-test/s")
     with pytest.raises(UnsupportedOperationError, match="hadoop-aws"):
         read_native(spark, "s3://bucket/s", **{"storage.endpoint_url": "http://127.0.0.1:1"})
+    # Azure and GCS: the connector, its jar and the Python read are named; no credential is shown,
+    # and nothing reached the store (the check comes before the stream is opened)
+    secret = "s3cr3t-VALUE-42"
+    cases = [("gs://bucket/s", {"storage.token": json.dumps({
+                 "type": "service_account", "client_email": "r@p.iam.gserviceaccount.com",
+                 "private_key_id": "kid", "private_key": secret})},
+              "GCS connector (com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem)"),
+             ("abfss://box@acct.dfs.core.windows.net/s", {"storage.account_key": secret},
+              "hadoop-azure connector (org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem)")]
+    for url, options, connector in cases:
+        with pytest.raises(UnsupportedOperationError) as info:
+            read_native(spark, url, **options)
+        text = str(info.value)
+        assert connector in text and "spark.jars" in text and "spark.read.format('tstream')" in text, text
+        assert secret not in text
+
+
+def test_connector_settings_reach_the_scan_but_no_plan(spark: Any, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The credentials a connector takes go into this scan's reader options only: the rows come
+    back, and neither the plan strings nor the session's configuration show them."""
+    import contextlib
+    import io
+
+    from pyspark_tstream.spark.hadoop import HadoopLocation
+
+    url, _ = _one_chunk(tmp_path)
+    secret = "s3cr3t-VALUE-42"
+    settings = {"fs.azure.account.key.acct.dfs.core.windows.net": secret,
+                "fs.gs.auth.service.account.private.key": secret}
+    monkeypatch.setattr(native, "hadoop_location",
+                        lambda url, protocol, root, options: HadoopLocation("file://" + root, settings))
+    df = read_native(spark, url)
+    assert sorted(r.id for r in df.collect()) == list(range(10))
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        df.explain(mode="extended")
+        df.explain(mode="formatted")
+    qe = df._jdf.queryExecution()
+    texts = [shown.getvalue(), qe.toString(), qe.executedPlan().toString(),
+             spark.sparkContext._jsc.hadoopConfiguration().toString()]
+    assert "FileScan parquet" in texts[0]
+    for text in texts:
+        assert secret not in text
+    assert spark.sparkContext._jsc.hadoopConfiguration().get(next(iter(settings))) is None
+    relation = qe.analyzed().collectLeaves().head().relation()  # the Parquet scan's own options
+    assert relation.options().get(next(iter(settings))).get() == secret
 
 
 def test_files_of_one_name_in_two_folders(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -7,7 +7,9 @@ lower-cased keys, which ``CaseInsensitiveDict`` (pyspark's own, Spark-free) repr
 from __future__ import annotations
 
 import dataclasses
+import json
 import pickle
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -403,6 +405,48 @@ def test_storage_credentials_are_never_decoded() -> None:
     got = storage_options_from({"storage.secret": "123456", "storage.token": "true",
                                 "storage.password": "{x"})
     assert got == {"secret": "123456", "token": "true", "password": "{x"}
+
+
+def test_a_credential_holding_a_json_object_is_that_object() -> None:
+    """A GCS service account key passed as text reaches gcsfs as the dict it takes (text would
+    be read as a file's path); other credentials, malformed JSON included, stay verbatim."""
+    key = {"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\nabc\n"}
+    got = storage_options_from({"storage.token": json.dumps(key), "storage.sas_token": "{not json",
+                                "storage.secret": '["a"]', "storage.account_key": " 12 "})
+    assert got == {"token": key, "sas_token": "{not json", "secret": '["a"]', "account_key": " 12 "}
+
+
+#: Azure's and GCS's credentials as Spark users pass them: the key id, tenant and account stay shown.
+AZURE_GCS_SECRETS = {"storage.account_key": "azure-key-value-1", "storage.sas_token": "sv=2024&sig=sas-value-2",
+                     "storage.connection_string": "AccountName=acct;AccountKey=conn-value-3",
+                     "storage.client_secret": "principal-value-4", "storage.credential": "cred-value-5",
+                     "storage.account_secret": "alias-value-6", "storage.token": json.dumps(
+                         {"type": "service_account", "private_key": "gcs-value-7", "private_key_id": "gcs-id-8"})}
+
+
+@pytest.mark.parametrize("build", [source, sink], ids=["source", "sink"])
+def test_repr_never_shows_azure_or_gcs_credentials(build: Any) -> None:
+    opts = build(**AZURE_GCS_SECRETS, **{"storage.account_name": "acct", "storage.client_id": "app-1",
+                                         "storage.tenant_id": "tenant-1", "storage.project": "proj"})
+    text = repr(opts) + str(opts)
+    for value in ("value-1", "value-2", "value-3", "value-4", "value-5", "value-6", "value-7", "gcs-id-8"):
+        assert value not in text, value
+    for shown in ("'acct'", "'app-1'", "'tenant-1'", "'proj'"):
+        assert shown in text
+    assert opts.storage_options["sas_token"] == "sv=2024&sig=sas-value-2"  # workers get the real value
+
+
+@pytest.mark.parametrize("alias,name", [("account_secret", "account_key"), ("accountSecret", "account_key"),
+                                        ("connection_string_secret", "connection_string"),
+                                        ("connectionStringSecret", "connection_string")])
+def test_azure_credentials_have_names_spark_redacts(alias: str, name: str) -> None:
+    """Spark shows a streaming source's option values in its plans unless the key matches
+    ``spark.redaction.regex`` (its default below), which misses ``account_key`` and
+    ``connection_string``; their aliases match it and are credentials to tstream too."""
+    spark_default = re.compile(r"(?i)secret|password|token|access[.]?key|credential")
+    assert not spark_default.search(f"storage.{name}")
+    assert spark_default.search(f"storage.{alias}") and is_secret_key(f"storage.{alias}")
+    assert storage_options_from({f"storage.{alias}": "12"}) == {name: "12"}  # verbatim, not an int
 
 
 def test_storage_option_key_case_is_kept_from_python() -> None:

@@ -44,14 +44,18 @@ examples:
   tstream group file:///tmp/telemetry read billing worker-1 --count 10 --block 5000
   tstream group file:///tmp/telemetry ack billing 1767225600000-0@0
   tstream info s3://bucket/telemetry --storage-option endpoint_url=http://127.0.0.1:9000
+  TSTREAM_STORAGE_OPTIONS='{"token": "/keys/reader.json"}' tstream info gs://bucket/telemetry
   tstream fsck file:///tmp/telemetry         # exit code 1 if anything is damaged
   tstream repair file:///tmp/telemetry
 
-URLs: file:///abs/path (or a bare path), memory://name, s3://bucket/prefix.
+URLs: file:///abs/path (or a bare path), memory://name, s3://bucket/prefix,
+abfss://container@account.dfs.core.windows.net/prefix (abfs://, az://container/prefix with
+account_name), gs://bucket/prefix (gcs://).
 Storage options (endpoint, region, credentials) come from --storage-option KEY=VALUE
 (repeatable; JSON-looking values are decoded) or the TSTREAM_STORAGE_OPTIONS environment
 variable (a JSON object), which keeps secrets out of shell history; s3fs also reads the usual
-AWS_* variables. Credentials are never printed.
+AWS_* variables, adlfs the AZURE_* ones and gcsfs GOOGLE_APPLICATION_CREDENTIALS. Credentials
+are never printed.
 """
 
 

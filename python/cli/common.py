@@ -20,7 +20,8 @@ from ..store.failures import secret_values as store_secret_values
 from ..timestamps import parse_duration_ms, to_ms
 
 STORAGE_ENV = "TSTREAM_STORAGE_OPTIONS"
-URL_HELP = "stream URL: file:///path, memory://name or s3://bucket/prefix"
+URL_HELP = ("stream URL: file:///path, memory://name, s3://bucket/prefix, "
+            "abfss://container@account.dfs.core.windows.net/prefix or gs://bucket/prefix")
 
 
 class Parser(argparse.ArgumentParser):
