@@ -459,9 +459,15 @@ class Stream:
         return self.maintenance.compact(full=full, target=target, min_pieces=min_pieces, progress=progress,
                                         total=total)
 
-    def verify(self, progress: Callable[[int, int], None] | None = None) -> Report:
-        """Check the stream (``tstream fsck``); returns a :class:`~pyspark_tstream.maintain.fsck.Report`."""
-        return self.maintenance.verify(progress)
+    def verify(self, progress: Callable[[int, int], None] | None = None, *, footers_only: bool = False) -> Report:
+        """Check the stream (``tstream fsck``); returns a :class:`~pyspark_tstream.maintain.fsck.Report`.
+
+        ``footers_only`` (``tstream fsck --footers-only``): check chunk files from their Parquet
+        footers alone (size, rows, time statistics: one ranged read each) instead of also reading
+        and decoding every page; a damaged page inside a sound file then goes unseen (a read still
+        refuses it).
+        """
+        return self.maintenance.verify(progress, footers_only=footers_only)
 
     def repair(self, progress: Callable[[int, int], None] | None = None, *, drop_torn_entry: bool = False) -> Report:
         """Rebuild what the journal can (``tstream repair``); the report lists what remains.
