@@ -113,6 +113,7 @@ def open_for_write(store: Store, config: Mapping[str, Any] | None) -> tuple[Entr
         if not current.disagreements(given):
             return head, journal
         if not (head.op == CREATE_OP and written_by_a_write(store, head.nonce)):
+            # made on purpose, or a commit landed since: the config is fixed (this raises)
             current.check_agrees(given, list(given), url=store.display_url)
         remade = recreate(store, journal, head, StreamConfig.from_kwargs(given))
         if remade is not None:
