@@ -18,10 +18,11 @@ import pyarrow as pa
 import pytest
 from conftest import CallLog
 from pyspark_tstream.api.config import StreamConfig
-from pyspark_tstream.api.creation import create_for_write
+from pyspark_tstream.api.creation import create_for_write, recreate
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.epochs.routing import key_hash
 from pyspark_tstream.errors import ConfigError, UnsupportedFormatError
+from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.store import layout
 from pyspark_tstream.store.storage import Store
 from pyspark_tstream.write.writing import write_batches
@@ -148,9 +149,10 @@ def test_a_newer_marker_is_not_taken_for_one_this_version_understands(mem: str) 
     assert Stream.open(mem).config.segments == 2
 
 
-def test_old_streams_without_markers_keep_their_config(tmp_path: Path) -> None:
-    shutil.copytree(GOLDEN / "v5" / "stream", tmp_path / "v5")
-    url = f"file://{tmp_path}/v5"
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in GOLDEN.glob("*/stream")))
+def test_old_streams_without_markers_keep_their_config(tmp_path: Path, name: str) -> None:
+    shutil.copytree(GOLDEN / name / "stream", tmp_path / name)
+    url = f"file://{tmp_path}/{name}"
     before = Stream.open(url)
     n = before.config.segments
     with pytest.raises(ConfigError, match=f"segments={n + 1} disagrees.*it has segments={n}"):
@@ -158,3 +160,16 @@ def test_old_streams_without_markers_keep_their_config(tmp_path: Path) -> None:
     stream, _ = Stream.for_write(Store(url), before.schema, config={"segments": n})
     assert stream.state.pos == before.state.pos
 
+
+
+def test_a_re_creation_that_loses_to_a_first_commit_changes_nothing(mem: str) -> None:
+    stream, _ = Stream.for_write(Store(mem), KEYED, config={"segments": 2}, key="device")
+    seen = stream.context.entry  # what a second write read: the creation, newest then
+    stream.append(_keyed(10), key="device")  # the first write's commit lands first
+    store = Store(mem)
+    assert recreate(store, Journal(store), seen, StreamConfig(segments=4)) is None  # the slot was taken
+    s = Stream.open(mem)
+    assert s.config.segments == 2 and s.read().num_rows == 10
+    assert s.store.list(layout.WRITE_CREATED) == [f"{seen.nonce}.json"]  # the loser's marker is gone
+    with pytest.raises(ConfigError, match="segments=4 disagrees"):
+        Stream.for_write(Store(mem), KEYED, config={"segments": 4}, key="device")
