@@ -129,7 +129,7 @@ class Appender:
                     entry, _ = h.journal.commit(req, h.state)
                 break
             except SegmentSealedError:
-                # a scale committed since these chunks were routed: give them to its successors
+                # a scale (or a re-creation) committed since these chunks were routed: re-route them
                 state = h.refresh()
                 req.chunks = [r for c in req.chunks
                               for r in ([c] if fits(c, state.segment(c.seg)) else reroute(h.store, c, state.segments))]
