@@ -7,6 +7,7 @@ measured here never open data files), so 10,000 commits take seconds.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.journal.timeindex import COL_MAX_TSO, FANOUT
 from pyspark_tstream.store.storage import Store
 from pyspark_tstream.timestamps import pack
+from pyspark_tstream.write.requests import abort_keeps
 from pyspark_tstream.write.spec import ChunkInfo
 
 COMMITS_SMALL, COMMITS_LARGE = 10, 10_000
@@ -109,3 +111,30 @@ def test_reads_catch_up_through_compacted_nodes(histories: dict[int, Stream]) ->
     s.store.observer = None
     assert [d.pos for d in deltas] == list(range(1, state.pos + 1))
     assert log.count() <= 2  # one batched read of nodes, one of the open entries
+
+
+def _upkeep_costs(s: Stream) -> tuple[Counter[str], Counter[str]]:
+    """Store calls of ``vacuum(orphans=True)`` and of a sink abort's proof (``abort_keeps``) on
+    a fresh handle of ``s``."""
+    opened = Stream.open(f"memory://{s.store.root}")
+    log = CallLog()
+    opened.store.observer = log
+    opened.vacuum(orphans=True)
+    vacuum = log.by_op()
+    log.reset()
+    assert abort_keeps(opened.store, opened.journal, "w0", 10**9, ["data/0/never-committed.parquet"]) is None
+    return vacuum, log.by_op()
+
+
+def test_orphan_vacuum_and_abort_cost_flat_from_10_to_10000_commits(histories: dict[int, Stream]) -> None:
+    (small_vacuum, small_abort), (large_vacuum, large_abort) = (_upkeep_costs(histories[n])
+                                                                for n in (COMMITS_SMALL, COMMITS_LARGE))
+    for vacuum in (small_vacuum, large_vacuum):
+        # the deltas from the head on in two batched reads (compacted nodes, then the open
+        # entries), whatever the history; four listings: the requests (stale ones, then the
+        # pending ones' chunks), data/ (these chunks are metadata only: no segment folder) and
+        # the compaction manifests
+        assert vacuum["read_many"] <= 2 and vacuum["list"] == 4, vacuum
+    assert sum(large_vacuum.values()) <= sum(small_vacuum.values()) + 3, (small_vacuum, large_vacuum)
+    # an abort lists the requests and reads the head (and one probe past it): 3 calls at any history
+    assert small_abort == large_abort == Counter({"list": 1, "read": 2}), (small_abort, large_abort)

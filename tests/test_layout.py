@@ -44,10 +44,11 @@ def test_metadata_paths_are_the_documented_ones() -> None:
     assert layout.manifest_file("m-x.json") == "_tstream/compact/m-x.json"
     assert layout.commit_request(12, "ab12") == "_tstream/requests/000000000012-ab12.json"
     assert layout.request_name("000000000012-ab12.json") == (12, "ab12")
+    assert layout.write_created("ab12") == "_tstream/write-created/ab12.json"
     assert layout.request_name("head.json") is None and layout.request_name("12-a-b.json") is None
     for folder, name in [(layout.JOURNAL, "journal"), (layout.INDEX, "index"), (layout.SEALED, "sealed"),
                          (layout.EPOCHS, "epochs"), (layout.GROUPS, "groups"), (layout.MACROS, "macros"),
-                         (layout.MANIFESTS, "compact")]:
+                         (layout.MANIFESTS, "compact"), (layout.WRITE_CREATED, "write-created")]:
         assert folder == f"_tstream/{name}"
     assert layout.FOLDER_SPAN == 100_000
     assert layout.numbered("f", 99_999) == "f/000000/000000099999.json"

@@ -110,6 +110,19 @@ def test_a_failed_first_write_fixes_no_schema(spark: Any, tmp_path: Path) -> Non
     assert Stream.open(url).read().num_rows == 3
 
 
+def test_a_first_write_that_fails_in_its_tasks_fixes_no_config(spark: Any, tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/s"
+    # the sink creates the stream (segments=2), then a task meets a time past the clock's range
+    with pytest.raises(Exception, match="timestampColumn 'ts' holds"):
+        spark.range(3).selectExpr("id", "timestamp'4000-01-01 00:00:00' as ts").write.format("tstream") \
+            .mode("append").option("timestampColumn", "ts").option("segments", "2").save(url)
+    assert Stream.open(url).state.pos == 0 and Stream.open(url).config.segments == 2
+    spark.range(3).selectExpr("id", "timestamp'2026-01-01 00:00:00' as ts").write.format("tstream") \
+        .mode("append").option("timestampColumn", "ts").option("segments", "3").save(url)
+    s = Stream.open(url)
+    assert s.config.segments == 3 and s.read().num_rows == 3
+
+
 def test_bad_sink_options(spark: Any, tmp_path: Path) -> None:
     url = f"file://{tmp_path}/s"
     with pytest.raises(Exception, match="(?i)unknown option .keycolum. .did you mean keyColumn"):
@@ -117,7 +130,8 @@ def test_bad_sink_options(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(Exception, match="timestamping='never'"):
         spark.range(3).write.format("tstream").mode("append").option("timestamping", "never").save(url)
     spark.range(3).write.format("tstream").mode("append").option("segments", "2").save(url)
-    with pytest.raises(Exception, match="segments=5 .*the stream has 2"):
+    with pytest.raises(Exception, match="segments=5 disagrees with the stream at .*: it has segments=2.*"
+                                        "drop the option segments"):
         spark.range(3).write.format("tstream").mode("append").option("segments", "5").save(url)
     with pytest.raises(Exception, match="keyColumn 'nope' is not a column"):
         spark.range(3).write.format("tstream").mode("append").option("keyColumn", "nope").save(url)

@@ -26,7 +26,7 @@ from ..timestamps import count_raised, now_ms, pack
 from ..write.commit import Ack, CommitIntent, CommitRequest, check_schema_for_write
 from ..write.group import GroupCommit, Published, publishable
 from ..write.reroute import reroute
-from ..write.spec import ChunkInfo, WriteSpec
+from ..write.spec import ChunkInfo, WriteSpec, fits
 from ..write.writing import write_batches
 from .context import StreamContext
 
@@ -129,11 +129,10 @@ class Appender:
                     entry, _ = h.journal.commit(req, h.state)
                 break
             except SegmentSealedError:
-                # a scale committed since these chunks were routed: give them to its successors
+                # a scale (or a re-creation) committed since these chunks were routed: re-route them
                 state = h.refresh()
-                active = {g.id for g in state.segments}
                 req.chunks = [r for c in req.chunks
-                              for r in ([c] if c.seg in active else reroute(h.store, c, state.segments))]
+                              for r in ([c] if fits(c, state.segment(c.seg)) else reroute(h.store, c, state.segments))]
         else:
             raise CommitConflictError("segments kept changing under this commit; retry it",
                                       expected=h.state.pos + 1)

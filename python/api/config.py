@@ -148,18 +148,25 @@ class StreamConfig:
         vals["writers"] = tuple(vals.get("writers", ()))
         return cls(**vals)
 
-    def check_agrees(self, given: Mapping[str, Any], keys: Iterable[str]) -> None:
-        """Fail if a write's explicitly given config disagrees with this (existing) stream's."""
-        wanted = StreamConfig.from_kwargs({k: given[k] for k in keys if k in given})
-        diffs = []
-        for k in keys:
-            if k not in given:
-                continue
-            mine, theirs = getattr(self, k), getattr(wanted, k)
-            if mine != theirs:
-                diffs.append(f"{PUBLIC_NAMES.get(k, k)}={theirs!r} (the stream has {mine!r})")
-        if diffs:
-            raise ConfigError(
-                "stream config given for an existing stream disagrees with it: " + "; ".join(diffs)
-                + ". Drop these options or write to a new stream.",
-                option=PUBLIC_NAMES.get(next(iter(keys)), None))
+    def disagreements(self, given: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+        """``(field, this stream's value, the given value)`` of each explicitly ``given`` field
+        (Python-API names) that differs; ConfigError if ``given`` is not a valid config."""
+        wanted = StreamConfig.from_kwargs(given)
+        return [(k, getattr(self, k), getattr(wanted, k)) for k in given if getattr(self, k) != getattr(wanted, k)]
+
+    def check_agrees(self, given: Mapping[str, Any], keys: Iterable[str], *, url: str = "") -> None:
+        """Fail if a write's explicitly given config disagrees with this (existing) stream's,
+        naming each option, the value given, the stream's value and the remedy."""
+        diffs = self.disagreements({k: given[k] for k in keys if k in given})
+        if not diffs:
+            return
+        names = [PUBLIC_NAMES.get(k, k) for k, _, _ in diffs]
+        ours = " and ".join(f"{n}={theirs!r}" for n, (_, _, theirs) in zip(names, diffs))
+        kept = " and ".join(f"{n}={mine!r}" for n, (_, mine, _) in zip(names, diffs))
+        where = f"the stream at {url}" if url else "the existing stream"
+        raise ConfigError(
+            f"{ours} {'disagrees' if len(diffs) == 1 else 'disagree'} with {where}: it has {kept}, fixed when "
+            "it was created (by Stream.create or `tstream create`) or by its first commit that landed; "
+            f"drop the option{'s' if len(diffs) > 1 else ''} {', '.join(names)} to write with the stream's "
+            "config, or write to a new stream path",
+            option=names[0], value=diffs[0][2])

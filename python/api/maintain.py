@@ -35,11 +35,12 @@ class Maintenance:
             base = CompactionPolicy.parse(spec) or base
         return compact(self.ctx, full=full, policy=base, progress=progress, total=total)
 
-    def verify(self, progress: Callable[[int, int], None] | None = None) -> Report:
+    def verify(self, progress: Callable[[int, int], None] | None = None, *, footers_only: bool = False) -> Report:
         """Check the stream (``tstream fsck``): journal entries, hints, index nodes, sealed shards,
-        epoch records, and every live chunk's size and rows. Returns a
-        :class:`~pyspark_tstream.maintain.fsck.Report` (``ok``, ``problems``, ``summary()``)."""
-        return verify(self.ctx.store, progress)[0]
+        epoch records, and every live chunk's size, rows and times and (unless ``footers_only``)
+        its pages. Returns a :class:`~pyspark_tstream.maintain.fsck.Report` (``ok``, ``problems``,
+        ``summary()``)."""
+        return verify(self.ctx.store, progress, pages=not footers_only)[0]
 
     def repair(self, progress: Callable[[int, int], None] | None = None, *, drop_torn_entry: bool = False) -> Report:
         """Rebuild what the journal can (``tstream repair``); the report lists what remains."""

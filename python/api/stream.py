@@ -38,10 +38,9 @@ from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
 from ..journal.state import StreamState
 from ..maps.sealed import SealedMap
-from ..schema import check_names, encode_schema, normalize, user_schema
 from ..store.failures import RetryPolicy
 from ..store.storage import Store
-from ..timestamps import TimeLike, now_ms
+from ..timestamps import TimeLike
 from .config import GC_GRACE_MS, ORPHAN_GRACE_MS, StreamConfig
 from .context import StreamContext
 
@@ -138,19 +137,9 @@ class Stream:
 
     @classmethod
     def _create(cls, store: Store, cfg: StreamConfig, schema: pa.Schema | None) -> Stream:
-        from .epochs import initial_segments
+        from .creation import create
 
-        if schema is not None:
-            schema = normalize(user_schema(schema))
-            check_names(schema)
-        now = now_ms()
-        state = StreamState(
-            pos=0, epoch=0, tick=0, max_tso=0, wall=now, created=now,
-            schema=encode_schema(schema) if schema is not None else "", config=cfg.to_dict(),
-            segments=initial_segments(cfg.segments), writers={}, index=[], next_number=cfg.segments)
-        journal = Journal(store)
-        entry = journal.create(Entry(pos=0, op="create", wall=now, state=state))
-        return cls(store, entry, journal)
+        return cls(store, create(store, cfg, schema))
 
     @classmethod
     def open(cls, url: str, storage_options: Mapping[str, Any] | None = None, *,
@@ -190,7 +179,7 @@ class Stream:
             except FileExistsError:  # lost a creation race: fine, use the winner's stream
                 journal = Journal(store)
             stream = cls(store, journal.head(), journal)
-        stream.config.check_agrees(given, list(given))
+        stream.config.check_agrees(given, list(given), url=store.display_url)
         return stream
 
     @classmethod
@@ -200,15 +189,18 @@ class Stream:
         """The stream a write of data with ``schema`` goes to, opened or created with ``config``,
         and its :meth:`write_spec` (what the sink does before its tasks run).
 
-        A write that fails creates no schema: the key and timestamp columns are checked before a
-        missing stream is created, and a created stream's schema stays unset until a commit
-        lands (its first commit fixes it), so a corrected retry of a failed first write is not
-        held to the failed one's columns.
+        A write that fails fixes nothing (:mod:`~pyspark_tstream.api.creation`): the key and
+        timestamp columns are checked before a missing stream is created; a created stream's
+        schema stays unset until a commit lands (its first commit fixes it); and a stream this
+        method created keeps its config only once a commit lands: until then, a write with other
+        ``config`` re-creates it with that. A stream made by :meth:`create` keeps its config, and
+        ``config`` that disagrees with it is a ConfigError naming the option and the stream's value.
         """
         from ..write.spec import check_columns
+        from .creation import open_for_write
 
         check_columns(schema, key=key, timestamp=timestamp)
-        stream = cls.at_or_create(store, config=config)
+        stream = cls(store, *open_for_write(store, config))
         return stream, stream.write_spec(schema, key=key, timestamp=timestamp, merge_schema=merge_schema)
 
     # -- state --------------------------------------------------------------------------------
@@ -467,9 +459,15 @@ class Stream:
         return self.maintenance.compact(full=full, target=target, min_pieces=min_pieces, progress=progress,
                                         total=total)
 
-    def verify(self, progress: Callable[[int, int], None] | None = None) -> Report:
-        """Check the stream (``tstream fsck``); returns a :class:`~pyspark_tstream.maintain.fsck.Report`."""
-        return self.maintenance.verify(progress)
+    def verify(self, progress: Callable[[int, int], None] | None = None, *, footers_only: bool = False) -> Report:
+        """Check the stream (``tstream fsck``); returns a :class:`~pyspark_tstream.maintain.fsck.Report`.
+
+        ``footers_only`` (``tstream fsck --footers-only``): check chunk files from their Parquet
+        footers alone (size, rows, time statistics: one ranged read each) instead of also reading
+        and decoding every page; a damaged page inside a sound file then goes unseen (a read still
+        refuses it).
+        """
+        return self.maintenance.verify(progress, footers_only=footers_only)
 
     def repair(self, progress: Callable[[int, int], None] | None = None, *, drop_torn_entry: bool = False) -> Report:
         """Rebuild what the journal can (``tstream repair``); the report lists what remains.

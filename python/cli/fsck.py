@@ -30,7 +30,7 @@ def _progress(args: argparse.Namespace) -> tuple[Progress, Any]:
 def run_fsck(args: argparse.Namespace) -> int:
     stream = open_stream(args)
     bar, update = _progress(args)
-    report = stream.verify(progress=update)
+    report = stream.verify(progress=update, footers_only=args.footers_only)
     bar.close()
     sys.stdout.write(report.summary() + "\n")
     if not report.ok:
@@ -57,10 +57,16 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add ``fsck`` and ``repair`` to the top-level subparsers ``sub``."""
     p = add_command(sub, common, "fsck", run_fsck, help="check a stream for damage",
                     description="Check journal entries, head and anchor hints, index nodes, sealed-segment "
-                                "shards, epoch records and every live chunk (size and row count from its "
-                                "footer). Exit code 0 when sound, 1 when something is wrong.",
-                    epilog="example:\n  tstream fsck file:///tmp/telemetry")
+                                "shards, epoch records and every live chunk: its size, rows and times from its "
+                                "footer, then every page decoded against its checksum. Exit code 0 when "
+                                "sound, 1 when something is wrong.",
+                    epilog="example:\n  tstream fsck file:///tmp/telemetry\n"
+                           "  tstream fsck --footers-only s3://bucket/telemetry")
     add_progress(p)
+    p.add_argument("--footers-only", "--quick", dest="footers_only", action="store_true",
+                   help="check chunk files from their footers alone (size, rows, times: one ranged read "
+                        "each) without reading and decoding their pages; finds missing, truncated and "
+                        "swapped files, not a damaged page inside one")
     p = add_command(sub, common, "repair", run_repair, help="rebuild damaged metadata",
                     description="Rebuild what the journal holds (head and anchor hints, index nodes, "
                                 "sealed-shard versions and hints, epoch records) and say exactly what "

@@ -13,6 +13,12 @@ segment folder (existence and size), one ranged read of its Parquet footer (conc
 where the footer is sound, a read and decode of the whole file, which checks every page against
 its CRC32 (python/chunkfile/checksums.py; files written before page checksums decode without
 that check); every written index node, shard version and epoch record one read.
+
+``pages=False`` (``tstream fsck --footers-only``) skips the decode: chunk files cost their
+footer's ranged read alone (O(files), not O(data), and no whole file in memory). It still finds
+a missing, truncated, foreign or swapped file (size, rows and the footer's time statistics
+against the journal's), but not a damaged page inside a file whose footer is sound: a read
+finds that one (CorruptChunkError), and so does a full fsck.
 """
 
 from __future__ import annotations
@@ -74,6 +80,8 @@ class Report:
     checked: dict[str, int] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
+    #: Whether chunk pages were decoded and checked (False: ``footers_only``, footers alone).
+    pages: bool = True
 
     @property
     def ok(self) -> bool:
@@ -84,6 +92,8 @@ class Report:
         """What was checked and each problem, as text for humans."""
         counts = ", ".join(f"{v} {k}" for k, v in self.checked.items())
         head = f"{self.url} at journal position {self.position}: checked {counts}"
+        if not self.pages:
+            head += " (chunk footers only: pages not decoded)"
         if self.ok:
             return head + "; no problems"
         lines = [head + f"; {len(self.problems)} problem(s):"]
@@ -92,8 +102,9 @@ class Report:
 
 
 class _Checker:
-    def __init__(self, store: Store, progress: Progress | None) -> None:
+    def __init__(self, store: Store, progress: Progress | None, pages: bool = True) -> None:
         self.store = store
+        self.pages = pages
         self.journal = Journal(store)
         self.progress = progress
         self.done = 0
@@ -262,8 +273,8 @@ class _Checker:
 
     # -- chunks ---------------------------------------------------------------------------------
     def chunks(self, state: StreamState, entries: dict[int, Entry]) -> None:
-        """Every chunk of a readable record exists with its recorded size, rows and times, and its
-        pages decode (matching their CRC32s where it has them)."""
+        """Every chunk of a readable record exists with its recorded size, rows and times, and (with
+        ``pages``) its pages decode, matching their CRC32s where it has them."""
         deltas: list[Delta] = []
         for p in range(state.head_pos, state.pos + 1):
             if p in entries:
@@ -305,10 +316,10 @@ class _Checker:
     def _footers(self, chunks: list[Chunk], sizes: dict[str, int],
                  known: dict[str, tuple[Chunk, str | None]]) -> dict[str, tuple[Chunk, str | None]]:
         """``known`` and, for each file of ``chunks`` not in it, what is wrong with it (None:
-        nothing): missing, not Parquet, other rows, bytes or times than the journal's, or a
-        page that does not decode or match its CRC32."""
+        nothing): missing, not Parquet, other rows, bytes or times than the journal's, or (with
+        ``pages``) a page that does not decode or match its CRC32."""
         return {**known, **file_problems(self.store, [c for c in chunks if c.path not in known], sizes,
-                                         pages=True)}
+                                         pages=self.pages)}
 
     def macro_map(self, state: StreamState, deltas: list[Delta], raw: list[Chunk],
                   sizes: dict[str, int], unreadable: frozenset[str] = frozenset()) -> list[Chunk]:
@@ -546,10 +557,11 @@ class _Checker:
         return restore
 
 
-def verify(store: Store, progress: Progress | None = None) -> tuple[Report, Fixes]:
+def verify(store: Store, progress: Progress | None = None, *, pages: bool = True) -> tuple[Report, Fixes]:
     """Check the stream at ``store``; returns the report and what
-    :func:`~pyspark_tstream.maintain.repair.repair` can rewrite."""
-    ck = _Checker(store, progress)
+    :func:`~pyspark_tstream.maintain.repair.repair` can rewrite. ``pages=False`` checks chunk
+    files from their footers alone (see the module docstring: a damaged page goes unseen)."""
+    ck = _Checker(store, progress, pages)
     newest = ck.newest()
     state = newest.state
     ck.total = (state.pos - max(state.meta_gc_pos, 1) + 2) + state.chunks + state.epoch
@@ -569,7 +581,8 @@ def verify(store: Store, progress: Progress | None = None) -> tuple[Report, Fixe
     epoch_chunks = ck.epoch_chunks(state, records)
     shards = ck.shards(state, records, entries)
     groups = ck.groups()
-    report = Report(url=store.display_url, position=state.pos, checked=ck.checked, problems=ck.problems)
+    report = Report(url=store.display_url, position=state.pos, checked=ck.checked, problems=ck.problems,
+                    pages=pages)
     fixes = Fixes(newest=newest, head=head_raw, nodes=nodes, epochs=epochs, epoch_chunks=epoch_chunks,
                   shards=shards, macros=ck.macro_fixes, manifests=manifests, groups=groups)
     return report, fixes

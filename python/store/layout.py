@@ -21,6 +21,7 @@ it, so the tree below is the whole of the layout (design doc §6.1)::
         macros/<number>/<bucket:06d>/head.json           macro_head(number, bucket)
         compact/m-<uuid>.json                            manifest(macro-chunk path)
         requests/<base:012d>-<id>.json                   commit_request(base, rid)
+        write-created/<nonce>.json                       write_created(nonce)
       data/<number>/<tag>-<task>-<uuid>.parquet          data_chunk(number, tag, task, uid)
       data/<number>/reroute-<uuid>.parquet               reroute_chunk(number, uid)
       data/<number>/m-<uuid>.parquet                     macro_chunk(number, uid)
@@ -57,6 +58,8 @@ MACROS = f"{META}/macros"
 MANIFESTS = f"{META}/compact"
 #: Published commit requests waiting to be folded into a journal entry (group commit).
 REQUESTS = f"{META}/requests"
+#: Markers of the create entries a first write made (not ``Stream.create``), by entry nonce.
+WRITE_CREATED = f"{META}/write-created"
 #: Data files: one folder per segment number.
 DATA = "data"
 
@@ -120,6 +123,12 @@ def request_name(name: str) -> tuple[int, str] | None:
     stem = name[: -len(_JSON)] if name.endswith(_JSON) else ""
     base, _, rid = stem.partition("-")
     return (int(base), rid) if base.isdigit() and rid.isalnum() else None
+
+
+def write_created(nonce: str) -> str:
+    """The marker saying the create entry whose nonce is ``nonce`` was made by a first write, so
+    its config holds only once a commit lands (:mod:`~pyspark_tstream.api.creation`)."""
+    return f"{WRITE_CREATED}/{nonce}{_JSON}"
 
 
 def index_node(level: int, node: int) -> str:

@@ -32,7 +32,7 @@ from ..journal.state import DEDUPE_WINDOW, SchemaChange, StreamState, Writer
 from ..keys import WRITER_LEASE_MS_DEFAULT
 from ..schema import decode_schema, encode_schema, reconcile
 from ..timestamps import LOGICAL_MASK, final_bounds, final_marks, tso_id
-from .spec import ChunkInfo
+from .spec import ChunkInfo, fits
 
 #: Reads a chunk's raw timestamps to count exactly how many records its floor raised.
 CountRaised = Callable[[ChunkInfo, int], int]
@@ -342,10 +342,11 @@ class CommitRequest:
         moved = dict.fromkeys(MOVE_RULES, 0)
         for info in self.chunks:
             seg = state.segment(info.seg)
-            if seg is None:
+            if seg is None or not fits(info, seg):
                 raise SegmentSealedError(
-                    f"chunk {info.path} targets segment {info.seg}, which is no longer active "
-                    "(a scale sealed it); the writer must re-route its records", segment=info.seg)
+                    f"chunk {info.path} targets segment {info.seg}, which is no longer active (a scale "
+                    "sealed it) or no longer owns the chunk's keys; the writer must re-route its records",
+                    segment=info.seg)
             lane = lanes.get(seg.id, 0)
             floor = max(lane, state.tick) + 1
             lo, hi = final_bounds(info.raw_lo, info.raw_hi, info.rows, floor)

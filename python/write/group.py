@@ -57,7 +57,7 @@ from ..schema import decode_schema, encode_schema, reconcile
 from ..store import layout
 from ..store.races import MAX_ATTEMPTS
 from .commit import CommitInfo, CommitIntent, CommitRequest, CountRaised
-from .spec import ChunkInfo
+from .spec import ChunkInfo, fits
 
 #: Format of a published request object.
 REQUEST_VERSION = 1
@@ -164,7 +164,7 @@ def _schema(encoded: str) -> pa.Schema | None:
 
 def applicable(req: CommitRequest, state: StreamState) -> bool:
     """Whether ``req`` applies on ``state`` without error: its segments are active and its schema fits."""
-    if any(state.segment(c.seg) is None for c in req.chunks):
+    if not all(fits(c, state.segment(c.seg)) for c in req.chunks):
         return False
     if req.intent.schema is not None and state.schema:
         try:

@@ -1,4 +1,5 @@
-"""Re-routing chunks written for a segment that a scale sealed before their commit.
+"""Re-routing chunks written for a segment that a scale sealed (or a re-creation re-ranged)
+before their commit.
 
 A Spark task routes with the segment map it got at planning time; if a scale commits in
 between, its chunk targets a sealed segment. The committer then gives the chunk to the single

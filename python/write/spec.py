@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from ..epochs.routing import KEY_SPACE
 from ..errors import SchemaMismatchError, TimestampError
+from ..journal.state import Segment
 from ..store.storage import Store
 
 
@@ -48,6 +49,14 @@ class ChunkInfo:
         known = {f.name for f in fields(cls)}
         args: dict[str, Any] = {k: (tuple(v) if k == "marks" else v) for k, v in d.items() if k in known}
         return cls(**args)
+
+
+def fits(info: ChunkInfo, seg: Segment | None) -> bool:
+    """Whether ``info`` may go to ``seg`` as routed: the segment is active and, for a keyed
+    chunk, still owns the key range the chunk was routed to (a stream that a first write created
+    and another one re-created before any commit reuses segment ids with other ranges,
+    :mod:`~pyspark_tstream.api.creation`); otherwise the chunk is re-routed."""
+    return seg is not None and (info.key is None or (seg.lo <= info.key_lo and info.key_hi <= seg.hi))
 
 
 @dataclass(frozen=True)
