@@ -112,7 +112,7 @@ def secret_values(options: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(found, key=len, reverse=True))
 
 
-def _chain(exc: BaseException) -> Iterable[BaseException]:
+def chain(exc: BaseException) -> Iterable[BaseException]:
     """``exc`` and the exceptions it was raised from (s3fs wraps botocore errors as causes)."""
     seen: set[int] = set()
     cur: BaseException | None = exc
@@ -138,7 +138,7 @@ def is_precondition_failed(exc: BaseException) -> bool:
     moto and AWS raise ``FileExistsError`` through s3fs; SeaweedFS omits the ``<Condition>``
     element, so s3fs raises ``OSError(EINVAL)`` caused by a ``PreconditionFailed`` ClientError.
     """
-    for cur in _chain(exc):
+    for cur in chain(exc):
         if isinstance(cur, FileExistsError):
             return True
         code, status = _response(cur)
@@ -156,7 +156,7 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
                         NotADirectoryError)):
         return False
-    for cur in _chain(exc):
+    for cur in chain(exc):
         if isinstance(cur, (ConnectionError, TimeoutError)):
             return True
         if any(cls.__name__ in _TRANSIENT_TYPES for cls in type(cur).__mro__):
@@ -176,7 +176,7 @@ def is_store_answer(exc: BaseException) -> bool:
     Connection failures, timeouts and a bare HTTP status without an S3 error code (a gateway's
     502/504 page: the store behind it may be unreachable or the endpoint wrong) are not answers.
     """
-    for cur in _chain(exc):
+    for cur in chain(exc):
         code, _ = _response(cur)
         if code is not None and not code.isdigit():
             return True

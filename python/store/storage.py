@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import InvalidPathError, StorageError, TStreamError
+from ..errors import ConfigError, InvalidPathError, StorageError, TStreamError
 from .backends import Backend, backend_class
 from .failures import RetryPolicy
 from .localfs import is_temp_name
@@ -143,6 +143,10 @@ class Store:
         # pickled copy keeps it, so a Spark task of a query that reached the store is patient too
         self.reached = False
         self.observer: Observer | None = None
+        for key, value in implied.items():
+            if key in self.storage_options and self.storage_options[key] != value:
+                raise ConfigError(f"storage option {key}={self.storage_options[key]!r} contradicts the stream URL, "
+                                  f"which names {value!r}; drop the option or fix the URL", option=f"storage.{key}")
         backend = backend_class(self.protocol)
         assert backend is not None, self.protocol  # check_store refused every other scheme
         self.backend: Backend = backend({**implied, **self.storage_options}, self.root, netloc)

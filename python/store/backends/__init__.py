@@ -7,7 +7,9 @@ is one module here and one row in the table.
 
 from __future__ import annotations
 
+from .azure import AzureBackend
 from .base import Backend
+from .gcs import GCSBackend
 from .local import LocalBackend
 from .memory import MemoryBackend
 from .s3 import S3Backend
@@ -15,7 +17,8 @@ from .s3 import S3Backend
 __all__ = ["BACKENDS", "Backend", "backend_class"]
 
 #: Scheme -> backend class, in the order messages list them.
-BACKENDS: dict[str, type[Backend]] = {b.scheme: b for b in (LocalBackend, MemoryBackend, S3Backend)}
+BACKENDS: dict[str, type[Backend]] = {
+    b.scheme: b for b in (LocalBackend, MemoryBackend, S3Backend, AzureBackend, GCSBackend)}
 #: Every spelling of a scheme in a URL -> the scheme.
 SCHEME_OF: dict[str, str] = {**{a: b.scheme for b in BACKENDS.values() for a in b.aliases},
                              **{s: s for s in BACKENDS}}

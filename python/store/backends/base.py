@@ -22,6 +22,7 @@ import posixpath
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
+from urllib.parse import quote, quote_plus
 
 from ...errors import StorageError
 from .. import failures
@@ -115,8 +116,11 @@ class Backend(ABC):
         return self._fs
 
     def secrets(self) -> tuple[str, ...]:
-        """Credential strings to redact from every message, longest first."""
-        return failures.secret_values(self.options)
+        """Credential strings to redact from every message, longest first: each secret option's
+        value as given and URL-encoded (a library may echo a token inside a request URL)."""
+        found = set(failures.secret_values(self.options))
+        found.update(quoted for value in list(found) for quoted in (quote(value, safe=""), quote_plus(value)))
+        return tuple(sorted(found, key=len, reverse=True))
 
     def redact(self, text: str) -> str:
         """``text`` with every credential of :meth:`secrets` replaced by ``***``."""
