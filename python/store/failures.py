@@ -1,7 +1,9 @@
 """How store failures are classified and retried, and which option values are secrets.
 
 Decided from exception types and S3 error codes, never from message text, and without importing
-the backend libraries (``file://`` users may not have botocore or aiohttp installed).
+the backend libraries (``file://`` users may not have botocore or aiohttp installed). These are
+the rules of ``s3://`` and of every store (connection failures, timeouts); the Azure and GCS
+backends add their services' status and error codes (``store/backends/azure.py``, ``gcs.py``).
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ _TRANSIENT_TYPES = frozenset({
     "ClientConnectionError", "ClientOSError", "ServerTimeoutError", "FSTimeoutError",
     "ProtocolError",
 })
-#: Libraries whose exceptions are store failures (anything else is a bug and propagates as is).
-_BACKEND_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec", "urllib3", "http.")
+#: Libraries whose exceptions are store failures on ``s3://`` (anything else is a bug and propagates
+#: as is); each backend names its own (:attr:`~pyspark_tstream.store.backends.base.Backend.error_modules`).
+S3_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec", "urllib3", "http.")
 
 
 @dataclass(frozen=True)
@@ -183,8 +186,8 @@ def is_store_answer(exc: BaseException) -> bool:
     return False
 
 
-def is_backend_error(exc: BaseException) -> bool:
-    """Whether ``exc`` comes from the store (an ``OSError`` or a backend library's error)."""
+def is_backend_error(exc: BaseException, modules: tuple[str, ...] = S3_MODULES) -> bool:
+    """Whether ``exc`` comes from the store: an ``OSError``, or an error of one of ``modules``."""
     if isinstance(exc, OSError):
         return True
-    return any(cls.__module__.startswith(_BACKEND_MODULES) for cls in type(exc).__mro__)
+    return any(cls.__module__.startswith(modules) for cls in type(exc).__mro__)

@@ -205,8 +205,7 @@ class Backend(ABC):
 
     def is_backend_error(self, exc: BaseException) -> bool:
         """Whether ``exc`` comes from the store (not a bug of ours)."""
-        return isinstance(exc, OSError) or any(
-            cls.__module__.startswith(self.error_modules) for cls in type(exc).__mro__)
+        return failures.is_backend_error(exc, self.error_modules)
 
     def is_transient(self, exc: BaseException) -> bool:
         """Whether a retry may cure ``exc`` (dropped connections, timeouts, throttling, 5xx)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import failures
 from .objectstore import CONCURRENCY, ObjectStoreBackend
 
 __all__ = ["S3Backend"]
@@ -26,7 +27,7 @@ class S3Backend(ObjectStoreBackend):
     aliases = ("s3a", "s3n")
     url_text = "s3:// (s3a://, s3n://)"
     install_hint = "install 'pyspark-tstream[s3]' (s3fs)"
-    error_modules = ("botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec", "urllib3", "http.")
+    error_modules = failures.S3_MODULES
     passed_on_keys = ("profile", "session_vars", "event_hooks", "include_builtin_handlers")
     # one GET per read: with s3fs's default max_concurrency a whole-object read is HEAD+GET and a
     # miss is HEAD+LIST, which doubles the cost of every poll and journal read
