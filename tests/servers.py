@@ -181,7 +181,8 @@ def fake_gcs_server() -> Iterator[str]:
 
 
 # -- a fresh root on every backend ----------------------------------------------------------------
-#: Backends with a server, by id: (server fixture, URL scheme, options for an endpoint).
+#: Backends with an HTTP server (a fault proxy can stand in front of it), by id: (server fixture,
+#: URL scheme, storage options for an endpoint).
 SERVED: dict[str, tuple[str, str, Callable[[str], dict[str, Any]]]] = {
     "moto": ("moto_server", "s3", s3_storage_options),
     "azurite": ("azurite_server", "abfs", azurite_options),
@@ -189,11 +190,26 @@ SERVED: dict[str, tuple[str, str, Callable[[str], dict[str, Any]]]] = {
 }
 
 
+#: A fresh root for (a session fixture's value, a unique name).
+RootMaker = Callable[[Any, str], tuple[str, dict[str, Any]]]
+
+
+def _served_root(scheme: str, options: Callable[[str], dict[str, Any]]) -> RootMaker:
+    return lambda endpoint, name: (f"{scheme}://{CONTAINER}/{name}/stream", options(endpoint))
+
+
+#: Every backend beyond ``memory`` and ``file``, by id: (session fixture, the fresh root
+#: ``(url, storage_options)`` named ``name`` given that fixture's value). Adding a store (a
+#: server, a mount) is one row here.
+ROOTS: dict[str, tuple[str, RootMaker]] = {
+    backend: (fixture, _served_root(scheme, options)) for backend, (fixture, scheme, options) in SERVED.items()}
+
+
 def backend_params(*, fast: tuple[str, ...] = ("memory", "file")) -> list[Any]:
-    """``pytest.param`` for each backend: the ``fast`` ones in the default set, the served ones
-    marked ``slow`` (each starts a server). One entry per backend: adding a store is a row here."""
+    """``pytest.param`` for each backend: the ``fast`` ones in the default set, the others
+    marked ``slow`` (each starts a server)."""
     return [*(pytest.param(b, id=b) for b in fast),
-            *(pytest.param(b, id=b, marks=pytest.mark.slow) for b in SERVED)]
+            *(pytest.param(b, id=b, marks=pytest.mark.slow) for b in ROOTS)]
 
 
 def root_on(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> tuple[str, dict[str, Any]]:
@@ -203,9 +219,8 @@ def root_on(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> tup
         return f"memory://{name}/stream", {}
     if backend == "file":
         return (tmp_path / name / "stream").as_uri(), {}
-    fixture, scheme, options = SERVED[backend]
-    endpoint = request.getfixturevalue(fixture)
-    return f"{scheme}://{CONTAINER}/{name}/stream", options(endpoint)
+    fixture, root = ROOTS[backend]
+    return root(request.getfixturevalue(fixture), name)
 
 
 @pytest.fixture
