@@ -185,6 +185,7 @@ def fake_gcs_server() -> Iterator[str]:
 #: URL scheme, storage options for an endpoint).
 SERVED: dict[str, tuple[str, str, Callable[[str], dict[str, Any]]]] = {
     "moto": ("moto_server", "s3", s3_storage_options),
+    "seaweedfs": ("seaweedfs_server", "s3", s3_storage_options),
     "azurite": ("azurite_server", "abfs", azurite_options),
     "fakegcs": ("fake_gcs_server", "gs", gcs_options),
 }

@@ -1,8 +1,8 @@
 """The store contract: what every backend tstream stores on must do, run on each one's real server.
 
 One body per rule, parametrized over :func:`servers.backend_params` (``memory``, ``file`` in the
-default set; moto, Azurite and fake-gcs-server in the slow set, each started by the tests), so a
-new backend is one row in ``tests/servers.py``. The rules are the ones the journal relies on:
+default set; moto, SeaweedFS, Azurite and fake-gcs-server in the slow set, each started by the
+tests), so a new backend is one row in ``tests/servers.py``. The rules are the ones the journal relies on:
 exactly one winner of a create-if-absent raced by threads and by processes, ranged reads,
 listings with sizes, deletes of what is missing, transient failures retried, and no secret in
 any message. The URL forms and error rules of the Azure and GCS backends, which need no server,
@@ -209,13 +209,15 @@ def test_an_outage_longer_than_the_retries_is_a_retriable_error(
     assert info.value.retriable
 
 
-#: Options of each served backend that carry a secret, pointed at a port nothing listens on.
 def _secret_options(backend: str, port: int) -> tuple[dict[str, Any], list[str]]:
+    """Options of ``backend``'s scheme that carry a secret, pointed at a port nothing listens on;
+    and the secrets."""
     endpoint = f"http://127.0.0.1:{port}"
-    if backend == "moto":
+    scheme = SERVED[backend][1]
+    if scheme == "s3":
         return {"endpoint_url": endpoint, "key": "AKIACONTRACTKEY0001", "secret": "contract/Secret+0001",
                 "client_kwargs": {"region_name": "us-east-1"}}, ["AKIACONTRACTKEY0001", "contract/Secret+0001"]
-    if backend == "azurite":
+    if scheme == "abfs":
         return {"connection_string": azurite_connection_string(endpoint)}, [AZURITE_KEY]
     return {"endpoint_url": endpoint, "token": "/nonexistent/contract-secret-token.json"}, ["contract-secret-token"]
 

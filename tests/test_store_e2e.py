@@ -1,5 +1,5 @@
-"""Streams end to end on every served store (moto's S3, Azurite's Azure Blob, fake-gcs-server's
-GCS), started by the tests: several writer processes commit every batch exactly once, the CLI's
+"""Streams end to end on the stores beyond S3 (Azurite's Azure Blob, fake-gcs-server's GCS, and
+``file://`` for comparison), started by the tests: several writer processes commit every batch exactly once, the CLI's
 ``info`` works and shows no secret, and Spark writes and reads back every row.
 
 All in the slow set: each case starts a server, interpreters or Spark.
@@ -18,13 +18,18 @@ import pytest
 from conftest import commits_in
 from helpers import run_cli
 from pyspark_tstream.api.stream import Stream
-from servers import AZURITE_KEY, backend_params
+from servers import AZURITE_KEY, SERVED, backend_params
 
 pytestmark = pytest.mark.slow
 
 #: (writer, batch) pairs: processes p and p + 2 commit writer w{p % 2}'s batches, and each
 #: process retries every batch once after it was acknowledged.
 WRITERS, BATCHES, ROWS = 2, 2, 25
+
+#: Every backend beyond memory but S3, whose end-to-end cases are in tests/test_s3_streams.py and
+#: tests/test_s3_spark.py (moto and SeaweedFS).
+BACKENDS = [pytest.param("file", id="file"),
+            *(p for p in backend_params(fast=()) if p.values[0] not in SERVED or SERVED[p.values[0]][1] != "s3")]
 
 _WRITER = """
 import json, sys
@@ -42,7 +47,7 @@ for b in range(int(sys.argv[4])):
 """
 
 
-@pytest.mark.parametrize("backend", [pytest.param("file", id="file"), *backend_params(fast=())])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_four_writer_processes_commit_every_batch_exactly_once(backend: str,
                                                                backend_root: tuple[str, dict[str, Any]]) -> None:
     url, options = backend_root
@@ -68,7 +73,7 @@ def test_four_writer_processes_commit_every_batch_exactly_once(backend: str,
     assert set(counts["i_count"].to_pylist()) == {ROWS} == set(counts["i_count_distinct"].to_pylist())
 
 
-@pytest.mark.parametrize("backend", backend_params(fast=()))
+@pytest.mark.parametrize("backend", [*backend_params(fast=())])
 def test_cli_info_works_and_prints_no_secret(backend: str, backend_root: tuple[str, dict[str, Any]],
                                              capsys: pytest.CaptureFixture[str]) -> None:
     url, options = backend_root
