@@ -209,6 +209,80 @@ def test_an_outage_longer_than_the_retries_is_a_retriable_error(
     assert info.value.retriable
 
 
+def _throttled_s3() -> BaseException:
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": "SlowDown", "Message": "slow down"},
+                        "ResponseMetadata": {"HTTPStatusCode": 503}}, "PutObject")
+
+
+def _timed_out_s3() -> BaseException:
+    from botocore.exceptions import ReadTimeoutError
+
+    return ReadTimeoutError(endpoint_url="http://127.0.0.1:1")
+
+
+def _throttled_azure() -> BaseException:
+    from azure.core.exceptions import HttpResponseError
+
+    busy = HttpResponseError(message="The server is busy.")
+    busy.status_code, busy.error_code = 503, "ServerBusy"
+    return busy
+
+
+def _timed_out_azure() -> BaseException:
+    from azure.core.exceptions import ServiceResponseTimeoutError
+
+    return ServiceResponseTimeoutError("read timed out")
+
+
+def _throttled_gcs() -> BaseException:
+    from gcsfs.retry import HttpError
+
+    return HttpError({"code": 429, "message": "rate limit exceeded"})
+
+
+def _timed_out_gcs() -> BaseException:
+    import aiohttp
+
+    return aiohttp.ServerTimeoutError("timeout on reading data from socket")
+
+
+@pytest.mark.parametrize("url, options, faults", [
+    ("memory://contract-faults/s", {}, [lambda: TimeoutError("timed out"), lambda: ConnectionResetError("reset")]),
+    ("file:///tmp/contract-faults/s", {}, [lambda: TimeoutError("timed out")]),
+    ("s3://bucket/s", {"anon": True}, [_throttled_s3, _timed_out_s3]),
+    ("abfs://box/s", {"account_name": "acct1", "anon": True}, [_throttled_azure, _timed_out_azure]),
+    ("gs://bucket/s", {"token": "anon"}, [_throttled_gcs, _timed_out_gcs]),
+], ids=["memory", "file", "s3", "azure", "gcs"])
+def test_each_librarys_throttling_and_timeouts_are_retried(url: str, options: dict[str, Any],
+                                                           faults: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Injected at the backend boundary, as each library raises them: every one is retried, and a
+    permanent failure (a missing object) is not."""
+    store = Store(url, options, retry=RetryPolicy(attempts=4, base_delay=0.001, max_delay=0.002))
+    calls: list[str] = []
+    pending = [make() for make in faults]
+
+    def create(path: str, data: bytes) -> None:
+        calls.append(path)
+        if pending:
+            raise pending.pop(0)
+
+    monkeypatch.setattr(store.backend, "create", create)
+    assert store.put_if_absent("j/1.json", b"x")
+    assert len(calls) == len(faults) + 1 and not pending
+
+    def missing(path: str) -> bytes:
+        calls.append(path)
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(store.backend, "read", missing)
+    calls.clear()
+    with pytest.raises(FileNotFoundError):
+        store.read("j/2.json")
+    assert len(calls) == 1
+
+
 def _secret_options(backend: str, port: int) -> tuple[dict[str, Any], list[str]]:
     """Options of ``backend``'s scheme that carry a secret, pointed at a port nothing listens on;
     and the secrets."""
