@@ -333,7 +333,8 @@ def test_a_sovereign_cloud_account_reaches_its_own_blob_host() -> None:
     ("abfss://user:pa55word@acct1.dfs.core.windows.net/s", r"must not carry credentials"),
     ("gs://user:pa55word@bucket/s", r"must not carry credentials"),
     ("gs://bucket/s?token=pa55word", r"query or fragment"),
-], ids=["not-an-account-host", "abfss-password", "gs-password", "gs-query"])
+    ("abfss://box@acct1.dfs.core.windows.net/s?sv=2024-01-01&sig=pa55word", r"query or fragment"),
+], ids=["not-an-account-host", "abfss-password", "gs-password", "gs-query", "abfss-sas-in-url"])
 def test_bad_azure_and_gcs_urls_are_refused_without_echoing_credentials(url: str, match: str) -> None:
     with pytest.raises(InvalidPathError, match=match) as info:
         Store(url)
