@@ -142,6 +142,8 @@ def role_jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, 
 
 # spark / spark_connect session fixtures (tests/sparkfixtures.py)
 pytest_plugins.append("sparkfixtures")
+# Azurite and fake-gcs-server, and a fresh root on every backend (tests/servers.py)
+pytest_plugins.append("servers")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker

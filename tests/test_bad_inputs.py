@@ -213,10 +213,11 @@ def test_spark_storage_option_typo_names_the_key() -> None:
 
 
 @pytest.mark.parametrize("url, match", [
-    ("abfss://container@account.dfs.core.windows.net/x", r"abfss:// is not supported yet; tstream stores streams on "
-                                                         r"file:// \(or a bare path\), memory:// and s3://"),
+    # fsspec knows hdfs://, but tstream has no backend there (no known-atomic create): refused
+    ("hdfs://namenode/x", r"hdfs:// is not a storage scheme tstream knows; it stores streams on "
+                          r"file:// \(or a bare path\), memory://"),
     ("foo://x/y", r"foo:// is not a storage scheme tstream knows; it stores streams on file://"),
-], ids=["abfss", "unknown"])
+], ids=["hdfs", "unknown"])
 def test_unsupported_schemes_say_which_are(url: str, match: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(InvalidPathError, match=match):
         Stream.open(url)

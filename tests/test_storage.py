@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from pyspark_tstream.errors import ConfigError, InvalidPathError, StorageError, UnsupportedOperationError
+from pyspark_tstream.errors import ConfigError, InvalidPathError, StorageError
 from pyspark_tstream.store.failures import RetryPolicy, is_store_answer, is_transient
 from pyspark_tstream.store.storage import Store, split_url
 
@@ -224,8 +224,8 @@ def test_url_forms() -> None:
     assert split_url("memory://m/s") == ("memory", "m/s")
     assert split_url("file:///tmp/s") == ("file", "/tmp/s")
     assert split_url("/tmp/s") == ("file", "/tmp/s")
-    with pytest.raises(UnsupportedOperationError):
-        Store("gcs://bucket/s").put_if_absent("j", b"x")  # no known-atomic create there
+    with pytest.raises(InvalidPathError, match="ftp:// is not a storage scheme tstream knows"):
+        Store("ftp://host/s")  # no known-atomic create there: refused, not raced
 
 
 # -- credentials ---------------------------------------------------------------------------------

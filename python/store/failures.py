@@ -1,7 +1,9 @@
 """How store failures are classified and retried, and which option values are secrets.
 
 Decided from exception types and S3 error codes, never from message text, and without importing
-the backend libraries (``file://`` users may not have botocore or aiohttp installed).
+the backend libraries (``file://`` users may not have botocore or aiohttp installed). These are
+the rules of ``s3://`` and of every store (connection failures, timeouts); the Azure and GCS
+backends add their services' status and error codes (``store/backends/azure.py``, ``gcs.py``).
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ _TRANSIENT_TYPES = frozenset({
     "ClientConnectionError", "ClientOSError", "ServerTimeoutError", "FSTimeoutError",
     "ProtocolError",
 })
-#: Libraries whose exceptions are store failures (anything else is a bug and propagates as is).
-_BACKEND_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec", "urllib3", "http.")
+#: Libraries whose exceptions are store failures on ``s3://`` (anything else is a bug and propagates
+#: as is); each backend names its own (:attr:`~pyspark_tstream.store.backends.base.Backend.error_modules`).
+S3_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec", "urllib3", "http.")
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ def secret_values(options: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(found, key=len, reverse=True))
 
 
-def _chain(exc: BaseException) -> Iterable[BaseException]:
+def chain(exc: BaseException) -> Iterable[BaseException]:
     """``exc`` and the exceptions it was raised from (s3fs wraps botocore errors as causes)."""
     seen: set[int] = set()
     cur: BaseException | None = exc
@@ -138,7 +141,7 @@ def is_precondition_failed(exc: BaseException) -> bool:
     moto and AWS raise ``FileExistsError`` through s3fs; SeaweedFS omits the ``<Condition>``
     element, so s3fs raises ``OSError(EINVAL)`` caused by a ``PreconditionFailed`` ClientError.
     """
-    for cur in _chain(exc):
+    for cur in chain(exc):
         if isinstance(cur, FileExistsError):
             return True
         code, status = _response(cur)
@@ -156,7 +159,7 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
                         NotADirectoryError)):
         return False
-    for cur in _chain(exc):
+    for cur in chain(exc):
         if isinstance(cur, (ConnectionError, TimeoutError)):
             return True
         if any(cls.__name__ in _TRANSIENT_TYPES for cls in type(cur).__mro__):
@@ -176,15 +179,15 @@ def is_store_answer(exc: BaseException) -> bool:
     Connection failures, timeouts and a bare HTTP status without an S3 error code (a gateway's
     502/504 page: the store behind it may be unreachable or the endpoint wrong) are not answers.
     """
-    for cur in _chain(exc):
+    for cur in chain(exc):
         code, _ = _response(cur)
         if code is not None and not code.isdigit():
             return True
     return False
 
 
-def is_backend_error(exc: BaseException) -> bool:
-    """Whether ``exc`` comes from the store (an ``OSError`` or a backend library's error)."""
+def is_backend_error(exc: BaseException, modules: tuple[str, ...] = S3_MODULES) -> bool:
+    """Whether ``exc`` comes from the store: an ``OSError``, or an error of one of ``modules``."""
     if isinstance(exc, OSError):
         return True
-    return any(cls.__module__.startswith(_BACKEND_MODULES) for cls in type(exc).__mro__)
+    return any(cls.__module__.startswith(modules) for cls in type(exc).__mro__)

@@ -16,25 +16,26 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError, InvalidPathError
+from .backends import BACKENDS, SCHEME_OF, backend_class
 
-#: The schemes a stream lives on: those whose ``put_if_absent`` is known to be atomic (see
-#: ``storage``'s module invariants).
-SCHEMES = ("file", "memory", "s3")
-PROTOCOL_ALIASES = {"s3a": "s3", "s3n": "s3", "local": "file"}
+#: The schemes a stream lives on: those with a backend, whose ``put_if_absent`` is atomic (see
+#: ``backends/base.py``'s invariants).
+SCHEMES = tuple(BACKENDS)
+PROTOCOL_ALIASES = {alias: scheme for alias, scheme in SCHEME_OF.items() if alias != scheme}
 #: :data:`SCHEMES` and their aliases, as messages say it.
-SCHEMES_TEXT = "file:// (or a bare path), memory:// and s3:// (s3a://, s3n://)"
+SCHEMES_TEXT = " and ".join((", ".join(b.url_text for b in list(BACKENDS.values())[:-1]),
+                             list(BACKENDS.values())[-1].url_text))
 #: Keywords every fsspec filesystem takes (its instance and listings caches).
 _FSSPEC_KEYS = ("skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths")
-#: Keywords a filesystem hands to the library beneath it, so its own signature does not list them.
-_PASSED_ON_KEYS = {"s3": ("profile", "session_vars", "event_hooks", "include_builtin_handlers")}
 
 
 def check_store(protocol: str, root: str, options: Mapping[str, Any]) -> None:
-    """Refuse a scheme tstream does not store on where the URL gives it away (an ``@`` in its
-    first part: ``abfss://container@account/...``), an unknown scheme, a storage option its
-    filesystem does not take, and a local root that is a file."""
-    if protocol not in SCHEMES and "@" in root.partition("/")[0]:
-        raise InvalidPathError(f"{protocol}:// is not supported yet; tstream stores streams on {SCHEMES_TEXT}")
+    """Refuse a scheme tstream does not store on (one without a backend, whose create-if-absent
+    is not known to be atomic: refused rather than raced), a storage option its filesystem does
+    not take, and a local root that is a file."""
+    if backend_class(protocol) is None:
+        raise InvalidPathError(f"{protocol}:// is not a storage scheme tstream knows; it stores streams on "
+                               f"{SCHEMES_TEXT}")
     check_storage_options(protocol, options)
     if protocol == "file" and os.path.isfile(root):
         raise InvalidPathError(f"file://{root} is a file, not a stream folder; name the folder a stream lives "
@@ -63,14 +64,15 @@ def _option_keys(protocol: str) -> frozenset[str] | None:
     """The keyword arguments ``protocol``'s filesystem takes (None: its library is missing)."""
     import fsspec
 
+    backend = backend_class(protocol)
     try:
-        cls = fsspec.get_filesystem_class(protocol)
+        cls = backend.fs_class() if backend is not None else fsspec.get_filesystem_class(protocol)
     except ValueError as e:
         raise InvalidPathError(f"{protocol}:// is not a storage scheme tstream knows; it stores streams on "
                                f"{SCHEMES_TEXT}") from e
     except ImportError:
         return None  # a known scheme whose library is missing: Store.fs says which to install
-    valid = {*_FSSPEC_KEYS, *_PASSED_ON_KEYS.get(protocol, ())}
+    valid = {*_FSSPEC_KEYS, *(backend.passed_on_keys if backend is not None else ())}
     for klass in cls.__mro__:
         init = vars(klass).get("__init__")
         if init is not None:

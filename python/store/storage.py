@@ -3,14 +3,14 @@
 Invariants kept here:
 
 * every path tstream touches is relative to the stream root and cannot escape it;
-* ``put_if_absent`` is an atomic create-if-absent on every backend: ``os.link`` of a fully written
-  temp file on ``file://`` (readers never see a partial journal record), a lock on ``memory://``
-  and a conditional ``If-None-Match: *`` PUT on ``s3://`` (never s3fs's ``open(p, "xb")``, which
-  overwrites when nothing was written); other protocols are refused rather than raced;
+* every operation goes to the scheme's backend (:mod:`~pyspark_tstream.store.backends`, one module
+  per scheme), whose ``create`` is an atomic create-if-absent; schemes without a backend are
+  refused rather than raced;
 * backend errors are translated here, and only here, into builtins (``FileNotFoundError``) or
-  :class:`~pyspark_tstream.errors.StorageError`; transient ones are retried here, and only here,
-  a bounded number of times (s3fs's and botocore's own retry loops are switched off: stacked,
-  they made one 503 storm cost 25 requests and 45 s);
+  :class:`~pyspark_tstream.errors.StorageError`, by the backend's own rules of what is transient,
+  missing or a lost precondition; transient ones are retried here, and only here, a bounded
+  number of times (the libraries' own retry loops are switched off: stacked, they made one 503
+  storm cost 25 requests and 45 s);
 * no credential reaches a ``repr``, :attr:`Store.display_url` or an error message;
 * a ``Store`` pickles to its URL, options and retry policy, so Spark workers rebuild the
   filesystem lazily.
@@ -23,28 +23,19 @@ from __future__ import annotations
 
 import errno
 import io
-import json
 import logging
 import os
 import posixpath
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import InvalidPathError, StorageError, TStreamError, UnsupportedOperationError
-from .failures import (
-    RetryPolicy,
-    is_backend_error,
-    is_precondition_failed,
-    is_store_answer,
-    is_transient,
-    secret_values,
-)
-from .localfs import (is_temp_name, local_create, local_map, local_read, local_replace, memory_create,
-                      memory_list, memory_missing)
-from .schemes import PROTOCOL_ALIASES, SCHEMES, check_store
+from ..errors import ConfigError, InvalidPathError, StorageError, TStreamError
+from .backends import Backend, backend_class
+from .failures import RetryPolicy
+from .localfs import is_temp_name
+from .schemes import PROTOCOL_ALIASES, check_store
 
 __all__ = ["Observer", "Store", "check_relative", "split_url"]
 
@@ -53,13 +44,8 @@ Observer = Callable[[str, str], None]
 
 logger = logging.getLogger(__name__)
 
-_FS_CACHE: dict[tuple[int, str, str], Any] = {}
-_FS_CACHE_LOCK = threading.Lock()
 #: Store calls that create or replace objects.
 _WRITE_OPS = frozenset({"write", "put_if_absent", "open_output"})
-#: How many small objects ``read_many`` keeps in flight at once on an object store.
-_READ_MANY_CONCURRENCY = 32
-
 
 
 def _url_for_message(url: str) -> str:
@@ -76,35 +62,39 @@ def split_url(url: str) -> tuple[str, str]:
     reach outside the folder it names. Credentials in the URL (``s3://key:secret@bucket``) are
     refused too, without echoing them: pass them as ``storage.key``/``storage.secret``.
     """
+    protocol, path, _, _ = _parse_url(url)
+    return protocol, path
+
+
+def _parse_url(url: str) -> tuple[str, str, dict[str, Any], str]:
+    """:func:`split_url`, plus the storage options the URL implies (an Azure account) and its
+    ``netloc`` as written (for display)."""
     if not isinstance(url, str) or not url.strip():
         raise InvalidPathError(f"stream URL must be a non-empty string, got {url!r}")
     url = url.strip()
+    implied: dict[str, Any] = {}
+    netloc = ""
     if "://" not in url:
         protocol, path = "file", url
     else:
         parts = urlsplit(url)
         protocol = parts.scheme.lower()
         protocol = PROTOCOL_ALIASES.get(protocol, protocol)
-        # bucket names never hold '@' or ':', so either means "key:secret@" (never echoed; other
-        # schemes, where '@' may name an account, are refused by check_store)
-        if protocol in SCHEMES and ("@" in parts.netloc or (protocol == "s3" and ":" in parts.netloc)):
-            raise InvalidPathError(
-                f"a {protocol}:// stream URL must not carry credentials or a port in its bucket "
-                "part; pass them as storage.key / storage.secret / storage.endpoint_url options"
-            )
+        backend = backend_class(protocol)
+        netloc = parts.netloc
+        if backend is not None:
+            try:
+                bucket, implied = backend.split_netloc(parts.netloc)
+            except ValueError as e:  # the backend's message never echoes the netloc's credentials
+                raise InvalidPathError(str(e)) from None
+        else:
+            bucket = parts.netloc
         if parts.query or parts.fragment:
             raise InvalidPathError(
                 f"stream URL {_url_for_message(url)!r} has a query or fragment; pass settings "
                 "as storage.* options"
             )
-        if protocol == "file":
-            if parts.netloc not in ("", "localhost"):
-                raise InvalidPathError(
-                    f"file URL {url!r} names host {parts.netloc!r}; write file:///absolute/path"
-                )
-            path = parts.path
-        else:
-            path = parts.netloc + parts.path
+        path = parts.path if protocol == "file" else bucket + parts.path
     segments = path.replace("\\", "/").split("/")
     if any(seg == ".." for seg in segments):
         raise InvalidPathError(
@@ -116,7 +106,7 @@ def split_url(url: str) -> tuple[str, str]:
         path = path.strip("/")
         if not path:
             raise InvalidPathError(f"stream URL {url!r} names no bucket or folder")
-    return protocol, path
+    return protocol, path, implied, netloc
 
 
 def check_relative(rel: str) -> str:
@@ -129,53 +119,22 @@ def check_relative(rel: str) -> str:
     return rel
 
 
-def _make_fs(protocol: str, options: Mapping[str, Any]) -> Any:
-    """A filesystem for ``protocol``; shared per process for equal options.
-
-    For s3, listing caches are off (s3fs would otherwise answer ``exists``/``size`` from a stale
-    listing forever and never see another process's commit), botocore's and s3fs's retries
-    are off because :class:`Store` owns retrying, and the connection pool matches
-    ``read_many``'s concurrency; options the caller sets explicitly win. Those settings are why
-    this is our own instance (``skip_instance_cache``), not fsspec's shared one.
-    """
-    import fsspec
-
-    if protocol != "s3":
-        return fsspec.filesystem(protocol, **options)
-    token = json.dumps(options, sort_keys=True, default=repr)
-    cache_key = (os.getpid(), protocol, token)  # a forked Spark worker must not reuse a loop
-    with _FS_CACHE_LOCK:
-        fs = _FS_CACHE.get(cache_key)
-        if fs is None:
-            opts = dict(options)
-            opts.setdefault("use_listings_cache", False)
-            config = dict(opts.get("config_kwargs") or {})
-            config.setdefault("retries", {"total_max_attempts": 1})
-            # botocore's default pool of 10 connections would cap read_many's concurrency
-            config.setdefault("max_pool_connections", _READ_MANY_CONCURRENCY)
-            opts["config_kwargs"] = config
-            fs = fsspec.filesystem(protocol, skip_instance_cache=True, **opts)
-            fs.retries = 1
-            _FS_CACHE[cache_key] = fs
-        return fs
-
-
 class Store:
     """A stream root on some filesystem: relative-path reads, writes and atomic creates.
 
     Parameters
     ----------
     url : str
-        Stream URL (``file://``, ``memory://``, ``s3://`` or a bare local path).
+        Stream URL (a scheme of :data:`~pyspark_tstream.store.schemes.SCHEMES` or a bare local path).
     storage_options : mapping, optional
-        Passed to ``fsspec.filesystem`` (e.g. ``endpoint_url``, ``key``, ``secret``).
+        Passed to the scheme's filesystem (e.g. ``endpoint_url``, ``key``, ``secret`` on s3://).
     retry : RetryPolicy, optional
         How transient failures are retried; the default suits object stores.
     """
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None,
                  *, retry: RetryPolicy | None = None) -> None:
-        self.protocol, self.root = split_url(url)
+        self.protocol, self.root, implied, netloc = _parse_url(url)
         self.url = url
         self.storage_options = dict(storage_options or {})
         check_store(self.protocol, self.root, self.storage_options)
@@ -184,11 +143,13 @@ class Store:
         # pickled copy keeps it, so a Spark task of a query that reached the store is patient too
         self.reached = False
         self.observer: Observer | None = None
-        self._fs: Any = None
-        self._secrets = secret_values(self.storage_options)
-        # one GET per read: with s3fs's default max_concurrency a whole-object read is HEAD+GET
-        # and a miss is HEAD+LIST, which doubles the cost of every poll and journal read
-        self._cat_kwargs: dict[str, Any] = {"max_concurrency": 1} if self.protocol == "s3" else {}
+        for key, value in implied.items():
+            if key in self.storage_options and self.storage_options[key] != value:
+                raise ConfigError(f"storage option {key}={self.storage_options[key]!r} contradicts the stream URL, "
+                                  f"which names {value!r}; drop the option or fix the URL", option=f"storage.{key}")
+        backend = backend_class(self.protocol)
+        assert backend is not None, self.protocol  # check_store refused every other scheme
+        self.backend: Backend = backend({**implied, **self.storage_options}, self.root, netloc)
 
     # -- pickling: workers rebuild the filesystem, never inherit sockets or observers -----------
     def __getstate__(self) -> dict[str, Any]:
@@ -206,27 +167,12 @@ class Store:
     @property
     def display_url(self) -> str:
         """The URL without credentials, safe for messages and logs."""
-        if self.protocol == "file":
-            return f"file://{self.root}"
-        return f"{self.protocol}://{self.root}"
+        return self.backend.display()
 
     @property
     def fs(self) -> Any:
         """The fsspec filesystem, created on first use (so a pickled Store costs nothing)."""
-        if self._fs is None:
-            try:
-                self._fs = _make_fs(self.protocol, self.storage_options)
-            except ImportError as e:
-                raise StorageError(
-                    f"no filesystem for {self.protocol}:// ({self._redact(str(e))}); for s3:// "
-                    "install 'pyspark-tstream[s3]' (s3fs)", path=self.display_url
-                ) from e
-            except (TypeError, ValueError) as e:
-                raise StorageError(
-                    f"bad storage.* options for {self.protocol}://: {self._redact(str(e))}; "
-                    f"options given: {sorted(self.storage_options)}", path=self.display_url
-                ) from e
-        return self._fs
+        return self.backend.fs
 
     def full(self, rel: str) -> str:
         """Absolute path of ``rel`` as the filesystem names it."""
@@ -237,9 +183,7 @@ class Store:
         return f"{self.display_url}/{rel}"
 
     def _redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return self.backend.redact(text)
 
     def _call(self, op: str, rel: str, fn: Callable[[], Any]) -> Any:
         """Run one store call: notify the observer, retry transient failures with backoff.
@@ -267,19 +211,19 @@ class Store:
                         if op in _WRITE_OPS else "no such object")
                 raise FileNotFoundError(errno.ENOENT, what, self.uri(rel)) from e
             except KeyError as e:  # memory:// only: an object deleted by another thread
-                raise memory_missing(e, self.protocol, self.uri(rel))  # noqa: B904 (cause is set)
+                raise self.backend.missing_key(e, self.uri(rel))  # noqa: B904 (cause is set)
             except (FileExistsError, TStreamError):
                 raise  # already in our vocabulary (a TStreamError here: building the fs failed)
             except Exception as e:
-                if not is_backend_error(e):
+                if not self.backend.is_backend_error(e):
                     raise
-                if op == "put_if_absent" and is_precondition_failed(e):
+                if op == "put_if_absent" and self.backend.is_precondition_failed(e):
                     if attempt:
                         logger.info("put_if_absent %s: exists on retry %d; the first attempt "
                                     "may have created it", self.uri(rel), attempt)
                     raise FileExistsError(errno.EEXIST, "exists", self.uri(rel)) from e
-                transient = is_transient(e)
-                if transient and is_store_answer(e):
+                transient = self.backend.is_transient(e)
+                if transient and self.backend.is_store_answer(e):
                     # the store answered (503 SlowDown, 500 InternalError): the endpoint is right,
                     # so this is an outage to wait out, not a misconfiguration to report at once
                     self.reached = True
@@ -306,9 +250,7 @@ class Store:
     def read(self, rel: str) -> bytes:
         """Whole object in one request; ``FileNotFoundError`` if absent."""
         path = self.full(rel)
-        if self.protocol == "file":
-            return self._call("read", rel, lambda: local_read(path))
-        return self._call("read", rel, lambda: self.fs.cat_file(path, **self._cat_kwargs))
+        return self._call("read", rel, lambda: self.backend.read(path))
 
     def read_many(self, rels: Sequence[str], *, mapped: bool = False) -> list[bytes]:
         """Several whole objects, in the order asked; ``FileNotFoundError`` if any is absent.
@@ -328,37 +270,22 @@ class Store:
         label = rels[0] if len(rels) == 1 else f"{rels[0]} (+{len(rels) - 1})"
         got: dict[str, bytes] = {}
 
-        def fetch_each(todo: list[str], read: Callable[[str], bytes]) -> None:
-            for rel in todo:
-                try:
-                    got[rel] = read(paths[rel])
-                except FileNotFoundError as e:
-                    raise FileNotFoundError(errno.ENOENT, "no such object", self.uri(rel)) from e
-
         def fetch() -> None:
             todo = [rel for rel in unique if rel not in got]
-            if self.protocol == "file":
-                fetch_each(todo, local_map if mapped else local_read)
-            elif getattr(self.fs, "async_impl", False):
-                from fsspec.asyn import sync
-
-                results = sync(self.fs.loop, _gather_cat, self.fs,
-                               [paths[rel] for rel in todo], self._cat_kwargs)
-                failure: BaseException | None = None
-                for rel, value in zip(todo, results):
-                    if isinstance(value, BaseException):
-                        if isinstance(value, FileNotFoundError):
-                            raise FileNotFoundError(
-                                errno.ENOENT, "no such object", self.uri(rel)) from value
-                        # keep the worst: a permanent failure must not hide behind a transient
-                        if failure is None or (is_transient(failure) and not is_transient(value)):
-                            failure = value
-                    else:
-                        got[rel] = value
-                if failure is not None:
-                    raise failure
-            else:
-                fetch_each(todo, self.fs.cat_file)
+            results = self.backend.read_many([paths[rel] for rel in todo], mapped)
+            failure: BaseException | None = None
+            for rel, value in zip(todo, results):
+                if isinstance(value, BaseException):
+                    if isinstance(value, FileNotFoundError):
+                        raise FileNotFoundError(errno.ENOENT, "no such object", self.uri(rel)) from value
+                    # keep the worst: a permanent failure must not hide behind a transient
+                    if failure is None or (self.backend.is_transient(failure)
+                                           and not self.backend.is_transient(value)):
+                        failure = value
+                else:
+                    got[rel] = value
+            if failure is not None:
+                raise failure
 
         self._call("read_many", label, fetch)
         return [got[rel] for rel in rels]
@@ -385,30 +312,22 @@ class Store:
     def read_range(self, rel: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of ``rel`` in one request."""
         path = self.full(rel)
-        return self._call("read_range", rel, lambda: self.fs.cat_file(path, start=start, end=end))
+        return self._call("read_range", rel, lambda: self.backend.read_range(path, start, end))
 
     def exists(self, rel: str) -> bool:
         """Whether an object (or a folder with objects) exists at ``rel``."""
         path = self.full(rel)
-        return bool(self._call("exists", rel, lambda: self.fs.exists(path)))
+        return bool(self._call("exists", rel, lambda: self.backend.exists(path)))
 
     def size(self, rel: str) -> int:
         """Size of ``rel`` in bytes; ``FileNotFoundError`` if absent."""
         path = self.full(rel)
-        return int(self._call("size", rel, lambda: self.fs.size(path)))
+        return int(self._call("size", rel, lambda: self.backend.size(path)))
 
     def modified_ms(self, rel: str) -> int:
         """Last-modified time of ``rel`` in epoch ms (for grace periods of cleanup)."""
         path = self.full(rel)
-
-        def info() -> int:
-            d = self.fs.info(path)
-            value = d.get("mtime", d.get("LastModified", d.get("last_modified", d.get("created"))))
-            if hasattr(value, "timestamp"):
-                return int(value.timestamp() * 1000)
-            return int(float(value) * 1000) if value is not None else 0
-
-        return int(self._call("modified", rel, info))
+        return int(self._call("modified", rel, lambda: self.backend.modified_ms(path)))
 
     def list(self, rel: str = "") -> list[str]:
         """Sorted names directly under ``rel`` (the root if empty); [] if there is nothing.
@@ -421,7 +340,7 @@ class Store:
 
         def ls() -> list[str]:
             try:
-                entries = memory_list(self.fs, path) if self.protocol == "memory" else self.fs.ls(path, detail=False)
+                entries = self.backend.list_names(path)
             except FileNotFoundError:
                 return []
             own = path.strip("/")
@@ -436,19 +355,15 @@ class Store:
         nothing. One listing, like :meth:`list` (for admin paths only)."""
         path = self.full(rel)
         try:
-            entries = self._call("list", rel, lambda: self.fs.ls(path, detail=True))
+            return self._call("list", rel, lambda: self.backend.list_sizes(path))
         except FileNotFoundError:
             return {}
-        return {posixpath.basename(str(e["name"]).rstrip("/")): int(e.get("size") or 0) for e in entries}
 
     # -- writes ---------------------------------------------------------------------------------
     def write(self, rel: str, data: bytes) -> None:
         """Create or overwrite ``rel`` (hints and idempotent records only)."""
         path = self.full(rel)
-        if self.protocol == "file":
-            self._call("write", rel, lambda: local_replace(path, data))
-        else:
-            self._call("write", rel, lambda: self.fs.pipe_file(path, data))
+        self._call("write", rel, lambda: self.backend.write(path, data))
 
     def put_if_absent(self, rel: str, data: bytes) -> bool:
         """Atomically create ``rel`` with ``data``; False if it already exists.
@@ -459,24 +374,13 @@ class Store:
         Storage cannot tell the two apart; the journal layer resolves it by re-reading the entry
         and comparing its commit nonce with its own.
 
-        Never goes through ``open(p, "xb")`` on S3 (s3fs commits an empty file with an
-        unconditional PUT, clobbering the object), nor through the generic
-        ``pipe_file(mode="create")`` on local files (check-then-write, not atomic).
+        Each backend's :meth:`~pyspark_tstream.store.backends.base.Backend.create` is atomic
+        (a hard link of a fsynced temp file, a lock, a conditional PUT); never a generic
+        check-then-write.
         """
         path = self.full(rel)
-        if self.protocol == "file":
-            fn: Callable[[], Any] = lambda: local_create(path, data)  # noqa: E731 - one call, three ways
-        elif self.protocol == "memory":
-            fn = lambda: memory_create(self.fs, path, data)  # noqa: E731 - one call, three ways
-        elif self.protocol == "s3":
-            fn = lambda: self.fs.pipe_file(path, data, mode="create")  # noqa: E731 - one call, three ways
-        else:
-            raise UnsupportedOperationError(
-                f"atomic create-if-absent is not known to work on {self.protocol}:// "
-                f"({self.uri(rel)}); tstream commits on {', '.join(SCHEMES)}"
-            )
         try:
-            self._call("put_if_absent", rel, fn)
+            self._call("put_if_absent", rel, lambda: self.backend.create(path, data))
         except FileExistsError:
             return False
         return True
@@ -490,21 +394,11 @@ class Store:
         pending = dict.fromkeys(self.full(r) for r in rels)
 
         def rm() -> None:
-            if getattr(self.fs, "async_impl", False):
-                from fsspec.asyn import sync
-
-                failures = sync(self.fs.loop, _gather_rm, self.fs, list(pending))
-                for p in [p for p in pending if p not in failures]:
-                    del pending[p]
-                if failures:
-                    raise next(iter(failures.values()))
-                return
-            for p in list(pending):
-                try:
-                    self.fs.rm_file(p)
-                except FileNotFoundError:
-                    pass  # already gone: the goal of a delete
+            failures = self.backend.delete(list(pending))
+            for p in [p for p in pending if p not in failures]:
                 del pending[p]
+            if failures:
+                raise next(iter(failures.values()))
 
         self._call("delete", rels[0] if len(rels) == 1 else f"{rels[0]} (+{len(rels) - 1})", rm)
 
@@ -517,17 +411,9 @@ class Store:
         ``OSError`` with no retry.
         """
         path = self.full(rel)
-        if self.protocol not in ("file", "memory"):
+        if self.backend.uploads_on_close:
             return _UploadOnClose(self, rel)
-        if self.protocol == "file":
-            # the builtin file fsspec's local filesystem would open too, without importing fsspec
-            # (and asyncio) into every sink task: ~35 ms of each Python worker's start
-            def create() -> Any:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                return open(path, "wb")  # the caller closes it
-
-            return self._call("open_output", rel, create)
-        return self._call("open_output", rel, lambda: self.fs.open(path, "wb"))
+        return self._call("open_output", rel, lambda: self.backend.open_output(path))
 
 
 class _UploadOnClose(io.BytesIO):
@@ -544,43 +430,13 @@ class _UploadOnClose(io.BytesIO):
         data = self.getvalue()
         super().close()
         path = self._store.full(self._rel)
-        self._store._call("open_output", self._rel, lambda: self._store.fs.pipe_file(path, data))
+        self._store._call("open_output", self._rel, lambda: self._store.backend.write(path, data))
 
     def __del__(self) -> None:
         # dropped without close (an error on the way): IOBase would close, i.e. upload, here;
         # a partial orphan is not worth a PUT and its retries
         if not self.closed:
             io.BytesIO.close(self)
-
-
-async def _gather_cat(fs: Any, paths: list[str], kwargs: dict[str, Any]) -> list[Any]:
-    """GET ``paths`` concurrently on ``fs``'s loop; results or exceptions, in order."""
-    import asyncio  # only object stores come here: a local read or write never loads asyncio
-
-    gate = asyncio.Semaphore(_READ_MANY_CONCURRENCY)
-
-    async def one(path: str) -> bytes:
-        async with gate:
-            return await fs._cat_file(path, **kwargs)
-
-    return await asyncio.gather(*(one(p) for p in paths), return_exceptions=True)
-
-
-async def _gather_rm(fs: Any, paths: list[str]) -> dict[str, BaseException]:
-    """DELETE ``paths`` concurrently (DELETE of a missing key succeeds on S3); the failures."""
-    import asyncio
-
-    gate = asyncio.Semaphore(_READ_MANY_CONCURRENCY)
-
-    async def one(path: str) -> None:
-        async with gate:
-            try:
-                await fs._rm_file(path)
-            except FileNotFoundError:
-                pass  # already gone: the goal of a delete
-
-    results = await asyncio.gather(*(one(p) for p in paths), return_exceptions=True)
-    return {p: r for p, r in zip(paths, results) if isinstance(r, BaseException)}
 
 
 def _names_own_path(exc: OSError, display_url: str) -> bool:
