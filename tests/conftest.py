@@ -144,6 +144,8 @@ def role_jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, 
 pytest_plugins.append("sparkfixtures")
 # Azurite and fake-gcs-server, and a fresh root on every backend (tests/servers.py)
 pytest_plugins.append("servers")
+# an rclone FUSE mount without hard links (tests/fuse_mount.py)
+pytest_plugins.append("fuse_mount")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker

@@ -203,7 +203,10 @@ def _served_root(scheme: str, options: Callable[[str], dict[str, Any]]) -> RootM
 #: ``(url, storage_options)`` named ``name`` given that fixture's value). Adding a store (a
 #: server, a mount) is one row here.
 ROOTS: dict[str, tuple[str, RootMaker]] = {
-    backend: (fixture, _served_root(scheme, options)) for backend, (fixture, scheme, options) in SERVED.items()}
+    **{backend: (fixture, _served_root(scheme, options)) for backend, (fixture, scheme, options) in SERVED.items()},
+    # a FUSE mount without hard links, as a Databricks Volume (tests/fuse_mount.py)
+    "rclone": ("rclone_mount", lambda mount, name: (mount.url(name), {})),
+}
 
 
 def backend_params(*, fast: tuple[str, ...] = ("memory", "file")) -> list[Any]:
