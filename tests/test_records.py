@@ -15,6 +15,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from compaction_streams import T0, fill_stream
+from pyspark_tstream import keys as K
+from pyspark_tstream.api.config import StreamConfig
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.epochs.scaling import EPOCH_CHUNK, epoch_chunk_bytes, epoch_record_bytes, read_epochs
 from pyspark_tstream.journal.compaction_state import (
@@ -25,6 +27,7 @@ from pyspark_tstream.journal.compaction_state import (
     compacted_upto,
     segment_summaries,
 )
+from pyspark_tstream.journal.config import ConfigRecord
 from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk, Entry
 from pyspark_tstream.journal.packing import expand
 from pyspark_tstream.journal.scale_records import EpochRecord, SealedRecord
@@ -318,3 +321,48 @@ def test_golden_streams_metadata_reencodes_byte_for_byte_through_the_records(nam
     for path in meta.glob("sealed/*/*.json"):
         for rec in json.loads(path.read_bytes())["segments"].values():
             assert json.dumps(SealedRecord.from_json(rec).to_json()) == json.dumps(rec), path
+
+
+@pytest.mark.parametrize("stored", [
+    {"segments": 2, "timestamping": "client-prefer", "timestamping_uncapped": False, "writers": ["a"],
+     "writer_lease_ms": 60000, "retention": None, "scaling": "records=5000/s,max=8", "compression": "snappy",
+     "compaction": "off"},
+    # a stream created before compaction existed: no key, read as the default, written without it
+    {"segments": 2, "timestamping": "client-prefer", "timestamping_uncapped": False, "writers": [],
+     "writer_lease_ms": 60000, "retention": None, "scaling": None, "compression": "snappy"},
+    {"segments": 2, "compaction": "target=128MB,min=16"},
+    {"later_setting": [1, 2], "segments": 3},  # a key a later version added is kept where it stood
+])
+def test_stream_configs_round_trip_every_stored_form(stored: dict) -> None:
+    rec = ConfigRecord.from_json(stored)
+    assert json.dumps(rec.to_json()) == json.dumps(stored)
+    assert rec.segments == stored["segments"] and rec.compaction == stored.get("compaction", "target=128MB,min=16")
+    assert rec.writers == tuple(stored.get("writers", ()))
+    assert rec == ConfigRecord(**{k: v for k, v in stored.items() if k in ConfigRecord.FIELDS and k != "writers"},
+                               writers=rec.writers)  # the stored form is not a setting
+    # a changed copy, and the checked config of a stored one, store every setting
+    assert list(replace(rec, segments=5).to_json()) == list(ConfigRecord.FIELDS)
+    assert StreamConfig.from_record(rec).to_json() == {**StreamConfig().to_dict(), **{
+        k: v for k, v in stored.items() if k in ConfigRecord.FIELDS}}
+
+
+def test_the_config_record_names_each_setting_once() -> None:
+    assert ConfigRecord.FIELDS == tuple(f.name for f in fields(ConfigRecord) if f.init)
+    assert set(ConfigRecord.FIELDS) == set(K.STREAM_CONFIG_FIELDS.values())
+    assert set(StreamConfig.FIELDS) == set(ConfigRecord.FIELDS)
+
+
+@pytest.mark.parametrize("stored", [{"segments": "2"}, {"writers": "a,b"}, {"timestamping_uncapped": 1},
+                                    {"retention": 7}, {"compaction": None}])
+def test_a_wrong_typed_stored_config_is_refused(stored: dict) -> None:
+    with pytest.raises(TypeError, match=f"state.config.{next(iter(stored))}"):
+        ConfigRecord.from_json(stored)
+
+
+def test_a_created_stream_stores_every_setting_and_reads_them_typed(url: str) -> None:
+    s = Stream.create(url, segments=3, writers=["w1"], compaction="off")
+    st = Stream.open(url).state
+    assert isinstance(st.config, ConfigRecord)
+    assert (st.config.segments, st.config.writers, st.config.compaction) == (3, ("w1",), "off")
+    assert st.to_json()["config"] == s.config.to_dict() and list(st.to_json()["config"]) == list(ConfigRecord.FIELDS)
+    assert Stream.open(url).config == s.config

@@ -102,7 +102,7 @@ class Epochs:
             return _ranges([(g.id, g.lo, g.hi) for g in state.segments])
         rec = read_epoch(self.ctx.store, state, epoch)
         if rec.segments is None:
-            return _ranges([(g.id, g.lo, g.hi) for g in initial_segments(int(state.config["segments"]))])
+            return _ranges([(g.id, g.lo, g.hi) for g in initial_segments(state.config.segments)])
         return _ranges(rec.segments)
 
     def segments_between(self, start: TimeLike, end: TimeLike) -> list[int]:
@@ -115,7 +115,7 @@ class Epochs:
             out.update(g.id for g in state.segments)
         for rec in read_epochs(self.ctx.store, state, first, min(last, state.epoch - 1)):
             if rec.segments is None:  # epoch 0 of a stream never scaled
-                out.update(g.id for g in initial_segments(int(state.config["segments"])))
+                out.update(g.id for g in initial_segments(state.config.segments))
             else:
                 out.update(i for i, _, _ in rec.segments)
         return sorted(out)

@@ -146,7 +146,7 @@ class Stream:
         now = now_ms()
         state = StreamState(
             pos=0, epoch=0, tick=0, max_tso=0, wall=now, created=now,
-            schema=encode_schema(schema) if schema is not None else "", config=cfg.to_dict(),
+            schema=encode_schema(schema) if schema is not None else "", config=cfg,
             segments=initial_segments(cfg.segments), writers={}, index=[], next_number=cfg.segments)
         journal = Journal(store)
         entry = journal.create(Entry(pos=0, op="create", wall=now, state=state))

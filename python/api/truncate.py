@@ -101,7 +101,7 @@ class Truncation:
         """
         h = self.ctx
         state = h.refresh()
-        policy = RetentionPolicy.parse(state.config.get("retention")) or RetentionPolicy()
+        policy = RetentionPolicy.parse(state.config.retention) or RetentionPolicy()
         if maxlen is not None or max_age is not None or max_bytes is not None:
             policy = RetentionPolicy(
                 age_ms=to_ms("-" + max_age, option="max_age", now=0) * -1 if max_age else policy.age_ms,

@@ -350,7 +350,7 @@ def compact(stream: Compactable, *, full: bool = False, policy: CompactionPolicy
     counts = {"macros": 0, "chunks": 0, "rows": 0, "bytes": 0, "adopted": 0, "lost": 0, "unreadable": 0}
     if stream.schema is None:
         return counts
-    policy = policy or CompactionPolicy.parse(state.config.get("compaction")) or CompactionPolicy()
+    policy = policy or CompactionPolicy.parse(state.config.compaction) or CompactionPolicy()
     job = _Job(stream.store, stream.schema, stream.config.compression, state, policy, full, progress,
                MacroMap(stream.store), counts)
     scan = max(compaction_pos(state), state.head_pos)

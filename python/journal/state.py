@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .compaction_state import CompactionProgress
+from .config import ConfigRecord
 from .scale_records import EpochRecord, SealedRecord
 
 #: Columns of a time-index summary (``journal/timeindex.py`` names them, ``COL_ID`` to
@@ -217,7 +218,7 @@ class StreamState:
     wall: int
     created: int
     schema: str  # base64 Arrow IPC of the user schema
-    config: dict[str, Any]
+    config: ConfigRecord
     segments: list[Segment]
     writers: dict[str, Writer]
     index: list[list[list[int]]]  # open (unflushed) summaries per level, oldest first
@@ -262,7 +263,7 @@ class StreamState:
         compaction = self.compaction.encode()
         return {
             "pos": self.pos, "epoch": self.epoch, "tick": self.tick, "max_tso": self.max_tso,
-            "wall": self.wall, "created": self.created, "schema": self.schema, "config": self.config,
+            "wall": self.wall, "created": self.created, "schema": self.schema, "config": self.config.to_json(),
             "segments": [s.to_json() for s in self.segments],
             "writers": {k: w.to_json() for k, w in self.writers.items()},
             "index": self.index, "rows": self.rows, "bytes": self.bytes, "chunks": self.chunks,
@@ -280,7 +281,7 @@ class StreamState:
     def from_json(cls, d: dict[str, Any]) -> StreamState:
         return cls(
             pos=d["pos"], epoch=d["epoch"], tick=d["tick"], max_tso=d["max_tso"], wall=d["wall"],
-            created=d["created"], schema=d["schema"], config=d["config"],
+            created=d["created"], schema=d["schema"], config=ConfigRecord.from_json(d["config"]),
             segments=[Segment.from_json(s) for s in d["segments"]],
             writers={k: Writer.from_json(w) for k, w in d["writers"].items()},
             index=[[full_summary(i) for i in level] for level in d["index"]],

@@ -29,7 +29,6 @@ import pyarrow as pa
 from ..errors import SegmentSealedError
 from ..journal.entries import Chunk, Entry
 from ..journal.state import DEDUPE_WINDOW, SchemaChange, StreamState, Writer
-from ..keys import WRITER_LEASE_MS_DEFAULT
 from ..schema import decode_schema, encode_schema, reconcile
 from ..timestamps import LOGICAL_MASK, final_bounds, final_marks, tso_id
 from .spec import ChunkInfo
@@ -186,7 +185,7 @@ class Ack:
 
 
 def _expire(state: StreamState, now: int, committer: str | None) -> list[str]:
-    lease = int(state.config.get("writer_lease_ms", WRITER_LEASE_MS_DEFAULT))
+    lease = state.config.writer_lease_ms
     expired = []
     for wid, w in state.writers.items():
         if w.live and wid != committer and now - w.wall > lease:
@@ -197,7 +196,7 @@ def _expire(state: StreamState, now: int, committer: str | None) -> list[str]:
 
 def _advance_tick(state: StreamState) -> None:
     blockers = [w.tso for w in state.writers.values() if w.live]
-    for declared in state.config.get("writers", []):
+    for declared in state.config.writers:
         w = state.writers.get(declared)
         if w is None or not w.seen:
             blockers.append(0)
@@ -302,7 +301,7 @@ class CommitRequest:
             writer.wall = self.now
             writer.commits += 1
             writer.rows += rows
-            declared = want.writer_id in state.config.get("writers", [])
+            declared = want.writer_id in state.config.writers
             if want.close:
                 writer.live = False
                 writer.seen = True
@@ -311,10 +310,10 @@ class CommitRequest:
                 writer.seen = True
         _advance_tick(state)
         state.wall = max(state.wall, self.now)  # monotone, so the time index can search it
-        if chunks and state.config.get("scaling"):
+        if chunks and state.config.scaling:
             from ..epochs.scaling import ScalingPolicy, restart_windows
 
-            policy = ScalingPolicy.parse(state.config["scaling"])
+            policy = ScalingPolicy.parse(state.config.scaling)
             if policy is not None:
                 restart_windows(state, self.now, policy.window)
         return Entry(pos=pos, op=want.op, wall=self.now, state=state, writer=want.writer_id,
