@@ -20,6 +20,7 @@ from pyspark_tstream.api.config import StreamConfig
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.epochs.scaling import EPOCH_CHUNK, epoch_chunk_bytes, epoch_record_bytes, read_epochs
 from pyspark_tstream.journal.compaction_state import (
+    CompactInfo,
     CompactionProgress,
     CompactPart,
     SegmentSummary,
@@ -29,6 +30,7 @@ from pyspark_tstream.journal.compaction_state import (
 )
 from pyspark_tstream.journal.config import ConfigRecord
 from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk, Entry
+from pyspark_tstream.journal.op_info import GcInfo, ScaleInfo, TruncateInfo
 from pyspark_tstream.journal.packing import expand
 from pyspark_tstream.journal.scale_records import EpochRecord, SealedRecord
 from pyspark_tstream.journal.state import FoldedAt, SchemaChange, StreamState, Truncation, segment_number
@@ -292,6 +294,50 @@ def test_epoch_records_and_history_chunks_of_many_scales_reencode_byte_for_byte(
     assert read_epochs(s.store, st, 0, EPOCH_CHUNK)[0] == EpochRecord.initial()
 
 
+#: The info record of each op that commits no data.
+OP_INFOS: dict[str, type[ScaleInfo] | type[TruncateInfo] | type[GcInfo] | type[CompactInfo]] = {
+    "scale": ScaleInfo, "truncate": TruncateInfo, "gc": GcInfo, "compact": CompactInfo}
+
+
+@pytest.mark.parametrize(("op", "stored"), [
+    ("scale", {"sealed": [0], "created": [4294967298, 4294967299], "reason": "manual"}),
+    ("truncate", {"head_tso": 463267587948543999, "cut": {"4294967298": 0, "1": 3}, "reason": "retention"}),
+    ("gc", {"chunks": 2, "entries": 0, "nodes": 0}),  # the first release counted these three
+    ("gc", {"chunks": 0, "entries": 0, "nodes": 0, "replaced": 8}),
+    ("gc", {"chunks": 1, "entries": 2, "nodes": 0, "replaced": 0, "requests": 1, "orphans": 3}),
+    ("compact", {"rows": 0, "parts": [{"seg": 2, "from": 0, "to": 40, "macro": "data/2/m-a.parquet",
+                                       "manifest": "_tstream/compact/m-a.json", "rows": 40, "bytes": 5000,
+                                       "replaced": 12}]}),
+])
+def test_the_info_of_entries_that_commit_no_data_round_trips_every_stored_form(op: str, stored: dict) -> None:
+    info = OP_INFOS[op].decode(stored)
+    assert json.dumps(info.encode()) == json.dumps(stored)
+    if isinstance(info, TruncateInfo):
+        assert info.cut == {4294967298: 0, 1: 3} and info.reason == "retention"
+    if isinstance(info, GcInfo):
+        assert (info.replaced is None) == ("replaced" not in stored) and info.chunks == stored["chunks"]
+    if isinstance(info, CompactInfo):
+        assert info.parts == (CompactPart.from_json(stored["parts"][0]),)
+    assert GcInfo.KEYS == tuple(f.name for f in fields(GcInfo))
+
+
+def test_scale_truncate_and_vacuum_commit_their_typed_info(url: str) -> None:
+    s = Stream.create(url, segments=1, compaction="off")
+    s.append(pa.table({"k": ["a", "b"], "t": [T0, T0 + 1]}), key="k", timestamp="t")
+    first = s.state.segments[0].id
+    done = s.scale(split=first, parts=2)
+    info = ScaleInfo.decode(s.journal.read_entry(s.refresh().pos).info)
+    assert info.sealed == (first,) and info.created == tuple(done["created"]) and info.reason == "manual"
+    s.append(pa.table({"k": ["a"], "t": [T0 + 5]}), key="k", timestamp="t")
+    s.truncate(T0 + 2)
+    cut = TruncateInfo.decode(s.journal.read_entry(s.refresh().pos).info)
+    assert cut.reason == "manual" and cut.head_tso == s.state.head_tso
+    assert cut.cut and set(cut.cut) <= {g.id for g in s.state.segments}
+    counts = s.vacuum(grace_ms=0)
+    gc = GcInfo.decode(s.journal.read_entry(s.refresh().pos).info)
+    assert gc.encode() == counts and gc.chunks >= 1 and gc.replaced == 0 and gc.orphans is None
+
+
 GOLDEN = Path(__file__).resolve().parent / "golden"
 #: The state fields these records hold (the others have their own tests).
 RECORD_FIELDS = ("pending_sealed", "pending_epoch", "truncations", "compaction", "schema_changes", "folded")
@@ -304,6 +350,7 @@ def test_golden_streams_metadata_reencodes_byte_for_byte_through_the_records(nam
     meta = GOLDEN / name / "stream" / "_tstream"
     entries = sorted(meta.glob("journal/*/*.json"))
     assert entries
+    ops: set[str] = set()
     for path in entries:
         stored = expand(json.loads(path.read_bytes()))
         got = StreamState.from_json(stored["state"]).to_json()
@@ -312,6 +359,12 @@ def test_golden_streams_metadata_reencodes_byte_for_byte_through_the_records(nam
                 assert json.dumps(got.get(key)) == json.dumps(stored["state"][key]), (path, key)
         parts = stored.get("info", {}).get("parts", [])
         assert [p.to_json() for p in compact_parts(stored.get("info", {}))] == parts, path
+        if stored["op"] in OP_INFOS:
+            ops.add(stored["op"])
+            info = OP_INFOS[stored["op"]].decode(stored["info"])
+            assert json.dumps(info.encode()) == json.dumps(stored["info"]), path
+    if name == "v1":  # the fixture that scaled, truncated and vacuumed
+        assert {"scale", "truncate", "gc"} <= ops
     for path in meta.glob("epochs/[0-9]*/*.json"):
         assert epoch_record_bytes(EpochRecord.from_json(json.loads(path.read_bytes()))) == path.read_bytes(), path
     for path in meta.glob("epochs/chunks/*.json"):

@@ -13,6 +13,7 @@ from typing import Any
 from ..epochs.routing import KEY_SPACE, fraction
 from ..epochs.scaling import ScaleRequest, fraction_ranges, read_epoch, read_epochs, split_ranges
 from ..errors import ConfigError
+from ..journal.op_info import ScaleInfo
 from ..journal.state import Segment, StreamState, segment_epoch, segment_id
 from ..journal.timeindex import COL_WALL
 from ..timestamps import TimeLike, now_ms, to_ms
@@ -61,7 +62,8 @@ class Epochs:
                               option="scale")
         entry = self.ctx.commit_op(req)
         assert entry is not None
-        return {"epoch": entry.state.epoch, "sealed": entry.info["sealed"], "created": entry.info["created"]}
+        info = ScaleInfo.decode(entry.info)
+        return {"epoch": entry.state.epoch, "sealed": list(info.sealed), "created": list(info.created)}
 
     def successors(self, segment: int) -> list[int]:
         """Segments that took over ``segment``'s key range when it was sealed ([] if active)."""

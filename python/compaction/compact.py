@@ -77,6 +77,7 @@ from ..chunkfile.checksums import WRITE_CHECKSUMS
 from ..chunkfile.encoding import chunk_encodings
 from ..errors import CorruptChunkError
 from ..journal.compaction_state import (
+    CompactInfo,
     CompactPart,
     SegmentSummary,
     compacted_upto,
@@ -270,7 +271,7 @@ class CompactRequest:
         state.compaction = comp.advanced(segs, max(comp.scan_pos, self.scan_pos))
         state.wall = max(state.wall, self.now)
         return Entry(pos=pos, op="compact", wall=self.now, state=state,
-                     info={"rows": 0, "parts": [p.to_json() for p in kept]})
+                     info=CompactInfo(tuple(kept)).encode())
 
 
 # -- one compaction ------------------------------------------------------------------------------
