@@ -34,6 +34,17 @@ from pyspark_tstream.journal.op_info import GcInfo, ScaleInfo, TruncateInfo
 from pyspark_tstream.journal.packing import expand
 from pyspark_tstream.journal.scale_records import EpochRecord, SealedRecord
 from pyspark_tstream.journal.state import FoldedAt, SchemaChange, StreamState, Truncation, segment_number
+from pyspark_tstream.journal.summary import Summary
+from pyspark_tstream.journal.timeindex import (
+    COL_BYTES,
+    COL_EPOCH,
+    COL_ID,
+    COL_MAX_TSO,
+    COL_ROWS,
+    COL_TICK,
+    COL_WALL,
+    FANOUT,
+)
 from pyspark_tstream.maintain.fixes import Fixes, ShardFix
 from pyspark_tstream.maintain.fsck import verify
 from pyspark_tstream.maps.macromap import Macro, MacroMap
@@ -419,3 +430,32 @@ def test_a_created_stream_stores_every_setting_and_reads_them_typed(url: str) ->
     assert (st.config.segments, st.config.writers, st.config.compaction) == (3, ("w1",), "off")
     assert st.to_json()["config"] == s.config.to_dict() and list(st.to_json()["config"]) == list(ConfigRecord.FIELDS)
     assert Stream.open(url).config == s.config
+
+
+@pytest.mark.parametrize("stored", [
+    [39, 7_000, 6_900, 1_700_000_008_000, 30, 2, 800],
+    [0, 0, 0, 1_795_837_163_522, 0],  # the first release: no epoch, no bytes
+])
+def test_summaries_read_by_name_and_encode_as_stored(stored: list) -> None:
+    s = Summary.decode(stored)
+    assert json.dumps(s.encode()) == json.dumps([*stored, *[0] * (7 - len(stored))])
+    assert json.dumps(s) == json.dumps(s.encode())  # a summary inside a node dumps as its list
+    assert (s.id, s.max_tso, s.tick, s.wall, s.rows) == tuple(stored[:5])
+    assert (s.epoch, s.bytes) == ((stored[5], stored[6]) if len(stored) == 7 else (0, 0))
+    assert [s[c] for c in (COL_ID, COL_MAX_TSO, COL_TICK, COL_WALL, COL_ROWS, COL_EPOCH, COL_BYTES)] == list(s)
+    st = StreamState.from_json({**_every_state_field(), "index": [[stored]]})
+    assert st.index == [[s]] and st.to_json()["index"] == [[s.encode()]]
+
+
+def test_flushed_index_nodes_hold_typed_summaries_and_the_bytes_they_always_had(url: str) -> None:
+    s = Stream.create(url, segments=1, compaction="off")
+    for b in range(FANOUT + 2):
+        s.append(pa.table({"k": ["a"], "t": [T0 + b]}), key="k", timestamp="t")
+    st = s.refresh()
+    node = s.journal.read_node(1, 0)
+    assert all(isinstance(i, Summary) for i in node["items"]) and [i.id for i in node["items"]] == list(range(FANOUT))
+    raw = json.loads(s.store.read(layout.index_node(1, 0)))
+    assert raw["items"] == [i.encode() for i in node["items"]]
+    assert st.index[1] == [node["items"][-1]._replace(id=0)]
+    assert [i.id for i in st.index[0]] == [FANOUT, FANOUT + 1, FANOUT + 2]  # position 0 is the creation
+    assert st.index[0][-1].rows == FANOUT + 2 and st.index[0][-1] == Summary.decode(st.to_json()["index"][0][-1])

@@ -36,7 +36,8 @@ from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
 from ..journal.scale_records import EpochRecord
 from ..journal.state import StreamState, segment_number
-from ..journal.timeindex import COL_ID, FANOUT, Delta, decode_node, summary
+from ..journal.summary import Summary
+from ..journal.timeindex import FANOUT, Delta, decode_node, summary
 from ..maps.grouplog import GroupLog, GroupState
 from ..maps.sealed import decode_shard, shard_of
 from ..read.compacted import substitute
@@ -203,7 +204,7 @@ class _Checker:
         """Check every written index node against the journal; return rebuildable contents."""
         counts = node_counts(state)
         rebuilt: dict[tuple[int, int], bytes] = {}
-        last_item: dict[tuple[int, int], list[int] | None] = {}
+        last_item: dict[tuple[int, int], Summary | None] = {}
         for p, e in entries.items():
             last_item[(0, p)] = summary(e)
         for level in range(1, len(counts) + 1):
@@ -219,7 +220,7 @@ class _Checker:
                 known = [k for k in kids if k is not None]
                 expected: dict[str, Any] | None = None
                 if len(known) == len(kids):
-                    items = [k if level == 1 else [c] + k[COL_ID + 1:] for c, k in zip(children, known)]
+                    items = [k if level == 1 else k._replace(id=c) for c, k in zip(children, known)]
                     expected = {"level": level, "node": n, "items": items}
                     if level == 1:
                         expected["entries"] = [entries[c].delta_json() for c in children]
@@ -234,9 +235,9 @@ class _Checker:
                     except CorruptMetadataError:
                         actual = None
                 if actual is not None:
-                    last_item[(level, n)] = [n] + list(actual["items"][-1][COL_ID + 1:])
+                    last_item[(level, n)] = actual["items"][-1]._replace(id=n)
                 elif expected is not None:
-                    last_item[(level, n)] = [n] + list(expected["items"][-1][COL_ID + 1:])
+                    last_item[(level, n)] = expected["items"][-1]._replace(id=n)
                 if expected is not None and actual == expected:
                     continue
                 if raw is None and level == 1 and n < state.gc_pos // FANOUT:
