@@ -18,6 +18,7 @@ from compaction_streams import T0, fill_stream
 from pyspark_tstream import keys as K
 from pyspark_tstream.api.config import StreamConfig
 from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.compaction.manifest import Manifest
 from pyspark_tstream.epochs.scaling import EPOCH_CHUNK, epoch_chunk_bytes, epoch_record_bytes, read_epochs
 from pyspark_tstream.journal.compaction_state import (
     CompactInfo,
@@ -48,6 +49,7 @@ from pyspark_tstream.journal.timeindex import (
 from pyspark_tstream.maintain.fixes import Fixes, ShardFix
 from pyspark_tstream.maintain.fsck import verify
 from pyspark_tstream.maps.macromap import Macro, MacroMap
+from pyspark_tstream.maps.sealed import ShardVersion
 from pyspark_tstream.read.compacted import plan_from_map, substitute
 from pyspark_tstream.store import layout
 
@@ -385,6 +387,12 @@ def test_golden_streams_metadata_reencodes_byte_for_byte_through_the_records(nam
     for path in meta.glob("sealed/*/*.json"):
         for rec in json.loads(path.read_bytes())["segments"].values():
             assert json.dumps(SealedRecord.from_json(rec).to_json()) == json.dumps(rec), path
+        assert ShardVersion.decode(path.read_bytes(), str(path)).encode() == path.read_bytes(), path
+    for path in meta.glob("compact/*.json"):
+        manifest = Manifest.decode(path.read_bytes())
+        assert manifest.encode() == path.read_bytes() and manifest.replaced, path
+        assert Manifest.read(path.read_bytes(), manifest.macro) == manifest
+        assert Manifest.read(path.read_bytes(), "data/0/other.parquet") is None
 
 
 @pytest.mark.parametrize("stored", [
@@ -459,3 +467,33 @@ def test_flushed_index_nodes_hold_typed_summaries_and_the_bytes_they_always_had(
     assert st.index[1] == [node["items"][-1]._replace(id=0)]
     assert [i.id for i in st.index[0]] == [FANOUT, FANOUT + 1, FANOUT + 2]  # position 0 is the creation
     assert st.index[0][-1].rows == FANOUT + 2 and st.index[0][-1] == Summary.decode(st.to_json()["index"][0][-1])
+
+
+@pytest.mark.parametrize("doc", [
+    b'{"seg":1,"macro":"data/1/m-a.parquet","from":0,"to":15,"replaced":["data/1/w-1.parquet"],'
+    b'"shared":[["data/s-1.parquet",4]]}',
+    b'{"seg":1,"macro":"data/1/m-a.parquet","from":0,"to":15,"replaced":[]}',
+])
+def test_manifests_round_trip(doc: bytes) -> None:
+    m = Manifest.decode(doc)
+    assert m.encode() == doc and m.macro == "data/1/m-a.parquet" and (m.first, m.end) == (0, 15)
+    assert dict(m.shared) == ({"data/s-1.parquet": 4} if b"shared" in doc else {})
+
+
+@pytest.mark.parametrize("doc", [
+    b'{"seg":1,"macro":"data/1/m-a.parquet","from":0,"to":15,"replaced":["_tstream/head.json"]}',  # metadata
+    b'{"seg":1,"macro":"data/1/m-a.parquet","from":0,"replaced":["data/1/w-1.parquet"]}',  # no end
+    b'["data/1/w-1.parquet"]', b"{not json",
+])
+def test_a_manifest_vacuum_must_not_trust_reads_as_none(doc: bytes) -> None:
+    assert Manifest.read(doc, "data/1/m-a.parquet") is None
+
+
+def test_a_shard_version_adds_records_after_the_ones_it_holds() -> None:
+    stored = _every_state_field()["pending_sealed"][0]
+    rec = SealedRecord.from_json(stored)
+    first = ShardVersion(0, -1).next([rec])
+    assert first.v == 0 and first.holds(1) and first.get(1) == rec and not first.holds(2)
+    assert first.encode() == json.dumps({"shard": 0, "v": 0, "segments": {"1": stored}}, separators=(",", ":")).encode()
+    assert ShardVersion.decode(first.encode(), "x") == first
+

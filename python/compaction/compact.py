@@ -92,7 +92,8 @@ from ..read.reading import check_times, decode_file, fetch_files, view_tsos
 from ..schema import RAW_TSO, conform
 from ..store import layout
 from ..store.storage import Store
-from .gc import discard_unpublished, manifest_bytes
+from .gc import discard_unpublished
+from .manifest import Manifest
 from .policy import NEVER_MERGED, CompactionPolicy, Piece, level_of, plan_groups
 
 log = logging.getLogger("pyspark_tstream")
@@ -213,7 +214,8 @@ def _merge_around(store: Store, schema: pa.Schema, seg: int, group: list[Piece],
         return
     # shared files of slices merged here: vacuum deletes each once no live slice names it (gc.dead_shared)
     shared = {x.chunk.path: x.pos for x in group if x.chunk.shared and x.pos >= 0}
-    store.write(layout.manifest(macro.path), manifest_bytes(seg, macro.path, macro.first, macro.end, replaced, shared))
+    store.write(layout.manifest(macro.path), Manifest(seg, macro.path, macro.first, macro.end, tuple(replaced),
+                                                      shared).encode())
     new.append(Merged(group, macro, replaced))
 
 

@@ -18,12 +18,13 @@ that check); every written index node, shard version and epoch record one read.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compaction.gc import holds_its_records, manifest_bytes, manifest_replaced, replaced_by
+from ..compaction.gc import holds_its_records, replaced_by
 from ..compaction.macro_rebuild import Expected, bucket_of_error, expected
+from ..compaction.manifest import Manifest
 from ..epochs.scaling import (
     EPOCH_CHUNK,
     decode_epoch,
@@ -34,12 +35,12 @@ from ..errors import CorruptMetadataError, GroupNotFoundError
 from ..journal.compaction_state import compact_parts, compacted_upto, replaced_gc_start, segment_summaries
 from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
-from ..journal.scale_records import EpochRecord
+from ..journal.scale_records import EpochRecord, SealedRecord
 from ..journal.state import StreamState, segment_number
 from ..journal.summary import Summary
 from ..journal.timeindex import FANOUT, Delta, decode_node, summary
 from ..maps.grouplog import GroupLog, GroupState
-from ..maps.sealed import decode_shard, shard_of
+from ..maps.sealed import ShardVersion, shard_of
 from ..read.compacted import substitute
 from ..read.file_checks import file_problems
 from ..store import layout
@@ -355,7 +356,7 @@ class _Checker:
             before=iso(physical(c.hi) + 1))
 
     # -- compaction manifests -------------------------------------------------------------------
-    def manifests(self, state: StreamState, entries: dict[int, Entry]) -> dict[str, bytes]:
+    def manifests(self, state: StreamState, entries: dict[int, Entry]) -> dict[str, Manifest]:
         """The manifest of every compaction not yet collected exists and names its macro-chunk:
         vacuum reads it to delete the files the compaction replaced. Returns the manifests
         repair rebuilds from the journal (naming nothing when the macro-chunk is gone or unreadable)."""
@@ -367,14 +368,15 @@ class _Checker:
         for p in parts:
             self._count("compaction manifests")
             raw = raws.get(p.manifest)
-            if manifest_replaced(raw, p.macro) is None:
+            if Manifest.read(raw, p.macro) is None:
                 bad.append((p, "missing" if raw is None else "unreadable"))
         named = replaced_by([Delta.of(e) for _, e in sorted(entries.items())], {p.macro for p, _ in bad}) \
             if bad else {}
         rebuilt = {}
         for p, what in bad:
             kept = holds_its_records(self.store, p)  # else its records are only in what it replaced
-            rebuilt[p.manifest] = manifest_bytes(p.seg, p.macro, p.first, p.end, named.get(p.macro, []) if kept else [])
+            replaced = tuple(named.get(p.macro, [])) if kept else ()
+            rebuilt[p.manifest] = Manifest(p.seg, p.macro, p.first, p.end, replaced)
             self._problem("manifest", p.manifest, f"compaction manifest {self.store.uri(p.manifest)} is "
                           f"{what}: reads are not affected, but vacuum cannot delete the files that compaction "
                           f"replaced; `tstream repair` rebuilds it from the journal", True,
@@ -469,23 +471,23 @@ class _Checker:
             names = self.store.list(folder)
             versions = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
             plan = ShardFix()
-            prev: dict[str, Any] = {}
+            prev: Mapping[str, SealedRecord] = {}
             have: set[str] = set()
             for v in versions:
                 rel = layout.sealed_version(shard, v)
                 try:
-                    cur = decode_shard(self.store.read(rel), self.store.uri(rel))
-                    if cur["v"] != v:
-                        raise CorruptMetadataError(f"it says version {cur['v']}", path=rel)
-                    prev = cur["segments"]
+                    cur = ShardVersion.decode(self.store.read(rel), self.store.uri(rel))
+                    if cur.v != v:
+                        raise CorruptMetadataError(f"it says version {cur.v}", path=rel)
+                    prev = cur.segments
                     have |= set(prev)
                 except (CorruptMetadataError, FileNotFoundError) as e:
                     # later versions hold all it held; a copy of its predecessor keeps the chain
-                    plan.versions[v] = {"shard": shard, "v": v, "segments": prev}
+                    plan.versions[v] = ShardVersion(shard, v, prev)
                     self._problem("shard", rel, f"sealed-segment shard version {self.store.uri(rel)} is "
                                   f"unreadable ({e}); `tstream repair` rewrites it", True, shard=shard, version=v)
             try:
-                decode_shard(self.store.read(layout.sealed_head(shard)), layout.sealed_head(shard))
+                ShardVersion.decode(self.store.read(layout.sealed_head(shard)), layout.sealed_head(shard))
             except FileNotFoundError:
                 pass
             except CorruptMetadataError:
