@@ -52,6 +52,7 @@ from pyspark_tstream.maps.macromap import Macro, MacroMap
 from pyspark_tstream.maps.sealed import ShardVersion
 from pyspark_tstream.read.compacted import plan_from_map, substitute
 from pyspark_tstream.store import layout
+from pyspark_tstream.write.commit import SegmentAck
 
 
 @pytest.mark.parametrize("stored", [
@@ -497,3 +498,19 @@ def test_a_shard_version_adds_records_after_the_ones_it_holds() -> None:
     assert first.encode() == json.dumps({"shard": 0, "v": 0, "segments": {"1": stored}}, separators=(",", ":")).encode()
     assert ShardVersion.decode(first.encode(), "x") == first
 
+
+def test_an_ack_names_what_each_segment_got_and_still_reads_by_key(url: str) -> None:
+    s = Stream.create(url, segments=1, compaction="off")
+    s.append(pa.table({"k": ["a"], "t": [T0]}), key="k", timestamp="t")
+    ack = s.append(pa.table({"k": ["a", "b", "c"], "t": [T0 + 9, T0 + 3, T0 + 5]}), key="k", timestamp="t")
+    (seg, got), = ack.segments.items()
+    assert isinstance(got, SegmentAck) and seg == s.state.segments[0].id
+    assert (got.first_seq, got.last_seq, got.rows) == (1, 3, 3) and got.first_tso <= got.last_tso
+    assert (ack.first_tso, ack.last_tso, ack.first_id) == (got.first_tso, got.last_tso, got.first_id)
+    assert dict(got) == {"first_seq": 1, "last_seq": 3, "first_tso": got.first_tso, "last_tso": got.last_tso,
+                         "rows": 3}  # the mapping it used to be
+    assert got["rows"] == 3 and sum(a["rows"] for a in ack.segments.values()) == 3
+    with pytest.raises(KeyError, match="first_seq, last_seq"):
+        got["count"]
+    two = SegmentAck.of(Chunk(seg, "p", 2, 10, 4, 4, 50, 60)).with_chunk(Chunk(seg, "q", 3, 10, 6, 6, 40, 55))
+    assert two == SegmentAck(first_seq=4, last_seq=8, first_tso=40, last_tso=60, rows=5)
