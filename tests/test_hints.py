@@ -123,7 +123,7 @@ def test_lost_version_hint_costs_log_n_reads(kind: str) -> None:
             smap = SealedMap(store)
             for i in range(n):
                 smap.merge([_sealed_record(i)])
-            head, newest = "_tstream/sealed/000000/head.json", (lambda: smap.latest(0)["v"])  # noqa: B023 - called in this iteration only
+            head, newest = "_tstream/sealed/000000/head.json", (lambda: smap.latest(0).v)  # noqa: B023 - called in this iteration only
         else:
             mm = MacroMap(store)
             for i in range(n):

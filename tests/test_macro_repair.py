@@ -317,7 +317,8 @@ def test_the_journal_names_what_every_manifest_named(url: str) -> None:
     """``replaced_by`` (what repair and vacuum rebuild a lost manifest from) equals, byte for
     byte, what each compaction wrote: level-1 merges of small chunks, and the full compaction
     merging macro-chunks with newer small chunks."""
-    from pyspark_tstream.compaction.gc import manifest_bytes, replaced_by
+    from pyspark_tstream.compaction.gc import replaced_by
+    from pyspark_tstream.compaction.manifest import Manifest
 
     s, manifests = _compacted_unvacuumed(url)
     written = {json.loads(raw)["macro"]: json.loads(raw) for raw in manifests.values()}
@@ -327,7 +328,9 @@ def test_the_journal_names_what_every_manifest_named(url: str) -> None:
     assert any(set(m["replaced"]) & set(written) and set(m["replaced"]) - set(written) for m in written.values())
     for macro, m in written.items():
         assert named[macro] == m["replaced"], macro
-        assert manifest_bytes(m["seg"], macro, m["from"], m["to"], named[macro]) == manifests[layout.manifest(macro)]
+        rebuilt = Manifest(m["seg"], macro, m["from"], m["to"], tuple(named[macro]))
+        assert rebuilt.encode() == manifests[layout.manifest(macro)]
+        assert Manifest.decode(manifests[layout.manifest(macro)]) == rebuilt
 
 
 @pytest.mark.parametrize("how", ["missing", "unreadable"])

@@ -15,9 +15,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from compaction_streams import T0, fill_stream
+from pyspark_tstream import keys as K
+from pyspark_tstream.api.config import StreamConfig
 from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.compaction.manifest import Manifest
 from pyspark_tstream.epochs.scaling import EPOCH_CHUNK, epoch_chunk_bytes, epoch_record_bytes, read_epochs
 from pyspark_tstream.journal.compaction_state import (
+    CompactInfo,
     CompactionProgress,
     CompactPart,
     SegmentSummary,
@@ -25,15 +29,30 @@ from pyspark_tstream.journal.compaction_state import (
     compacted_upto,
     segment_summaries,
 )
+from pyspark_tstream.journal.config import ConfigRecord
 from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk, Entry
+from pyspark_tstream.journal.op_info import GcInfo, ScaleInfo, TruncateInfo
 from pyspark_tstream.journal.packing import expand
 from pyspark_tstream.journal.scale_records import EpochRecord, SealedRecord
 from pyspark_tstream.journal.state import FoldedAt, SchemaChange, StreamState, Truncation, segment_number
+from pyspark_tstream.journal.summary import Summary
+from pyspark_tstream.journal.timeindex import (
+    COL_BYTES,
+    COL_EPOCH,
+    COL_ID,
+    COL_MAX_TSO,
+    COL_ROWS,
+    COL_TICK,
+    COL_WALL,
+    FANOUT,
+)
 from pyspark_tstream.maintain.fixes import Fixes, ShardFix
 from pyspark_tstream.maintain.fsck import verify
 from pyspark_tstream.maps.macromap import Macro, MacroMap
+from pyspark_tstream.maps.sealed import ShardVersion
 from pyspark_tstream.read.compacted import plan_from_map, substitute
 from pyspark_tstream.store import layout
+from pyspark_tstream.write.commit import SegmentAck
 
 
 @pytest.mark.parametrize("stored", [
@@ -289,6 +308,50 @@ def test_epoch_records_and_history_chunks_of_many_scales_reencode_byte_for_byte(
     assert read_epochs(s.store, st, 0, EPOCH_CHUNK)[0] == EpochRecord.initial()
 
 
+#: The info record of each op that commits no data.
+OP_INFOS: dict[str, type[ScaleInfo] | type[TruncateInfo] | type[GcInfo] | type[CompactInfo]] = {
+    "scale": ScaleInfo, "truncate": TruncateInfo, "gc": GcInfo, "compact": CompactInfo}
+
+
+@pytest.mark.parametrize(("op", "stored"), [
+    ("scale", {"sealed": [0], "created": [4294967298, 4294967299], "reason": "manual"}),
+    ("truncate", {"head_tso": 463267587948543999, "cut": {"4294967298": 0, "1": 3}, "reason": "retention"}),
+    ("gc", {"chunks": 2, "entries": 0, "nodes": 0}),  # the first release counted these three
+    ("gc", {"chunks": 0, "entries": 0, "nodes": 0, "replaced": 8}),
+    ("gc", {"chunks": 1, "entries": 2, "nodes": 0, "replaced": 0, "requests": 1, "orphans": 3}),
+    ("compact", {"rows": 0, "parts": [{"seg": 2, "from": 0, "to": 40, "macro": "data/2/m-a.parquet",
+                                       "manifest": "_tstream/compact/m-a.json", "rows": 40, "bytes": 5000,
+                                       "replaced": 12}]}),
+])
+def test_the_info_of_entries_that_commit_no_data_round_trips_every_stored_form(op: str, stored: dict) -> None:
+    info = OP_INFOS[op].decode(stored)
+    assert json.dumps(info.encode()) == json.dumps(stored)
+    if isinstance(info, TruncateInfo):
+        assert info.cut == {4294967298: 0, 1: 3} and info.reason == "retention"
+    if isinstance(info, GcInfo):
+        assert (info.replaced is None) == ("replaced" not in stored) and info.chunks == stored["chunks"]
+    if isinstance(info, CompactInfo):
+        assert info.parts == (CompactPart.from_json(stored["parts"][0]),)
+    assert GcInfo.KEYS == tuple(f.name for f in fields(GcInfo))
+
+
+def test_scale_truncate_and_vacuum_commit_their_typed_info(url: str) -> None:
+    s = Stream.create(url, segments=1, compaction="off")
+    s.append(pa.table({"k": ["a", "b"], "t": [T0, T0 + 1]}), key="k", timestamp="t")
+    first = s.state.segments[0].id
+    done = s.scale(split=first, parts=2)
+    info = ScaleInfo.decode(s.journal.read_entry(s.refresh().pos).info)
+    assert info.sealed == (first,) and info.created == tuple(done["created"]) and info.reason == "manual"
+    s.append(pa.table({"k": ["a"], "t": [T0 + 5]}), key="k", timestamp="t")
+    s.truncate(T0 + 2)
+    cut = TruncateInfo.decode(s.journal.read_entry(s.refresh().pos).info)
+    assert cut.reason == "manual" and cut.head_tso == s.state.head_tso
+    assert cut.cut and set(cut.cut) <= {g.id for g in s.state.segments}
+    counts = s.vacuum(grace_ms=0)
+    gc = GcInfo.decode(s.journal.read_entry(s.refresh().pos).info)
+    assert gc.encode() == counts and gc.chunks >= 1 and gc.replaced == 0 and gc.orphans is None
+
+
 GOLDEN = Path(__file__).resolve().parent / "golden"
 #: The state fields these records hold (the others have their own tests).
 RECORD_FIELDS = ("pending_sealed", "pending_epoch", "truncations", "compaction", "schema_changes", "folded")
@@ -301,6 +364,7 @@ def test_golden_streams_metadata_reencodes_byte_for_byte_through_the_records(nam
     meta = GOLDEN / name / "stream" / "_tstream"
     entries = sorted(meta.glob("journal/*/*.json"))
     assert entries
+    ops: set[str] = set()
     for path in entries:
         stored = expand(json.loads(path.read_bytes()))
         got = StreamState.from_json(stored["state"]).to_json()
@@ -309,6 +373,12 @@ def test_golden_streams_metadata_reencodes_byte_for_byte_through_the_records(nam
                 assert json.dumps(got.get(key)) == json.dumps(stored["state"][key]), (path, key)
         parts = stored.get("info", {}).get("parts", [])
         assert [p.to_json() for p in compact_parts(stored.get("info", {}))] == parts, path
+        if stored["op"] in OP_INFOS:
+            ops.add(stored["op"])
+            info = OP_INFOS[stored["op"]].decode(stored["info"])
+            assert json.dumps(info.encode()) == json.dumps(stored["info"]), path
+    if name == "v1":  # the fixture that scaled, truncated and vacuumed
+        assert {"scale", "truncate", "gc"} <= ops
     for path in meta.glob("epochs/[0-9]*/*.json"):
         assert epoch_record_bytes(EpochRecord.from_json(json.loads(path.read_bytes()))) == path.read_bytes(), path
     for path in meta.glob("epochs/chunks/*.json"):
@@ -318,3 +388,129 @@ def test_golden_streams_metadata_reencodes_byte_for_byte_through_the_records(nam
     for path in meta.glob("sealed/*/*.json"):
         for rec in json.loads(path.read_bytes())["segments"].values():
             assert json.dumps(SealedRecord.from_json(rec).to_json()) == json.dumps(rec), path
+        assert ShardVersion.decode(path.read_bytes(), str(path)).encode() == path.read_bytes(), path
+    for path in meta.glob("compact/*.json"):
+        manifest = Manifest.decode(path.read_bytes())
+        assert manifest.encode() == path.read_bytes() and manifest.replaced, path
+        assert Manifest.read(path.read_bytes(), manifest.macro) == manifest
+        assert Manifest.read(path.read_bytes(), "data/0/other.parquet") is None
+
+
+@pytest.mark.parametrize("stored", [
+    {"segments": 2, "timestamping": "client-prefer", "timestamping_uncapped": False, "writers": ["a"],
+     "writer_lease_ms": 60000, "retention": None, "scaling": "records=5000/s,max=8", "compression": "snappy",
+     "compaction": "off"},
+    # a stream created before compaction existed: no key, read as the default, written without it
+    {"segments": 2, "timestamping": "client-prefer", "timestamping_uncapped": False, "writers": [],
+     "writer_lease_ms": 60000, "retention": None, "scaling": None, "compression": "snappy"},
+    {"segments": 2, "compaction": "target=128MB,min=16"},
+    {"later_setting": [1, 2], "segments": 3},  # a key a later version added is kept where it stood
+])
+def test_stream_configs_round_trip_every_stored_form(stored: dict) -> None:
+    rec = ConfigRecord.from_json(stored)
+    assert json.dumps(rec.to_json()) == json.dumps(stored)
+    assert rec.segments == stored["segments"] and rec.compaction == stored.get("compaction", "target=128MB,min=16")
+    assert rec.writers == tuple(stored.get("writers", ()))
+    assert rec == ConfigRecord(**{k: v for k, v in stored.items() if k in ConfigRecord.FIELDS and k != "writers"},
+                               writers=rec.writers)  # the stored form is not a setting
+    # a changed copy, and the checked config of a stored one, store every setting
+    assert list(replace(rec, segments=5).to_json()) == list(ConfigRecord.FIELDS)
+    assert StreamConfig.from_record(rec).to_json() == {**StreamConfig().to_dict(), **{
+        k: v for k, v in stored.items() if k in ConfigRecord.FIELDS}}
+
+
+def test_the_config_record_names_each_setting_once() -> None:
+    assert ConfigRecord.FIELDS == tuple(f.name for f in fields(ConfigRecord) if f.init)
+    assert set(ConfigRecord.FIELDS) == set(K.STREAM_CONFIG_FIELDS.values())
+    assert set(StreamConfig.FIELDS) == set(ConfigRecord.FIELDS)
+
+
+@pytest.mark.parametrize("stored", [{"segments": "2"}, {"writers": "a,b"}, {"timestamping_uncapped": 1},
+                                    {"retention": 7}, {"compaction": None}])
+def test_a_wrong_typed_stored_config_is_refused(stored: dict) -> None:
+    with pytest.raises(TypeError, match=f"state.config.{next(iter(stored))}"):
+        ConfigRecord.from_json(stored)
+
+
+def test_a_created_stream_stores_every_setting_and_reads_them_typed(url: str) -> None:
+    s = Stream.create(url, segments=3, writers=["w1"], compaction="off")
+    st = Stream.open(url).state
+    assert isinstance(st.config, ConfigRecord)
+    assert (st.config.segments, st.config.writers, st.config.compaction) == (3, ("w1",), "off")
+    assert st.to_json()["config"] == s.config.to_dict() and list(st.to_json()["config"]) == list(ConfigRecord.FIELDS)
+    assert Stream.open(url).config == s.config
+
+
+@pytest.mark.parametrize("stored", [
+    [39, 7_000, 6_900, 1_700_000_008_000, 30, 2, 800],
+    [0, 0, 0, 1_795_837_163_522, 0],  # the first release: no epoch, no bytes
+])
+def test_summaries_read_by_name_and_encode_as_stored(stored: list) -> None:
+    s = Summary.decode(stored)
+    assert json.dumps(s.encode()) == json.dumps([*stored, *[0] * (7 - len(stored))])
+    assert json.dumps(s) == json.dumps(s.encode())  # a summary inside a node dumps as its list
+    assert (s.id, s.max_tso, s.tick, s.wall, s.rows) == tuple(stored[:5])
+    assert (s.epoch, s.bytes) == ((stored[5], stored[6]) if len(stored) == 7 else (0, 0))
+    assert [s[c] for c in (COL_ID, COL_MAX_TSO, COL_TICK, COL_WALL, COL_ROWS, COL_EPOCH, COL_BYTES)] == list(s)
+    st = StreamState.from_json({**_every_state_field(), "index": [[stored]]})
+    assert st.index == [[s]] and st.to_json()["index"] == [[s.encode()]]
+
+
+def test_flushed_index_nodes_hold_typed_summaries_and_the_bytes_they_always_had(url: str) -> None:
+    s = Stream.create(url, segments=1, compaction="off")
+    for b in range(FANOUT + 2):
+        s.append(pa.table({"k": ["a"], "t": [T0 + b]}), key="k", timestamp="t")
+    st = s.refresh()
+    node = s.journal.read_node(1, 0)
+    assert all(isinstance(i, Summary) for i in node["items"]) and [i.id for i in node["items"]] == list(range(FANOUT))
+    raw = json.loads(s.store.read(layout.index_node(1, 0)))
+    assert raw["items"] == [i.encode() for i in node["items"]]
+    assert st.index[1] == [node["items"][-1]._replace(id=0)]
+    assert [i.id for i in st.index[0]] == [FANOUT, FANOUT + 1, FANOUT + 2]  # position 0 is the creation
+    assert st.index[0][-1].rows == FANOUT + 2 and st.index[0][-1] == Summary.decode(st.to_json()["index"][0][-1])
+
+
+@pytest.mark.parametrize("doc", [
+    b'{"seg":1,"macro":"data/1/m-a.parquet","from":0,"to":15,"replaced":["data/1/w-1.parquet"],'
+    b'"shared":[["data/s-1.parquet",4]]}',
+    b'{"seg":1,"macro":"data/1/m-a.parquet","from":0,"to":15,"replaced":[]}',
+])
+def test_manifests_round_trip(doc: bytes) -> None:
+    m = Manifest.decode(doc)
+    assert m.encode() == doc and m.macro == "data/1/m-a.parquet" and (m.first, m.end) == (0, 15)
+    assert dict(m.shared) == ({"data/s-1.parquet": 4} if b"shared" in doc else {})
+
+
+@pytest.mark.parametrize("doc", [
+    b'{"seg":1,"macro":"data/1/m-a.parquet","from":0,"to":15,"replaced":["_tstream/head.json"]}',  # metadata
+    b'{"seg":1,"macro":"data/1/m-a.parquet","from":0,"replaced":["data/1/w-1.parquet"]}',  # no end
+    b'["data/1/w-1.parquet"]', b"{not json",
+])
+def test_a_manifest_vacuum_must_not_trust_reads_as_none(doc: bytes) -> None:
+    assert Manifest.read(doc, "data/1/m-a.parquet") is None
+
+
+def test_a_shard_version_adds_records_after_the_ones_it_holds() -> None:
+    stored = _every_state_field()["pending_sealed"][0]
+    rec = SealedRecord.from_json(stored)
+    first = ShardVersion(0, -1).next([rec])
+    assert first.v == 0 and first.holds(1) and first.get(1) == rec and not first.holds(2)
+    assert first.encode() == json.dumps({"shard": 0, "v": 0, "segments": {"1": stored}}, separators=(",", ":")).encode()
+    assert ShardVersion.decode(first.encode(), "x") == first
+
+
+def test_an_ack_names_what_each_segment_got_and_still_reads_by_key(url: str) -> None:
+    s = Stream.create(url, segments=1, compaction="off")
+    s.append(pa.table({"k": ["a"], "t": [T0]}), key="k", timestamp="t")
+    ack = s.append(pa.table({"k": ["a", "b", "c"], "t": [T0 + 9, T0 + 3, T0 + 5]}), key="k", timestamp="t")
+    (seg, got), = ack.segments.items()
+    assert isinstance(got, SegmentAck) and seg == s.state.segments[0].id
+    assert (got.first_seq, got.last_seq, got.rows) == (1, 3, 3) and got.first_tso <= got.last_tso
+    assert (ack.first_tso, ack.last_tso, ack.first_id) == (got.first_tso, got.last_tso, got.first_id)
+    assert dict(got) == {"first_seq": 1, "last_seq": 3, "first_tso": got.first_tso, "last_tso": got.last_tso,
+                         "rows": 3}  # the mapping it used to be
+    assert got["rows"] == 3 and sum(a["rows"] for a in ack.segments.values()) == 3
+    with pytest.raises(KeyError, match="first_seq, last_seq"):
+        got["count"]
+    two = SegmentAck.of(Chunk(seg, "p", 2, 10, 4, 4, 50, 60)).with_chunk(Chunk(seg, "q", 3, 10, 6, 6, 40, 55))
+    assert two == SegmentAck(first_seq=4, last_seq=8, first_tso=40, last_tso=60, rows=5)

@@ -7,11 +7,12 @@ error points at what the user typed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from .. import keys as K
 from ..errors import ConfigError
+from ..journal.config import ConfigRecord
 
 TIMESTAMPING_MODES = ("client-prefer", "client-require", "arrival")
 COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "none")
@@ -47,8 +48,9 @@ PUBLIC_NAMES = {name: key for key, name in K.STREAM_CONFIG_FIELDS.items()}
 
 
 @dataclass(frozen=True)
-class StreamConfig:
-    """Settings fixed at stream creation.
+class StreamConfig(ConfigRecord):
+    """Settings fixed at stream creation, checked as a user gives them (the journal state stores
+    them as its :class:`~pyspark_tstream.journal.config.ConfigRecord`).
 
     Parameters
     ----------
@@ -72,16 +74,6 @@ class StreamConfig:
         Compaction of small chunks into macro-chunks: ``target=128MB,min=16`` (the default)
         or ``off`` (see python/compaction/compact.py and docs/compaction.md).
     """
-
-    segments: int = K.SEGMENTS_DEFAULT
-    timestamping: str = K.TIMESTAMPING_DEFAULT
-    timestamping_uncapped: bool = K.TIMESTAMPING_UNCAPPED_DEFAULT
-    writers: tuple[str, ...] = K.WRITERS_DEFAULT
-    writer_lease_ms: int = K.WRITER_LEASE_MS_DEFAULT
-    retention: str | None = None
-    scaling: str | None = None
-    compression: str = K.COMPRESSION_DEFAULT
-    compaction: str = K.COMPACTION_DEFAULT
 
     def __post_init__(self) -> None:
         if (not isinstance(self.segments, int) or isinstance(self.segments, bool)
@@ -123,7 +115,7 @@ class StreamConfig:
     @classmethod
     def from_kwargs(cls, values: Mapping[str, Any]) -> StreamConfig:
         """Build from Python-API keyword names; unknown names are an error listing valid ones."""
-        known = {f.name for f in fields(cls)}
+        known = set(cls.FIELDS)
         unknown = sorted(set(values) - known)
         if unknown:
             raise ConfigError(
@@ -136,17 +128,12 @@ class StreamConfig:
             vals["writers"] = tuple(vals["writers"])
         return cls(**{k: v for k, v in vals.items() if v is not None or k in ("retention", "scaling")})
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["writers"] = list(self.writers)
-        return d
-
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> StreamConfig:
-        known = {f.name for f in fields(cls)}
-        vals = {k: v for k, v in d.items() if k in known}
-        vals["writers"] = tuple(vals.get("writers", ()))
-        return cls(**vals)
+    def from_record(cls, record: ConfigRecord) -> StreamConfig:
+        """The checked config of a stored one (a stored setting it lacks takes its default)."""
+        if isinstance(record, cls):
+            return record
+        return cls(**{name: getattr(record, name) for name in cls.FIELDS})
 
     def disagreements(self, given: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
         """``(field, this stream's value, the given value)`` of each explicitly ``given`` field

@@ -60,7 +60,7 @@ class StreamContext:
     @property
     def config(self) -> StreamConfig:
         """The stream config of the newest state seen."""
-        return StreamConfig.from_dict(self.state.config)
+        return StreamConfig.from_record(self.state.config)
 
     @property
     def schema(self) -> pa.Schema | None:

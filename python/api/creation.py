@@ -66,7 +66,7 @@ def initial_state(cfg: StreamConfig, schema: pa.Schema | None, now: int) -> Stre
         check_names(schema)
     return StreamState(
         pos=0, epoch=0, tick=0, max_tso=0, wall=now, created=now,
-        schema=encode_schema(schema) if schema is not None else "", config=cfg.to_dict(),
+        schema=encode_schema(schema) if schema is not None else "", config=cfg,
         segments=initial_segments(cfg.segments), writers={}, index=[], next_number=cfg.segments)
 
 
@@ -109,7 +109,7 @@ def open_for_write(store: Store, config: Mapping[str, Any] | None) -> tuple[Entr
             if made is not None:
                 return made, journal
             continue  # lost the creation race: take the winner's stream
-        current = StreamConfig.from_dict(head.state.config)
+        current = StreamConfig.from_record(head.state.config)
         if not current.disagreements(given):
             return head, journal
         if not (head.op == CREATE_OP and written_by_a_write(store, head.nonce)):
@@ -168,7 +168,7 @@ def recreate(store: Store, journal: Journal, old: Entry, cfg: StreamConfig) -> E
     entry, _ = out
     assert entry is not None  # build always returns an entry
     _forget(store, layout.write_created(old.nonce))
-    before = StreamConfig.from_dict(old.state.config)
+    before = StreamConfig.from_record(old.state.config)
     logger.info("tstream: %s: the stream a write created (%s) had no commit; re-created with this write's "
                 "config (%s)", store.display_url, _text(before), _text(cfg))
     return entry

@@ -13,6 +13,7 @@ from typing import Any
 from ..epochs.routing import KEY_SPACE, fraction
 from ..epochs.scaling import ScaleRequest, fraction_ranges, read_epoch, read_epochs, split_ranges
 from ..errors import ConfigError
+from ..journal.op_info import ScaleInfo
 from ..journal.state import Segment, StreamState, segment_epoch, segment_id
 from ..journal.timeindex import COL_WALL
 from ..timestamps import TimeLike, now_ms, to_ms
@@ -61,7 +62,8 @@ class Epochs:
                               option="scale")
         entry = self.ctx.commit_op(req)
         assert entry is not None
-        return {"epoch": entry.state.epoch, "sealed": entry.info["sealed"], "created": entry.info["created"]}
+        info = ScaleInfo.decode(entry.info)
+        return {"epoch": entry.state.epoch, "sealed": list(info.sealed), "created": list(info.created)}
 
     def successors(self, segment: int) -> list[int]:
         """Segments that took over ``segment``'s key range when it was sealed ([] if active)."""
@@ -102,7 +104,7 @@ class Epochs:
             return _ranges([(g.id, g.lo, g.hi) for g in state.segments])
         rec = read_epoch(self.ctx.store, state, epoch)
         if rec.segments is None:
-            return _ranges([(g.id, g.lo, g.hi) for g in initial_segments(int(state.config["segments"]))])
+            return _ranges([(g.id, g.lo, g.hi) for g in initial_segments(state.config.segments)])
         return _ranges(rec.segments)
 
     def segments_between(self, start: TimeLike, end: TimeLike) -> list[int]:
@@ -115,7 +117,7 @@ class Epochs:
             out.update(g.id for g in state.segments)
         for rec in read_epochs(self.ctx.store, state, first, min(last, state.epoch - 1)):
             if rec.segments is None:  # epoch 0 of a stream never scaled
-                out.update(g.id for g in initial_segments(int(state.config["segments"])))
+                out.update(g.id for g in initial_segments(state.config.segments))
             else:
                 out.update(i for i, _, _ in rec.segments)
         return sorted(out)

@@ -38,7 +38,7 @@ def describe(url: str, s: StreamState, schema: pa.Schema | None) -> dict[str, An
         "sealed_segments": s.sealed,
         "schema": [f"{f.name} {f.type}" for f in schema] if schema is not None else None,
         "schema_history": schema_history(s, schema),
-        "config": dict(s.config),
+        "config": s.config.to_json(),
         "created": iso(s.created),
     }
 

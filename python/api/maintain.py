@@ -29,7 +29,7 @@ class Maintenance:
 
         The public :meth:`~pyspark_tstream.api.stream.Stream.compact` documents the arguments.
         """
-        base = CompactionPolicy.parse(self.ctx.refresh().config.get("compaction")) or CompactionPolicy()
+        base = CompactionPolicy.parse(self.ctx.refresh().config.compaction) or CompactionPolicy()
         if target is not None or min_pieces is not None:
             spec = f"target={target or base.target},min={min_pieces or base.min}"
             base = CompactionPolicy.parse(spec) or base

@@ -11,6 +11,7 @@ lists data folders; every vacuum lists the (small) folder of group commit's requ
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..compaction.gc import collect_replaced, gc_position
@@ -101,7 +102,7 @@ class Truncation:
         """
         h = self.ctx
         state = h.refresh()
-        policy = RetentionPolicy.parse(state.config.get("retention")) or RetentionPolicy()
+        policy = RetentionPolicy.parse(state.config.retention) or RetentionPolicy()
         if maxlen is not None or max_age is not None or max_bytes is not None:
             policy = RetentionPolicy(
                 age_ms=to_ms("-" + max_age, option="max_age", now=0) * -1 if max_age else policy.age_ms,
@@ -131,14 +132,13 @@ class Truncation:
         store, journal = h.store, h.journal
         state = h.refresh()
         upto = gc_target(state, now_ms(), grace_ms)
-        counts = collect_garbage(store, journal, state, upto)
+        done_gc = collect_garbage(store, journal, state, upto)
         older = gc_position(journal, state, now_ms(), grace_ms)
         replaced, compact_gc = collect_replaced(store, journal, state, older)
-        counts["replaced"] = replaced
         # group commit's request objects no slot can fold any more (their writers crashed)
         stale = stale_requests(store, state, older)
         store.delete(stale)
-        counts["requests"] = len(stale)
+        done_gc = replace(done_gc, replaced=replaced, requests=len(stale))
         if orphans:
             scanned = h.refresh()
             found = orphan_files(store, journal, scanned, now_ms(), orphan_grace_ms)
@@ -148,7 +148,7 @@ class Truncation:
             keep |= named_since(journal, scanned, h.refresh())
             found = [f for f in found if f not in keep]
             store.delete(found)
-            counts = {**counts, "orphans": len(found)}
+            done_gc = replace(done_gc, orphans=len(found))
         old_compact_gc = state.compaction.replaced_gc
         if upto > state.gc_pos or state.meta_gc_pos < state.gc_pos or compact_gc > old_compact_gc:
             old_gc = state.gc_pos
@@ -161,6 +161,6 @@ class Truncation:
                 st.meta_gc_pos = max(st.meta_gc_pos, old_gc)
                 if compact_gc > done:
                     st.compaction = st.compaction.collected(compact_gc)
-                return Entry(pos=pos, op="gc", wall=now_ms(), state=st, info=counts)
+                return Entry(pos=pos, op="gc", wall=now_ms(), state=st, info=done_gc.encode())
             h.commit_op(mark)
-        return counts
+        return done_gc.encode()

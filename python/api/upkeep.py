@@ -69,10 +69,10 @@ class Upkeep:
         """Evaluate the policies the stream's config enables, after the data commit ``entry``;
         ``later``: run retention and compaction in the background (module docstring)."""
         cfg = entry.state.config
-        if cfg.get("scaling"):
-            self._best_effort("auto-scaling", entry, lambda: self._auto_scale(cfg["scaling"], entry))
+        if scaling := cfg.scaling:
+            self._best_effort("auto-scaling", entry, lambda: self._auto_scale(scaling, entry))
         due = set()
-        if cfg.get("retention") and (entry.pos % RETENTION_EVERY == 0 or self.retention_due):
+        if cfg.retention and (entry.pos % RETENTION_EVERY == 0 or self.retention_due):
             due.add("retention")
         if entry.pos % COMPACT_EVERY == 0:
             due.add("compaction")
@@ -152,7 +152,7 @@ class Upkeep:
 
     def _auto_compact(self, entry: Entry) -> None:
         """Compaction when the state says it is due; a failure backs off (doubling), never raises."""
-        policy = CompactionPolicy.parse(entry.state.config.get("compaction"))
+        policy = CompactionPolicy.parse(entry.state.config.compaction)
         if policy is None or entry.pos < self.compact_retry_pos or not due(entry.state, policy):
             return
         try:

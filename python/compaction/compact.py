@@ -77,6 +77,7 @@ from ..chunkfile.checksums import WRITE_CHECKSUMS
 from ..chunkfile.encoding import chunk_encodings
 from ..errors import CorruptChunkError
 from ..journal.compaction_state import (
+    CompactInfo,
     CompactPart,
     SegmentSummary,
     compacted_upto,
@@ -91,7 +92,8 @@ from ..read.reading import check_times, decode_file, fetch_files, view_tsos
 from ..schema import RAW_TSO, conform
 from ..store import layout
 from ..store.storage import Store
-from .gc import discard_unpublished, manifest_bytes
+from .gc import discard_unpublished
+from .manifest import Manifest
 from .policy import NEVER_MERGED, CompactionPolicy, Piece, level_of, plan_groups
 
 log = logging.getLogger("pyspark_tstream")
@@ -212,7 +214,8 @@ def _merge_around(store: Store, schema: pa.Schema, seg: int, group: list[Piece],
         return
     # shared files of slices merged here: vacuum deletes each once no live slice names it (gc.dead_shared)
     shared = {x.chunk.path: x.pos for x in group if x.chunk.shared and x.pos >= 0}
-    store.write(layout.manifest(macro.path), manifest_bytes(seg, macro.path, macro.first, macro.end, replaced, shared))
+    store.write(layout.manifest(macro.path), Manifest(seg, macro.path, macro.first, macro.end, tuple(replaced),
+                                                      shared).encode())
     new.append(Merged(group, macro, replaced))
 
 
@@ -270,7 +273,7 @@ class CompactRequest:
         state.compaction = comp.advanced(segs, max(comp.scan_pos, self.scan_pos))
         state.wall = max(state.wall, self.now)
         return Entry(pos=pos, op="compact", wall=self.now, state=state,
-                     info={"rows": 0, "parts": [p.to_json() for p in kept]})
+                     info=CompactInfo(tuple(kept)).encode())
 
 
 # -- one compaction ------------------------------------------------------------------------------
@@ -350,7 +353,7 @@ def compact(stream: Compactable, *, full: bool = False, policy: CompactionPolicy
     counts = {"macros": 0, "chunks": 0, "rows": 0, "bytes": 0, "adopted": 0, "lost": 0, "unreadable": 0}
     if stream.schema is None:
         return counts
-    policy = policy or CompactionPolicy.parse(state.config.get("compaction")) or CompactionPolicy()
+    policy = policy or CompactionPolicy.parse(state.config.compaction) or CompactionPolicy()
     job = _Job(stream.store, stream.schema, stream.config.compression, state, policy, full, progress,
                MacroMap(stream.store), counts)
     scan = max(compaction_pos(state), state.head_pos)

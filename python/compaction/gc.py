@@ -11,7 +11,6 @@ removed by orphan cleanup (:func:`orphan_manifests`) once older than the grace.
 from __future__ import annotations
 
 import bisect
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,21 +23,10 @@ from ..journal.timeindex import COL_WALL
 from ..maps.macromap import MacroMap
 from ..store import layout
 from ..store.storage import Store
+from .manifest import Manifest
 from .shared_gc import dead_shared
 
 log = logging.getLogger("pyspark_tstream")
-
-
-def manifest_bytes(seg: int, macro: str, first: int, end: int, replaced: Sequence[str],
-                   shared: dict[str, int] | None = None) -> bytes:
-    """A manifest: macro-chunk ``macro`` holds ``_seq`` ``[first, end)`` of segment ``seg``, and
-    the files ``replaced`` go once its compaction is older than the grace period. ``shared``:
-    the shared files (wide writes) of slices it merged, each with the journal position that
-    committed it; vacuum deletes one once no live slice names it (:mod:`.shared_gc`)."""
-    doc: dict[str, Any] = {"seg": seg, "macro": macro, "from": first, "to": end, "replaced": list(replaced)}
-    if shared:
-        doc["shared"] = [[path, pos] for path, pos in sorted(shared.items())]
-    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def holds_its_records(store: Store, part: CompactPart) -> bool:
@@ -50,30 +38,6 @@ def holds_its_records(store: Store, part: CompactPart) -> bool:
         return footer_rows(store, part.macro, store.size(part.macro)) >= part.rows
     except Exception:  # noqa: BLE001 - missing or any decode failure: not readable
         return False
-
-
-def manifest_replaced(raw: bytes | None, macro: str) -> list[str] | None:
-    """The files a manifest names for deletion, or None when it is missing, does not decode,
-    names another macro-chunk or lists anything but data files (vacuum deletes what it lists:
-    a damaged one must never make it delete metadata)."""
-    try:
-        doc = json.loads(raw) if raw is not None else None
-    except ValueError:
-        return None
-    replaced = doc.get("replaced") if isinstance(doc, dict) and doc.get("macro") == macro else None
-    if not isinstance(replaced, list) or not all(isinstance(r, str) and layout.is_data_file(r) for r in replaced):
-        return None
-    return replaced
-
-
-def manifest_shared(raw: bytes | None) -> dict[str, int]:
-    """The shared files a manifest names as candidates, with the positions that committed them
-    (empty for a manifest without them, or one whose list does not decode)."""
-    try:
-        doc = json.loads(raw) if raw is not None else {}
-        return {path: int(pos) for path, pos in doc.get("shared", []) if layout.is_data_file(path)}
-    except (ValueError, TypeError, AttributeError):
-        return {}
 
 
 @dataclass(frozen=True)
@@ -183,9 +147,10 @@ def collect_replaced(store: Store, journal: Journal, state: StreamState, upto: i
             raw: bytes | None = store.read(p.manifest)
         except FileNotFoundError:
             raw = None
-        lists[p.macro] = manifest_replaced(raw, p.macro)  # None: missing or unreadable
-        if lists[p.macro] is not None:
-            candidates.update(manifest_shared(raw))
+        found = Manifest.read(raw, p.macro)  # None: missing or unreadable
+        lists[p.macro] = None if found is None else list(found.replaced)
+        if found is not None:
+            candidates.update(found.shared)
     missing = [p for pos, p in parts if lists[p.macro] is None and pos >= state.head_pos]
     lists.update(_unlisted(store, journal, state, missing))  # before any deletes: it checks files
     # before the manifests go: a crash after them would forget the candidates (deleting twice is harmless)
@@ -266,7 +231,8 @@ def awaiting_collection(store: Store, uncollected: Sequence[Any]) -> set[str]:
     parts = [p for d in uncollected if d.op == "compact" for p in compact_parts(d.info) if p.manifest]
     out: set[str] = set()
     for p, raw in zip(parts, store.read_present([p.manifest for p in parts])):
-        out.update(manifest_replaced(raw, p.macro) or [])
+        found = Manifest.read(raw, p.macro)
+        out.update(found.replaced if found is not None else ())
     return out
 
 

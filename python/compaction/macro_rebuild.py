@@ -40,7 +40,8 @@ from ..schema import RAW_TSO
 from ..store import layout
 from ..store.ranged_file import RangedFile
 from ..store.storage import Store
-from .gc import CommittedPart, committed_parts, manifest_bytes, manifest_replaced
+from .gc import CommittedPart, committed_parts
+from .manifest import Manifest
 
 
 @dataclass
@@ -257,10 +258,11 @@ def _release(store: Store, fallback: list[tuple[CommittedPart, list[str]]]) -> l
             raw = store.read(rel)
         except FileNotFoundError:
             continue  # collected already, or lost: nothing will delete the files
-        named = manifest_replaced(raw, part.path)
+        found = Manifest.read(raw, part.path)
+        named = None if found is None else list(found.replaced)
         keep = [p for p in named or [] if p not in set(files)]
         if keep != named:
-            store.write(rel, manifest_bytes(part.seg, part.path, part.first, part.end, keep))
+            store.write(rel, Manifest(part.seg, part.path, part.first, part.end, tuple(keep)).encode())
             done.append(f"compaction manifest {rel}: {len(files)} file(s) listed in place of the lost or "
                         f"unreadable macro-chunk {part.path} kept from garbage collection")
     return done

@@ -33,6 +33,7 @@ from typing import Any
 
 from ..errors import ConfigError, corrupt
 from ..journal.entries import FORMAT_VERSION, Entry, check_version
+from ..journal.op_info import ScaleInfo
 from ..journal.scale_records import EpochRecord, SealedRecord
 from ..journal.state import Segment, StreamState, segment_id
 from ..keys import SEGMENTS_MAX
@@ -209,7 +210,7 @@ class ScaleRequest:
         state.wall = max(state.wall, self.now)
         state.pending_epoch = EpochRecord.of(state, pos, sealed, created)
         return Entry(pos=pos, op="scale", wall=self.now, state=state,
-                     info={"sealed": [s.id for s in sealed], "created": created_ids, "reason": self.reason})
+                     info=ScaleInfo(tuple(s.id for s in sealed), tuple(created_ids), self.reason).encode())
 
 
 def split_ranges(seg: Segment, parts: int) -> list[tuple[int, int]]:

@@ -13,6 +13,7 @@ as they were.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -201,9 +202,25 @@ class CompactPart:
         return cls(**{name: d[key] for name, key in cls.KEYS.items() if key in d})
 
 
-def compact_parts(info: dict[str, Any]) -> list[CompactPart]:
+@dataclass(frozen=True)
+class CompactInfo:
+    """A ``compact`` entry's info: the macro-chunks it commits (``rows`` is 0: it adds no records)."""
+
+    parts: tuple[CompactPart, ...]
+    rows: int = 0
+
+    def encode(self) -> dict[str, Any]:
+        """The stored ``info``."""
+        return {"rows": self.rows, "parts": [p.to_json() for p in self.parts]}
+
+    @classmethod
+    def decode(cls, info: Mapping[str, Any]) -> CompactInfo:
+        return cls(parts=tuple(CompactPart.from_json(p) for p in info.get("parts", [])), rows=int(info.get("rows", 0)))
+
+
+def compact_parts(info: Mapping[str, Any]) -> list[CompactPart]:
     """The parts a journal entry's ``info`` commits (none unless its op is ``compact``)."""
-    return [CompactPart.from_json(p) for p in info.get("parts", [])]
+    return list(CompactInfo.decode(info).parts)
 
 
 def segment_summaries(state: StreamState) -> dict[int, SegmentSummary]:

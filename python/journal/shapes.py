@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .state import FIRST_SUMMARY_COLUMNS
+from .summary import FIRST_SUMMARY_COLUMNS
 
 
 def need(ok: bool, what: str) -> None:

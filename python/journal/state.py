@@ -13,20 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .compaction_state import CompactionProgress
+from .config import ConfigRecord
 from .scale_records import EpochRecord, SealedRecord
-
-#: Columns of a time-index summary (``journal/timeindex.py`` names them, ``COL_ID`` to
-#: ``COL_BYTES``). The first release wrote the first five (no epoch, no bytes); the two came
-#: without a format version, so a shorter summary reads with 0 in them (epoch 0: that release
-#: never scaled; bytes 0: size retention counts those old commits as empty and keeps them).
-SUMMARY_COLUMNS = 7
-FIRST_SUMMARY_COLUMNS = 5
-
-
-def full_summary(row: list[int]) -> list[int]:
-    """A time-index summary with every column (:data:`SUMMARY_COLUMNS`)."""
-    return row if len(row) >= SUMMARY_COLUMNS else [*row, *[0] * (SUMMARY_COLUMNS - len(row))]
-
+from .summary import Summary
 
 #: How many recent batch ids each writer remembers exactly (Redis IDMP keeps 100).
 DEDUPE_WINDOW = 64
@@ -217,10 +206,10 @@ class StreamState:
     wall: int
     created: int
     schema: str  # base64 Arrow IPC of the user schema
-    config: dict[str, Any]
+    config: ConfigRecord
     segments: list[Segment]
     writers: dict[str, Writer]
-    index: list[list[list[int]]]  # open (unflushed) summaries per level, oldest first
+    index: list[list[Summary]]  # open (unflushed) summaries per level, oldest first
     rows: int = 0
     bytes: int = 0
     chunks: int = 0
@@ -262,10 +251,11 @@ class StreamState:
         compaction = self.compaction.encode()
         return {
             "pos": self.pos, "epoch": self.epoch, "tick": self.tick, "max_tso": self.max_tso,
-            "wall": self.wall, "created": self.created, "schema": self.schema, "config": self.config,
+            "wall": self.wall, "created": self.created, "schema": self.schema, "config": self.config.to_json(),
             "segments": [s.to_json() for s in self.segments],
             "writers": {k: w.to_json() for k, w in self.writers.items()},
-            "index": self.index, "rows": self.rows, "bytes": self.bytes, "chunks": self.chunks,
+            "index": [[i.encode() for i in level] for level in self.index],
+            "rows": self.rows, "bytes": self.bytes, "chunks": self.chunks,
             "next_number": self.next_number, "head_pos": self.head_pos, "head_tso": self.head_tso,
             "sealed": self.sealed, "first_tso": self.first_tso, "gc_pos": self.gc_pos, "meta_gc_pos": self.meta_gc_pos,
             "pending_sealed": [r.to_json() for r in self.pending_sealed],
@@ -280,10 +270,10 @@ class StreamState:
     def from_json(cls, d: dict[str, Any]) -> StreamState:
         return cls(
             pos=d["pos"], epoch=d["epoch"], tick=d["tick"], max_tso=d["max_tso"], wall=d["wall"],
-            created=d["created"], schema=d["schema"], config=d["config"],
+            created=d["created"], schema=d["schema"], config=ConfigRecord.from_json(d["config"]),
             segments=[Segment.from_json(s) for s in d["segments"]],
             writers={k: Writer.from_json(w) for k, w in d["writers"].items()},
-            index=[[full_summary(i) for i in level] for level in d["index"]],
+            index=[[Summary.decode(i) for i in level] for level in d["index"]],
             rows=d.get("rows", 0), bytes=d.get("bytes", 0),
             chunks=d.get("chunks", 0), next_number=d.get("next_number", 0),
             head_pos=d.get("head_pos", 0), head_tso=d.get("head_tso", 0), sealed=d.get("sealed", 0),

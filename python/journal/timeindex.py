@@ -25,15 +25,15 @@ from ..store import layout
 from .entries import Chunk, Entry, EntryLog
 from .packing import expand
 from .shapes import check_delta, is_int, need
-from .state import FIRST_SUMMARY_COLUMNS, SUMMARY_COLUMNS, StreamState, full_summary
+from .state import StreamState
+from .summary import FIRST_SUMMARY_COLUMNS, Summary
 
 FANOUT = 32
 
-# columns of an index summary (each monotone over positions, so searchable):
-# [position or node number, max _tso, tick, wall ms, rows so far, epoch, bytes so far]
-COL_ID, COL_MAX_TSO, COL_TICK, COL_WALL, COL_ROWS, COL_EPOCH, COL_BYTES = range(7)
-#: How many columns a summary has (an index item has at least these).
-COLUMNS = SUMMARY_COLUMNS
+#: Positions of a :class:`~.summary.Summary`'s columns, naming the column :meth:`TimeIndex.search`
+#: searches (a summary's own columns are read by name).
+COL_ID, COL_MAX_TSO, COL_TICK, COL_WALL, COL_ROWS, COL_EPOCH, COL_BYTES = (
+    Summary._fields.index(name) for name in ("id", "max_tso", "tick", "wall", "rows", "epoch", "bytes"))
 
 
 def decode_node(data: bytes, path: str, level: int | None = None, *, deltas: bool = False) -> dict[str, Any]:
@@ -49,7 +49,7 @@ def decode_node(data: bytes, path: str, level: int | None = None, *, deltas: boo
         need(isinstance(node, dict) and isinstance(node.get("items"), list) and node["items"], "the node")
         for i in node["items"]:
             need(isinstance(i, list) and len(i) >= FIRST_SUMMARY_COLUMNS and all(is_int(x) for x in i), "an item")
-        node["items"] = [full_summary(i) for i in node["items"]]
+        node["items"] = [Summary.decode(i) for i in node["items"]]
         if level == 1 or "entries" in node:
             need(isinstance(node.get("entries"), list), "entries")
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
@@ -97,15 +97,16 @@ class Delta:
                    writer=d.get("writer"), batch=d.get("batch"), info=d.get("info", {}))
 
 
-def summary(entry: Entry) -> list[int]:
-    """The index summary of ``entry``, in ``COL_*`` order."""
+def summary(entry: Entry) -> Summary:
+    """The index summary of ``entry``."""
     s = entry.state
-    return [entry.pos, s.max_tso, s.tick, max(entry.wall, s.wall), s.rows, s.epoch, s.bytes]
+    return Summary(id=entry.pos, max_tso=s.max_tso, tick=s.tick, wall=max(entry.wall, s.wall), rows=s.rows,
+                   epoch=s.epoch, bytes=s.bytes)
 
 
 def first_open(state: StreamState) -> int:
     """The first position whose summary is still open in ``state`` (not yet in a node)."""
-    return state.index[0][0][COL_ID] if state.index and state.index[0] else state.pos + 1
+    return state.index[0][0].id if state.index and state.index[0] else state.pos + 1
 
 
 class TimeIndex:
@@ -162,7 +163,7 @@ class TimeIndex:
         if hi < open0:
             content = (read_node or self.read_node)(1, node)
             path = self.store.uri(layout.index_node(1, node))
-            ticks = {int(i[COL_ID]): int(i[COL_TICK]) for i in content["items"]}
+            ticks = {i.id: i.tick for i in content["items"]}
             kept = [d for d in node_entries(content, path) if lo <= d.pos <= hi]
             if any(d.pos not in ticks for d in kept):
                 raise corrupt("index node", path, ValueError("an entry has no summary"), self.store.display_url)
@@ -182,12 +183,12 @@ class TimeIndex:
             for item in state.index[level]:
                 if item[col] > value:
                     while level > 0:
-                        if (item[COL_ID] + 1) * FANOUT ** level <= state.head_pos:
+                        if (item.id + 1) * FANOUT ** level <= state.head_pos:
                             return state.head_pos  # truncated (and maybe collected): the head
-                        node = (read_node or self.read_node)(level, item[COL_ID])
+                        node = (read_node or self.read_node)(level, item.id)
                         item = next(i for i in node["items"] if i[col] > value)
                         level -= 1
-                    return max(int(item[COL_ID]), state.head_pos)
+                    return max(item.id, state.head_pos)
         return state.pos + 1
 
     def search_any(self, state: StreamState, value: int) -> int:
@@ -204,14 +205,14 @@ class TimeIndex:
         level = 0
         while level < len(state.index) and len(state.index[level]) >= FANOUT:
             items = state.index[level]
-            node_no = items[0][COL_ID] // FANOUT
-            content: dict[str, Any] = {"level": level + 1, "node": node_no, "items": items}
+            node_no = items[0].id // FANOUT
+            content: dict[str, Any] = {"level": level + 1, "node": node_no, "items": [i.encode() for i in items]}
             if level == 0:
-                content["entries"] = self.log.read_deltas([i[COL_ID] for i in items])
+                content["entries"] = self.log.read_deltas([i.id for i in items])
             self.store.write(layout.index_node(level + 1, node_no), json.dumps(content, separators=(",", ":")).encode())
             last = items[-1]
             state.index[level] = []
             if level + 1 == len(state.index):
                 state.index.append([])
-            state.index[level + 1].append([node_no] + list(last[COL_ID + 1:]))
+            state.index[level + 1].append(last._replace(id=node_no))
             level += 1

@@ -8,11 +8,12 @@ deciding anything; :func:`~pyspark_tstream.maintain.fsck.verify` builds one per 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..compaction.macro_rebuild import Expected
+from ..compaction.manifest import Manifest
 from ..journal.entries import Entry
 from ..journal.scale_records import SealedRecord
+from ..maps.sealed import ShardVersion
 
 
 @dataclass
@@ -21,7 +22,7 @@ class ShardFix:
 
     #: unreadable version -> the content written in its place (a copy of its predecessor's
     #: segments: later versions hold all it held, and the chain stays unbroken)
-    versions: dict[int, dict[str, Any]] = field(default_factory=dict)
+    versions: dict[int, ShardVersion] = field(default_factory=dict)
     #: sealed-segment records the shard lacks, rebuilt from the journal (merged back)
     records: list[SealedRecord] = field(default_factory=list)
     head: bool = False  # the head hint is unreadable
@@ -43,5 +44,5 @@ class Fixes:
     epoch_chunks: dict[int, bytes] = field(default_factory=dict)  # history chunk number -> content
     shards: dict[int, ShardFix] = field(default_factory=dict)
     macros: dict[tuple[int, int], Expected] = field(default_factory=dict)  # (segment, bucket) -> the map
-    manifests: dict[str, bytes] = field(default_factory=dict)  # path -> content
+    manifests: dict[str, Manifest] = field(default_factory=dict)  # path -> the manifest written there
     groups: dict[str, bytes] = field(default_factory=dict)  # consumer-group object path -> content

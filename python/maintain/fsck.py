@@ -24,12 +24,13 @@ finds that one (CorruptChunkError), and so does a full fsck.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compaction.gc import holds_its_records, manifest_bytes, manifest_replaced, replaced_by
+from ..compaction.gc import holds_its_records, replaced_by
 from ..compaction.macro_rebuild import Expected, bucket_of_error, expected
+from ..compaction.manifest import Manifest
 from ..epochs.scaling import (
     EPOCH_CHUNK,
     decode_epoch,
@@ -40,11 +41,12 @@ from ..errors import CorruptMetadataError, GroupNotFoundError
 from ..journal.compaction_state import compact_parts, compacted_upto, replaced_gc_start, segment_summaries
 from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
-from ..journal.scale_records import EpochRecord
+from ..journal.scale_records import EpochRecord, SealedRecord
 from ..journal.state import StreamState, segment_number
-from ..journal.timeindex import COL_ID, FANOUT, Delta, decode_node, summary
+from ..journal.summary import Summary
+from ..journal.timeindex import FANOUT, Delta, decode_node, summary
 from ..maps.grouplog import GroupLog, GroupState
-from ..maps.sealed import decode_shard, shard_of
+from ..maps.sealed import ShardVersion, shard_of
 from ..read.compacted import substitute
 from ..read.file_checks import file_problems
 from ..store import layout
@@ -214,7 +216,7 @@ class _Checker:
         """Check every written index node against the journal; return rebuildable contents."""
         counts = node_counts(state)
         rebuilt: dict[tuple[int, int], bytes] = {}
-        last_item: dict[tuple[int, int], list[int] | None] = {}
+        last_item: dict[tuple[int, int], Summary | None] = {}
         for p, e in entries.items():
             last_item[(0, p)] = summary(e)
         for level in range(1, len(counts) + 1):
@@ -230,7 +232,7 @@ class _Checker:
                 known = [k for k in kids if k is not None]
                 expected: dict[str, Any] | None = None
                 if len(known) == len(kids):
-                    items = [k if level == 1 else [c] + k[COL_ID + 1:] for c, k in zip(children, known)]
+                    items = [k if level == 1 else k._replace(id=c) for c, k in zip(children, known)]
                     expected = {"level": level, "node": n, "items": items}
                     if level == 1:
                         expected["entries"] = [entries[c].delta_json() for c in children]
@@ -245,9 +247,9 @@ class _Checker:
                     except CorruptMetadataError:
                         actual = None
                 if actual is not None:
-                    last_item[(level, n)] = [n] + list(actual["items"][-1][COL_ID + 1:])
+                    last_item[(level, n)] = actual["items"][-1]._replace(id=n)
                 elif expected is not None:
-                    last_item[(level, n)] = [n] + list(expected["items"][-1][COL_ID + 1:])
+                    last_item[(level, n)] = expected["items"][-1]._replace(id=n)
                 if expected is not None and actual == expected:
                     continue
                 if raw is None and level == 1 and n < state.gc_pos // FANOUT:
@@ -365,7 +367,7 @@ class _Checker:
             before=iso(physical(c.hi) + 1))
 
     # -- compaction manifests -------------------------------------------------------------------
-    def manifests(self, state: StreamState, entries: dict[int, Entry]) -> dict[str, bytes]:
+    def manifests(self, state: StreamState, entries: dict[int, Entry]) -> dict[str, Manifest]:
         """The manifest of every compaction not yet collected exists and names its macro-chunk:
         vacuum reads it to delete the files the compaction replaced. Returns the manifests
         repair rebuilds from the journal (naming nothing when the macro-chunk is gone or unreadable)."""
@@ -377,14 +379,15 @@ class _Checker:
         for p in parts:
             self._count("compaction manifests")
             raw = raws.get(p.manifest)
-            if manifest_replaced(raw, p.macro) is None:
+            if Manifest.read(raw, p.macro) is None:
                 bad.append((p, "missing" if raw is None else "unreadable"))
         named = replaced_by([Delta.of(e) for _, e in sorted(entries.items())], {p.macro for p, _ in bad}) \
             if bad else {}
         rebuilt = {}
         for p, what in bad:
             kept = holds_its_records(self.store, p)  # else its records are only in what it replaced
-            rebuilt[p.manifest] = manifest_bytes(p.seg, p.macro, p.first, p.end, named.get(p.macro, []) if kept else [])
+            replaced = tuple(named.get(p.macro, [])) if kept else ()
+            rebuilt[p.manifest] = Manifest(p.seg, p.macro, p.first, p.end, replaced)
             self._problem("manifest", p.manifest, f"compaction manifest {self.store.uri(p.manifest)} is "
                           f"{what}: reads are not affected, but vacuum cannot delete the files that compaction "
                           f"replaced; `tstream repair` rebuilds it from the journal", True,
@@ -479,23 +482,23 @@ class _Checker:
             names = self.store.list(folder)
             versions = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
             plan = ShardFix()
-            prev: dict[str, Any] = {}
+            prev: Mapping[str, SealedRecord] = {}
             have: set[str] = set()
             for v in versions:
                 rel = layout.sealed_version(shard, v)
                 try:
-                    cur = decode_shard(self.store.read(rel), self.store.uri(rel))
-                    if cur["v"] != v:
-                        raise CorruptMetadataError(f"it says version {cur['v']}", path=rel)
-                    prev = cur["segments"]
+                    cur = ShardVersion.decode(self.store.read(rel), self.store.uri(rel))
+                    if cur.v != v:
+                        raise CorruptMetadataError(f"it says version {cur.v}", path=rel)
+                    prev = cur.segments
                     have |= set(prev)
                 except (CorruptMetadataError, FileNotFoundError) as e:
                     # later versions hold all it held; a copy of its predecessor keeps the chain
-                    plan.versions[v] = {"shard": shard, "v": v, "segments": prev}
+                    plan.versions[v] = ShardVersion(shard, v, prev)
                     self._problem("shard", rel, f"sealed-segment shard version {self.store.uri(rel)} is "
                                   f"unreadable ({e}); `tstream repair` rewrites it", True, shard=shard, version=v)
             try:
-                decode_shard(self.store.read(layout.sealed_head(shard)), layout.sealed_head(shard))
+                ShardVersion.decode(self.store.read(layout.sealed_head(shard)), layout.sealed_head(shard))
             except FileNotFoundError:
                 pass
             except CorruptMetadataError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..epochs.scaling import epoch_record_bytes
 from ..journal.entries import Entry
+from ..journal.op_info import ScaleInfo
 from ..journal.scale_records import EpochRecord, SealedRecord
 from ..journal.state import StreamState
 from ..journal.timeindex import FANOUT
@@ -17,14 +18,15 @@ from ..journal.timeindex import FANOUT
 def rebuild_sealed(ids: list[int], entries: dict[int, Entry]) -> list[SealedRecord] | None:
     """Sealed records exactly as the scale made them, from its entry and the one before."""
     out = []
+    scales = [(e, ScaleInfo.decode(e.info)) for e in entries.values() if e.op == "scale"]
     for sid in ids:
-        scale = next((e for e in entries.values() if e.op == "scale" and sid in e.info.get("sealed", [])), None)
-        if scale is None or scale.pos - 1 not in entries:
+        scale, info = next(((e, i) for e, i in scales if sid in i.sealed), (None, None))
+        if scale is None or info is None or scale.pos - 1 not in entries:
             return None
         s = entries[scale.pos - 1].state.segment(sid)
         if s is None:
             return None
-        created = [c for c in scale.state.segments if c.id in scale.info.get("created", [])]
+        created = [c for c in scale.state.segments if c.id in info.created]
         out.append(SealedRecord.of(s, scale.state.epoch, scale.pos, created))
     return out
 
@@ -46,8 +48,8 @@ def rebuild_epoch(ep: int, entries: dict[int, Entry]) -> bytes | None:
     if scale is None or scale.pos - 1 not in entries:
         return None
     before = entries[scale.pos - 1].state
-    sealed_ids = list(scale.info.get("sealed", []))
-    created = list(scale.info.get("created", []))
+    info = ScaleInfo.decode(scale.info)
+    sealed_ids, created = list(info.sealed), list(info.created)
     sealed = [s for s in before.segments if s.id in sealed_ids]
     new = {s.id: s for s in scale.state.segments}
     if len(sealed) != len(sealed_ids) or any(c not in new for c in created):

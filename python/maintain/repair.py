@@ -96,21 +96,21 @@ def repair(store: Store, progress: Progress | None = None, *, drop_torn_entry: b
     smap = SealedMap(store)
     for shard, plan in sorted(fixes.shards.items()):
         for v, content in sorted(plan.versions.items()):
-            store.write(layout.sealed_version(shard, v), json.dumps(content, separators=(",", ":")).encode())
+            store.write(layout.sealed_version(shard, v), content.encode())
             done.append(f"sealed shard {shard} version {v} rewritten")
         store.delete([layout.sealed_head(shard)])  # a hint: latest() probes the versions without it
         if plan.records:
             smap.merge(plan.records)
             done.append(f"sealed shard {shard}: {len(plan.records)} sealed segment record(s) restored")
         latest = smap.latest(shard)
-        if latest["v"] >= 0:
-            store.write(layout.sealed_head(shard), json.dumps(latest, separators=(",", ":")).encode())
+        if latest.v >= 0:
+            store.write(layout.sealed_head(shard), latest.encode())
         done.append(f"sealed shard {shard} head hint rewritten")
     for (seg, bucket), want in sorted(fixes.macros.items(), key=lambda kv: kv[0]):
         done += rewrite(store, state, seg, bucket, want)
-    for rel, data in sorted(fixes.manifests.items()):
-        store.write(rel, data)
-        done.append(f"compaction manifest {rel} rebuilt from the journal ({len(json.loads(data)['replaced'])} "
+    for rel, manifest in sorted(fixes.manifests.items()):
+        store.write(rel, manifest.encode())
+        done.append(f"compaction manifest {rel} rebuilt from the journal ({len(manifest.replaced)} "
                     "replaced file(s) named)")
     for rel, data in sorted(fixes.groups.items()):
         store.write(rel, data)

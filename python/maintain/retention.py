@@ -39,6 +39,7 @@ from ..errors import ConfigError
 from ..journal.compaction_state import replaced_gc_start
 from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
+from ..journal.op_info import GcInfo, TruncateInfo
 from ..journal.state import StreamState, Truncation
 from ..journal.timeindex import COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT
 from ..policytext import policy_parts
@@ -162,7 +163,7 @@ class TruncateRequest:
         state.wall = max(state.wall, self.now)
         state.truncations = (state.truncations + [Truncation(state.wall, state.head_pos)])[-16:]
         return Entry(pos=pos, op="truncate", wall=self.now, state=state,
-                     info={"head_tso": bound, "cut": {str(k): v for k, v in self.cut.items()}, "reason": self.reason})
+                     info=TruncateInfo(bound, self.cut, self.reason).encode())
 
 
 def retention_bound(journal: Journal, state: StreamState, policy: RetentionPolicy, now: int,
@@ -195,8 +196,8 @@ def gc_target(state: StreamState, now: int, grace_ms: int) -> int:
     return max((t.head_pos for t in state.truncations if now - t.wall >= grace_ms), default=state.gc_pos)
 
 
-def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: int) -> dict[str, int]:
-    """Delete garbage below ``upto``; returns counts. O(garbage), never lists.
+def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: int) -> GcInfo:
+    """Delete garbage below ``upto``; returns what it deleted. O(garbage), never lists.
 
     Chunks of positions ``[gc_pos, upto)`` go now; journal entries and index nodes lag one run
     behind (``[meta_gc_pos, gc_pos)``), so a crash at any point leaves every entry a re-run needs.
@@ -204,7 +205,7 @@ def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: in
     """
     upto = min(upto, state.head_pos)
     if upto <= state.gc_pos and state.meta_gc_pos >= state.gc_pos:
-        return {"chunks": 0, "entries": 0, "nodes": 0}
+        return GcInfo()
     paths: list[str] = []
     if upto > state.gc_pos:
         old = journal.deltas(state, state.gc_pos, upto - 1, truncated=True)
@@ -219,7 +220,7 @@ def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: in
     entries = [layout.entry(p) for p in range(max(state.meta_gc_pos, 1), state.gc_pos)]
     nodes = [layout.index_node(1, n) for n in range(state.meta_gc_pos // FANOUT, state.gc_pos // FANOUT)]
     store.delete(entries + nodes)
-    return {"chunks": len(paths), "entries": len(entries), "nodes": len(nodes)}
+    return GcInfo(chunks=len(paths), entries=len(entries), nodes=len(nodes))
 
 
 def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, grace_ms: int) -> list[str]:

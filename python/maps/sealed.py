@@ -14,8 +14,8 @@ leave the state only once a commit has seen them in the shard. A lookup checks t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from ..errors import CorruptMetadataError, corrupt
 from ..journal.scale_records import SealedRecord
@@ -34,17 +34,45 @@ def shard_of(segment_id: int) -> int:
     return segment_number(segment_id) // SHARD_WIDTH
 
 
-def decode_shard(data: bytes, path: str) -> dict[str, Any]:
-    """A shard version (or its head copy); CorruptMetadataError with the remedy if it is not."""
-    try:
-        d = json.loads(data)
-        if not (isinstance(d, dict) and isinstance(d.get("v"), int) and isinstance(d.get("segments"), dict)
-                and all(isinstance(r, dict) and all(isinstance(r.get(k), int) for k in _RECORD_INTS)
-                        and isinstance(r.get("successors"), list) for r in d["segments"].values())):
-            raise TypeError("not a sealed-segment shard")
-        return d
-    except (ValueError, TypeError) as e:
-        raise corrupt("sealed-segment shard", path, e, layout.stream_url(path)) from e
+@dataclass(frozen=True)
+class ShardVersion:
+    """One version of a shard, stored ``{"shard": k, "v": v, "segments": {"<number>": record}}``:
+    the sealed records it holds by segment number (stored as text), in stored order."""
+
+    shard: int
+    v: int  # -1: a shard with no version yet
+    segments: Mapping[str, SealedRecord] = field(default_factory=dict)
+
+    def holds(self, segment_id: int) -> bool:
+        """Whether the record of sealed segment ``segment_id`` is in this version."""
+        return str(segment_number(segment_id)) in self.segments
+
+    def get(self, segment_id: int) -> SealedRecord | None:
+        return self.segments.get(str(segment_number(segment_id)))
+
+    def next(self, records: Iterable[SealedRecord]) -> ShardVersion:
+        """The next version: this one's records, then ``records`` added in order."""
+        return ShardVersion(self.shard, self.v + 1,
+                            {**self.segments, **{str(segment_number(r.id)): r for r in records}})
+
+    def encode(self) -> bytes:
+        """The stored bytes of the version (and of the shard's head hint when it is the newest)."""
+        doc = {"shard": self.shard, "v": self.v, "segments": {k: r.to_json() for k, r in self.segments.items()}}
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, path: str) -> ShardVersion:
+        """A shard version (or its head copy); CorruptMetadataError with the remedy if it is not."""
+        try:
+            d = json.loads(data)
+            if not (isinstance(d, dict) and isinstance(d.get("shard"), int) and isinstance(d.get("v"), int)
+                    and isinstance(d.get("segments"), dict)
+                    and all(isinstance(r, dict) and all(isinstance(r.get(k), int) for k in _RECORD_INTS)
+                            and isinstance(r.get("successors"), list) for r in d["segments"].values())):
+                raise TypeError("not a sealed-segment shard")
+            return cls(d["shard"], d["v"], {k: SealedRecord.from_json(r) for k, r in d["segments"].items()})
+        except (ValueError, TypeError, KeyError) as e:
+            raise corrupt("sealed-segment shard", path, e, layout.stream_url(path)) from e
 
 
 class SealedMap:
@@ -53,28 +81,27 @@ class SealedMap:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def _decode(self, data: bytes, rel: str) -> dict[str, Any]:
-        return decode_shard(data, self.store.uri(rel))
+    def _decode(self, data: bytes, rel: str) -> ShardVersion:
+        return ShardVersion.decode(data, self.store.uri(rel))
 
-    def latest(self, shard: int) -> dict[str, Any]:
-        """Newest version of a shard (``{"v": -1, "segments": {}}`` if it has none)."""
+    def latest(self, shard: int) -> ShardVersion:
+        """Newest version of a shard (version -1, holding nothing, if it has none)."""
         try:
             cur = self._decode(self.store.read(layout.sealed_head(shard)), layout.sealed_head(shard))
         except (FileNotFoundError, CorruptMetadataError):  # a hint: probe the versions instead
-            cur = {"shard": shard, "v": -1, "segments": {}}
+            cur = ShardVersion(shard, -1)
 
-        def read(v: int) -> dict[str, Any]:
+        def read(v: int) -> ShardVersion:
             return self._decode(self.store.read(layout.sealed_version(shard, v)), layout.sealed_version(shard, v))
 
-        return newest_version(read, lambda v: self.store.exists(layout.sealed_version(shard, v)), cur["v"], cur)
+        return newest_version(read, lambda v: self.store.exists(layout.sealed_version(shard, v)), cur.v, cur)
 
     def get(self, state: StreamState, segment_id: int) -> SealedRecord | None:
         """The sealed record of a segment, or None if it is not sealed (O(1) store calls)."""
         for rec in state.pending_sealed:
             if rec.id == segment_id:
                 return rec
-        stored = self.latest(shard_of(segment_id))["segments"].get(str(segment_number(segment_id)))
-        return SealedRecord.from_json(stored) if stored is not None else None
+        return self.latest(shard_of(segment_id)).get(segment_id)
 
     def merge(self, records: Iterable[SealedRecord]) -> None:
         """Make sure every record is in its shard (a no-op for records already there)."""
@@ -89,14 +116,13 @@ class SealedMap:
 
         def attempt() -> None | Lost:
             cur = self.latest(shard)
-            missing = [r for r in recs if str(segment_number(r.id)) not in cur["segments"]]
+            missing = [r for r in recs if not cur.holds(r.id)]
             if not missing:
                 return None
-            nxt = {"shard": shard, "v": cur["v"] + 1,
-                   "segments": {**cur["segments"], **{str(segment_number(r.id)): r.to_json() for r in missing}}}
-            tried[0] = nxt["v"]
-            data = json.dumps(nxt, separators=(",", ":")).encode()
-            if not self.store.put_if_absent(layout.sealed_version(shard, nxt["v"]), data):
+            nxt = cur.next(missing)
+            tried[0] = nxt.v
+            data = nxt.encode()
+            if not self.store.put_if_absent(layout.sealed_version(shard, nxt.v), data):
                 return LOST
             try:  # a hint only: a stale head costs one more probe
                 self.store.write(layout.sealed_head(shard), data)

@@ -29,7 +29,6 @@ import pyarrow as pa
 from ..errors import SegmentSealedError
 from ..journal.entries import Chunk, Entry
 from ..journal.state import DEDUPE_WINDOW, SchemaChange, StreamState, Writer
-from ..keys import WRITER_LEASE_MS_DEFAULT
 from ..schema import decode_schema, encode_schema, reconcile
 from ..timestamps import LOGICAL_MASK, final_bounds, final_marks, tso_id
 from .spec import ChunkInfo, fits
@@ -121,14 +120,64 @@ class CommitInfo:
                    folded=int(info.get("folded", 0)))
 
 
+@dataclass(frozen=True)
+class SegmentAck:
+    """What a commit wrote to one segment: its ``_seq`` range ``[first_seq, last_seq]``, the
+    smallest and largest ``_tso`` and the record count.
+
+    Also read by key (``ack.segments[seg]["rows"]``), as the mapping it replaced was.
+    """
+
+    first_seq: int
+    last_seq: int
+    first_tso: int
+    last_tso: int
+    rows: int
+
+    #: The keys ``seg_ack[key]`` accepts (the field names).
+    KEYS: ClassVar[tuple[str, ...]] = ("first_seq", "last_seq", "first_tso", "last_tso", "rows")
+
+    @property
+    def first_id(self) -> str:
+        """``first_tso`` as a ``<ms>-<logical>`` id."""
+        return tso_id(self.first_tso)
+
+    @property
+    def last_id(self) -> str:
+        """``last_tso`` as a ``<ms>-<logical>`` id."""
+        return tso_id(self.last_tso)
+
+    def __getitem__(self, key: str) -> int:
+        if key not in self.KEYS:
+            raise KeyError(f"{key!r}: a segment's ack holds {', '.join(self.KEYS)}")
+        value: int = getattr(self, key)
+        return value
+
+    def keys(self) -> tuple[str, ...]:
+        """The keys, so ``dict(seg_ack)`` gives the plain mapping."""
+        return self.KEYS
+
+    def with_chunk(self, c: Chunk) -> SegmentAck:
+        """This ack with a later chunk of the same commit added (chunks of one commit may
+        overlap in time: sorted runs of an unordered batch)."""
+        return SegmentAck(self.first_seq, c.seq + c.rows - 1, min(self.first_tso, c.lo), max(self.last_tso, c.hi),
+                          self.rows + c.rows)
+
+    @classmethod
+    def of(cls, c: Chunk) -> SegmentAck:
+        """The ack of a commit's first chunk in its segment."""
+        return cls(c.seq, c.seq + c.rows - 1, c.lo, c.hi, c.rows)
+
+
 @dataclass
 class Ack:
     """What an append did (S2-style): positions and adjusted timestamps per segment.
 
-    ``segments`` maps segment id to ``{"first_seq", "last_seq", "first_tso", "last_tso",
-    "rows"}``. ``moved`` counts the records each rule moved: ``lane`` (raised above the same
-    writer's earlier records in its segment), ``tick`` (raised above the published tick) and
-    ``cap`` (client time lowered to arrival time); ``raised`` is ``lane + tick``.
+    ``segments`` maps segment id to a :class:`~pyspark_tstream.write.commit.SegmentAck` (``first_seq``, ``last_seq``,
+    ``first_tso``, ``last_tso``, ``rows``; also read by key). ``moved`` counts the records each
+    rule moved: ``lane`` (raised above the same writer's earlier records in its segment),
+    ``tick`` (raised above the published tick) and ``cap`` (client time lowered to arrival
+    time); ``raised`` is ``lane + tick``.
     ``duplicate`` is True when (writer_id, batch_id) had already been committed (or, for a
     writer whose batch ids only increase, a later batch was); the other fields then describe
     that earlier commit when it is still known, and ``note`` says why nothing was appended.
@@ -137,7 +186,7 @@ class Ack:
     pos: int
     rows: int
     tick: int
-    segments: dict[int, dict[str, int]] = field(default_factory=dict)
+    segments: dict[int, SegmentAck] = field(default_factory=dict)
     raised: int = 0
     duplicate: bool = False
     writer_id: str | None = None
@@ -148,12 +197,12 @@ class Ack:
     @property
     def first_tso(self) -> int | None:
         """Smallest ``_tso`` this commit wrote (None for a data-less commit)."""
-        return min((s["first_tso"] for s in self.segments.values()), default=None)
+        return min((s.first_tso for s in self.segments.values()), default=None)
 
     @property
     def last_tso(self) -> int | None:
         """Largest ``_tso`` this commit wrote (None for a data-less commit)."""
-        return max((s["last_tso"] for s in self.segments.values()), default=None)
+        return max((s.last_tso for s in self.segments.values()), default=None)
 
     @property
     def first_id(self) -> str | None:
@@ -168,17 +217,10 @@ class Ack:
     @classmethod
     def from_entry(cls, entry: Entry, *, duplicate: bool = False) -> Ack:
         """The ack of a committed entry (``duplicate``: a replay answered from it)."""
-        segs: dict[int, dict[str, int]] = {}
+        segs: dict[int, SegmentAck] = {}
         for c in entry.chunks:
             s = segs.get(c.seg)
-            if s is None:
-                segs[c.seg] = {"first_seq": c.seq, "last_seq": c.seq + c.rows - 1, "first_tso": c.lo,
-                               "last_tso": c.hi, "rows": c.rows}
-            else:  # chunks of one commit may overlap in time (sorted runs of an unordered batch)
-                s["last_seq"] = c.seq + c.rows - 1
-                s["first_tso"] = min(s["first_tso"], c.lo)
-                s["last_tso"] = max(s["last_tso"], c.hi)
-                s["rows"] += c.rows
+            segs[c.seg] = SegmentAck.of(c) if s is None else s.with_chunk(c)
         info = CommitInfo.decode(entry.info)
         return cls(pos=entry.pos, rows=sum(c.rows for c in entry.chunks), tick=entry.state.tick,
                    segments=segs, raised=info.raised, duplicate=duplicate,
@@ -186,7 +228,7 @@ class Ack:
 
 
 def _expire(state: StreamState, now: int, committer: str | None) -> list[str]:
-    lease = int(state.config.get("writer_lease_ms", WRITER_LEASE_MS_DEFAULT))
+    lease = state.config.writer_lease_ms
     expired = []
     for wid, w in state.writers.items():
         if w.live and wid != committer and now - w.wall > lease:
@@ -197,7 +239,7 @@ def _expire(state: StreamState, now: int, committer: str | None) -> list[str]:
 
 def _advance_tick(state: StreamState) -> None:
     blockers = [w.tso for w in state.writers.values() if w.live]
-    for declared in state.config.get("writers", []):
+    for declared in state.config.writers:
         w = state.writers.get(declared)
         if w is None or not w.seen:
             blockers.append(0)
@@ -302,7 +344,7 @@ class CommitRequest:
             writer.wall = self.now
             writer.commits += 1
             writer.rows += rows
-            declared = want.writer_id in state.config.get("writers", [])
+            declared = want.writer_id in state.config.writers
             if want.close:
                 writer.live = False
                 writer.seen = True
@@ -311,10 +353,10 @@ class CommitRequest:
                 writer.seen = True
         _advance_tick(state)
         state.wall = max(state.wall, self.now)  # monotone, so the time index can search it
-        if chunks and state.config.get("scaling"):
+        if chunks and state.config.scaling:
             from ..epochs.scaling import ScalingPolicy, restart_windows
 
-            policy = ScalingPolicy.parse(state.config["scaling"])
+            policy = ScalingPolicy.parse(state.config.scaling)
             if policy is not None:
                 restart_windows(state, self.now, policy.window)
         return Entry(pos=pos, op=want.op, wall=self.now, state=state, writer=want.writer_id,
