@@ -47,7 +47,7 @@ def test_damaged_head_falls_back_and_next_commit_rewrites_it(url: str, damage: s
     assert fresh.state.pos == 5
     assert sorted(fresh.read()["i"].to_pylist()) == [0, 1, 2, 3, 4]
     fresh.append(pa.table({"i": [5]}), writer_id="w", batch_id=5)
-    assert Entry.decode(s.store.read(layout.HEAD), path=layout.HEAD).pos == 6  # rewritten
+    assert Entry.parse(s.store.read(layout.HEAD), path=layout.HEAD)["pos"] == 6  # rewritten
     assert sorted(Stream.open(url).read()["i"].to_pylist()) == list(range(6))
 
 
@@ -59,6 +59,7 @@ def test_damaged_anchor_with_missing_head_after_gc(url: str, anchor: bytes | Non
     s.truncate(1_030_000)
     s.vacuum(grace_ms=0)
     s.append(pa.table({"t": [2_000_000]}), timestamp="t")
+    s.append(pa.table({"t": [2_000_001]}), timestamp="t")  # the two commits that checkpoint past gc_pos
     s.vacuum(grace_ms=0)  # a second run deletes the entries (metadata lags one run)
     newest = s.refresh().pos
     assert not s.store.exists("_tstream/journal/000000/000000000001.json")

@@ -23,6 +23,7 @@ from ..maintain.retention import (
     collect_garbage,
     first_seq_after,
     gc_target,
+    meta_gc_target,
     orphan_files,
     retention_bound,
 )
@@ -150,8 +151,8 @@ class Truncation:
             store.delete(found)
             counts = {**counts, "orphans": len(found)}
         old_compact_gc = state.compaction.replaced_gc
-        if upto > state.gc_pos or state.meta_gc_pos < state.gc_pos or compact_gc > old_compact_gc:
-            old_gc = state.gc_pos
+        old_gc = meta_gc_target(state)
+        if upto > state.gc_pos or state.meta_gc_pos < old_gc or compact_gc > old_compact_gc:
 
             def mark(st: StreamState, pos: int) -> Entry | None:
                 done = st.compaction.replaced_gc

@@ -36,6 +36,7 @@ from ..compaction.gc import (
     orphan_manifests,
 )
 from ..errors import ConfigError
+from ..journal.checkpoint import entries_gc_target
 from ..journal.compaction_state import replaced_gc_start
 from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
@@ -195,15 +196,24 @@ def gc_target(state: StreamState, now: int, grace_ms: int) -> int:
     return max((t.head_pos for t in state.truncations if now - t.wall >= grace_ms), default=state.gc_pos)
 
 
+def meta_gc_target(state: StreamState) -> int:
+    """Journal entries below this go in the next garbage collection: those below ``gc_pos``,
+    except the ones a rebuild of the state from its checkpoints still needs (format v6,
+    :func:`~pyspark_tstream.journal.checkpoint.entries_gc_target`)."""
+    return max(state.meta_gc_pos, entries_gc_target(state))
+
+
 def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: int) -> dict[str, int]:
     """Delete garbage below ``upto``; returns counts. O(garbage), never lists.
 
     Chunks of positions ``[gc_pos, upto)`` go now; journal entries and index nodes lag one run
     behind (``[meta_gc_pos, gc_pos)``), so a crash at any point leaves every entry a re-run needs.
-    The caller commits ``gc_pos = upto, meta_gc_pos = old gc_pos``; deleting twice is harmless.
+    The caller commits ``gc_pos = upto, meta_gc_pos = meta_gc_target(state)``; deleting twice is
+    harmless.
     """
     upto = min(upto, state.head_pos)
-    if upto <= state.gc_pos and state.meta_gc_pos >= state.gc_pos:
+    meta_upto = meta_gc_target(state)
+    if upto <= state.gc_pos and state.meta_gc_pos >= meta_upto:
         return {"chunks": 0, "entries": 0, "nodes": 0}
     paths: list[str] = []
     if upto > state.gc_pos:
@@ -216,9 +226,12 @@ def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: in
         store.delete(paths)
     # readers that lost the head hint probe forward from the anchor, which must still exist
     store.write(layout.ANCHOR, json.dumps({"pos": state.gc_pos}).encode())
-    entries = [layout.entry(p) for p in range(max(state.meta_gc_pos, 1), state.gc_pos)]
-    nodes = [layout.index_node(1, n) for n in range(state.meta_gc_pos // FANOUT, state.gc_pos // FANOUT)]
-    store.delete(entries + nodes)
+    gone = range(max(state.meta_gc_pos, 1), meta_upto)
+    entries = [layout.entry(p) for p in gone]
+    nodes = [layout.index_node(1, n) for n in range(state.meta_gc_pos // FANOUT, meta_upto // FANOUT)]
+    # checkpoints of the state (format v6) below the one before the newest (a rebuild's fallback)
+    older = [layout.checkpoint(p) for p in gone if p < state.checkpoint.prev] if state.checkpoint is not None else []
+    store.delete(entries + nodes + older)
     return {"chunks": len(paths), "entries": len(entries), "nodes": len(nodes)}
 
 

@@ -1,0 +1,86 @@
+"""State changes (format v6): what one commit changed in the stream state, and applying it.
+
+One job: the ``change`` of a v6 journal entry. Every field of the
+:class:`~pyspark_tstream.journal.state.StreamState` whose stored form differs after the commit is
+stored whole, except ``writers``, stored per writer: the writers the commit changed (``writers``,
+each whole) and those it removed (``gone``, writer state that expired). A field that became
+absent (an optional one emptied) is listed in ``drop``. Applying the change to the state before
+the entry gives the state after it, exactly: the change is computed from the two stored forms, so
+every process that applies it holds the same state (and a checkpoint of it has the same bytes).
+
+A commit's size and CPU are then O(what it changed + active segments + open index), not
+O(writers): a writer that commits touches its own window and lanes only, and a lost race
+re-encodes only the change on the winner's state.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from .shapes import check_entry, need
+from .state import StreamState, Writer
+
+#: Keys of a change that are not state fields.
+WRITERS, GONE, DROP = "writers", "gone", "drop"
+
+
+def _bare(state: StreamState) -> dict[str, Any]:
+    """The stored form of ``state`` without its writers (the fields stored whole)."""
+    d = replace(state, writers={}).to_json()
+    del d[WRITERS]
+    return d
+
+
+def state_copy(state: StreamState) -> StreamState:
+    """A private copy of ``state`` a commit may change: its fields through their stored form,
+    its writers one by one (no JSON of every writer's window on every attempt)."""
+    copy = StreamState.from_json({**json.loads(json.dumps(_bare(state))), WRITERS: {}})
+    copy.writers = {k: w.copy() for k, w in state.writers.items()}
+    return copy
+
+
+def change(before: StreamState, after: StreamState) -> dict[str, Any]:
+    """What turned ``before`` into ``after`` (see the module docstring)."""
+    a, b = _bare(before), _bare(after)
+    out: dict[str, Any] = {k: v for k, v in b.items() if a.get(k, _MISSING) != v}
+    dropped = [k for k in a if k not in b]
+    if dropped:
+        out[DROP] = dropped
+    old = before.writers
+    changed = {wid: w.to_json() for wid, w in after.writers.items() if old.get(wid) != w}
+    if changed:
+        out[WRITERS] = changed
+    gone = [wid for wid in old if wid not in after.writers]
+    if gone:
+        out[GONE] = gone
+    return out
+
+
+_MISSING = object()
+
+
+def apply(before: StreamState, ch: dict[str, Any]) -> StreamState:
+    """The state after a change ``ch`` of ``before`` (``before`` is left as it was; writers the
+    change does not name are shared with it, so neither may be changed in place: a commit works
+    on :func:`state_copy`). TypeError, KeyError or ValueError when ``ch`` is not a change (the
+    caller reports corrupt metadata)."""
+    need(isinstance(ch, dict), "the entry's change")
+    d = json.loads(json.dumps(_bare(before)))
+    for k in ch.get(DROP, []):
+        d.pop(k, None)
+    d.update((k, v) for k, v in ch.items() if k not in (WRITERS, GONE, DROP))
+    writers = ch.get(WRITERS, {})
+    gone = ch.get(GONE, [])
+    need(isinstance(writers, dict) and isinstance(gone, list), "the change's writers")
+    # the fields are shape-checked as a whole state's are (a change is a partial state)
+    check_entry({"pos": 0, "wall": 0, "op": "", "nonce": "", "chunks": [], "state": {**d, WRITERS: writers}})
+    after = StreamState.from_json({**d, WRITERS: {}})
+    merged = dict(before.writers)
+    for wid in gone:
+        merged.pop(wid, None)
+    for wid, w in writers.items():
+        merged[wid] = Writer.from_json(w)
+    after.writers = merged
+    return after
