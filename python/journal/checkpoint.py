@@ -6,9 +6,9 @@ plus the changes of the entries after it. A committer writes the checkpoint of t
 builds on (a committed state: deterministic bytes, so racing committers write the same object
 and a lost race has written only a committed fact) before its conditional create, when
 
-* the entries since the last checkpoint hold at least as many bytes as that checkpoint (and at
-  least :data:`MIN_BYTES`): writing checkpoints then costs at most the entries' own bytes again,
-  and rebuilding reads at most about twice a checkpoint's bytes; or
+* the entries since the last checkpoint hold :data:`GROWTH` times that checkpoint's bytes (and
+  at least :data:`MIN_BYTES`): writing checkpoints then costs at most half the entries' own
+  bytes again, and a rebuild reads at most about three checkpoints' bytes; or
 * :data:`MAX_ENTRIES` entries followed it (a bound on the objects a rebuild reads); or
 * the state has no checkpoint (a stream written by format 5 or older: its first v6 commit); or
 * garbage collection may delete journal entries the checkpoints still need (``gc_pos`` passed
@@ -36,6 +36,8 @@ from .state import StreamState
 MAX_ENTRIES = 200
 #: A checkpoint is not due before the entries since the last one hold this many bytes.
 MIN_BYTES = 64 * 1024
+#: ... nor before they hold this many times the last checkpoint's bytes.
+GROWTH = 2
 #: The format a checkpoint object is written in (the journal's format that introduced them; a
 #: newer one is refused, as a newer journal entry is).
 CHECKPOINT_VERSION = 6
@@ -49,7 +51,7 @@ def due(state: StreamState) -> bool:
         return True
     if m.pos == state.pos:
         return False
-    return state.pos - m.pos >= MAX_ENTRIES or m.since >= max(MIN_BYTES, m.bytes) or m.prev + 1 < state.gc_pos
+    return state.pos - m.pos >= MAX_ENTRIES or m.since >= max(MIN_BYTES, GROWTH * m.bytes) or m.prev + 1 < state.gc_pos
 
 
 def encode(state: StreamState) -> bytes:
