@@ -120,7 +120,7 @@ def producers(n: int, root: Path) -> list[Any]:
     reader = Stream.open(url)
     polled = Bytes(reader.store)
     reader.refresh()
-    newest = len(s.store.read(f"_tstream/head.json"))
+    newest = len(s.store.read("_tstream/head.json"))
     mark = s.state.checkpoint
     return [n, f"{first_s:.1f}", f"{early:.1f}", f"{late:.1f}", f"{first_bytes / 1024:.1f}",
             f"{steady_bytes / 1024:.1f}", f"{cpu_ms:.1f}", polled.calls, polled.read, f"{newest / 1024:.1f}",
