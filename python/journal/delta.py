@@ -98,26 +98,36 @@ def apply(before: StreamState, ch: dict[str, Any]) -> StreamState:
     change does not name are shared with it, so neither may be changed in place: a commit works
     on :func:`state_copy`). TypeError, KeyError or ValueError when ``ch`` is not a change (the
     caller reports corrupt metadata)."""
-    need(isinstance(ch, dict), "the entry's change")
+    return apply_all(before, [ch])
+
+
+def apply_all(before: StreamState, changes: list[dict[str, Any]]) -> StreamState:
+    """The state after the consecutive changes ``changes`` of ``before``, as :func:`apply` one
+    after another, but the state's fields decoded once: catching up over many entries costs
+    their changes, not a state per entry."""
     d = json.loads(json.dumps(_bare(before)))
-    for k in ch.get(DROP, []):
-        d.pop(k, None)
-    d.update((k, v) for k, v in ch.items() if k not in (WRITERS, GONE, DROP, SEGS, INDEX_ADDED))
-    if SEGS in ch:
-        _apply_segs(d["segments"], ch[SEGS])
-    if INDEX_ADDED in ch:
-        need(isinstance(ch[INDEX_ADDED], list) and bool(d["index"]), "the change's index+")
-        d["index"][0].extend(ch[INDEX_ADDED])
-    writers = ch.get(WRITERS, {})
-    gone = ch.get(GONE, [])
-    need(isinstance(writers, dict) and isinstance(gone, list), "the change's writers")
-    # the fields are shape-checked as a whole state's are (a change is a partial state)
-    check_entry({"pos": 0, "wall": 0, "op": "", "nonce": "", "chunks": [], "state": {**d, WRITERS: writers}})
-    after = StreamState.from_json({**d, WRITERS: {}})
     merged = dict(before.writers)
-    for wid in gone:
-        merged.pop(wid, None)
-    for wid, w in writers.items():
+    changed: dict[str, Any] = {}
+    for ch in changes:
+        need(isinstance(ch, dict), "the entry's change")
+        for k in ch.get(DROP, []):
+            d.pop(k, None)
+        d.update((k, v) for k, v in ch.items() if k not in (WRITERS, GONE, DROP, SEGS, INDEX_ADDED))
+        if SEGS in ch:
+            _apply_segs(d["segments"], ch[SEGS])
+        if INDEX_ADDED in ch:
+            need(isinstance(ch[INDEX_ADDED], list) and bool(d["index"]), "the change's index+")
+            d["index"][0].extend(ch[INDEX_ADDED])
+        writers, gone = ch.get(WRITERS, {}), ch.get(GONE, [])
+        need(isinstance(writers, dict) and isinstance(gone, list), "the change's writers")
+        for wid in gone:
+            merged.pop(wid, None)
+            changed.pop(wid, None)
+        changed.update(writers)
+    # the fields are shape-checked as a whole state's are (a change is a partial state)
+    check_entry({"pos": 0, "wall": 0, "op": "", "nonce": "", "chunks": [], "state": {**d, WRITERS: changed}})
+    after = StreamState.from_json({**d, WRITERS: {}})
+    for wid, w in changed.items():
         merged[wid] = Writer.from_json(w)
     after.writers = merged
     return after

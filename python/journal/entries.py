@@ -25,7 +25,7 @@ from ..store import layout
 from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
 from . import checkpoint
-from .delta import apply
+from .delta import apply, apply_all
 from .packing import expand, pack
 from .shapes import check_delta, check_entry, is_int, need
 from .state import StreamState
@@ -375,9 +375,27 @@ class EntryLog:
         missing = [p for p in todo if p not in raws]
         if missing:
             raws.update(zip(missing, self.store.read_many([layout.entry(p) for p in missing])))
-        for p in todo:
+        changes: list[dict[str, Any]] = []
+        for p in todo:  # changes are applied together; an entry holding the whole state restarts
             path = self.store.uri(layout.entry(p))
-            state = Entry.build(Entry.parse(raws[p], path=path), path=path, base=state).state
+            d = Entry.parse(raws[p], path=path)
+            if d.get("pos") != p:
+                raise corrupt("journal entry", path, ValueError(f"it says position {d.get('pos')}"),
+                              layout.stream_url(path))
+            if CHANGE in d:
+                changes.append(d[CHANGE])
+            else:
+                state, changes = Entry.build(d, path=path).state, []
+        if changes:
+            try:
+                state = apply_all(state, changes)
+            except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+                where = self.store.uri(layout.entry(pos))
+                raise corrupt("journal entry", where, e, layout.stream_url(where)) from e
+            if state.pos != pos:
+                where = self.store.uri(layout.entry(pos))
+                raise corrupt("journal entry", where, ValueError(f"the changes end at {state.pos}"),
+                              layout.stream_url(where))
         self.keep(state)
         return state
 
