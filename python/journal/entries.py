@@ -187,8 +187,10 @@ class Entry:
         return _with_folds(_delta(self.pos, self.op, self.wall, self.nonce, self.chunks, self.writer, self.batch,
                                   self.info), [list(f) for f in self.folds])  # the stored form: lists
 
-    def encode(self) -> bytes:
-        d = self.delta_json()
+    def encode(self, delta: dict[str, Any] | None = None) -> bytes:
+        """The stored bytes (``delta``: :meth:`delta_json` if the caller has it: packing a
+        commit's chunks is most of encoding it)."""
+        d = dict(self.delta_json() if delta is None else delta)
         d["v"] = FORMAT_VERSION
         if self.change is not None:
             d[CHANGE] = self.change
@@ -306,6 +308,20 @@ RECENT_ENTRIES = 64
 KEPT_STATES = 4
 
 
+def _change_of(data: bytes, pos: int, path: str) -> dict[str, Any]:
+    """The stored entry ``pos`` in ``data`` as JSON, its version and position checked (its chunks
+    neither unpacked nor checked: rebuilding a state needs only the changes)."""
+    try:
+        d = json.loads(data)
+        need(isinstance(d, dict) and d.get("pos") == pos, f"the entry (position {pos})")
+        check_version(d.get("v"), path)
+        need(CHANGE not in d or isinstance(d[CHANGE], dict), "the entry's change")
+        stored: dict[str, Any] = d
+        return stored
+    except (ValueError, TypeError) as e:
+        raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
+
+
 def _stored_pos(data: bytes) -> int:
     """The position a stored entry names (-1 when it names none: decoding reports why)."""
     try:
@@ -378,14 +394,11 @@ class EntryLog:
         changes: list[dict[str, Any]] = []
         for p in todo:  # changes are applied together; an entry holding the whole state restarts
             path = self.store.uri(layout.entry(p))
-            d = Entry.parse(raws[p], path=path)
-            if d.get("pos") != p:
-                raise corrupt("journal entry", path, ValueError(f"it says position {d.get('pos')}"),
-                              layout.stream_url(path))
+            d = _change_of(raws[p], p, path)  # its chunks are not needed (nor unpacked) here
             if CHANGE in d:
                 changes.append(d[CHANGE])
             else:
-                state, changes = Entry.build(d, path=path).state, []
+                state, changes = Entry.build(Entry.parse(raws[p], path=path), path=path).state, []
         if changes:
             try:
                 state = apply_all(state, changes)

@@ -222,10 +222,11 @@ class Journal:
         entry.state.checkpoint = mark
         entry.change = change(before, entry.state)
         entry.change["checkpoint"] = mark.to_json()  # always there: a reader starts from it
-        mark = checkpoint.advanced(mark, len(entry.encode()))
+        delta = entry.delta_json()
+        mark = checkpoint.advanced(mark, len(entry.encode(delta)))
         entry.state.checkpoint = mark
         entry.change["checkpoint"] = mark.to_json()
-        return entry.encode()
+        return entry.encode(delta)
 
     def _publish(self, state: StreamState, fresh: bool) -> None:
         """Write the facts this commit made pending (sealed records, an epoch record) now that
