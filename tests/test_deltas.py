@@ -18,6 +18,7 @@ from conftest import CallLog, crash_at
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal import checkpoint
 from pyspark_tstream.journal.entries import Entry
+from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.store import layout
 
 T0 = 1_700_000_000_000
@@ -117,6 +118,11 @@ def test_the_state_rebuilt_from_checkpoints_is_the_committers(url: str, monkeypa
             s.compact(full=True)
         assert Stream.open(url).state.to_json() == s.refresh().to_json(), b
     assert s.state.checkpoint is not None and s.state.checkpoint.pos > s.state.pos - 4
+    s.vacuum(grace_ms=0)
+    st = s.refresh()
+    assert st.meta_gc_pos > 1  # entries were collected, up to a checkpoint below gc_pos
+    for p in range(st.meta_gc_pos, st.pos + 1):  # every entry left rebuilds, by a fresh handle
+        assert Journal(s.store).read_entry(p).state.pos == p
     assert s.verify().ok
     assert sorted(Stream.open(url).read()["batch"].to_pylist()) == sorted(s.read()["batch"].to_pylist())
 

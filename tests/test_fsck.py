@@ -180,7 +180,7 @@ def test_collected_history_is_not_a_problem(url: str, capsys: pytest.CaptureFixt
     s.vacuum(grace_ms=0)
     assert s.verify().ok
     st = s.refresh()
-    upto = meta_gc_target(st)  # the next run's work (the entries a rebuild of the state needs stay)
+    upto = meta_gc_target(s.journal, st)  # the next run's work (the entries a rebuild of the state needs stay)
     s.store.delete([layout.entry(p) for p in range(max(st.meta_gc_pos, 1), upto)])
     s.store.delete([layout.index_node(1, n) for n in range(st.meta_gc_pos // FANOUT, upto // FANOUT)])
     assert Stream.open(url).verify().ok

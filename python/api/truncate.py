@@ -132,7 +132,8 @@ class Truncation:
         store, journal = h.store, h.journal
         state = h.refresh()
         upto = gc_target(state, now_ms(), grace_ms)
-        counts = collect_garbage(store, journal, state, upto)
+        old_gc = meta_gc_target(journal, state)  # format v6: entries the checkpoints need stay
+        counts = collect_garbage(store, journal, state, upto, old_gc)
         older = gc_position(journal, state, now_ms(), grace_ms)
         replaced, compact_gc = collect_replaced(store, journal, state, older)
         counts["replaced"] = replaced
@@ -151,7 +152,6 @@ class Truncation:
             store.delete(found)
             counts = {**counts, "orphans": len(found)}
         old_compact_gc = state.compaction.replaced_gc
-        old_gc = meta_gc_target(state)
         if upto > state.gc_pos or state.meta_gc_pos < old_gc or compact_gc > old_compact_gc:
 
             def mark(st: StreamState, pos: int) -> Entry | None:

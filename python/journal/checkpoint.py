@@ -10,9 +10,7 @@ and a lost race has written only a committed fact) before its conditional create
   at least :data:`MIN_BYTES`): writing checkpoints then costs at most half the entries' own
   bytes again, and a rebuild reads at most about three checkpoints' bytes; or
 * :data:`MAX_ENTRIES` entries followed it (a bound on the objects a rebuild reads); or
-* the state has no checkpoint (a stream written by format 5 or older: its first v6 commit); or
-* garbage collection may delete journal entries the checkpoints still need (``gc_pos`` passed
-  the one before the newest): two commits after it moved, it can (:func:`entries_gc_target`).
+* the state has no checkpoint (a stream written by format 5 or older: its first v6 commit).
 
 Its entry's state then names it (:class:`~pyspark_tstream.journal.checkpoint_mark.CheckpointMark`),
 and so does every later one until the next: the newest entry (or the head hint that copies it)
@@ -23,6 +21,7 @@ one before it (``prev``), whose entries garbage collection keeps (:func:`entries
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..errors import corrupt, newer_format
@@ -51,7 +50,7 @@ def due(state: StreamState) -> bool:
         return True
     if m.pos == state.pos:
         return False
-    return state.pos - m.pos >= MAX_ENTRIES or m.since >= max(MIN_BYTES, GROWTH * m.bytes) or m.prev + 1 < state.gc_pos
+    return state.pos - m.pos >= MAX_ENTRIES or m.since >= max(MIN_BYTES, GROWTH * m.bytes)
 
 
 def encode(state: StreamState) -> bytes:
@@ -96,12 +95,23 @@ def advanced(mark: CheckpointMark, entry_bytes: int) -> CheckpointMark:
     return replace(mark, since=mark.since + entry_bytes)
 
 
-def entries_gc_target(state: StreamState) -> int:
-    """Garbage collection deletes the journal entries below this position (and the checkpoints
-    below the one before the newest). Those below ``gc_pos`` may go, but a rebuild of the state
-    needs the newest checkpoint and the entries after it, and those after the one before it
-    (``prev``) should the newest be lost: entries go up to ``prev`` included. :func:`due` makes
-    the commits after ``gc_pos`` moves write checkpoints until ``prev`` caught up with it. A stream
-    without a checkpoint (format 5 or older: every entry holds the whole state) has no bound."""
+def entries_gc_target(state: StreamState, mark_of: Callable[[int], CheckpointMark | None]) -> int:
+    """Garbage collection deletes the journal entries below this position, and the checkpoints
+    below the one just before it. Entries below ``gc_pos`` may go, but every entry left must be
+    rebuildable: its state is the checkpoint it names plus the entries after that. So the bound
+    is ``c + 1`` for a checkpoint ``c`` below ``gc_pos``: entry ``c + 1`` (which wrote ``c``)
+    names ``c``, and every later entry a later checkpoint. ``c`` is the checkpoint before the
+    newest (``prev``: the newest's fallback keeps its entries) or, while that is not below
+    ``gc_pos``, an older one found by walking back: entry ``c + 1``'s mark names the one before
+    ``c`` (``mark_of(pos)``: the mark entry ``pos`` holds, None if it holds none). Format 5 and
+    older (every entry holds the whole state): ``gc_pos``."""
     m = state.checkpoint
-    return state.gc_pos if m is None else min(state.gc_pos, m.prev + 1)
+    if m is None:
+        return state.gc_pos
+    c = m.prev
+    while c + 1 > state.gc_pos and c > 0:
+        wrote = mark_of(c + 1)
+        if wrote is None or wrote.pos != c or wrote.prev >= c:
+            return state.meta_gc_pos
+        c = wrote.prev
+    return max(state.meta_gc_pos, c + 1) if c + 1 <= state.gc_pos else state.meta_gc_pos

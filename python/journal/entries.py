@@ -25,6 +25,7 @@ from ..store import layout
 from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
 from . import checkpoint
+from .checkpoint_mark import CheckpointMark
 from .delta import apply, apply_all
 from .packing import expand, pack
 from .shapes import check_delta, check_entry, is_int, need
@@ -411,6 +412,20 @@ class EntryLog:
                               layout.stream_url(where))
         self.keep(state)
         return state
+
+    def mark_of(self, pos: int) -> CheckpointMark | None:
+        """The checkpoint mark entry ``pos`` holds (format v6), None if it holds none or is
+        missing: one read, the entry's chunks not decoded."""
+        rel = layout.entry(pos)
+        try:
+            d = _change_of(self._recent.get(pos) or self.store.read(rel), pos, self.store.uri(rel))
+        except FileNotFoundError:
+            return None
+        ch = d.get(CHANGE)
+        try:
+            return None if ch is None else CheckpointMark.from_json(ch.get("checkpoint"))
+        except (TypeError, ValueError) as e:
+            raise corrupt("journal entry", self.store.uri(rel), e, self.store.display_url) from e
 
     def _checkpoint(self, pos: int) -> StreamState:
         """The state after entry ``pos`` from its checkpoint, or from the entry itself when it

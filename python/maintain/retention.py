@@ -196,23 +196,25 @@ def gc_target(state: StreamState, now: int, grace_ms: int) -> int:
     return max((t.head_pos for t in state.truncations if now - t.wall >= grace_ms), default=state.gc_pos)
 
 
-def meta_gc_target(state: StreamState) -> int:
+def meta_gc_target(journal: Journal, state: StreamState) -> int:
     """Journal entries below this go in the next garbage collection: those below ``gc_pos``,
     except the ones a rebuild of the state from its checkpoints still needs (format v6,
     :func:`~pyspark_tstream.journal.checkpoint.entries_gc_target`)."""
-    return max(state.meta_gc_pos, entries_gc_target(state))
+    return max(state.meta_gc_pos, entries_gc_target(state, journal.log.mark_of))
 
 
-def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: int) -> dict[str, int]:
+def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: int,
+                    meta_upto: int | None = None) -> dict[str, int]:
     """Delete garbage below ``upto``; returns counts. O(garbage), never lists.
 
     Chunks of positions ``[gc_pos, upto)`` go now; journal entries and index nodes lag one run
     behind (``[meta_gc_pos, gc_pos)``), so a crash at any point leaves every entry a re-run needs.
-    The caller commits ``gc_pos = upto, meta_gc_pos = meta_gc_target(state)``; deleting twice is
-    harmless.
+    The caller commits ``gc_pos = upto, meta_gc_pos = meta_upto`` (:func:`meta_gc_target`, computed
+    when not given); deleting twice is harmless.
     """
     upto = min(upto, state.head_pos)
-    meta_upto = meta_gc_target(state)
+    if meta_upto is None:
+        meta_upto = meta_gc_target(journal, state)
     if upto <= state.gc_pos and state.meta_gc_pos >= meta_upto:
         return {"chunks": 0, "entries": 0, "nodes": 0}
     paths: list[str] = []
@@ -229,8 +231,9 @@ def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: in
     gone = range(max(state.meta_gc_pos, 1), meta_upto)
     entries = [layout.entry(p) for p in gone]
     nodes = [layout.index_node(1, n) for n in range(state.meta_gc_pos // FANOUT, meta_upto // FANOUT)]
-    # checkpoints of the state (format v6) below the one before the newest (a rebuild's fallback)
-    older = [layout.checkpoint(p) for p in gone if p < state.checkpoint.prev] if state.checkpoint is not None else []
+    # checkpoints of the state (format v6) below the one the oldest entry left names
+    older = [layout.checkpoint(p) for p in range(max(state.meta_gc_pos - 1, 1), meta_upto - 1)] \
+        if state.checkpoint is not None else []
     store.delete(entries + nodes + older)
     return {"chunks": len(paths), "entries": len(entries), "nodes": len(nodes)}
 

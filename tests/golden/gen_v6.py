@@ -4,8 +4,9 @@ their change, checkpoints, writer state that expires).
 Run once as ``PYTHONPATH=<site of that checkout> python tests/golden/gen_v6.py``; never again.
 Format 6: journal entries hold their commit's ``change`` of the state; checkpoints of the whole
 state (``_tstream/checkpoints/``) named by ``state.checkpoint``; a writer silent longer than
-``writer_retention_ms`` (here 1 s) leaves the state (``gone`` in a change); a truncation and two
-vacuums, so garbage collection deleted entries below the checkpoints.
+``writer_retention_ms`` (here 1 s) leaves the state (``gone`` in a change); a checkpoint every 3
+entries (``checkpoint.MAX_ENTRIES`` lowered for the fixture); a truncation and two vacuums, so
+garbage collection deleted the entries below a checkpoint under the truncation.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import time
 
 from gen_common import BASE_MS, SCHEMA, batch, out_dir, rows_json, write_expected
 from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal import checkpoint
+
+checkpoint.MAX_ENTRIES = 3
 
 path = out_dir("v6")
 url = "file://" + os.path.join(path, "stream")
@@ -26,7 +30,7 @@ for b in range(1, 8):
 assert "old" not in s.state.writers
 s.truncate(BASE_MS + 4_000)  # batches 0 to 3
 s.vacuum(grace_ms=0)
-for b in range(8, 10):  # the commits after garbage collection moved checkpoint past it
+for b in range(8, 10):
     s.append(batch(b), key="key", timestamp="ts", writer_id="a", batch_id=b)
 s.vacuum(grace_ms=0)
 table = s.read()
