@@ -418,6 +418,8 @@ class StreamConfigOptions:
             "timestamping_uncapped": option_as_bool(opts, K.TIMESTAMPING_UNCAPPED, K.TIMESTAMPING_UNCAPPED_DEFAULT),
             "writers": tuple(option_as_list(opts, K.WRITERS, K.WRITERS_DEFAULT)),
             "writer_lease_ms": option_as_int(opts, K.WRITER_LEASE_MS, K.WRITER_LEASE_MS_DEFAULT, min_value=1),
+            "writer_retention_ms": option_as_int(opts, K.WRITER_RETENTION_MS, K.WRITER_RETENTION_MS_DEFAULT,
+                                                 min_value=1),
             "retention": option_as_str(opts, K.RETENTION),
             "scaling": option_as_str(opts, K.SCALING),
             "compression": option_as_choice(opts, K.COMPRESSION, K.COMPRESSION_DEFAULT, COMPRESSIONS),

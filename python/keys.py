@@ -122,6 +122,11 @@ WRITERS_DEFAULT: tuple[str, ...] = ()
 WRITER_LEASE_MS = "writerLeaseMs"
 WRITER_LEASE_MS_DEFAULT = 60_000
 
+#: A writer silent this long (ms) leaves the stream state, its dedupe window and lanes with it:
+#: a replay of one of its batches after that appends again (format v6).
+WRITER_RETENTION_MS = "writerRetentionMs"
+WRITER_RETENTION_MS_DEFAULT = 7 * 24 * 3_600_000
+
 #: Parquet codec of data chunks (the core's ``StreamConfig.compression``).
 COMPRESSION = "compression"
 COMPRESSION_DEFAULT = "snappy"
@@ -151,6 +156,7 @@ STREAM_CONFIG_FIELDS = {
     RETENTION: "retention",
     WRITERS: "writers",
     WRITER_LEASE_MS: "writer_lease_ms",
+    WRITER_RETENTION_MS: "writer_retention_ms",
     COMPRESSION: "compression",
     COMPACTION: "compaction",
 }

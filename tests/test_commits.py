@@ -308,7 +308,7 @@ def test_index_node_holds_each_entrys_delta_exactly(url: str) -> None:
             s.compact(full=True)
     node = json.loads(s.store.read(layout.index_node(1, 0)))
     assert [d["pos"] for d in node["entries"]] == list(range(FANOUT))
-    expected = [Entry.decode(s.store.read(layout.entry(p)), path=layout.entry(p)).delta_json() for p in range(FANOUT)]
+    expected = [Journal(s.store).read_entry(p).delta_json() for p in range(FANOUT)]
     assert json.dumps(node["entries"]) == json.dumps(expected)  # same bytes: fsck rebuilds nodes
     assert any(d.get("info") for d in expected) and any(d.get("writer") for d in expected)
     assert any(len(c) > 10 for d in expected for c in d["chunks"])  # chunks with marks
@@ -319,9 +319,9 @@ def test_index_node_holds_each_entrys_delta_exactly(url: str) -> None:
         Entry.decode_delta(json.dumps({**bad, "chunks": [["x"]]}).encode(), path="x")
     with pytest.raises(TStreamError, match=f"format {FORMAT_VERSION + 1}|version {FORMAT_VERSION + 1}"):
         Entry.decode_delta(json.dumps({**bad, "v": FORMAT_VERSION + 1}).encode(), path="x")
-    # an entry whose state is damaged still gives its delta to the next node
-    assert Entry.decode_delta(json.dumps({**bad, "state": {"pos": "?"}}).encode(), path="x") == \
-        Entry.decode(s.store.read(layout.entry(head)), path="x").delta_json()
+    # an entry whose change is damaged still gives its delta to the next node
+    assert Entry.decode_delta(json.dumps({**bad, "change": {"pos": "?"}}).encode(), path="x") == \
+        Journal(s.store).read_entry(head).delta_json()
 
 
 def test_search_reads_node_summaries_and_reads_check_their_entries(url: str) -> None:

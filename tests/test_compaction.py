@@ -298,13 +298,15 @@ def test_v1_entries_read_and_newer_versions_fail(tmp_path: Path) -> None:
     url = f"file://{tmp_path}/s"
     s = fill_stream(url, appends=3, segments=1)
     before = s.read()
-    for pos in range(s.state.pos + 1):  # rewrite as format v1 (no v2 fields were used)
-        p = tmp_path / "s" / layout.entry(pos)
-        d = json.loads(p.read_text())
+    for e in [s.journal.read_entry(pos) for pos in range(s.state.pos + 1)]:  # rewrite as format v1
+        e.change = None  # (no v2 fields were used) with the whole state in every entry, as v1 stored it
+        d = json.loads(e.encode())
         d["v"] = 1
         d["state"].pop("compaction", None)
-        p.write_text(json.dumps(d))
+        d["state"].pop("checkpoint")
+        (tmp_path / "s" / layout.entry(e.pos)).write_text(json.dumps(d))
     (tmp_path / "s" / "_tstream" / "head.json").unlink()
+    (tmp_path / "s" / layout.checkpoint(0)).unlink()
     same_records(before, Stream.open(url).read())
     Stream.open(url).compact()
     same_records(before, Stream.open(url).read())

@@ -136,6 +136,10 @@ def _crash_every_call(build: Build, url: str, total: int, rows: int, error: type
         drop(name)
 
 
+#: A writer retention (ms, 100 years) no test clock reaches.
+LONG_RETENTION_MS = 100 * 365 * 86_400_000
+
+
 class _Clock:
     def __init__(self) -> None:
         self.now = T0
@@ -147,7 +151,9 @@ class _Clock:
 def _with_retention(clock: _Clock) -> Build:
     def build(name: str) -> tuple[Stream, int]:
         clock.now = T0
-        s = Stream.create(name, segments=2, retention="count=100000")
+        # the writer's commits run on the test's clock (2023) and the retention pass's truncation
+        # on the real one: a writer retention shorter than that gap would drop the writer
+        s = Stream.create(name, segments=2, retention="count=100000", writer_retention_ms=LONG_RETENTION_MS)
         w = _writer(s)
         b = 1
         while s.refresh().pos < RETENTION_EVERY - 1:  # the next commit takes a retention position

@@ -21,6 +21,7 @@ from pyspark_tstream.epochs.scaling import EPOCH_CHUNK
 from pyspark_tstream.errors import CorruptChunkError
 from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.timeindex import FANOUT
+from pyspark_tstream.maintain.retention import meta_gc_target
 from pyspark_tstream.read.compacted import substitute
 from pyspark_tstream.store import layout
 from pyspark_tstream.timestamps import physical
@@ -179,8 +180,9 @@ def test_collected_history_is_not_a_problem(url: str, capsys: pytest.CaptureFixt
     s.vacuum(grace_ms=0)
     assert s.verify().ok
     st = s.refresh()
-    s.store.delete([layout.entry(p) for p in range(max(st.meta_gc_pos, 1), st.gc_pos)])  # the next run's work
-    s.store.delete([layout.index_node(1, n) for n in range(st.meta_gc_pos // FANOUT, st.gc_pos // FANOUT)])
+    upto = meta_gc_target(s.journal, st)  # the next run's work (the entries a rebuild of the state needs stay)
+    s.store.delete([layout.entry(p) for p in range(max(st.meta_gc_pos, 1), upto)])
+    s.store.delete([layout.index_node(1, n) for n in range(st.meta_gc_pos // FANOUT, upto // FANOUT)])
     assert Stream.open(url).verify().ok
     s.vacuum(grace_ms=0)
     assert main(["fsck", url, "--progress"]) == 0

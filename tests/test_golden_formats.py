@@ -40,6 +40,7 @@ FIXTURES: dict[str, tuple[int, int]] = {
     "v3": (3, 4),
     "v4": (4, 4),
     "v5": (5, 5),
+    "v6": (6, 6),
 }
 #: fixture folder -> consumer groups it holds, by group format version.
 GROUPS: dict[str, tuple[str, int]] = {"v1": ("g1", 1), "v2": ("g2", 2)}

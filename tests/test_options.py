@@ -500,8 +500,8 @@ def test_sink_defaults() -> None:
     assert opts.stream_config.given == frozenset()
     assert opts.stream_config.to_config_dict() == {
         "segments": 4, "timestamping": "client-prefer", "timestamping_uncapped": False,
-        "writers": [], "writer_lease_ms": 60_000, "retention": None, "scaling": None,
-        "compression": "snappy", "compaction": "target=128MB,min=16"}
+        "writers": [], "writer_lease_ms": 60_000, "writer_retention_ms": 7 * 24 * 3_600_000, "retention": None,
+        "scaling": None, "compression": "snappy", "compaction": "target=128MB,min=16"}
 
 
 def test_sink_options_as_a_streaming_query_passes_them() -> None:
@@ -515,12 +515,13 @@ def test_sink_options_as_a_streaming_query_passes_them() -> None:
 
 def test_stream_config_records_what_was_given() -> None:
     config = sink(segments="8", timestamping="ARRIVAL", timestampingUncapped="true",
-                  writers="a, b", writerLeaseMs="5000", retention="7d", scaling="records=100/s",
-                  compression="zstd", compaction="target=64MB,min=8").stream_config
+                  writers="a, b", writerLeaseMs="5000", writerRetentionMs="86400000", retention="7d",
+                  scaling="records=100/s", compression="zstd", compaction="target=64MB,min=8").stream_config
     assert config.given == frozenset(K.STREAM_CONFIG_FIELDS.values())
     as_dict = config.to_config_dict()
     assert as_dict == {"segments": 8, "timestamping": "arrival", "timestamping_uncapped": True,
-                       "writers": ["a", "b"], "writer_lease_ms": 5000, "retention": "7d",
+                       "writers": ["a", "b"], "writer_lease_ms": 5000, "writer_retention_ms": 86_400_000,
+                       "retention": "7d",
                        "scaling": "records=100/s", "compression": "zstd",
                        "compaction": "target=64MB,min=8"}
     assert StreamConfig.from_kwargs(as_dict).to_dict() == as_dict  # the core takes it as is
@@ -534,6 +535,7 @@ def test_stream_config_records_what_was_given() -> None:
     ("segments", "5000", "segments=5000 .*4096"),
     ("segments", "four", "segments='four' is not an integer"),
     ("writerLeaseMs", "1m", "writerLeaseMs='1m' is not an integer"),
+    ("writerRetentionMs", "7d", "writerRetentionMs='7d' is not an integer"),
     ("writers", '[1]', "writers='\\[1\\]' is not a list of names"),
     ("compression", "brotli", "compression='brotli' is not one of"),
     ("mergeSchema", "yes", "mergeSchema='yes' is not a boolean"),

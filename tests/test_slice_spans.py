@@ -289,8 +289,9 @@ def test_a_version_4_stream_of_shared_files_still_reads(url: str, monkeypatch: p
     assert not Stream.open(url).verify().problems
 
 
-def test_a_version_6_entry_is_refused() -> None:
-    assert entries_mod.FORMAT_VERSION == 5
+def test_a_version_6_entry_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A version-5 reader refuses a version-6 entry (as it shipped: FORMAT_VERSION 5)."""
+    monkeypatch.setattr(entries_mod, "FORMAT_VERSION", 5)
     chunk = Chunk(seg=1, path="data/1/w-a-b.parquet", rows=3, bytes=100, seq=0, floor=1, lo=5, hi=9,
                   offset=0, file_bytes=500, span_start=0, span_bytes=300)
     d = {**Entry(pos=1, op="append", wall=1, state=None, chunks=[chunk]).delta_json(), "v": 6}  # type: ignore[arg-type]

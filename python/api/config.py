@@ -66,6 +66,10 @@ class StreamConfig(ConfigRecord):
     writer_lease_ms : int
         A live writer silent for longer than this is dropped from the timetick (by a journal
         record written by the next committer).
+    writer_retention_ms : int
+        A writer silent for longer than this leaves the stream state, its dedupe window and
+        lanes with it (default 7 days; a live session whose lease holds is kept): a replay of
+        one of its batches after that appends again.
     retention, scaling : str or None
         Retention and auto-scaling policies (see docs/options.md).
     compression : str
@@ -90,6 +94,10 @@ class StreamConfig(ConfigRecord):
         if not isinstance(self.writer_lease_ms, int) or self.writer_lease_ms < 1:
             raise ConfigError(f"writerLeaseMs={self.writer_lease_ms!r} must be a positive integer (ms)",
                               option="writerLeaseMs", value=self.writer_lease_ms)
+        if type(self.writer_retention_ms) is not int or self.writer_retention_ms < 1:
+            raise ConfigError(f"writerRetentionMs={self.writer_retention_ms!r} must be a positive integer (ms), "
+                              f"e.g. {K.WRITER_RETENTION_MS_DEFAULT} (7 days)",
+                              option="writerRetentionMs", value=self.writer_retention_ms)
         if self.compression not in COMPRESSIONS:
             raise ConfigError(f"compression={self.compression!r} is not one of {', '.join(COMPRESSIONS)}",
                               option="compression", value=self.compression)

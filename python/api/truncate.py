@@ -24,6 +24,7 @@ from ..maintain.retention import (
     collect_garbage,
     first_seq_after,
     gc_target,
+    meta_gc_target,
     orphan_files,
     retention_bound,
 )
@@ -132,7 +133,8 @@ class Truncation:
         store, journal = h.store, h.journal
         state = h.refresh()
         upto = gc_target(state, now_ms(), grace_ms)
-        done_gc = collect_garbage(store, journal, state, upto)
+        old_gc = meta_gc_target(journal, state)  # format v6: entries the checkpoints need stay
+        done_gc = collect_garbage(store, journal, state, upto, old_gc)
         older = gc_position(journal, state, now_ms(), grace_ms)
         replaced, compact_gc = collect_replaced(store, journal, state, older)
         # group commit's request objects no slot can fold any more (their writers crashed)
@@ -150,8 +152,7 @@ class Truncation:
             store.delete(found)
             done_gc = replace(done_gc, orphans=len(found))
         old_compact_gc = state.compaction.replaced_gc
-        if upto > state.gc_pos or state.meta_gc_pos < state.gc_pos or compact_gc > old_compact_gc:
-            old_gc = state.gc_pos
+        if upto > state.gc_pos or state.meta_gc_pos < old_gc or compact_gc > old_compact_gc:
 
             def mark(st: StreamState, pos: int) -> Entry | None:
                 done = st.compaction.replaced_gc

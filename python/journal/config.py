@@ -37,6 +37,7 @@ _STORED_TYPES: dict[str, Any] = {
     "timestamping_uncapped": lambda v: isinstance(v, bool),
     "writers": lambda v: isinstance(v, list) and all(isinstance(w, str) for w in v),
     "writer_lease_ms": _is_int,
+    "writer_retention_ms": _is_int,
     "retention": _is_text_or_none,
     "scaling": _is_text_or_none,
     "compression": lambda v: isinstance(v, str),
@@ -54,6 +55,7 @@ class ConfigRecord:
     timestamping_uncapped: bool = K.TIMESTAMPING_UNCAPPED_DEFAULT
     writers: tuple[str, ...] = K.WRITERS_DEFAULT
     writer_lease_ms: int = K.WRITER_LEASE_MS_DEFAULT
+    writer_retention_ms: int = K.WRITER_RETENTION_MS_DEFAULT
     retention: str | None = None
     scaling: str | None = None
     compression: str = K.COMPRESSION_DEFAULT
@@ -65,7 +67,8 @@ class ConfigRecord:
 
     #: The settings, in stored order (one definition for both directions).
     FIELDS: ClassVar[tuple[str, ...]] = ("segments", "timestamping", "timestamping_uncapped", "writers",
-                                         "writer_lease_ms", "retention", "scaling", "compression", "compaction")
+                                         "writer_lease_ms", "writer_retention_ms", "retention", "scaling",
+                                         "compression", "compaction")
 
     def to_dict(self) -> dict[str, Any]:
         """Every setting as plain primitives, keyed by field name (``writers`` a list)."""

@@ -24,9 +24,15 @@ from ..errors import CorruptMetadataError, corrupt, error, newer_format
 from ..store import layout
 from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
+from . import checkpoint
+from .checkpoint_mark import CheckpointMark
+from .delta import apply, apply_all
 from .packing import expand, pack
 from .shapes import check_delta, check_entry, is_int, need
 from .state import StreamState
+
+#: The key of a v6 entry's change (:mod:`.delta`); an entry holding the whole state has ``state``.
+CHANGE = "change"
 
 #: On-store format written by this version; older versions are read, newer ones refused.
 #: 1: first release (one floor chain per segment). 2: writer lanes (per-writer ``lanes`` in the
@@ -39,8 +45,15 @@ from .state import StreamState
 #: it, read with one ranged read: the chunk trailing fields ``span_start`` and ``span_bytes``;
 #: a version-4 reader would fetch the shared file's footer instead, correct but ×7-17 the bytes,
 #: and drop the span on a rewrite). Version 1 to 4 streams read and append unchanged (their
-#: slices, without a span, read through the file's footer).
-FORMAT_VERSION = 5
+#: slices, without a span, read through the file's footer). 6: entries carry their change (an
+#: entry holds what its commit changed in the state, ``change``, not the whole state; the whole
+#: state is written as a checkpoint every so often, :mod:`.checkpoint`, and ``state.checkpoint``
+#: names the newest; writer state expires). Entry 0 of a v6 stream, and an entry written by
+#: ``repair`` as a hint, may hold the whole ``state`` as before. A version-5 reader could not
+#: read a change.
+FORMAT_VERSION = 6
+#: The first format whose entries may hold a change instead of the whole state.
+CHANGE_VERSION = 6
 
 #: An entry (or index node delta) with at least this many chunks stores them packed (format v3,
 #: :mod:`.packing`).
@@ -149,7 +162,12 @@ class Fold(NamedTuple):
 
 @dataclass
 class Entry:
-    """One journal entry: what the commit did, and the state after it."""
+    """One journal entry: what the commit did, and the state after it.
+
+    ``change`` (format v6) is what the commit changed in the state (:mod:`.delta`): set, the entry
+    is stored with it instead of the whole state, and decoding it needs the state before it
+    (``base``). None: stored with the whole state (format 5 and older, and entry 0).
+    """
 
     pos: int
     op: str
@@ -164,15 +182,21 @@ class Entry:
     #: chunks are consecutive runs of ``chunks``. Empty for an entry of one commit
     #: (``writer``/``batch``/``info`` are then its).
     folds: list[Fold] = field(default_factory=list)
+    change: dict[str, Any] | None = None
 
     def delta_json(self) -> dict[str, Any]:
         return _with_folds(_delta(self.pos, self.op, self.wall, self.nonce, self.chunks, self.writer, self.batch,
                                   self.info), [list(f) for f in self.folds])  # the stored form: lists
 
-    def encode(self) -> bytes:
-        d = self.delta_json()
+    def encode(self, delta: dict[str, Any] | None = None) -> bytes:
+        """The stored bytes (``delta``: :meth:`delta_json` if the caller has it: packing a
+        commit's chunks is most of encoding it)."""
+        d = dict(self.delta_json() if delta is None else delta)
         d["v"] = FORMAT_VERSION
-        d["state"] = self.state.to_json()
+        if self.change is not None:
+            d[CHANGE] = self.change
+        else:
+            d["state"] = self.state.to_json()
         return json.dumps(d, separators=(",", ":")).encode()
 
     @staticmethod
@@ -190,19 +214,56 @@ class Entry:
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
             raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
 
-    @classmethod
-    def decode(cls, data: bytes, *, path: str) -> Entry:
-        """The entry in ``data``; CorruptMetadataError (naming ``path``) if it is not one."""
+    @staticmethod
+    def parse(data: bytes, *, path: str) -> dict[str, Any]:
+        """The stored entry in ``data`` (chunks expanded, shape and version checked, its state or
+        change not yet built); CorruptMetadataError (naming ``path``) if it is not one."""
         try:
             d = expand(json.loads(data))
-            check_entry(d)
+            check_delta(d)
             check_version(d.get("v"), path)
+            if CHANGE in d:
+                need(isinstance(d[CHANGE], dict) and isinstance(d[CHANGE].get("checkpoint"), list),
+                     "the entry's change")
+            else:
+                check_entry(d)
+            stored: dict[str, Any] = d
+            return stored
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+            raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
+
+    @staticmethod
+    def checkpoint_of(d: dict[str, Any]) -> int:
+        """The checkpoint position a parsed change entry's state names (where to rebuild from)."""
+        pos: int = d[CHANGE]["checkpoint"][0]
+        return pos
+
+    @classmethod
+    def decode(cls, data: bytes, *, path: str, base: StreamState | None = None) -> Entry:
+        """The entry in ``data``; CorruptMetadataError (naming ``path``) if it is not one. An
+        entry holding a change (format v6) needs ``base``, the state after the entry before it
+        (:meth:`EntryLog.state_at`)."""
+        return cls.build(cls.parse(data, path=path), path=path, base=base)
+
+    @classmethod
+    def build(cls, d: dict[str, Any], *, path: str, base: StreamState | None = None) -> Entry:
+        """The entry of a parsed stored entry (:meth:`parse`); see :meth:`decode`."""
+        try:
             chunks = [Chunk.from_json(c) for c in d["chunks"]]
+            change = d.get(CHANGE)
+            if change is not None:
+                if base is None or base.pos != d["pos"] - 1:
+                    raise CorruptMetadataError(
+                        f"journal entry {path} holds a change (format {CHANGE_VERSION}) and is read with the "
+                        "state before it; read it through the journal", path=path)
+                state = apply(base, change)
+                need(state.pos == d["pos"], "the change's position")
+            else:
+                state = StreamState.from_json(d["state"])
             return cls(pos=d["pos"], op=d["op"], wall=d["wall"], nonce=d["nonce"],
                        writer=d.get("writer"), batch=d.get("batch"),
-                       chunks=chunks, info=d.get("info", {}),
-                       state=StreamState.from_json(d["state"]),
-                       folds=[Fold(*f) for f in check_folds(d.get("folds", []), len(chunks))])
+                       chunks=chunks, info=d.get("info", {}), state=state,
+                       folds=[Fold(*f) for f in check_folds(d.get("folds", []), len(chunks))], change=change)
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
             raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
 
@@ -244,6 +305,31 @@ def check_folds(folds: Any, chunks: int) -> list[list[Any]]:
 #: time-index flush needs the deltas of the last FANOUT positions, which a lone writer committed
 #: itself (reading them back was a batched GET every 32 commits on its critical path).
 RECENT_ENTRIES = 64
+#: States (format v6) an :class:`EntryLog` keeps to decode the next entries on.
+KEPT_STATES = 4
+
+
+def _change_of(data: bytes, pos: int, path: str) -> dict[str, Any]:
+    """The stored entry ``pos`` in ``data`` as JSON, its version and position checked (its chunks
+    neither unpacked nor checked: rebuilding a state needs only the changes)."""
+    try:
+        d = json.loads(data)
+        need(isinstance(d, dict) and d.get("pos") == pos, f"the entry (position {pos})")
+        check_version(d.get("v"), path)
+        need(CHANGE not in d or isinstance(d[CHANGE], dict), "the entry's change")
+        stored: dict[str, Any] = d
+        return stored
+    except (ValueError, TypeError) as e:
+        raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
+
+
+def _stored_pos(data: bytes) -> int:
+    """The position a stored entry names (-1 when it names none: decoding reports why)."""
+    try:
+        pos = json.loads(data).get("pos")
+    except (ValueError, AttributeError):
+        return -1
+    return pos if is_int(pos) else -1
 
 
 class EntryLog:
@@ -252,6 +338,9 @@ class EntryLog:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._recent: dict[int, bytes] = {}  # position -> stored bytes, oldest first
+        #: states this handle built or was given, by position (format v6: a change entry is
+        #: decoded on the state before it, so a poll applies one change, not a rebuild)
+        self._states: dict[int, StreamState] = {}
 
     def remember(self, pos: int, data: bytes) -> None:
         """Keep the stored bytes of committed entry ``pos`` (entries are immutable) for
@@ -261,13 +350,116 @@ class EntryLog:
         while len(recent) > RECENT_ENTRIES:
             recent.pop(next(iter(recent)), None)
 
-    def _decode(self, data: bytes, rel: str) -> Entry:
-        return Entry.decode(data, path=self.store.uri(rel))
+    def keep(self, state: StreamState) -> None:
+        """Keep committed ``state`` to decode the entry after it on (the newest few are kept).
+        A kept state must not be changed in place (a commit works on a copy)."""
+        states = self._states
+        states.pop(state.pos, None)
+        states[state.pos] = state
+        while len(states) > KEPT_STATES:
+            states.pop(min(states), None)
+
+    def decode(self, data: bytes, rel: str, built: dict[int, StreamState] | None = None) -> Entry:
+        """The entry whose stored bytes are ``data`` (read from ``rel``), a change (format v6)
+        applied on the state before it: from ``built`` (position -> state), else kept or rebuilt
+        (:meth:`state_at`)."""
+        path = self.store.uri(rel)
+        d = Entry.parse(data, path=path)
+        base = None
+        if CHANGE in d:
+            pos = d["pos"]
+            base = (built or {}).get(pos - 1) or self.state_at(pos - 1, Entry.checkpoint_of(d))
+        entry = Entry.build(d, path=path, base=base)
+        self.keep(entry.state)
+        return entry
+
+    def state_at(self, pos: int, start: int) -> StreamState:
+        """The state after entry ``pos``, rebuilt from checkpoint ``start`` (or a newer state
+        this handle kept) and the entries after it: one read of the checkpoint, one batched
+        read of the entries (none of what this handle kept). A lost or damaged checkpoint is
+        rebuilt the same way from the one its entry names before it (logged: ``tstream repair``
+        rewrites it)."""
+        kept = self._states.get(pos)
+        if kept is not None:
+            return kept
+        base = max((p for p in self._states if start <= p < pos), default=None)
+        if base is not None:
+            state = self._states[base]
+        else:
+            state, base = self._checkpoint(start), start
+        todo = list(range(base + 1, pos + 1))
+        raws = dict((p, self._recent[p]) for p in todo if p in self._recent)
+        missing = [p for p in todo if p not in raws]
+        if missing:
+            raws.update(zip(missing, self.store.read_many([layout.entry(p) for p in missing])))
+        changes: list[dict[str, Any]] = []
+        for p in todo:  # changes are applied together; an entry holding the whole state restarts
+            path = self.store.uri(layout.entry(p))
+            d = _change_of(raws[p], p, path)  # its chunks are not needed (nor unpacked) here
+            if CHANGE in d:
+                changes.append(d[CHANGE])
+            else:
+                state, changes = Entry.build(Entry.parse(raws[p], path=path), path=path).state, []
+        if changes:
+            try:
+                state = apply_all(state, changes)
+            except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+                where = self.store.uri(layout.entry(pos))
+                raise corrupt("journal entry", where, e, layout.stream_url(where)) from e
+            if state.pos != pos:
+                where = self.store.uri(layout.entry(pos))
+                raise corrupt("journal entry", where, ValueError(f"the changes end at {state.pos}"),
+                              layout.stream_url(where))
+        self.keep(state)
+        return state
+
+    def mark_of(self, pos: int) -> CheckpointMark | None:
+        """The checkpoint mark entry ``pos`` holds (format v6), None if it holds none or is
+        missing: one read, the entry's chunks not decoded."""
+        rel = layout.entry(pos)
+        try:
+            d = _change_of(self._recent.get(pos) or self.store.read(rel), pos, self.store.uri(rel))
+        except FileNotFoundError:
+            return None
+        ch = d.get(CHANGE)
+        try:
+            return None if ch is None else CheckpointMark.from_json(ch.get("checkpoint"))
+        except (TypeError, ValueError) as e:
+            raise corrupt("journal entry", self.store.uri(rel), e, self.store.display_url) from e
+
+    def _checkpoint(self, pos: int) -> StreamState:
+        """The state after entry ``pos`` from its checkpoint, or from the entry itself when it
+        holds the whole state, or rebuilt from the checkpoint before it."""
+        try:
+            return checkpoint.read(self.store, pos)
+        except (FileNotFoundError, CorruptMetadataError) as e:
+            problem = e
+        rel = layout.entry(pos)
+        d = Entry.parse(self.store.read(rel), path=self.store.uri(rel))
+        if CHANGE not in d:
+            return Entry.build(d, path=self.store.uri(rel)).state
+        older = Entry.checkpoint_of(d)
+        if older >= pos:
+            raise CorruptMetadataError(
+                f"checkpoint {self.store.uri(layout.checkpoint(pos))} is unreadable ({problem}) and no older "
+                f"checkpoint can rebuild it; run `tstream fsck {self.store.display_url}`",
+                path=self.store.uri(layout.checkpoint(pos)))
+        logger.warning("checkpoint %s is missing or unreadable (%s); rebuilding the state from checkpoint %d "
+                       "(`tstream repair` rewrites it)", self.store.uri(layout.checkpoint(pos)), problem, older)
+        return self.state_at(pos, older)
 
     def read_entries(self, positions: Sequence[int]) -> list[Entry]:
         """The entries at ``positions``, in that order: one batched read."""
         rels = [layout.entry(p) for p in positions]
-        return [self._decode(data, rel) for rel, data in zip(rels, self.store.read_many(rels))] if rels else []
+        if not rels:
+            return []
+        raws = dict(zip(positions, self.store.read_many(rels)))
+        built: dict[int, StreamState] = {}
+        out: dict[int, Entry] = {}
+        for p in sorted(set(positions)):  # a change entry decodes on the one before it
+            out[p] = self.decode(raws[p], layout.entry(p), built)
+            built[p] = out[p].state
+        return [out[p] for p in positions]
 
     def read_deltas(self, positions: Sequence[int]) -> list[dict[str, Any]]:
         """:meth:`Entry.delta_json` of the entries at ``positions``, in that order: one batched
@@ -282,7 +474,7 @@ class EntryLog:
     def read_entry(self, pos: int) -> Entry:
         """The entry at ``pos`` (FileNotFoundError if it is absent)."""
         rel = layout.entry(pos)
-        return self._decode(self.store.read(rel), rel)
+        return self.decode(self.store.read(rel), rel)
 
     def try_entry(self, pos: int) -> Entry | None:
         """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new."""
@@ -291,7 +483,7 @@ class EntryLog:
             data = self.store.read(rel)
         except FileNotFoundError:
             return None
-        entry = self._decode(data, rel)
+        entry = self.decode(data, rel)
         self.remember(pos, data)
         return entry
 
@@ -305,8 +497,9 @@ class EntryLog:
         entry: Entry | None = None
         try:
             data = self.store.read(layout.HEAD)
-            entry = self._decode(data, layout.HEAD)
-            self.remember(entry.pos, data)  # the hint is a copy of that entry's stored bytes
+            if known is None or _stored_pos(data) > known.pos:  # else the hint is no news
+                entry = self.decode(data, layout.HEAD)
+                self.remember(entry.pos, data)  # the hint is a copy of that entry's stored bytes
         except FileNotFoundError:
             pass
         except CorruptMetadataError as e:

@@ -7,9 +7,15 @@ callers use; its own code takes positions. Invariants:
 
 * Position ``n`` is taken by exactly one commit, through an atomic create-if-absent of
   ``_tstream/journal/…/<n>.json``; data files become visible only when an entry names them.
-* Every entry carries the whole :class:`~pyspark_tstream.journal.state.StreamState` after it, and the
-  ``head`` object copies the newest entry. The head is a hint: a stale head only costs a failed
-  conditional create (a committer then reads the entry that beat it) or a probe (a reader).
+* Every entry (format v6) carries what its commit changed in the
+  :class:`~pyspark_tstream.journal.state.StreamState` (:mod:`~pyspark_tstream.journal.delta`;
+  entry 0 the whole state), and a checkpoint of the whole state is written every so often
+  (:mod:`~pyspark_tstream.journal.checkpoint`) before a conditional create, of the committed state
+  it builds on; the ``head`` object copies the newest entry. The head is a hint: a stale head only
+  costs a failed conditional create (a committer then reads the entry that beat it, and applies
+  its change) or a probe (a reader).
+* A commit drops the writers silent longer than the writer retention
+  (:mod:`~pyspark_tstream.journal.expiry`), as part of its change.
 * A commit writes only committed facts besides its own entry: full index nodes and pending
   sealed/epoch records of earlier commits (deterministic bytes, so a lost race rewrites the
   same content), and its own pending records only after it won its slot.
@@ -33,7 +39,11 @@ from ..errors import CorruptMetadataError, StorageError, error
 from ..store import layout
 from ..store.races import LOST, Lost, until_won
 from ..store.storage import Store
+from . import checkpoint
+from .checkpoint_mark import CheckpointMark
+from .delta import change, state_copy
 from .entries import Entry, EntryLog
+from .expiry import expire
 from .hints import HeadHints
 from .state import StreamState
 from .timeindex import Delta, TimeIndex, summary
@@ -104,12 +114,20 @@ class Journal:
     def create(self, entry: Entry) -> Entry:
         """Write entry 0; StreamExistsError if the stream exists."""
         entry.state.index = [[summary(entry)]]
+        # entry 0 holds the whole state: it is the first checkpoint (written as one too, below)
+        entry.state.checkpoint = CheckpointMark(pos=0, bytes=len(checkpoint.encode(entry.state)))
         data = entry.encode()
         if not self._create_slot(0, data):
             existing = self.try_entry(0)
             if existing is None or existing.nonce != entry.nonce:
                 raise error("TSTREAM_STREAM_EXISTS", url=self.store.display_url)
         self.log.remember(0, data)
+        self.log.keep(entry.state)
+        try:  # a hint of entry 0 (which holds the same state): readers fall back to the entry
+            checkpoint.write(self.store, entry.state)
+        except Exception as e:  # noqa: BLE001 - the stream exists; entry 0 serves as its checkpoint
+            logger.info("checkpoint %s not written (%s); entry 0 holds the same state",
+                        self.store.uri(layout.checkpoint(0)), e)
         self._write_head(data)
         return entry
 
@@ -149,7 +167,8 @@ class Journal:
         """One try at position ``state.pos + 1``: the outcome, or the winner's entry if lost
         (a group committer looks in it for the requests it folded)."""
         pos = state.pos + 1
-        work = StreamState.from_json(json.loads(json.dumps(state.to_json())))
+        self.log.keep(state)  # the winner of a lost race is decoded on it (one change applied)
+        work = state_copy(state)
         entry = build(work, pos)
         if entry is None:
             return None, state
@@ -176,7 +195,8 @@ class Journal:
         if not entry.state.index:
             entry.state.index = [[]]
         entry.state.index[0].append(summary(entry))
-        data = entry.encode()
+        expire(entry.state, entry.wall)
+        data = self._encode(entry, state)
         if not self._create_slot(pos, data):
             winner = self.try_entry(pos)
             if winner is None:
@@ -187,9 +207,26 @@ class Journal:
                 return winner
             # our own earlier attempt created it (its answer was lost): the commit is ours
         self.log.remember(pos, data)
+        self.log.keep(entry.state)
         self.hints.offer(pos, data)
         self._publish(entry.state, bool(fresh_sealed) or fresh_epoch is not None)
         return entry, entry.state
+
+    def _encode(self, entry: Entry, before: StreamState) -> bytes:
+        """The stored bytes of ``entry``: its change on committed state ``before`` (format v6),
+        after writing the checkpoint of ``before`` when one is due (a committed fact: racing
+        committers write the same bytes, and a lost race has written nothing of its own)."""
+        mark = before.checkpoint
+        if mark is None or checkpoint.due(before):
+            mark = checkpoint.write(self.store, before)
+        entry.state.checkpoint = mark
+        entry.change = change(before, entry.state)
+        entry.change["checkpoint"] = mark.to_json()  # always there: a reader starts from it
+        delta = entry.delta_json()
+        mark = checkpoint.advanced(mark, len(entry.encode(delta)))
+        entry.state.checkpoint = mark
+        entry.change["checkpoint"] = mark.to_json()
+        return entry.encode(delta)
 
     def _publish(self, state: StreamState, fresh: bool) -> None:
         """Write the facts this commit made pending (sealed records, an epoch record) now that

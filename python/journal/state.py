@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .checkpoint_mark import CheckpointMark
 from .compaction_state import CompactionProgress
 from .config import ConfigRecord
 from .scale_records import EpochRecord, SealedRecord
@@ -118,6 +119,11 @@ class Writer:
         if self.floor is not None:
             ints.append(self.floor)
         return max(ints, default=None)
+
+    def copy(self) -> Writer:
+        """A copy a commit may change without changing this one (lists and lanes copied)."""
+        return Writer(self.tso, self.wall, self.live, self.seen, [list(b) for b in self.batches], self.floor,
+                      self.commits, self.rows, dict(self.lanes))
 
     def remember(self, batch: Any, pos: int) -> None:
         self.batches.append([batch, pos])
@@ -233,6 +239,9 @@ class StreamState:
     #: group commit: the positions of the last ``FOLD_WINDOW`` that folded published requests,
     #: oldest first (write/group.py)
     folded: list[FoldedAt] = field(default_factory=list)
+    #: format v6: the newest checkpoint of the whole state at or before this position (None: a
+    #: stream written by format 5 or older, whose entries each hold the whole state)
+    checkpoint: CheckpointMark | None = None
 
     def was_folded(self, rid: str) -> int | None:
         """The position that folded published request ``rid``, if within the remembered window."""
@@ -264,6 +273,7 @@ class StreamState:
             **({"compaction": compaction} if compaction else {}),
             **({"schema_changes": [c.to_json() for c in self.schema_changes]} if self.schema_changes else {}),
             **({"folded": [f.to_json() for f in self.folded]} if self.folded else {}),
+            **({"checkpoint": self.checkpoint.to_json()} if self.checkpoint is not None else {}),
         }
 
     @classmethod
@@ -284,4 +294,5 @@ class StreamState:
             compaction=CompactionProgress.decode(d.get("compaction", {})),
             schema_changes=[SchemaChange.from_json(c) for c in d.get("schema_changes", [])],
             folded=[FoldedAt.from_json(f) for f in d.get("folded", [])],
+            checkpoint=None if d.get("checkpoint") is None else CheckpointMark.from_json(d["checkpoint"]),
         )

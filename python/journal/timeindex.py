@@ -148,7 +148,8 @@ class TimeIndex:
             for rel, data in zip(rels, blobs):
                 node = decode_node(data, self.store.uri(rel), 1, deltas=True)
                 out.extend(d for d in node["deltas"] if first <= d.pos <= flushed_last)
-        out.extend(Delta.of(e) for e in self.log.read_entries(range(max(first, open0), last + 1)))
+        # what the entries did, without their states (a v6 entry's state is rebuilt, not read)
+        out.extend(Delta.from_json(d) for d in self.log.read_deltas(range(max(first, open0), last + 1)))
         return out
 
     def node_deltas(self, state: StreamState, node: int, known: Collection[int] = (),
@@ -169,7 +170,11 @@ class TimeIndex:
                 raise corrupt("index node", path, ValueError("an entry has no summary"), self.store.display_url)
             return [(d, ticks[d.pos]) for d in kept]
         rest = [p for p in range(lo, hi + 1) if p not in known]
-        return [(Delta.of(e), e.state.tick) for e in self.log.read_entries(rest)]
+        # open positions: their ticks are in the state's open summaries, their deltas in the entries
+        ticks = {int(i[COL_ID]): int(i[COL_TICK]) for i in (state.index[0] if state.index else [])}
+        if any(p not in ticks for p in rest):  # not open in this state: the entries' own states
+            return [(Delta.of(e), e.state.tick) for e in self.log.read_entries(rest)]
+        return [(Delta.from_json(d), ticks[p]) for p, d in zip(rest, self.log.read_deltas(rest))]
 
     def search(self, state: StreamState, col: int, value: int,
                read_node: Callable[[int, int], dict[str, Any]] | None = None) -> int:

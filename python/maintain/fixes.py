@@ -46,3 +46,4 @@ class Fixes:
     macros: dict[tuple[int, int], Expected] = field(default_factory=dict)  # (segment, bucket) -> the map
     manifests: dict[str, Manifest] = field(default_factory=dict)  # path -> the manifest written there
     groups: dict[str, bytes] = field(default_factory=dict)  # consumer-group object path -> content
+    checkpoints: dict[int, bytes] = field(default_factory=dict)  # journal position -> its checkpoint

@@ -53,6 +53,7 @@ from ..store import layout
 from ..store.storage import Store
 from ..timestamps import iso, physical
 from .fixes import Fixes, ShardFix
+from .fsck_checkpoints import check_checkpoints, first_base
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
 
 #: Metadata records read per batched call.
@@ -66,7 +67,7 @@ class Problem:
     """One thing wrong: what, where, and whether
     :func:`~pyspark_tstream.maintain.repair.repair` can rebuild it."""
 
-    kind: str  # head, anchor, entry, node, chunk, shard, epoch, macro map, manifest, group
+    kind: str  # head, anchor, entry, node, chunk, shard, epoch, macro map, manifest, group, checkpoint
     path: str
     message: str
     repairable: bool
@@ -138,7 +139,7 @@ class _Checker:
     # -- the newest state -----------------------------------------------------------------------
     def newest(self) -> Entry:
         try:
-            hint: Entry | None = Entry.decode(self.store.read(layout.HEAD), path=self.store.uri(layout.HEAD))
+            hint: Entry | None = self.journal.log.decode(self.store.read(layout.HEAD), layout.HEAD)
         except FileNotFoundError:
             hint = None
             self._problem("head", layout.HEAD, f"head hint {self.store.uri(layout.HEAD)} is missing; `tstream repair` "
@@ -182,6 +183,7 @@ class _Checker:
         first = max(state.meta_gc_pos, 1)
         positions = [0] + list(range(first, state.pos + 1))
         out: dict[int, Entry] = {}
+        built = first_base(self.store, state)  # format v6: the state each entry's change applies to
         for i in range(0, len(positions), _BATCH):
             part = positions[i:i + _BATCH]
             raws = self._read_all([layout.entry(p) for p in part])
@@ -200,15 +202,20 @@ class _Checker:
                     self._problem("entry", rel, f"journal entry {self.store.uri(rel)} is missing; {remedy}",
                                   head_copy, pos=p)
                     continue
+                d: dict[str, Any] = {}
                 try:
-                    e = Entry.decode(raw, path=self.store.uri(rel))
-                    if e.pos != p:
-                        raise CorruptMetadataError(f"it says position {e.pos}", path=rel)
+                    d = Entry.parse(raw, path=self.store.uri(rel))
+                    if d["pos"] != p:
+                        raise CorruptMetadataError(f"it says position {d['pos']}", path=rel)
+                    if "change" in d and p - 1 not in built:
+                        continue  # sound itself; the state before it is not readable (collected, or damaged)
+                    e = self.journal.log.decode(raw, rel, built)
                 except CorruptMetadataError as err:
                     self._problem("entry", rel, f"journal entry {self.store.uri(rel)} is unreadable "
                                   f"({str(err).split(';')[0]}); {remedy}", head_copy, pos=p)
                     continue
                 out[p] = e
+                built[p] = e.state
         return out
 
     # -- index nodes ----------------------------------------------------------------------------
@@ -572,11 +579,12 @@ def verify(store: Store, progress: Progress | None = None, *, pages: bool = True
     head_raw: bytes | None
     try:
         head_raw = store.read(layout.HEAD)
-        if Entry.decode(head_raw, path=layout.HEAD).pos != state.pos:
+        if Entry.parse(head_raw, path=layout.HEAD)["pos"] != state.pos:
             head_raw = None
     except (FileNotFoundError, CorruptMetadataError):
         head_raw = None
     entries = ck.entries(state, head_raw)
+    checkpoints = check_checkpoints(store, state, entries, ck._problem, ck._count)
     nodes = ck.index(state, entries)
     ck.chunks(state, entries)
     manifests = ck.manifests(state, entries)
@@ -587,7 +595,8 @@ def verify(store: Store, progress: Progress | None = None, *, pages: bool = True
     report = Report(url=store.display_url, position=state.pos, checked=ck.checked, problems=ck.problems,
                     pages=pages)
     fixes = Fixes(newest=newest, head=head_raw, nodes=nodes, epochs=epochs, epoch_chunks=epoch_chunks,
-                  shards=shards, macros=ck.macro_fixes, manifests=manifests, groups=groups)
+                  shards=shards, macros=ck.macro_fixes, manifests=manifests, groups=groups,
+                  checkpoints=checkpoints)
     return report, fixes
 
 

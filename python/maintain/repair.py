@@ -84,6 +84,9 @@ def repair(store: Store, progress: Progress | None = None, *, drop_torn_entry: b
         pos = state.meta_gc_pos if live else (lowest or 0)
         store.write(layout.ANCHOR, json.dumps({"pos": pos}).encode())
         done.append(f"anchor rewritten (position {pos})")
+    for pos, data in sorted(fixes.checkpoints.items()):
+        store.write(layout.checkpoint(pos), data)
+        done.append(f"checkpoint of journal position {pos} rebuilt")
     for (level, n), data in sorted(fixes.nodes.items()):
         store.write(layout.index_node(level, n), data)
         done.append(f"index node level {level} #{n} rebuilt")

@@ -36,6 +36,7 @@ from ..compaction.gc import (
     orphan_manifests,
 )
 from ..errors import ConfigError
+from ..journal.checkpoint import entries_gc_target
 from ..journal.compaction_state import replaced_gc_start
 from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
@@ -196,15 +197,26 @@ def gc_target(state: StreamState, now: int, grace_ms: int) -> int:
     return max((t.head_pos for t in state.truncations if now - t.wall >= grace_ms), default=state.gc_pos)
 
 
-def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: int) -> GcInfo:
+def meta_gc_target(journal: Journal, state: StreamState) -> int:
+    """Journal entries below this go in the next garbage collection: those below ``gc_pos``,
+    except the ones a rebuild of the state from its checkpoints still needs (format v6,
+    :func:`~pyspark_tstream.journal.checkpoint.entries_gc_target`)."""
+    return max(state.meta_gc_pos, entries_gc_target(state, journal.log.mark_of))
+
+
+def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: int,
+                    meta_upto: int | None = None) -> GcInfo:
     """Delete garbage below ``upto``; returns what it deleted. O(garbage), never lists.
 
     Chunks of positions ``[gc_pos, upto)`` go now; journal entries and index nodes lag one run
     behind (``[meta_gc_pos, gc_pos)``), so a crash at any point leaves every entry a re-run needs.
-    The caller commits ``gc_pos = upto, meta_gc_pos = old gc_pos``; deleting twice is harmless.
+    The caller commits ``gc_pos = upto, meta_gc_pos = meta_upto`` (:func:`meta_gc_target`, computed
+    when not given); deleting twice is harmless.
     """
     upto = min(upto, state.head_pos)
-    if upto <= state.gc_pos and state.meta_gc_pos >= state.gc_pos:
+    if meta_upto is None:
+        meta_upto = meta_gc_target(journal, state)
+    if upto <= state.gc_pos and state.meta_gc_pos >= meta_upto:
         return GcInfo()
     paths: list[str] = []
     if upto > state.gc_pos:
@@ -217,9 +229,13 @@ def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: in
         store.delete(paths)
     # readers that lost the head hint probe forward from the anchor, which must still exist
     store.write(layout.ANCHOR, json.dumps({"pos": state.gc_pos}).encode())
-    entries = [layout.entry(p) for p in range(max(state.meta_gc_pos, 1), state.gc_pos)]
-    nodes = [layout.index_node(1, n) for n in range(state.meta_gc_pos // FANOUT, state.gc_pos // FANOUT)]
-    store.delete(entries + nodes)
+    gone = range(max(state.meta_gc_pos, 1), meta_upto)
+    entries = [layout.entry(p) for p in gone]
+    nodes = [layout.index_node(1, n) for n in range(state.meta_gc_pos // FANOUT, meta_upto // FANOUT)]
+    # checkpoints of the state (format v6) below the one the oldest entry left names
+    older = [layout.checkpoint(p) for p in range(max(state.meta_gc_pos - 1, 1), meta_upto - 1)] \
+        if state.checkpoint is not None else []
+    store.delete(entries + nodes + older)
     return GcInfo(chunks=len(paths), entries=len(entries), nodes=len(nodes))
 
 

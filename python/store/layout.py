@@ -10,6 +10,7 @@ it, so the tree below is the whole of the layout (design doc §6.1)::
         head.json                                        HEAD: copy of the newest journal entry
         anchor.json                                      ANCHOR: {"pos": n}, oldest entry GC kept
         journal/<pos // 100000:06d>/<pos:012d>.json      entry(pos)
+        checkpoints/<pos // 100000:06d>/<pos:012d>.json  checkpoint(pos): the whole state after entry pos
         index/<level>/<node:012d>.json                   index_node(level, node)
         sealed/<shard:06d>/<version:08d>.json            sealed_version(shard, v)
         sealed/<shard:06d>/head.json                     sealed_head(shard)
@@ -44,6 +45,8 @@ HEAD = f"{META}/head.json"
 ANCHOR = f"{META}/anchor.json"
 #: Journal entries, one immutable object per position.
 JOURNAL = f"{META}/journal"
+#: Checkpoints of the whole stream state (format v6), one per checkpointed journal position.
+CHECKPOINTS = f"{META}/checkpoints"
 #: Time-index nodes, one folder per level.
 INDEX = f"{META}/index"
 #: Sealed-segment map shards.
@@ -95,6 +98,11 @@ def stream_url(uri: str) -> str:
 def entry(pos: int) -> str:
     """The journal entry at position ``pos`` (immutable)."""
     return numbered(JOURNAL, pos)
+
+
+def checkpoint(pos: int) -> str:
+    """The checkpoint of the whole stream state after journal entry ``pos`` (format v6)."""
+    return numbered(CHECKPOINTS, pos)
 
 
 #: Where ``repair`` sets aside a torn newest journal entry it drops (kept for inspection).

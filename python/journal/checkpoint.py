@@ -1,0 +1,117 @@
+"""Checkpoints of the whole stream state (format v6): when one is due, writing and reading it.
+
+One job: checkpoint I/O and policy. A v6 journal entry holds only its commit's change
+(:mod:`~pyspark_tstream.journal.delta`), so the state after entry ``n`` is a checkpoint's state
+plus the changes of the entries after it. A committer writes the checkpoint of the state it
+builds on (a committed state: deterministic bytes, so racing committers write the same object
+and a lost race has written only a committed fact) before its conditional create, when
+
+* the entries since the last checkpoint hold :data:`GROWTH` times that checkpoint's bytes (and
+  at least :data:`MIN_BYTES`): writing checkpoints then costs at most half the entries' own
+  bytes again, and a rebuild reads at most about three checkpoints' bytes; or
+* :data:`MAX_ENTRIES` entries followed it (a bound on the objects a rebuild reads); or
+* the state has no checkpoint (a stream written by format 5 or older: its first v6 commit).
+
+Its entry's state then names it (:class:`~pyspark_tstream.journal.checkpoint_mark.CheckpointMark`),
+and so does every later one until the next: the newest entry (or the head hint that copies it)
+says where to start, O(1) store calls. A checkpoint that is lost or damaged is rebuilt from the
+one before it (``prev``), whose entries garbage collection keeps (:func:`entries_gc_target`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import replace
+
+from ..errors import corrupt, newer_format
+from ..store import layout
+from ..store.storage import Store
+from .checkpoint_mark import CheckpointMark
+from .shapes import check_entry, is_int, need
+from .state import StreamState
+
+#: At most this many entries follow a checkpoint (a rebuild reads at most this many).
+MAX_ENTRIES = 200
+#: A checkpoint is not due before the entries since the last one hold this many bytes.
+MIN_BYTES = 64 * 1024
+#: ... nor before they hold this many times the last checkpoint's bytes.
+GROWTH = 2
+#: The format a checkpoint object is written in (the journal's format that introduced them; a
+#: newer one is refused, as a newer journal entry is).
+CHECKPOINT_VERSION = 6
+
+
+def due(state: StreamState) -> bool:
+    """Whether the commit after ``state`` writes the checkpoint of ``state`` (see the module
+    docstring)."""
+    m = state.checkpoint
+    if m is None:
+        return True
+    if m.pos == state.pos:
+        return False
+    return state.pos - m.pos >= MAX_ENTRIES or m.since >= max(MIN_BYTES, GROWTH * m.bytes)
+
+
+def encode(state: StreamState) -> bytes:
+    """The stored bytes of the checkpoint of ``state``."""
+    return json.dumps({"v": CHECKPOINT_VERSION, "pos": state.pos, "state": state.to_json()},
+                      separators=(",", ":")).encode()
+
+
+def decode(data: bytes, pos: int, path: str) -> StreamState:
+    """The state a checkpoint holds; CorruptMetadataError (naming ``path``) if it is not the
+    checkpoint of position ``pos``."""
+    try:
+        d = json.loads(data)
+        need(isinstance(d, dict) and is_int(d.get("v")) and d.get("pos") == pos, "the checkpoint")
+        if d["v"] > CHECKPOINT_VERSION:
+            raise newer_format(path, d["v"], CHECKPOINT_VERSION)
+        check_entry({"pos": pos, "wall": 0, "op": "", "nonce": "", "chunks": [], "state": d["state"]})
+        state = StreamState.from_json(d["state"])
+        need(state.pos == pos, "the checkpoint's state position")
+        return state
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+        raise corrupt("checkpoint", path, e, layout.stream_url(path)) from e
+
+
+def write(store: Store, state: StreamState) -> CheckpointMark:
+    """Write the checkpoint of committed ``state``; the mark a later state carries for it."""
+    data = encode(state)
+    store.write(layout.checkpoint(state.pos), data)
+    prev = state.checkpoint.pos if state.checkpoint is not None else state.pos
+    return CheckpointMark(pos=state.pos, bytes=len(data), since=0, prev=prev)
+
+
+def read(store: Store, pos: int) -> StreamState:
+    """The state the checkpoint of ``pos`` holds (FileNotFoundError if there is none,
+    CorruptMetadataError if it is unreadable)."""
+    rel = layout.checkpoint(pos)
+    return decode(store.read(rel), pos, store.uri(rel))
+
+
+def advanced(mark: CheckpointMark, entry_bytes: int) -> CheckpointMark:
+    """The mark after one more entry of ``entry_bytes`` stored bytes."""
+    return replace(mark, since=mark.since + entry_bytes)
+
+
+def entries_gc_target(state: StreamState, mark_of: Callable[[int], CheckpointMark | None]) -> int:
+    """Garbage collection deletes the journal entries below this position, and the checkpoints
+    below the one just before it. Entries below ``gc_pos`` may go, but every entry left must be
+    rebuildable: its state is the checkpoint it names plus the entries after that. So the bound
+    is ``c + 1`` for a checkpoint ``c`` below ``gc_pos``: entry ``c + 1`` (which wrote ``c``)
+    names ``c``, and every later entry a later checkpoint. ``c`` is the checkpoint before the
+    newest (``prev``: the newest's fallback keeps its entries) or, while that is not below
+    ``gc_pos``, an older one found by walking back: entry ``c + 1``'s mark names the one before
+    ``c`` (``mark_of(pos)``: the mark entry ``pos`` holds, None if it holds none). Format 5 and
+    older (every entry holds the whole state): ``gc_pos``."""
+    m = state.checkpoint
+    if m is None:
+        return state.gc_pos
+    c = m.prev
+    while c + 1 > state.gc_pos and c > 0:
+        wrote = mark_of(c + 1)
+        if wrote is None or wrote.pos != c or wrote.prev >= c:
+            return state.meta_gc_pos
+        c = wrote.prev
+    return max(state.meta_gc_pos, c + 1) if c + 1 <= state.gc_pos else state.meta_gc_pos
