@@ -102,16 +102,19 @@ def entries_gc_target(state: StreamState, mark_of: Callable[[int], CheckpointMar
     is ``c + 1`` for a checkpoint ``c`` below ``gc_pos``: entry ``c + 1`` (which wrote ``c``)
     names ``c``, and every later entry a later checkpoint. ``c`` is the checkpoint before the
     newest (``prev``: the newest's fallback keeps its entries) or, while that is not below
-    ``gc_pos``, an older one found by walking back: entry ``c + 1``'s mark names the one before
-    ``c`` (``mark_of(pos)``: the mark entry ``pos`` holds, None if it holds none). Format 5 and
+    ``gc_pos``, the one entry ``gc_pos`` names (``mark_of(pos)``: the mark entry ``pos`` holds,
+    None if it holds none): at most one read, whatever the history. Format 5 and
     older (every entry holds the whole state): ``gc_pos``."""
     m = state.checkpoint
     if m is None:
         return state.gc_pos
-    c = m.prev
-    while c + 1 > state.gc_pos and c > 0:
-        wrote = mark_of(c + 1)
-        if wrote is None or wrote.pos != c or wrote.prev >= c:
-            return state.meta_gc_pos
-        c = wrote.prev
-    return max(state.meta_gc_pos, c + 1) if c + 1 <= state.gc_pos else state.meta_gc_pos
+    if state.gc_pos <= state.meta_gc_pos:
+        return state.meta_gc_pos  # nothing new below gc_pos: no read
+    if m.prev + 1 <= state.gc_pos:
+        return max(state.meta_gc_pos, m.prev + 1)
+    # the newest checkpoint below gc_pos is the one entry gc_pos rebuilds from: one read, never
+    # a walk back through the history retention keeps
+    wrote = mark_of(state.gc_pos)
+    if wrote is None or wrote.pos >= state.gc_pos:
+        return state.meta_gc_pos
+    return max(state.meta_gc_pos, wrote.pos + 1)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..compaction.gc import holds_its_records, replaced_by
@@ -54,54 +53,13 @@ from ..store.storage import Store
 from ..timestamps import iso, physical
 from .fixes import Fixes, ShardFix
 from .fsck_checkpoints import check_checkpoints, first_base
+from .fsck_report import Problem, Report
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
 
 #: Metadata records read per batched call.
 _BATCH = 256
 
 Progress = Callable[[int, int], None]
-
-
-@dataclass
-class Problem:
-    """One thing wrong: what, where, and whether
-    :func:`~pyspark_tstream.maintain.repair.repair` can rebuild it."""
-
-    kind: str  # head, anchor, entry, node, chunk, shard, epoch, macro map, manifest, group, checkpoint
-    path: str
-    message: str
-    repairable: bool
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Report:
-    """What :func:`verify` checked and found; ``ok`` when nothing is wrong."""
-
-    url: str
-    position: int
-    checked: dict[str, int] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
-    repaired: list[str] = field(default_factory=list)
-    #: Whether chunk pages were decoded and checked (False: ``footers_only``, footers alone).
-    pages: bool = True
-
-    @property
-    def ok(self) -> bool:
-        """No problems found (or, after repair, none left)."""
-        return not self.problems
-
-    def summary(self) -> str:
-        """What was checked and each problem, as text for humans."""
-        counts = ", ".join(f"{v} {k}" for k, v in self.checked.items())
-        head = f"{self.url} at journal position {self.position}: checked {counts}"
-        if not self.pages:
-            head += " (chunk footers only: pages not decoded)"
-        if self.ok:
-            return head + "; no problems"
-        lines = [head + f"; {len(self.problems)} problem(s):"]
-        lines += [f"  [{p.kind}] {p.message}" for p in self.problems]
-        return "\n".join(lines)
 
 
 class _Checker:
