@@ -112,10 +112,13 @@ def test_missing_chunk_names_records_and_a_working_remedy(url: str, capsys: pyte
     assert main(["repair", url]) == 1  # says what it cannot rebuild
     out = capsys.readouterr().out
     assert all(f"segment {c.seg} with _seq {c.seq}" in out for c in lost)
-    command = out.split("truncate the stream past them: ")[1].split(" (this drops")[0]
-    args = command.split()
-    assert args[:2] == ["tstream", "truncate"]
-    assert main(args[1:]) == 0
+    # each lost slice names its remedy: following them all leaves a sound stream
+    commands = [part.split(" (this drops")[0] for part in out.split("truncate the stream past them: ")[1:]]
+    assert len(commands) == len(lost)
+    for command in commands:
+        args = command.split()
+        assert args[:2] == ["tstream", "truncate"]
+        assert main(args[1:]) == 0
     assert main(["fsck", url]) == 0
     left = _records(url)
     assert left and all(t > physical(max(c.hi for c in lost)) for t in left)  # exactly the records up to it went
@@ -124,8 +127,10 @@ def test_missing_chunk_names_records_and_a_working_remedy(url: str, capsys: pyte
 def test_chunk_with_wrong_rows_is_found(url: str) -> None:
     s = _scaled_stream(url, 6)
     victim = s.journal.read_entry(3).chunks[0]
-    other = next(c for e in (s.journal.read_entry(p) for p in range(1, 7)) for c in e.chunks
-                 if c.rows != victim.rows)
+    # a file of one record (an append that reaches one segment writes a plain file)
+    s.append(pa.table({"k": ["k0"], "t": [T0 + 99_000]}), key="k", timestamp="t")
+    (other,) = s.journal.read_entry(s.state.pos).chunks
+    assert not victim.shared and not other.shared and other.rows != victim.rows
     s.store.write(victim.path, s.store.read(other.path))
     (problem,) = Stream.open(url).verify().problems
     assert problem.kind == "chunk" and "rows" in problem.message
