@@ -295,3 +295,22 @@ def test_fsck_and_repair_of_a_stream_of_sliced_appends(url: str) -> None:
     assert sorted(p.details["segment"] for p in report.problems) == sorted(c.seg for c in lost)
     assert Counter(p.kind for p in report.problems) == {"chunk": len(lost)}
     assert np.all([not p.repairable for p in report.problems])
+
+
+def test_a_slice_too_big_to_merge_is_rewritten_alone_and_reads_as_itself(url: str) -> None:
+    """A chunk too big to merge is listed in the macro map as it is, but a map entry names a
+    whole file: a slice listed so would read as its whole shared file. Compaction rewrites such
+    a slice as a macro-chunk of its own."""
+    s = Stream.create(url, schema=SCHEMA, segments=2, compaction="off")
+    tables = [_records(300, first=i * 300, keys=7) for i in range(4)]
+    for t in tables:
+        s.append(t, key="key", timestamp="ts")
+    assert all(c.shared for c in s.plan(0, 1 << 62))
+    want = _expected(s, tables)
+    counts = s.compact(target="2KB")  # every slice is above target / 2
+    assert counts["macros"] == 8 and counts["chunks"] == 8
+    fresh = Stream.open(url)
+    assert not any(c.shared for c in fresh.plan(0, 1 << 62))
+    assert _per_segment(fresh.read()) == want
+    s.vacuum(grace_ms=0)
+    assert _per_segment(Stream.open(url).read()) == want and not Stream.open(url).verify().problems
