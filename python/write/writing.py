@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from ..arrow_arrays import int64s, is_text, numbers
 from ..chunkfile.checksums import WRITE_CHECKSUMS
-from ..chunkfile.encoding import chunk_encodings
+from ..chunkfile.encoding import DICTIONARY_SAMPLE_ROWS, chunk_encodings
 from ..epochs.routing import KEY_SPACE, key_hash, route
 from ..errors import TimestampError
 from ..journal.state import segment_number
@@ -442,7 +442,13 @@ class ChunkWriter:
         # that never filled a row group are slices of one file, so an append writes one file
         # per commit however many segments its records reach
         if len(self._runs) + sum(s.file is None for s in self._streamed.values()) > 1:
-            self._shared = SharedFiles(self._new_output, self._new_writer)
+            open_writer = self._new_writer
+            if self.ordered:
+                # an append's slices are a few rows each: its file's encodings are chosen on rows
+                # of all its segments, as each segment's own file chose on its rows
+                sample = _sample([p for i in sorted(self._streamed) for p in self._streamed[i].pending])
+                open_writer = lambda _first: self._new_writer(sample)  # noqa: E731
+            self._shared = SharedFiles(self._new_output, open_writer)
         try:
             for idx in sorted(self._runs):
                 self._write_run(idx)
@@ -492,6 +498,17 @@ class ChunkWriter:
 
 def _with_raw(body: pa.Table, raw: np.ndarray) -> pa.Table:
     return body.append_column(pa.field(RAW_TSO, pa.int64(), nullable=False), int64s(raw))
+
+
+def _sample(tables: list[pa.Table]) -> pa.Table:
+    """The first ``DICTIONARY_SAMPLE_ROWS`` rows of ``tables`` (what chooses a file's encodings)."""
+    out, n = [], 0
+    for t in tables:
+        out.append(t)
+        n += t.num_rows
+        if n >= DICTIONARY_SAMPLE_ROWS:
+            break
+    return pa.concat_tables(out).slice(0, DICTIONARY_SAMPLE_ROWS)
 
 
 def _moved(raw: np.ndarray, ms: np.ndarray) -> int:
