@@ -442,12 +442,14 @@ class ChunkWriter:
         # that never filled a row group are slices of one file, so an append writes one file
         # per commit however many segments its records reach
         if len(self._runs) + sum(s.file is None for s in self._streamed.values()) > 1:
-            open_writer = self._new_writer
-            if self.ordered:
-                # an append's slices are a few rows each: its file's encodings are chosen on rows
-                # of all its segments, as each segment's own file chose on its rows
-                sample = _sample([p for i in sorted(self._streamed) for p in self._streamed[i].pending])
-                open_writer = lambda _first: self._new_writer(sample)  # noqa: E731
+            # an append's slices are a few rows each: its file's encodings are chosen on rows of
+            # all its segments, as each segment's own file chose on its rows
+            sample = (_sample([p for i in sorted(self._streamed) for p in self._streamed[i].pending])
+                      if self.ordered else None)
+
+            def open_writer(first: pa.Table) -> Callable[[Any], Any]:
+                return self._new_writer(first if sample is None else sample)
+
             self._shared = SharedFiles(self._new_output, open_writer)
         try:
             for idx in sorted(self._runs):
