@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 import pytest
+from compaction_streams import append_plain
 from conftest import CallLog
 from helpers import ORDER, T0
 from histories import clone, drop
@@ -30,8 +31,8 @@ pytestmark = pytest.mark.slow_on_file
 
 def _append(s: Stream, first: int, n: int) -> None:
     for b in range(first, first + n):
-        s.append(pa.table({"k": [f"k{(b * 7 + i) % 11}" for i in range(5)], "b": [b] * 5,
-                           "t": [T0 + b * 100 + i for i in range(5)]}), key="k", timestamp="t")
+        append_plain(s, pa.table({"k": [f"k{(b * 7 + i) % 11}" for i in range(5)], "b": [b] * 5,
+                                  "t": [T0 + b * 100 + i for i in range(5)]}), key="k", timestamp="t")
 
 
 def _compacted_twice(url: str) -> Stream:

@@ -14,7 +14,8 @@ them by views of macro-chunks (python/read/compacted.py), found in the macro map
 per segment in the state (:class:`~pyspark_tstream.journal.compaction_state.SegmentSummary`).
 
 Chunks a compaction passes over (too big to merge, or a few small ones at a bucket boundary)
-are listed in the map as they are (with their floor), so the map covers every compacted
+are listed in the map as they are (with their floor; a map entry names a whole file, so a slice
+of a shared file is rewritten as a macro-chunk of its own instead), so the map covers every compacted
 ``_seq``: every chunk committed below the compaction's scan position
 (``state.compaction.pos``) is in the map version the state names for its segment. A plan
 whose range starts below it reads those versions
@@ -207,7 +208,7 @@ def _merge_around(store: Store, schema: pa.Schema, seg: int, group: list[Piece],
                     e.path, e)
         unreadable.append(group[bad])
         for run in (group[:bad], group[bad + 1:]):
-            if len(run) > 1:
+            if len(run) > 1 or (run and run[0].chunk.shared):  # a lone slice too: see choose()
                 _merge_around(store, schema, seg, run, compression, progress, new, left, unreadable)
             else:
                 left.extend(run)
@@ -465,7 +466,7 @@ def adopt(job: _Job, seg: int, live: Sequence[Macro], upto: int) -> list[Macro]:
 
 def choose(policy: CompactionPolicy, seg: int, live: Sequence[Macro], smalls: Sequence[Piece], settled_to: int,
            *, full: bool, final: bool) -> tuple[list[list[Piece]], list[Macro], int]:
-    """Step 2b, pure: the merges (groups of 2+ pieces), the chunks listed as they are, and the
+    """Step 2b, pure: the merges (groups of 2+ pieces, or a lone slice), the chunks listed as they are, and the
     ``_seq`` up to which the bucket is settled (merged, a macro, too big to merge, or sealed)."""
     pieces = sorted([Piece.of_macro(seg, m, policy) for m in live] + list(smalls), key=lambda x: x.first)
     groups = plan_groups(pieces, policy, full=full, final=final)
@@ -476,7 +477,11 @@ def choose(policy: CompactionPolicy, seg: int, live: Sequence[Macro], smalls: Se
         end = max([end] + [x.end for x in smalls])
     # chunks left as they are below the settled end are listed too: the map then covers every
     # compacted _seq, so a planner can read it instead of the journal
-    passed = [_listed(x) for g in groups if len(g) == 1 for x in g if x.pos >= 0 and x.end <= end]
+    lone = [g[0] for g in groups if len(g) == 1 and g[0].pos >= 0 and g[0].end <= end]
+    # but a map entry names a whole file: a slice of a shared file listed there would read as
+    # all of that file, so a lone slice is rewritten as a macro-chunk of its own instead
+    merges += [[x] for x in lone if x.chunk.shared]
+    passed = [_listed(x) for x in lone if not x.chunk.shared]
     return merges, passed, end
 
 
@@ -498,7 +503,9 @@ def merge_and_publish(job: _Job, seg: int, b: int, cur: Bucket, merges: Sequence
     # for these _seq would miss their records
     passed = passed + [_listed(x) for x in left + unreadable if x.pos >= 0]
     job.counts["unreadable"] += len(unreadable)
-    gone = {x.chunk.path for n in new for x in n.members if x.level != 0}
+    # map entries merged here (a small chunk has a journal position; a big slice merged alone
+    # is one too, not a map entry)
+    gone = {x.chunk.path for n in new for x in n.members if x.level != 0 and x.pos < 0}
     dead = {m.path for m in cur.macros if m.hi <= job.state.head_tso}
     made = [n.macro for n in new]
     ranges = [(m.first, m.end) for m in made + passed]
@@ -522,7 +529,7 @@ def merge_and_publish(job: _Job, seg: int, b: int, cur: Bucket, merges: Sequence
     for n in new:
         job.parts.append(_part(seg, n.macro, replaced=len(n.replaced)))
         job.counts["macros"] += 1
-        job.counts["chunks"] += sum(1 for x in n.members if x.level == 0)
+        job.counts["chunks"] += sum(1 for x in n.members if x.level == 0 or x.pos >= 0)
         job.counts["rows"] += n.macro.rows
         job.counts["bytes"] += n.macro.bytes
     return won

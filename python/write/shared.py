@@ -2,8 +2,9 @@
 
 A Spark task behind a shuffle holds a few rows of every segment (200 tasks x 64 segments of a
 1M-row write: ~78 rows each). Written as one file per segment, a commit made 12,800 files, and
-each read paid a store call per file. What a task still buffers when it finishes (sorted runs,
-and streamed segments that never filled a row group) instead goes into one file per task:
+each read paid a store call per file; a ``Stream.append`` of 256 records to 64 segments made 64
+files (64 PUTs on an object store). What a task or an append still buffers when it finishes
+(sorted runs, and streamed segments that never filled a row group) instead goes into one file:
 
 * each segment's part is a *slice*: its rows, in the order the writer stamped them (time within
   the writer's lane, docs/design.md §3.2), written as a complete little Parquet file of its own
@@ -21,7 +22,7 @@ and streamed segments that never filled a row group) instead goes into one file 
   marks (:data:`SLICE_MARKS_MIN_ROWS`).
 
 Segments that already streamed a file of their own keep it (those files hold at least a row
-group). A task with one segment to write writes a plain chunk, as before.
+group). A task or an append with one segment to write writes a plain chunk.
 """
 
 from __future__ import annotations

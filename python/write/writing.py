@@ -17,6 +17,11 @@ reader slices a time range by binary search. Two input kinds get two rules (docs
   chunks of one commit may overlap in time, which readers and the committer allow);
 * **ordered** input (``Stream.append``, the CLI) is a sequence: input order is stream order and
   S2's running-max rule applies in that order (42, 44, 42, 50 → 42, 44, 44, 50).
+
+Both inputs end alike (:meth:`ChunkWriter.finish`): what several segments still buffer goes into
+one shared file (:mod:`.shared`), a slice per segment, so a commit writes one data file however
+many segments it reaches; only a segment whose rows fill a row group streams into a file of its
+own, and a shared file is split at its size limit.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import pyarrow.parquet as pq
 
 from ..arrow_arrays import int64s, is_text, numbers
 from ..chunkfile.checksums import WRITE_CHECKSUMS
-from ..chunkfile.encoding import chunk_encodings
+from ..chunkfile.encoding import DICTIONARY_SAMPLE_ROWS, chunk_encodings
 from ..epochs.routing import KEY_SPACE, key_hash, route
 from ..errors import TimestampError
 from ..journal.state import segment_number
@@ -144,7 +149,8 @@ class ChunkWriter:
     ``ordered=False`` (a Spark task): a segment's rows are streamed into one chunk while they
     arrive in client-time order; after that they are buffered in bounded runs, each run ordered
     by client time and written as one chunk. ``ordered=True`` (``Stream.append``): one
-    chunk per segment, streamed in row groups, stamped with the running max in input order.
+    chunk per segment, stamped with the running max in input order; a segment whose rows fill
+    a row group streams into a file of its own, the others become slices of one shared file.
     ``finish`` closes everything and returns the chunks' :class:`ChunkInfo`.
     """
 
@@ -432,9 +438,19 @@ class ChunkWriter:
     def finish(self) -> list[ChunkInfo]:
         """Write what is buffered and close every chunk; returns them in segment order. What
         several segments still buffer goes into one shared file (write/shared.py)."""
-        # unordered input only (a Spark task); Stream.append's few large chunks stay one file each
-        if not self.ordered and len(self._runs) + sum(s.file is None for s in self._streamed.values()) > 1:
-            self._shared = SharedFiles(self._new_output, self._new_writer)
+        # the same rule for both inputs: a Spark task's small runs and a Stream.append's segments
+        # that never filled a row group are slices of one file, so an append writes one file
+        # per commit however many segments its records reach
+        if len(self._runs) + sum(s.file is None for s in self._streamed.values()) > 1:
+            # an append's slices are a few rows each: its file's encodings are chosen on rows of
+            # all its segments, as each segment's own file chose on its rows
+            sample = (_sample([p for i in sorted(self._streamed) for p in self._streamed[i].pending])
+                      if self.ordered else None)
+
+            def open_writer(first: pa.Table) -> Callable[[Any], Any]:
+                return self._new_writer(first if sample is None else sample)
+
+            self._shared = SharedFiles(self._new_output, open_writer)
         try:
             for idx in sorted(self._runs):
                 self._write_run(idx)
@@ -484,6 +500,17 @@ class ChunkWriter:
 
 def _with_raw(body: pa.Table, raw: np.ndarray) -> pa.Table:
     return body.append_column(pa.field(RAW_TSO, pa.int64(), nullable=False), int64s(raw))
+
+
+def _sample(tables: list[pa.Table]) -> pa.Table:
+    """The first ``DICTIONARY_SAMPLE_ROWS`` rows of ``tables`` (what chooses a file's encodings)."""
+    out, n = [], 0
+    for t in tables:
+        out.append(t)
+        n += t.num_rows
+        if n >= DICTIONARY_SAMPLE_ROWS:
+            break
+    return pa.concat_tables(out).slice(0, DICTIONARY_SAMPLE_ROWS)
 
 
 def _moved(raw: np.ndarray, ms: np.ndarray) -> int:
