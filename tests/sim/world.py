@@ -166,8 +166,7 @@ class World:
             if entry.folds:
                 self.notes["entries folding requests"] += 1
                 self.notes["requests folded by others"] += len(entry.folds) - 1
-        # a vacuum cut short leaves work a later one finishes (a compaction manifest deleted
-        # before the entry recording it: verify would call it missing): one more, past the grace
+        # a vacuum cut short leaves work a later one finishes: one more, past the grace
         self.sched.now += self.grace_ms
         # simulated time: a commit in flight spans a few store calls, far under this grace (the
         # one-hour floor of vacuum guards real clocks and stalls the simulation does not model)
