@@ -124,7 +124,9 @@ def compactor(world: World, runs: int, rng: random.Random) -> Any:
         while left["runs"] > 0:
             left["runs"] -= 1
             try:
-                done = world.open().compact(full=rng.random() < 0.5, target="4KB")
+                targets = world.profile.compact_targets
+                target = targets[rng.randrange(len(targets))] if len(targets) > 1 else targets[0]
+                done = world.open().compact(full=rng.random() < 0.5, target=target)
                 world.note("macro-chunks written", done.get("macros", 0))
             except EXPECTED:
                 pass

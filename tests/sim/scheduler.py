@@ -82,6 +82,7 @@ class _Actor:
     crashable: bool
     thread: threading.Thread | None = None
     done: bool = False
+    wake: int | None = None  # sleeping until this simulated time
     dead: bool = False  # crashed: every store call raises Crash until the body restarts
     error: BaseException | None = None
     error_tb: str = ""
@@ -96,11 +97,14 @@ class Scheduler:
     faults: Faults = field(default_factory=Faults)
     max_steps: int = 20_000
     max_step_ms: int = 40
+    restart_delay_ms: int = 0  # a crashed actor restarts after up to this long (others run meanwhile)
+    faults_off: frozenset[int] = frozenset()  # numbers (from 1, in draw order) of faults not applied
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.ids = random.Random(self.seed ^ 0x5EED)
         self.now = T0
+        self.faults_drawn = 0
         self.trace: list[tuple[str, str, str]] = []
         self._current: str | None = None
         self._actors: dict[str, _Actor] = {}
@@ -130,20 +134,37 @@ class Scheduler:
         self.now += self.rng.randrange(self.max_step_ms + 1)
         self._local.plan = None
         f, r = self.faults, self.rng.random()
+        kind = None
         if actor.crashable and r < f.crash:
+            kind = "CRASH"
+        elif r - f.crash < f.error:
+            kind = "ERROR"
+        elif r - f.crash < f.error + f.transient:
+            kind = "transient"
+        elif op == "put_if_absent" and r - f.crash < f.error + f.transient + f.ambiguous:
+            kind = "AMBIGUOUS"
+        if kind is not None:
+            self.faults_drawn += 1
+            if self.faults_drawn in self.faults_off:  # shrinking: this fault left out
+                kind = None
+        if kind == "CRASH":
             actor.dead = True
             self.trace.append((actor.name, "CRASH", rel))
             self._switch(actor)
             raise Crash(f"{actor.name} crashed before {op} {rel}")
-        r -= f.crash
-        if r < f.error:
-            self.trace.append((actor.name, "ERROR", rel))
-            self._local.plan = "error"
-        elif r < f.error + f.transient:
-            self._local.plan = "transient"
-        elif op == "put_if_absent" and r < f.error + f.transient + f.ambiguous:
-            self.trace.append((actor.name, "AMBIGUOUS", rel))
-            self._local.plan = "ambiguous"
+        if kind is not None:
+            if kind != "transient":
+                self.trace.append((actor.name, kind, rel))
+            self._local.plan = kind.lower()
+        self._switch(actor)
+
+    def yield_point(self, op: str, rel: str) -> None:
+        """A scheduling point inside a store call (no fault): another actor may run here, as
+        another thread could inside a store call that is not atomic."""
+        actor = self._by_thread.get(threading.get_ident())
+        if actor is None:
+            return
+        self.trace.append((actor.name, op, rel))
         self._switch(actor)
 
     def perform(self, op: str, rel: str, fn: Callable[[], Any]) -> Any:
@@ -164,12 +185,20 @@ class Scheduler:
         """The calling actor waits until the simulated clock reaches ``ms``: the others run
         meanwhile; alone, it moves the clock there at once."""
         me = self._by_thread[threading.get_ident()]
-        while self.now < ms:
-            if not any(a is not me and not a.done for a in self._actors.values()):
-                self.now = ms
-                break
-            self.trace.append((me.name, "sleep", ""))
-            self._switch(me, others=True)
+        me.wake = ms
+        try:
+            while self.now < ms:
+                others = [a for a in self._actors.values() if a is not me and not a.done]
+                if all(a.wake is not None for a in others):  # all asleep: the clock moves to the first waking
+                    self.now = max(self.now, min([ms] + [a.wake for a in others if a.wake is not None]))
+                    if self.now >= ms:
+                        break
+                self.trace.append((me.name, "sleep", ""))
+                if len(self.trace) > self.max_steps:
+                    raise Stuck(f"more than {self.max_steps} store calls")
+                self._switch(me, others=True)
+        finally:
+            me.wake = None
 
     def _switch(self, me: _Actor, others: bool = False) -> None:
         """Hand the baton to a seeded choice of the live actors (maybe ``me`` again unless
@@ -237,6 +266,8 @@ def restarting(sched: Scheduler, body: Callable[[], bool], expected: tuple[type[
                     return
             except Crash:
                 sched.revive()
+                if sched.restart_delay_ms:
+                    sched.sleep_until(sched.now + sched.rng.randrange(sched.restart_delay_ms))
             except expected:
                 pass
     return run

@@ -35,6 +35,7 @@ from pyspark_tstream.write.commit import CommitIntent
 
 from . import actors
 from .scheduler import Faults, Scheduler, patched
+from .switches import switched
 
 Record = tuple[str, int, int]  # (writer, batch, i)
 
@@ -49,7 +50,9 @@ class Profile:
     sinks: int = 1
     sink_batches: int = 3
     compactions: int = 2
-    vacuums: int = 2
+    compact_targets: tuple[str, ...] = ("4KB",)  # drawn per run when several (a small one lists chunks as they are)
+    vacuums: int = 2  # runs of each vacuum actor
+    vacuumers: int = 1
     readers: int = 1
     reads: int = 2
     scales: int = 0
@@ -59,6 +62,9 @@ class Profile:
     segments: int = 2
     grace_ms: int = 5_000
     faults: Faults = field(default_factory=Faults)
+    restart_delay_ms: int = 0  # a crashed actor's process comes back after up to this long
+    faults_off: tuple[int, ...] = ()  # the seed's faults (numbered from 1 as drawn) left out: shrinking
+    switch: str = ""  # a historical bug put back for the run (:mod:`.switches`)
 
 
 @dataclass
@@ -270,12 +276,13 @@ def _entries(s: Stream) -> list[Entry]:
 def simulate(seed: int, profile: Profile = Profile(),
              tweak: Callable[[World], None] | None = None) -> Outcome:
     """Run one seed to its end and check every invariant; AssertionError on a violation."""
-    sched = Scheduler(seed, faults=profile.faults)
+    sched = Scheduler(seed, faults=profile.faults, restart_delay_ms=profile.restart_delay_ms,
+                      faults_off=frozenset(profile.faults_off))
     world = World(seed, sched, profile)
     rng = random.Random(seed ^ 0xAC7)
     started = time.perf_counter()
     try:
-        with patched(sched):
+        with patched(sched), switched(profile.switch, sched):
             Stream.create(world.url, segments=profile.segments, compaction="target=4KB,min=3")
             if tweak is not None:
                 tweak(world)
@@ -285,8 +292,9 @@ def simulate(seed: int, profile: Profile = Profile(),
                 sched.add(f"sink{i}", actors.sink(world, f"sink{i}", profile.sink_batches))
             if profile.compactions:
                 sched.add("compact", actors.compactor(world, profile.compactions, random.Random(rng.random())))
-            if profile.vacuums:
-                sched.add("vacuum", actors.vacuumer(world, profile.vacuums, random.Random(rng.random())))
+            for i in range(profile.vacuumers if profile.vacuums else 0):
+                sched.add("vacuum" if i == 0 else f"vacuum{i}",
+                          actors.vacuumer(world, profile.vacuums, random.Random(rng.random())))
             if profile.scales:
                 sched.add("scale", actors.scaler(world, profile.scales, random.Random(rng.random())))
             if profile.truncations:
@@ -308,9 +316,10 @@ def simulate(seed: int, profile: Profile = Profile(),
                 except Exception as e:
                     raise AssertionError(f"end check: {type(e).__name__}: {e}") from e
             except AssertionError as e:
-                raise AssertionError(f"{profile.name} seed {seed} violated an invariant: {e}\n"
-                                     f"replay: {replay_command(seed, profile)}\n"
-                                     f"last store calls (actor, op, path):\n{_tail(sched.trace)}") from e
+                raise Violation(f"{profile.name} seed {seed} violated an invariant: {e}\n"
+                                f"replay: {replay_command(seed, profile)}\n"
+                                f"last store calls (actor, op, path):\n{_tail(sched.trace)}",
+                                sched.trace, sched.faults_drawn) from e
     finally:
         _forget(world.url)
     for _actor, op, _rel in sched.trace:
@@ -319,9 +328,21 @@ def simulate(seed: int, profile: Profile = Profile(),
     return Outcome(seed, sched.trace, world.notes, time.perf_counter() - started)
 
 
-def replay_command(seed: int, profile: Profile) -> str:
-    """The one line that replays ``seed`` of ``profile`` exactly."""
-    return (f"TSTREAM_SIM_SEED={seed} TSTREAM_SIM_PROFILE={profile.name} "
+class Violation(AssertionError):
+    """A seed broke an invariant: the message says which and how to replay it; ``trace`` is
+    the run's schedule and ``faults`` how many faults it drew."""
+
+    def __init__(self, message: str, trace: list[tuple[str, str, str]], faults: int) -> None:
+        super().__init__(message)
+        self.trace = trace
+        self.faults = faults
+
+
+def replay_command(seed: int, profile: Profile, tweak: str = "") -> str:
+    """The one line that replays ``seed`` of ``profile`` exactly (``tweak``: the changes a
+    shrunk run made to the named profile, :func:`~.shrink.tweak_text`)."""
+    changed = f"TSTREAM_SIM_TWEAK={tweak} " if tweak else ""
+    return (f"TSTREAM_SIM_SEED={seed} TSTREAM_SIM_PROFILE={profile.name} {changed}"
             "python -m pytest -q -n 0 tests/test_simulation.py -k replay")
 
 
