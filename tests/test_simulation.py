@@ -52,11 +52,19 @@ def test_no_seed_loses_data_many(name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["vacuums", "compactions", "crashes"])
+@pytest.mark.parametrize("name", ["vacuums", "compactions", "crashes", "autoscale", "torn"])
 def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     """The profiles the historical bugs are found with (``tests/test_simulation_switches.py``),
     on today's code."""
     _run_seeds(PROFILES[name], range(20_000, 20_000 + SLOW_SEEDS // 4))
+
+
+@pytest.mark.parametrize(("name", "seed", "note"), [("torn", 12, "torn entries set aside"),
+                                                    ("autoscale", 1, "scales committed")])
+def test_the_newer_actors_act(name: str, seed: int, note: str) -> None:
+    """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run, and
+    auto-scaling's splits and merges, lose nothing on a seed where they happen."""
+    assert simulate(seed, PROFILES[name]).notes[note] >= 1
 
 
 def test_a_seed_replays_the_same_schedule() -> None:

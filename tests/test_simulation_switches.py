@@ -34,6 +34,8 @@ FOUND = {
     "adopt": Found("compactions-old-adopt", 12, 40, "named by the journal is missing"),
     # a vacuum failed on a file another vacuum deleted between its listing and its age check
     "aged": Found("vacuums-old-aged", 18, 60, "no such object"),
+    # orphan cleanup deleted the chunks of a published request another writer then folded
+    "orphans": Found("crashes-old-orphans", 271, 300, "named by the journal is missing"),
     # a memory:// listing failed on a key another thread deleted between snapshot and lookup
     "listing": Found("default-old-listing", 0, 3, "no such object"),
 }

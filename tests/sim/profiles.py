@@ -22,6 +22,11 @@ VACUUMS = Profile(name="vacuums", vacuumers=2, vacuums=3, readers=0)
 COMPACTIONS = Profile(name="compactions", compactions=4, compact_targets=("4KB", "2KB"))
 #: Writers that crash three times as often and come back up to 15 s later, beside 4 vacuum runs.
 CRASHES = Profile(name="crashes", batches=6, vacuums=4, restart_delay_ms=15_000, faults=Faults(crash=0.03))
+#: Auto-scaling on: writers split hot segments and merge cold ones after their commits.
+AUTOSCALE = Profile(name="autoscale", batches=5, scaling="records=2/s,factor=2,min=1,max=6,window=0.5")
+#: Journal creates torn (half written, the writer dead) on 2 % of them, and an operator who sets
+#: a torn newest entry aside (``repair --drop-torn-entry``).
+TORN = Profile(name="torn", repairs=6, faults=Faults(torn=0.02))
 
 PROFILES = {p.name: p for p in (
     DEFAULT,
@@ -30,6 +35,8 @@ PROFILES = {p.name: p for p in (
     VACUUMS,
     COMPACTIONS,
     CRASHES,
+    AUTOSCALE,
+    TORN,
     replace(SINKS, name="sinks-old-abort", switch="old-abort"),
     replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
     replace(CRASHES, name="crashes-old-orphans", switch="old-orphans"),

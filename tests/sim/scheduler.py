@@ -18,6 +18,8 @@ What is patched for the run (and restored after):
 * ``fsspec``'s memory filesystem ``datetime``: objects are stamped with the simulated clock, so
   ``Store.modified_ms`` (orphan graces) agrees with ``now_ms``;
 * ``uuid.uuid4``: seeded (chunk names, request ids, commit nonces);
+* ``read.file_checks``' thread pools (fsck's and repair's file checks): run in line, so an
+  actor's checks are scheduled like its other store calls;
 * ``GroupCommit._executor``: runs its work in line. tstream's only background threads on
   ``memory://`` are the group committer's pool (publishing a request beside the listing);
   head hints, request deletes and upkeep run in line on local stores already
@@ -41,6 +43,7 @@ from typing import Any
 
 import fsspec.implementations.memory as fsspec_memory
 from pyspark_tstream import timestamps
+from pyspark_tstream.read import file_checks
 from pyspark_tstream.store.storage import RetryPolicy, Store
 from pyspark_tstream.write.group import GroupCommit
 
@@ -69,10 +72,11 @@ class Faults:
     error: float = 0.01  # the call fails after its retries (a retriable StorageError)
     transient: float = 0.03  # the call fails once and its retry succeeds
     ambiguous: float = 0.15  # a conditional create applies, its answer is lost (retry: "exists")
+    torn: float = 0.0  # a journal entry's create leaves half its bytes and the actor dies (file:// crash)
 
     @classmethod
     def none(cls) -> Faults:
-        return cls(crash=0.0, error=0.0, transient=0.0, ambiguous=0.0)
+        return cls(crash=0.0, error=0.0, transient=0.0, ambiguous=0.0, torn=0.0)
 
 
 @dataclass
@@ -143,6 +147,9 @@ class Scheduler:
             kind = "transient"
         elif op == "put_if_absent" and r - f.crash < f.error + f.transient + f.ambiguous:
             kind = "AMBIGUOUS"
+        elif (op == "put_if_absent" and actor.crashable and rel.startswith("_tstream/journal/")
+              and r - f.crash < f.error + f.transient + f.ambiguous + f.torn):
+            kind = "TORN"
         if kind is not None:
             self.faults_drawn += 1
             if self.faults_drawn in self.faults_off:  # shrinking: this fault left out
@@ -167,9 +174,16 @@ class Scheduler:
         self.trace.append((actor.name, op, rel))
         self._switch(actor)
 
-    def perform(self, op: str, rel: str, fn: Callable[[], Any]) -> Any:
-        """Run one attempt of a store call with the fault its scheduling point drew."""
+    def perform(self, op: str, rel: str, fn: Callable[[], Any], tear: Callable[[], None]) -> Any:
+        """Run one attempt of a store call with the fault its scheduling point drew (``tear``
+        cuts the object the call wrote to half its bytes)."""
         plan = getattr(self._local, "plan", None)
+        if plan == "torn":  # written, torn, and the process died before anything else
+            self._local.plan = None
+            fn()
+            tear()
+            self._by_thread[threading.get_ident()].dead = True
+            raise Crash(f"{self.actor_name()} died writing {rel}, leaving it torn")
         if plan == "transient":
             self._local.plan = None
             raise ConnectionResetError(f"simulated dropped connection: {op} {rel}")
@@ -241,6 +255,7 @@ class Scheduler:
             actor.error, actor.error_tb = e, traceback.format_exc()
         finally:
             actor.done = True
+            self._by_thread.pop(threading.get_ident(), None)  # the id may be reused by a pool's thread
             live = [a for a in self._actors.values() if not a.done]
             if live:
                 nxt = live[self.rng.randrange(len(live))]
@@ -309,6 +324,22 @@ class _InlineExecutor:
         return f
 
 
+class _InlinePool(_InlineExecutor):
+    """A ``ThreadPoolExecutor`` stand-in (``with``, ``map``) that runs the work in the caller."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> _InlinePool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def map(self, fn: Callable[..., Any], *iterables: Any) -> Iterator[Any]:
+        return iter([fn(*args) for args in zip(*iterables)])
+
+
 @contextmanager
 def patched(sched: Scheduler) -> Iterator[None]:
     """The patches of the module docstring, for one run."""
@@ -320,7 +351,12 @@ def patched(sched: Scheduler) -> Iterator[None]:
         self.observer = sched.observe
 
     def store_call(self: Store, op: str, rel: str, fn: Callable[[], Any]) -> Any:
-        return call(self, op, rel, lambda: sched.perform(op, rel, fn))
+        def tear() -> None:
+            full = self.full(rel)
+            data = self.fs.cat_file(full)
+            self.fs.pipe_file(full, data[:len(data) // 2])
+
+        return call(self, op, rel, lambda: sched.perform(op, rel, fn, tear))
 
     _MemoryDatetime.sched = sched
     log = logging.getLogger("pyspark_tstream")
@@ -328,13 +364,15 @@ def patched(sched: Scheduler) -> Iterator[None]:
     log.setLevel(logging.ERROR)  # aborts keeping files, failed upkeep: expected here, and many
     saved = [(Store, "__init__", init), (Store, "_call", call), (timestamps, "time", timestamps.time),
              (fsspec_memory, "datetime", fsspec_memory.datetime), (uuid, "uuid4", uuid.uuid4),
-             (GroupCommit, "_executor", GroupCommit._executor)]
+             (GroupCommit, "_executor", GroupCommit._executor),
+             (file_checks, "ThreadPoolExecutor", file_checks.ThreadPoolExecutor)]
     Store.__init__ = store_init  # type: ignore[method-assign]
     Store._call = store_call  # type: ignore[method-assign]
     timestamps.time = _Clock(sched)  # type: ignore[assignment]
     fsspec_memory.datetime = _MemoryDatetime  # type: ignore[misc]
     uuid.uuid4 = sched.uuid4
     GroupCommit._executor = lambda self: _InlineExecutor()  # type: ignore[method-assign, assignment, return-value]
+    file_checks.ThreadPoolExecutor = _InlinePool  # type: ignore[misc, assignment]
     try:
         yield
     finally:

@@ -28,9 +28,12 @@ from typing import Any
 import pyarrow as pa
 from fsspec.implementations.memory import MemoryFileSystem
 from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.errors import CorruptMetadataError
 from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.journal.state import StreamState
+from pyspark_tstream.maintain.repair import torn_newest
+from pyspark_tstream.store.storage import Store
 from pyspark_tstream.write.commit import CommitIntent
 
 from . import actors
@@ -58,8 +61,10 @@ class Profile:
     scales: int = 0
     truncations: int = 0
     consumers: int = 0  # members of consumer group "g"
+    repairs: int = 0  # looks of an operator who sets a torn newest journal entry aside
     consumer_reads: int = 4
     segments: int = 2
+    scaling: str = ""  # the stream's auto-scaling policy: every data commit may scale (api/upkeep.py)
     grace_ms: int = 5_000
     faults: Faults = field(default_factory=Faults)
     restart_delay_ms: int = 0  # a crashed actor's process comes back after up to this long
@@ -87,6 +92,9 @@ class World:
         self.grace_ms = profile.grace_ms
         self.url = f"memory://sim-{seed}-{random.Random(seed).getrandbits(32):08x}/stream"
         self.acks: dict[tuple[str, int], Any] = {}
+        #: what an actor retries: a torn newest entry stops everyone (naming repair) until set aside
+        self.expected: tuple[type[BaseException], ...] = \
+            (*actors.EXPECTED, CorruptMetadataError) if profile.faults.torn else actors.EXPECTED
         self.notes: Counter[str] = Counter()
         self._seen: dict[str, dict[Record, int]] = defaultdict(dict)  # reader -> record -> _tso
         self._ticks: dict[str, int] = defaultdict(int)
@@ -146,6 +154,9 @@ class World:
     # -- the end -------------------------------------------------------------------------------
     def check_end(self) -> None:
         """The end-of-run invariants (module docstring), on a fresh handle."""
+        if self.profile.faults.torn and torn_newest(Store(self.url)) is not None:
+            Stream.repair_url(self.url, drop_torn_entry=True)  # the operator's last look
+            self.notes["torn entries set aside"] += 1
         s = self.open()
         for name in self._sink_names():
             s.appending.commit([], CommitIntent(writer_id=name, op="tick", close=True))  # the query stopped
@@ -169,6 +180,8 @@ class World:
         assert not extra, f"unacknowledged batches read torn: {extra[:5]}"
         _check_dense(table, s)
         for entry in _entries(s):
+            if entry.op == "scale":
+                self.notes["scales committed"] += 1
             if entry.folds:
                 self.notes["entries folding requests"] += 1
                 self.notes["requests folded by others"] += len(entry.folds) - 1
@@ -283,7 +296,8 @@ def simulate(seed: int, profile: Profile = Profile(),
     started = time.perf_counter()
     try:
         with patched(sched), switched(profile.switch, sched):
-            Stream.create(world.url, segments=profile.segments, compaction="target=4KB,min=3")
+            config = {"scaling": profile.scaling} if profile.scaling else {}
+            Stream.create(world.url, segments=profile.segments, compaction="target=4KB,min=3", **config)
             if tweak is not None:
                 tweak(world)
             for i in range(profile.writers):
@@ -305,6 +319,8 @@ def simulate(seed: int, profile: Profile = Profile(),
                 Group.create(Stream.open(world.url), "g", start=0)
             for i in range(profile.consumers):
                 sched.add(f"c{i}", actors.consumer(world, f"c{i}", profile.consumer_reads, random.Random(rng.random())))
+            if profile.repairs:
+                sched.add("repair", actors.repairer(world, profile.repairs, random.Random(rng.random())))
             for i in range(profile.readers):
                 sched.add(f"r{i}", actors.reader(world, f"r{i}", profile.reads, random.Random(rng.random())))
             try:
@@ -323,7 +339,7 @@ def simulate(seed: int, profile: Profile = Profile(),
     finally:
         _forget(world.url)
     for _actor, op, _rel in sched.trace:
-        if op in ("CRASH", "ERROR", "AMBIGUOUS"):
+        if op in ("CRASH", "ERROR", "AMBIGUOUS", "TORN"):
             world.notes[f"faults: {op.lower()}"] += 1
     return Outcome(seed, sched.trace, world.notes, time.perf_counter() - started)
 
