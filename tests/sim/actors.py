@@ -3,8 +3,9 @@
 Every actor keeps what a real process would keep durable elsewhere (a writer's next batch id, as
 a Spark checkpoint does) in its closure, and re-opens the stream after a :class:`Crash`. Errors
 a caller is expected to meet (a retriable ``StorageError``, a lost-race ``CommitConflictError``,
-a scale that lost to another) end the attempt and are retried; any other exception fails the
-run. What each actor saw goes to the :class:`~.world.World`'s ledger, which checks it.
+a scale that lost to another, and with torn entries a ``CorruptMetadataError`` naming repair
+until the operator sets the entry aside: ``World.expected``) end the attempt and are retried;
+any other exception fails the run. What each actor saw goes to the :class:`~.world.World`'s ledger, which checks it.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def appender(world: World, name: str, batches: int, rng: random.Random) -> Any:
                     continue
                 world.acked(name, b, ack)
                 break
+            else:
+                world.gave_up.add((name, b))
             at["batch"] += 1
         return True
 
