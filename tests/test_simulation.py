@@ -36,8 +36,8 @@ def _run_seeds(profile: Profile, seeds: range) -> None:
     if failed:
         others = f" (failing seeds: {[s for s, _ in failed]})" if len(failed) > 1 else ""
         small = shrink(failed[0][0], profile)
-        raise AssertionError(f"{failed[0][1]}{others}\nshrunk to {small.steps} store calls "
-                             f"(from {small.tweak or 'no change'}):\n{small.command()}")
+        raise AssertionError(f"{failed[0][1]}{others}\nshrunk from {small.first_steps} to {small.steps} "
+                             f"store calls ({small.tweak or 'no change'}):\n{small.command()}")
 
 
 @pytest.mark.parametrize("name", ["default", "all", "sinks"])
