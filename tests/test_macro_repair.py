@@ -409,6 +409,44 @@ def test_vacuum_with_a_lost_manifest_interrupted_at_any_write_completes_on_the_n
     _crash_at_each_write(damaged, lambda s: s.vacuum(grace_ms=0), after, skip=lambda rel: rel.endswith("head.json"))
 
 
+def test_fsck_tells_manifests_a_vacuum_collected_before_dying_from_lost_ones() -> None:
+    """A vacuum killed between deleting the compactions' manifests (the last of its deletes)
+    and committing its progress leaves manifests missing whose replaced files are gone too:
+    nothing is lost and the next vacuum records it, so fsck reports nothing (it reported every
+    such manifest missing). A manifest lost while the files it names are still there stays a
+    problem."""
+    import uuid
+
+    url = f"memory://ts-{uuid.uuid4().hex}/stream"
+    s, manifests = _compacted_unvacuumed(url)
+    before = s.read()
+    replaced = [r for raw in manifests.values() for r in json.loads(raw)["replaced"]]
+
+    def die_at_commit(op: str, rel: str) -> None:
+        if op == "put_if_absent" and rel.startswith("_tstream/journal/"):
+            raise RuntimeError("the vacuum died before committing its progress")
+
+    dying = Stream.open(url)
+    dying.store.observer = die_at_commit
+    with pytest.raises(RuntimeError, match="died"):
+        dying.vacuum(grace_ms=0)
+    assert not any(s.store.exists(r) for r in [*manifests, *replaced])
+    report = Stream.open(url).verify()
+    assert report.ok, report.summary()
+    assert report.checked["compaction manifests"] == len(manifests)
+    _same(before, Stream.open(url).read())
+    Stream.open(url).vacuum(grace_ms=0)
+    assert Stream.open(url).verify().ok
+
+    lost_url = f"memory://ts-{uuid.uuid4().hex}/stream"
+    lost, lost_manifests = _compacted_unvacuumed(lost_url)
+    rel = sorted(lost_manifests)[0]
+    lost.store.delete([rel])
+    report = Stream.open(lost_url).verify()
+    assert [(p.kind, p.repairable) for p in report.problems] == [("manifest", True)], report.summary()
+    assert "missing" in report.problems[0].message
+
+
 def test_a_manifest_naming_metadata_never_makes_vacuum_delete_it(url: str) -> None:
     """Vacuum deletes what a manifest lists: one listing anything but data files is taken as
     unreadable (fsck says so; vacuum uses the journal's list instead)."""

@@ -14,43 +14,16 @@ the ``slow`` set.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
-import pyspark_tstream.write.requests as requests_mod
 import pytest
-from pyspark_tstream.journal.journal import Journal
-from sim.scheduler import Faults
+from sim.profiles import PROFILES
+from sim.shrink import apply_tweak, shrink
 from sim.world import Profile, simulate
 
-#: Two sinks and two writers contending, store errors 5 % of calls: commits that lose a race,
-#: publish their request and then fail, so Spark aborts them (no compaction, vacuum or readers).
-SINKS = Profile(name="sinks", writers=2, batches=3, sinks=2, sink_batches=4, compactions=0, vacuums=0, readers=0,
-                faults=Faults(crash=0.0, error=0.05, transient=0.02, ambiguous=0.1))
-PROFILES = {
-    "default": Profile(),
-    "all": Profile(name="all", scales=2, truncations=2, consumers=2),
-    "sinks": SINKS,
-    "sinks-old-abort": replace(SINKS, name="sinks-old-abort"),  # with the sink abort before its fix
-}
 #: Seeds of each profile in the default set.
 SEEDS = int(os.environ.get("TSTREAM_SIM_SEEDS", "8"))
 #: Seeds of each profile in the slow set (CI's second run).
 SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "340"))
-#: The reintroduced abort race is found within this many seeds of the ``sinks`` profile (the
-#: first is seed 9; 5 of seeds 0-59 find it).
-ABORT_RACE_WITHIN = 30
-
-
-def _old_abort_keeps(store: object, journal: Journal, writer: str, batch: object, paths: object) -> str | None:
-    """The sink abort's check before the fix: the newest state only, no look at published requests."""
-    w = journal.head().state.writers.get(writer)
-    return "the journal has that batch" if w is not None and w.find(batch) is not None else None
-
-
-def _profile(name: str, monkeypatch: pytest.MonkeyPatch) -> Profile:
-    if name.endswith("old-abort"):
-        monkeypatch.setattr(requests_mod, "abort_keeps", _old_abort_keeps)
-    return PROFILES[name]
 
 
 def _run_seeds(profile: Profile, seeds: range) -> None:
@@ -62,7 +35,9 @@ def _run_seeds(profile: Profile, seeds: range) -> None:
             failed.append((seed, str(e)))
     if failed:
         others = f" (failing seeds: {[s for s, _ in failed]})" if len(failed) > 1 else ""
-        raise AssertionError(failed[0][1] + others)
+        small = shrink(failed[0][0], profile)
+        raise AssertionError(f"{failed[0][1]}{others}\nshrunk from {small.first_steps} to {small.steps} "
+                             f"store calls ({small.tweak or 'no change'}):\n{small.command()}")
 
 
 @pytest.mark.parametrize("name", ["default", "all", "sinks"])
@@ -76,6 +51,22 @@ def test_no_seed_loses_data_many(name: str) -> None:
     _run_seeds(PROFILES[name], range(10_000, 10_000 + SLOW_SEEDS))
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["vacuums", "compactions", "crashes", "autoscale", "torn"])
+def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
+    """The profiles the historical bugs are found with (``tests/test_simulation_switches.py``),
+    on today's code."""
+    _run_seeds(PROFILES[name], range(20_000, 20_000 + SLOW_SEEDS // 4))
+
+
+@pytest.mark.parametrize(("name", "seed", "note"), [("torn", 12, "torn entries set aside"),
+                                                    ("autoscale", 1, "scales committed")])
+def test_the_newer_actors_act(name: str, seed: int, note: str) -> None:
+    """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run, and
+    auto-scaling's splits and merges, lose nothing on a seed where they happen."""
+    assert simulate(seed, PROFILES[name]).notes[note] >= 1
+
+
 def test_a_seed_replays_the_same_schedule() -> None:
     first, again = simulate(7, PROFILES["all"]), simulate(7, PROFILES["all"])
     assert len(first.trace) > 100
@@ -84,26 +75,11 @@ def test_a_seed_replays_the_same_schedule() -> None:
     assert simulate(8, PROFILES["all"]).trace != first.trace
 
 
-def test_the_simulation_finds_the_sink_abort_race(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The abort race fixed in ``write/requests.abort_keeps`` (an abort deleted the files of a
-    published group-commit request another writer then folded), put back: some seed loses an
-    acknowledged batch, and its message says how to replay it."""
-    profile = _profile("sinks-old-abort", monkeypatch)
-    for seed in range(ABORT_RACE_WITHIN):
-        try:
-            simulate(seed, profile)
-        except AssertionError as e:
-            text = str(e)
-            assert "named by the journal is missing" in text  # a batch in the journal, its files gone
-            assert f"TSTREAM_SIM_SEED={seed} TSTREAM_SIM_PROFILE=sinks-old-abort" in text
-            assert "last store calls" in text
-            return
-    raise AssertionError(f"no seed of {ABORT_RACE_WITHIN} found the reintroduced abort race")
-
-
-def test_replay(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``TSTREAM_SIM_SEED=N [TSTREAM_SIM_PROFILE=name] pytest tests/test_simulation.py -k replay``
-    replays one seed exactly (a failing seed's message prints that command); without them it
-    replays seed 0 of the default profile, so the entry point itself stays tested."""
-    profile = _profile(os.environ.get("TSTREAM_SIM_PROFILE", "default"), monkeypatch)
-    simulate(int(os.environ.get("TSTREAM_SIM_SEED", "0")), profile)
+def test_replay() -> None:
+    """``TSTREAM_SIM_SEED=N [TSTREAM_SIM_PROFILE=name] [TSTREAM_SIM_TWEAK=...] pytest
+    tests/test_simulation.py -k replay`` replays one seed exactly (a failing seed's message prints
+    that command, and the shrunk run's); without them it replays seed 0 of the default profile,
+    so the entry point itself stays tested."""
+    profile = PROFILES[os.environ.get("TSTREAM_SIM_PROFILE", "default")]
+    tweak = os.environ.get("TSTREAM_SIM_TWEAK", "")  # what shrinking changed (sim/shrink.py)
+    simulate(int(os.environ.get("TSTREAM_SIM_SEED", "0")), apply_tweak(profile, tweak))

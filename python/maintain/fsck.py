@@ -73,6 +73,7 @@ class _Checker:
         self.problems: list[Problem] = []
         self.checked: dict[str, int] = {}
         self.macro_fixes: dict[tuple[int, int], Expected] = {}  # (segment, bucket) -> the map repair writes
+        self.listed: tuple[set[str], dict[str, int]] = (set(), {})  # the data folders chunks() listed, their files
 
     # -- helpers --------------------------------------------------------------------------------
     def _tick(self, n: int = 1) -> None:
@@ -260,6 +261,7 @@ class _Checker:
         folders |= {layout.data_folder(segment_number(c.seg)) for c in live}
         for folder in sorted(folders):
             sizes.update((f"{folder}/{name}", size) for name, size in self.store.list_sizes(folder).items())
+        self.listed = (folders, sizes)
         # compacted records live in macro-chunks now (their small files go at vacuum): check
         # the files a read would open, never report a replaced file as lost
         planned = self.macro_map(state, deltas, live, sizes)
@@ -351,6 +353,11 @@ class _Checker:
         rebuilt = {}
         for p, what in bad:
             kept = holds_its_records(self.store, p)  # else its records are only in what it replaced
+            if what == "missing" and not any(self._present(r) for r in named.get(p.macro, []) if r != p.macro):
+                # a vacuum deleted what it replaced, then the manifest, and stopped before committing
+                # its progress: the next vacuum records it (a lost macro-chunk is a chunk problem)
+                self._count("compaction manifests collected")
+                continue
             replaced = tuple(named.get(p.macro, [])) if kept else ()
             rebuilt[p.manifest] = Manifest(p.seg, p.macro, p.first, p.end, replaced)
             self._problem("manifest", p.manifest, f"compaction manifest {self.store.uri(p.manifest)} is "
@@ -358,6 +365,10 @@ class _Checker:
                           f"replaced; `tstream repair` rebuilds it from the journal", True,
                           segment=p.seg, macro=p.macro)
         return rebuilt
+
+    def _present(self, rel: str) -> bool:
+        folders, sizes = self.listed
+        return rel in sizes if rel.rsplit("/", 1)[0] in folders else self.store.exists(rel)
 
     # -- epochs and sealed shards ---------------------------------------------------------------
     def epochs(self, state: StreamState, entries: dict[int, Entry]) -> tuple[dict[int, bytes], list[EpochRecord]]:

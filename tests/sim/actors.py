@@ -3,8 +3,9 @@
 Every actor keeps what a real process would keep durable elsewhere (a writer's next batch id, as
 a Spark checkpoint does) in its closure, and re-opens the stream after a :class:`Crash`. Errors
 a caller is expected to meet (a retriable ``StorageError``, a lost-race ``CommitConflictError``,
-a scale that lost to another) end the attempt and are retried; any other exception fails the
-run. What each actor saw goes to the :class:`~.world.World`'s ledger, which checks it.
+a scale that lost to another, and with torn entries a ``CorruptMetadataError`` naming repair
+until the operator sets the entry aside: ``World.expected``) end the attempt and are retried;
+any other exception fails the run. What each actor saw goes to the :class:`~.world.World`'s ledger, which checks it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.conf.options import SinkOptions
 from pyspark_tstream.errors import (
     CommitConflictError,
@@ -61,14 +63,16 @@ def appender(world: World, name: str, batches: int, rng: random.Random) -> Any:
             for _ in range(ATTEMPTS):
                 try:
                     ack = s.append(batch_table(name, b, world.rows(name, b)), key="key", writer_id=name, batch_id=b)
-                except EXPECTED:
+                except world.expected:
                     continue
                 world.acked(name, b, ack)
                 break
+            else:
+                world.gave_up.add((name, b))
             at["batch"] += 1
         return True
 
-    return restarting(world.sched, body, EXPECTED)
+    return restarting(world.sched, body, world.expected)
 
 
 def _messages(writer: Any, name: str, batch: int, rows: int) -> list[TaskCommitMessage]:
@@ -98,7 +102,7 @@ def sink(world: World, name: str, batches: int) -> Any:
                                     JournalCommitter(opts, SCHEMA, session=True, handle=StreamHandle.of(stream)))
             try:
                 msgs = _messages(w, name, b, world.rows(name, b))
-            except EXPECTED:
+            except world.expected:
                 continue  # a task failed: Spark runs the batch again
             try:
                 ack = w.committer.commit(msgs, b)  # what TStreamStreamWriter.commit runs, with its ack
@@ -106,14 +110,14 @@ def sink(world: World, name: str, batches: int) -> Any:
                 world.note("sink commit failed")
                 try:
                     w.abort(msgs, b)
-                except EXPECTED:
+                except world.expected:
                     pass  # a failed abort leaves files for vacuum(orphans=True)
                 continue
             world.acked(name, b, ack)
             at["batch"] += 1
         return True
 
-    return restarting(world.sched, body, EXPECTED)
+    return restarting(world.sched, body, world.expected)
 
 
 def compactor(world: World, runs: int, rng: random.Random) -> Any:
@@ -124,13 +128,15 @@ def compactor(world: World, runs: int, rng: random.Random) -> Any:
         while left["runs"] > 0:
             left["runs"] -= 1
             try:
-                done = world.open().compact(full=rng.random() < 0.5, target="4KB")
+                targets = world.profile.compact_targets
+                target = targets[rng.randrange(len(targets))] if len(targets) > 1 else targets[0]
+                done = world.open().compact(full=rng.random() < 0.5, target=target)
                 world.note("macro-chunks written", done.get("macros", 0))
-            except EXPECTED:
+            except world.expected:
                 pass
         return True
 
-    return restarting(world.sched, body, EXPECTED)
+    return restarting(world.sched, body, world.expected)
 
 
 def vacuumer(world: World, runs: int, rng: random.Random) -> Any:
@@ -149,11 +155,11 @@ def vacuumer(world: World, runs: int, rng: random.Random) -> Any:
                                              orphan_grace_ms=world.grace_ms, unsafe_orphan_grace=True)
                 for what, n in counts.items():
                     world.note(f"vacuum {what}", n)
-            except EXPECTED:
+            except world.expected:
                 pass
         return True
 
-    return restarting(world.sched, body, EXPECTED)
+    return restarting(world.sched, body, world.expected)
 
 
 def scaler(world: World, runs: int, rng: random.Random) -> Any:
@@ -171,11 +177,11 @@ def scaler(world: World, runs: int, rng: random.Random) -> Any:
                     s.scale(merge=[segs[k].id, segs[k + 1].id])
                 else:
                     s.scale(split=segs[rng.randrange(len(segs))].id)
-            except (*EXPECTED, ConfigError, SegmentSealedError):
+            except (*world.expected, ConfigError, SegmentSealedError):
                 pass  # another scale sealed the segment first
         return True
 
-    return restarting(world.sched, body, EXPECTED)
+    return restarting(world.sched, body, world.expected)
 
 
 def truncator(world: World, runs: int, rng: random.Random) -> Any:
@@ -194,11 +200,11 @@ def truncator(world: World, runs: int, rng: random.Random) -> Any:
                 else:
                     s.trim(maxlen=5 + rng.randrange(40), gc_grace_ms=world.grace_ms)
                     world.note("trimmed")
-            except EXPECTED:
+            except world.expected:
                 pass
         return True
 
-    return restarting(world.sched, body, EXPECTED)
+    return restarting(world.sched, body, world.expected)
 
 
 def reader(world: World, name: str, runs: int, rng: random.Random) -> Any:
@@ -217,7 +223,7 @@ def reader(world: World, name: str, runs: int, rng: random.Random) -> Any:
                 else:
                     table = s.to_reader(system_columns=True).read_all()
                 after = s.refresh()
-            except EXPECTED:
+            except world.expected:
                 continue
             except FileNotFoundError as e:
                 world.reader_missed(name, started, e)
@@ -226,7 +232,7 @@ def reader(world: World, name: str, runs: int, rng: random.Random) -> Any:
             world.saw(name, table, after)
         return True
 
-    return restarting(world.sched, body, EXPECTED)
+    return restarting(world.sched, body, world.expected)
 
 
 def consumer(world: World, name: str, runs: int, rng: random.Random) -> Any:
@@ -248,8 +254,32 @@ def consumer(world: World, name: str, runs: int, rng: random.Random) -> Any:
                 world.delivered(name, table)
                 if table.num_rows and rng.random() < 0.8:
                     group.ack(table)
-            except EXPECTED:
+            except world.expected:
                 continue
         return True
 
-    return restarting(world.sched, body, EXPECTED)
+    return restarting(world.sched, body, world.expected)
+
+
+def repairer(world: World, runs: int, rng: random.Random) -> Any:
+    """An operator who, finding the newest journal entry torn (every reader and writer stops
+    there, naming the remedy), runs ``tstream repair --drop-torn-entry``; looks ``runs`` times."""
+    from pyspark_tstream.maintain.repair import torn_newest
+    from pyspark_tstream.store.storage import Store
+
+    left = {"runs": runs}
+
+    def body() -> bool:
+        while left["runs"] > 0:
+            world.sched.sleep_until(world.sched.now + rng.randrange(world.grace_ms))
+            left["runs"] -= 1
+            try:
+                if torn_newest(Store(world.url)) is None:
+                    continue
+                report = Stream.repair_url(world.url, drop_torn_entry=True)
+                world.note("torn entries set aside", sum("torn" in d or "aside" in d for d in report.repaired))
+            except world.expected:
+                pass
+        return True
+
+    return restarting(world.sched, body, world.expected)

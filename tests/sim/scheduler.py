@@ -18,6 +18,8 @@ What is patched for the run (and restored after):
 * ``fsspec``'s memory filesystem ``datetime``: objects are stamped with the simulated clock, so
   ``Store.modified_ms`` (orphan graces) agrees with ``now_ms``;
 * ``uuid.uuid4``: seeded (chunk names, request ids, commit nonces);
+* ``read.file_checks``' thread pools (fsck's and repair's file checks): run in line, so an
+  actor's checks are scheduled like its other store calls;
 * ``GroupCommit._executor``: runs its work in line. tstream's only background threads on
   ``memory://`` are the group committer's pool (publishing a request beside the listing);
   head hints, request deletes and upkeep run in line on local stores already
@@ -41,6 +43,7 @@ from typing import Any
 
 import fsspec.implementations.memory as fsspec_memory
 from pyspark_tstream import timestamps
+from pyspark_tstream.read import file_checks
 from pyspark_tstream.store.storage import RetryPolicy, Store
 from pyspark_tstream.write.group import GroupCommit
 
@@ -69,10 +72,11 @@ class Faults:
     error: float = 0.01  # the call fails after its retries (a retriable StorageError)
     transient: float = 0.03  # the call fails once and its retry succeeds
     ambiguous: float = 0.15  # a conditional create applies, its answer is lost (retry: "exists")
+    torn: float = 0.0  # a journal entry's create leaves half its bytes and the actor dies (file:// crash)
 
     @classmethod
     def none(cls) -> Faults:
-        return cls(crash=0.0, error=0.0, transient=0.0, ambiguous=0.0)
+        return cls(crash=0.0, error=0.0, transient=0.0, ambiguous=0.0, torn=0.0)
 
 
 @dataclass
@@ -82,6 +86,7 @@ class _Actor:
     crashable: bool
     thread: threading.Thread | None = None
     done: bool = False
+    wake: int | None = None  # sleeping until this simulated time
     dead: bool = False  # crashed: every store call raises Crash until the body restarts
     error: BaseException | None = None
     error_tb: str = ""
@@ -96,11 +101,14 @@ class Scheduler:
     faults: Faults = field(default_factory=Faults)
     max_steps: int = 20_000
     max_step_ms: int = 40
+    restart_delay_ms: int = 0  # a crashed actor restarts after up to this long (others run meanwhile)
+    faults_off: frozenset[int] = frozenset()  # numbers (from 1, in draw order) of faults not applied
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.ids = random.Random(self.seed ^ 0x5EED)
         self.now = T0
+        self.faults_drawn = 0
         self.trace: list[tuple[str, str, str]] = []
         self._current: str | None = None
         self._actors: dict[str, _Actor] = {}
@@ -130,25 +138,52 @@ class Scheduler:
         self.now += self.rng.randrange(self.max_step_ms + 1)
         self._local.plan = None
         f, r = self.faults, self.rng.random()
+        kind = None
         if actor.crashable and r < f.crash:
+            kind = "CRASH"
+        elif r - f.crash < f.error:
+            kind = "ERROR"
+        elif r - f.crash < f.error + f.transient:
+            kind = "transient"
+        elif op == "put_if_absent" and r - f.crash < f.error + f.transient + f.ambiguous:
+            kind = "AMBIGUOUS"
+        elif (op == "put_if_absent" and actor.crashable and rel.startswith("_tstream/journal/")
+              and r - f.crash < f.error + f.transient + f.ambiguous + f.torn):
+            kind = "TORN"
+        if kind is not None:
+            self.faults_drawn += 1
+            if self.faults_drawn in self.faults_off:  # shrinking: this fault left out
+                kind = None
+        if kind == "CRASH":
             actor.dead = True
             self.trace.append((actor.name, "CRASH", rel))
             self._switch(actor)
             raise Crash(f"{actor.name} crashed before {op} {rel}")
-        r -= f.crash
-        if r < f.error:
-            self.trace.append((actor.name, "ERROR", rel))
-            self._local.plan = "error"
-        elif r < f.error + f.transient:
-            self._local.plan = "transient"
-        elif op == "put_if_absent" and r < f.error + f.transient + f.ambiguous:
-            self.trace.append((actor.name, "AMBIGUOUS", rel))
-            self._local.plan = "ambiguous"
+        if kind is not None:
+            if kind != "transient":
+                self.trace.append((actor.name, kind, rel))
+            self._local.plan = kind.lower()
         self._switch(actor)
 
-    def perform(self, op: str, rel: str, fn: Callable[[], Any]) -> Any:
-        """Run one attempt of a store call with the fault its scheduling point drew."""
+    def yield_point(self, op: str, rel: str) -> None:
+        """A scheduling point inside a store call (no fault): another actor may run here, as
+        another thread could inside a store call that is not atomic."""
+        actor = self._by_thread.get(threading.get_ident())
+        if actor is None:
+            return
+        self.trace.append((actor.name, op, rel))
+        self._switch(actor)
+
+    def perform(self, op: str, rel: str, fn: Callable[[], Any], tear: Callable[[], None]) -> Any:
+        """Run one attempt of a store call with the fault its scheduling point drew (``tear``
+        cuts the object the call wrote to half its bytes)."""
         plan = getattr(self._local, "plan", None)
+        if plan == "torn":  # written, torn, and the process died before anything else
+            self._local.plan = None
+            fn()
+            tear()
+            self._by_thread[threading.get_ident()].dead = True
+            raise Crash(f"{self.actor_name()} died writing {rel}, leaving it torn")
         if plan == "transient":
             self._local.plan = None
             raise ConnectionResetError(f"simulated dropped connection: {op} {rel}")
@@ -164,12 +199,20 @@ class Scheduler:
         """The calling actor waits until the simulated clock reaches ``ms``: the others run
         meanwhile; alone, it moves the clock there at once."""
         me = self._by_thread[threading.get_ident()]
-        while self.now < ms:
-            if not any(a is not me and not a.done for a in self._actors.values()):
-                self.now = ms
-                break
-            self.trace.append((me.name, "sleep", ""))
-            self._switch(me, others=True)
+        me.wake = ms
+        try:
+            while self.now < ms:
+                others = [a for a in self._actors.values() if a is not me and not a.done]
+                if all(a.wake is not None for a in others):  # all asleep: the clock moves to the first waking
+                    self.now = max(self.now, min([ms] + [a.wake for a in others if a.wake is not None]))
+                    if self.now >= ms:
+                        break
+                self.trace.append((me.name, "sleep", ""))
+                if len(self.trace) > self.max_steps:
+                    raise Stuck(f"more than {self.max_steps} store calls")
+                self._switch(me, others=True)
+        finally:
+            me.wake = None
 
     def _switch(self, me: _Actor, others: bool = False) -> None:
         """Hand the baton to a seeded choice of the live actors (maybe ``me`` again unless
@@ -212,6 +255,7 @@ class Scheduler:
             actor.error, actor.error_tb = e, traceback.format_exc()
         finally:
             actor.done = True
+            self._by_thread.pop(threading.get_ident(), None)  # the id may be reused by a pool's thread
             live = [a for a in self._actors.values() if not a.done]
             if live:
                 nxt = live[self.rng.randrange(len(live))]
@@ -237,6 +281,8 @@ def restarting(sched: Scheduler, body: Callable[[], bool], expected: tuple[type[
                     return
             except Crash:
                 sched.revive()
+                if sched.restart_delay_ms:
+                    sched.sleep_until(sched.now + sched.rng.randrange(sched.restart_delay_ms))
             except expected:
                 pass
     return run
@@ -278,6 +324,22 @@ class _InlineExecutor:
         return f
 
 
+class _InlinePool(_InlineExecutor):
+    """A ``ThreadPoolExecutor`` stand-in (``with``, ``map``) that runs the work in the caller."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> _InlinePool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def map(self, fn: Callable[..., Any], *iterables: Any) -> Iterator[Any]:
+        return iter([fn(*args) for args in zip(*iterables)])
+
+
 @contextmanager
 def patched(sched: Scheduler) -> Iterator[None]:
     """The patches of the module docstring, for one run."""
@@ -289,7 +351,12 @@ def patched(sched: Scheduler) -> Iterator[None]:
         self.observer = sched.observe
 
     def store_call(self: Store, op: str, rel: str, fn: Callable[[], Any]) -> Any:
-        return call(self, op, rel, lambda: sched.perform(op, rel, fn))
+        def tear() -> None:
+            full = self.full(rel)
+            data = self.fs.cat_file(full)
+            self.fs.pipe_file(full, data[:len(data) // 2])
+
+        return call(self, op, rel, lambda: sched.perform(op, rel, fn, tear))
 
     _MemoryDatetime.sched = sched
     log = logging.getLogger("pyspark_tstream")
@@ -297,13 +364,15 @@ def patched(sched: Scheduler) -> Iterator[None]:
     log.setLevel(logging.ERROR)  # aborts keeping files, failed upkeep: expected here, and many
     saved = [(Store, "__init__", init), (Store, "_call", call), (timestamps, "time", timestamps.time),
              (fsspec_memory, "datetime", fsspec_memory.datetime), (uuid, "uuid4", uuid.uuid4),
-             (GroupCommit, "_executor", GroupCommit._executor)]
+             (GroupCommit, "_executor", GroupCommit._executor),
+             (file_checks, "ThreadPoolExecutor", file_checks.ThreadPoolExecutor)]
     Store.__init__ = store_init  # type: ignore[method-assign]
     Store._call = store_call  # type: ignore[method-assign]
     timestamps.time = _Clock(sched)  # type: ignore[assignment]
     fsspec_memory.datetime = _MemoryDatetime  # type: ignore[misc]
     uuid.uuid4 = sched.uuid4
     GroupCommit._executor = lambda self: _InlineExecutor()  # type: ignore[method-assign, assignment, return-value]
+    file_checks.ThreadPoolExecutor = _InlinePool  # type: ignore[misc, assignment]
     try:
         yield
     finally:

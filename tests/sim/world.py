@@ -9,7 +9,8 @@ Invariants checked while the actors run (a violation fails the actor that saw it
 * the tick a reader sees never goes back;
 * a read fails with a missing file only when it ran longer than the vacuum grace.
 
-At the end (:meth:`World.check_end`, no actor running, no faults): every acknowledged (writer,
+At the end (:meth:`World.check_end`, no actor running, no faults; a torn newest entry left set
+aside first, as the operator would): every acknowledged (writer,
 batch) is readable exactly once and whole, unless truncation removed it; ``_seq`` is dense per
 segment (when nothing was truncated); the tick never goes back along the journal; one more
 vacuum (past the grace, with orphan cleanup: the one that finishes the work of any vacuum cut
@@ -21,20 +22,24 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 from fsspec.implementations.memory import MemoryFileSystem
 from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.errors import CorruptMetadataError
 from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.journal.state import StreamState
+from pyspark_tstream.maintain.repair import torn_newest
+from pyspark_tstream.store.storage import Store
 from pyspark_tstream.write.commit import CommitIntent
 
 from . import actors
 from .scheduler import Faults, Scheduler, patched
+from .switches import switched
 
 Record = tuple[str, int, int]  # (writer, batch, i)
 
@@ -49,16 +54,23 @@ class Profile:
     sinks: int = 1
     sink_batches: int = 3
     compactions: int = 2
-    vacuums: int = 2
+    compact_targets: tuple[str, ...] = ("4KB",)  # drawn per run when several (a small one lists chunks as they are)
+    vacuums: int = 2  # runs of each vacuum actor
+    vacuumers: int = 1
     readers: int = 1
     reads: int = 2
     scales: int = 0
     truncations: int = 0
     consumers: int = 0  # members of consumer group "g"
+    repairs: int = 0  # looks of an operator who sets a torn newest journal entry aside
     consumer_reads: int = 4
     segments: int = 2
+    scaling: str = ""  # the stream's auto-scaling policy: every data commit may scale (api/upkeep.py)
     grace_ms: int = 5_000
     faults: Faults = field(default_factory=Faults)
+    restart_delay_ms: int = 0  # a crashed actor's process comes back after up to this long
+    faults_off: tuple[int, ...] = ()  # the seed's faults (numbered from 1 as drawn) left out: shrinking
+    switch: str = ""  # a historical bug put back for the run (:mod:`.switches`)
 
 
 @dataclass
@@ -81,6 +93,12 @@ class World:
         self.grace_ms = profile.grace_ms
         self.url = f"memory://sim-{seed}-{random.Random(seed).getrandbits(32):08x}/stream"
         self.acks: dict[tuple[str, int], Any] = {}
+        #: batches a writer gave up on and moved past: an append that raised may still land (its
+        #: published request folded later), after the writer's next batch, so no order holds for them
+        self.gave_up: set[tuple[str, int]] = set()
+        #: what an actor retries: a torn newest entry stops everyone (naming repair) until set aside
+        self.expected: tuple[type[BaseException], ...] = \
+            (*actors.EXPECTED, CorruptMetadataError) if profile.faults.torn else actors.EXPECTED
         self.notes: Counter[str] = Counter()
         self._seen: dict[str, dict[Record, int]] = defaultdict(dict)  # reader -> record -> _tso
         self._ticks: dict[str, int] = defaultdict(int)
@@ -108,7 +126,7 @@ class World:
         """Check one read's result against the reader's earlier ones."""
         self.notes["reads"] += 1
         records = _records(table)
-        check_read(table, records, f"{reader}'s read")
+        check_read(table, records, f"{reader}'s read", self.gave_up)
         tick = after.tick
         assert tick >= self._ticks[reader], f"{reader}: the tick went back from {self._ticks[reader]} to {tick}"
         self._ticks[reader] = tick
@@ -140,13 +158,16 @@ class World:
     # -- the end -------------------------------------------------------------------------------
     def check_end(self) -> None:
         """The end-of-run invariants (module docstring), on a fresh handle."""
+        if self.profile.faults.torn and torn_newest(Store(self.url)) is not None:
+            Stream.repair_url(self.url, drop_torn_entry=True)  # the operator's last look
+            self.notes["torn entries set aside"] += 1
         s = self.open()
         for name in self._sink_names():
             s.appending.commit([], CommitIntent(writer_id=name, op="tick", close=True))  # the query stopped
         s.refresh()
         table = s.read()
         records = _records(table)
-        check_read(table, records, "the final read")
+        check_read(table, records, "the final read", self.gave_up)
         head = s.state.head_tso
         truncated_some = s.state.head_pos > 0 or head > 0
         counts = Counter((w, b) for (w, b, _i) in records)
@@ -163,11 +184,12 @@ class World:
         assert not extra, f"unacknowledged batches read torn: {extra[:5]}"
         _check_dense(table, s)
         for entry in _entries(s):
+            if entry.op == "scale":
+                self.notes["scales committed"] += 1
             if entry.folds:
                 self.notes["entries folding requests"] += 1
                 self.notes["requests folded by others"] += len(entry.folds) - 1
-        # a vacuum cut short leaves work a later one finishes (a compaction manifest deleted
-        # before the entry recording it: verify would call it missing): one more, past the grace
+        # a vacuum cut short leaves work a later one finishes: one more, past the grace
         self.sched.now += self.grace_ms
         # simulated time: a commit in flight spans a few store calls, far under this grace (the
         # one-hour floor of vacuum guards real clocks and stalls the simulation does not model)
@@ -210,8 +232,10 @@ def _records(table: pa.Table) -> dict[Record, int]:
     return {(w, b, i): tso for w, b, i, tso in zip(cols["writer"], cols["batch"], cols["i"], cols["_tso"])}
 
 
-def check_read(table: pa.Table, records: dict[Record, int], what: str) -> None:
-    """A read's own invariants: no record twice, ``_seq`` unique per segment, per-key order."""
+def check_read(table: pa.Table, records: dict[Record, int], what: str,
+               unordered: Collection[tuple[str, int]] = ()) -> None:
+    """A read's own invariants: no record twice, ``_seq`` unique per segment, per-key order
+    (but for the batches in ``unordered``: given up on by their writers)."""
     if len(records) != table.num_rows:
         twice = Counter(zip(*(table.column(c).to_pylist() for c in ("writer", "batch", "i"))))
         raise AssertionError(f"{what}: {table.num_rows - len(records)} record(s) returned twice: "
@@ -225,6 +249,8 @@ def check_read(table: pa.Table, records: dict[Record, int], what: str) -> None:
     assert cols["_tso"] == sorted(cols["_tso"]), f"{what}: records not in _tso order"
     last: dict[tuple[str, str], tuple[int, int]] = {}
     for w, b, i, k in zip(cols["writer"], cols["batch"], cols["i"], cols["key"]):
+        if (w, b) in unordered:
+            continue
         prev = last.get((w, k))
         assert prev is None or prev < (b, i), f"{what}: key {k} of writer {w}: ({b}, {i}) after {prev}"
         last[(w, k)] = (b, i)
@@ -271,13 +297,15 @@ def _entries(s: Stream) -> list[Entry]:
 def simulate(seed: int, profile: Profile = Profile(),
              tweak: Callable[[World], None] | None = None) -> Outcome:
     """Run one seed to its end and check every invariant; AssertionError on a violation."""
-    sched = Scheduler(seed, faults=profile.faults)
+    sched = Scheduler(seed, faults=profile.faults, restart_delay_ms=profile.restart_delay_ms,
+                      faults_off=frozenset(profile.faults_off))
     world = World(seed, sched, profile)
     rng = random.Random(seed ^ 0xAC7)
     started = time.perf_counter()
     try:
-        with patched(sched):
-            Stream.create(world.url, segments=profile.segments, compaction="target=4KB,min=3")
+        with patched(sched), switched(profile.switch, sched):
+            config = {"scaling": profile.scaling} if profile.scaling else {}
+            Stream.create(world.url, segments=profile.segments, compaction="target=4KB,min=3", **config)
             if tweak is not None:
                 tweak(world)
             for i in range(profile.writers):
@@ -286,8 +314,9 @@ def simulate(seed: int, profile: Profile = Profile(),
                 sched.add(f"sink{i}", actors.sink(world, f"sink{i}", profile.sink_batches))
             if profile.compactions:
                 sched.add("compact", actors.compactor(world, profile.compactions, random.Random(rng.random())))
-            if profile.vacuums:
-                sched.add("vacuum", actors.vacuumer(world, profile.vacuums, random.Random(rng.random())))
+            for i in range(profile.vacuumers if profile.vacuums else 0):
+                sched.add("vacuum" if i == 0 else f"vacuum{i}",
+                          actors.vacuumer(world, profile.vacuums, random.Random(rng.random())))
             if profile.scales:
                 sched.add("scale", actors.scaler(world, profile.scales, random.Random(rng.random())))
             if profile.truncations:
@@ -298,6 +327,8 @@ def simulate(seed: int, profile: Profile = Profile(),
                 Group.create(Stream.open(world.url), "g", start=0)
             for i in range(profile.consumers):
                 sched.add(f"c{i}", actors.consumer(world, f"c{i}", profile.consumer_reads, random.Random(rng.random())))
+            if profile.repairs:
+                sched.add("repair", actors.repairer(world, profile.repairs, random.Random(rng.random())))
             for i in range(profile.readers):
                 sched.add(f"r{i}", actors.reader(world, f"r{i}", profile.reads, random.Random(rng.random())))
             try:
@@ -309,20 +340,33 @@ def simulate(seed: int, profile: Profile = Profile(),
                 except Exception as e:
                     raise AssertionError(f"end check: {type(e).__name__}: {e}") from e
             except AssertionError as e:
-                raise AssertionError(f"{profile.name} seed {seed} violated an invariant: {e}\n"
-                                     f"replay: {replay_command(seed, profile)}\n"
-                                     f"last store calls (actor, op, path):\n{_tail(sched.trace)}") from e
+                raise Violation(f"{profile.name} seed {seed} violated an invariant: {e}\n"
+                                f"replay: {replay_command(seed, profile)}\n"
+                                f"last store calls (actor, op, path):\n{_tail(sched.trace)}",
+                                sched.trace, sched.faults_drawn) from e
     finally:
         _forget(world.url)
     for _actor, op, _rel in sched.trace:
-        if op in ("CRASH", "ERROR", "AMBIGUOUS"):
+        if op in ("CRASH", "ERROR", "AMBIGUOUS", "TORN"):
             world.notes[f"faults: {op.lower()}"] += 1
     return Outcome(seed, sched.trace, world.notes, time.perf_counter() - started)
 
 
-def replay_command(seed: int, profile: Profile) -> str:
-    """The one line that replays ``seed`` of ``profile`` exactly."""
-    return (f"TSTREAM_SIM_SEED={seed} TSTREAM_SIM_PROFILE={profile.name} "
+class Violation(AssertionError):
+    """A seed broke an invariant: the message says which and how to replay it; ``trace`` is
+    the run's schedule and ``faults`` how many faults it drew."""
+
+    def __init__(self, message: str, trace: list[tuple[str, str, str]], faults: int) -> None:
+        super().__init__(message)
+        self.trace = trace
+        self.faults = faults
+
+
+def replay_command(seed: int, profile: Profile, tweak: str = "") -> str:
+    """The one line that replays ``seed`` of ``profile`` exactly (``tweak``: the changes a
+    shrunk run made to the named profile, :func:`~.shrink.tweak_text`)."""
+    changed = f"TSTREAM_SIM_TWEAK={tweak} " if tweak else ""
+    return (f"TSTREAM_SIM_SEED={seed} TSTREAM_SIM_PROFILE={profile.name} {changed}"
             "python -m pytest -q -n 0 tests/test_simulation.py -k replay")
 
 

@@ -1,0 +1,45 @@
+"""The simulation's profiles, by name (the name a replay command passes as ``TSTREAM_SIM_PROFILE``).
+
+``default``, ``all`` and ``sinks`` run the code as it is; each ``*-old-*`` profile runs one
+historical bug put back (:mod:`.switches`), with the actors that meet it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .scheduler import Faults
+from .world import Profile
+
+DEFAULT = Profile()
+#: Two sinks and two writers contending, store errors 5 % of calls: commits that lose a race,
+#: publish their request and then fail, so Spark aborts them (no compaction, vacuum or readers).
+SINKS = Profile(name="sinks", writers=2, batches=3, sinks=2, sink_batches=4, compactions=0, vacuums=0, readers=0,
+                faults=Faults(crash=0.0, error=0.05, transient=0.02, ambiguous=0.1))
+#: Two vacuum actors (each with and without orphan cleanup) beside the default's writers.
+VACUUMS = Profile(name="vacuums", vacuumers=2, vacuums=3, readers=0)
+#: Four compaction runs, some with a target under a chunk's size (chunks listed as they are).
+COMPACTIONS = Profile(name="compactions", compactions=4, compact_targets=("4KB", "2KB"))
+#: Writers that crash three times as often and come back up to 15 s later, beside 4 vacuum runs.
+CRASHES = Profile(name="crashes", batches=6, vacuums=4, restart_delay_ms=15_000, faults=Faults(crash=0.03))
+#: Auto-scaling on: writers split hot segments and merge cold ones after their commits.
+AUTOSCALE = Profile(name="autoscale", batches=5, scaling="records=2/s,factor=2,min=1,max=6,window=0.5")
+#: Journal creates torn (half written, the writer dead) on 2 % of them, and an operator who sets
+#: a torn newest entry aside (``repair --drop-torn-entry``).
+TORN = Profile(name="torn", repairs=6, faults=Faults(torn=0.02))
+
+PROFILES = {p.name: p for p in (
+    DEFAULT,
+    Profile(name="all", scales=2, truncations=2, consumers=2),
+    SINKS,
+    VACUUMS,
+    COMPACTIONS,
+    CRASHES,
+    AUTOSCALE,
+    TORN,
+    replace(SINKS, name="sinks-old-abort", switch="old-abort"),
+    replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
+    replace(CRASHES, name="crashes-old-orphans", switch="old-orphans"),
+    replace(VACUUMS, name="vacuums-old-aged", switch="old-aged"),
+    replace(DEFAULT, name="default-old-listing", switch="old-listing"),
+)}
