@@ -59,12 +59,16 @@ def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     _run_seeds(PROFILES[name], range(20_000, 20_000 + SLOW_SEEDS // 4))
 
 
-@pytest.mark.parametrize(("name", "seed", "note"), [("torn", 12, "torn entries set aside"),
-                                                    ("autoscale", 1, "scales committed")])
-def test_the_newer_actors_act(name: str, seed: int, note: str) -> None:
+@pytest.mark.parametrize(("name", "within", "note"), [("torn", 40, "torn entries set aside"),
+                                                      ("autoscale", 10, "scales committed")])
+def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
     """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run, and
-    auto-scaling's splits and merges, lose nothing on a seed where they happen."""
-    assert simulate(seed, PROFILES[name]).notes[note] >= 1
+    auto-scaling's splits and merges, lose nothing on the first seed where they happen (searched,
+    not pinned: any change to the store calls a seed makes moves where a fault lands)."""
+    for seed in range(within):
+        if simulate(seed, PROFILES[name]).notes[note] >= 1:
+            return
+    raise AssertionError(f"no seed of {within} of {name} had {note}")
 
 
 def test_a_seed_replays_the_same_schedule() -> None:
