@@ -191,6 +191,20 @@ def test_a_lost_macro_chunk_whose_small_chunks_remain_is_listed_by_them_and_kept
     assert Stream.open(url).verify().ok
 
 
+def test_vacuum_before_repair_keeps_the_shared_files_of_a_lost_macro_chunks_slices(url: str) -> None:
+    """A macro-chunk that merged slices is lost: the map still names it over their ``_seq``
+    ranges, but its file holds no records, so vacuum keeps the shared files (the only copy)."""
+    s, before, macro, _ = _one_compaction(url, "sliced")
+    s = Stream.open(url)
+    shared = {c.path for d in s.journal.deltas(s.state, 0, s.state.pos) for c in d.chunks if c.shared}
+    s.store.delete([macro.path])
+    Stream.open(url).vacuum(grace_ms=0)
+    assert all(s.store.exists(p) for p in shared)
+    assert Stream.open(url).repair().ok
+    _same(before, Stream.open(url).read())
+    assert Stream.open(url).verify().ok
+
+
 def test_a_lost_macro_chunk_without_its_small_chunks_is_reported_as_lost_records(url: str) -> None:
     """No copy left: fsck names the records and the cut, and no map problem is invented."""
     s = _compacted_twice(url)
