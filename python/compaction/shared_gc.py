@@ -47,9 +47,11 @@ def readable(store: Store, path: str, rows: int) -> bool:
     footer read). Only then may the files it replaced go: otherwise they may be the only copy."""
     from ..read.reading import footer_rows  # a footer read, only where files may go
 
+    # missing, no footer, a footer that does not decode (OSError), or a store failure taken as
+    # unreadable too: the files then stay, until truncation's collection takes them with their last slice
     try:
         return footer_rows(store, path, store.size(path)) >= rows
-    except Exception:  # noqa: BLE001 - missing or any decode failure: not readable
+    except (ValueError, OSError):
         return False
 
 
