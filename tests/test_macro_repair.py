@@ -23,15 +23,16 @@ from pyspark_tstream.journal.state import segment_number
 from pyspark_tstream.maintain.fsck import verify
 from pyspark_tstream.maps.macromap import Macro, MacroMap
 from pyspark_tstream.store import layout
+from pyspark_tstream.write.writing import write_batches
 
 #: The logic here sits above the store: its memory:// cases run by default, its file:// cases
 #: in the slow set (tests/test_storage.py pins the file store's own primitives by default).
 pytestmark = pytest.mark.slow_on_file
 
 
-#: How appends lay out their records: a plain chunk file per segment, or ``Stream.append``'s one
-#: shared file per append sliced by segment (format v5, as the Spark sink's tasks write).
-CHUNKS = ["plain", "sliced"]
+#: How appends lay out their records: a plain chunk file per segment, ``Stream.append``'s one
+#: shared file per append sliced by segment (format v5), or a Spark sink task's shared file.
+CHUNKS = ["plain", "sliced", "sink"]
 
 
 def _append(s: Stream, first: int, n: int, chunks: str = "plain") -> None:
@@ -40,6 +41,9 @@ def _append(s: Stream, first: int, n: int, chunks: str = "plain") -> None:
                           "t": [T0 + b * 100 + i for i in range(5)]})
         if chunks == "sliced":
             s.append(table, key="k", timestamp="t")
+        elif chunks == "sink":  # what a task of the Spark sink writes and its commit names
+            spec = s.write_spec(table.schema, key="k", timestamp="t")
+            s.commit(write_batches(spec, [table], task=f"t{b}"), schema=table.schema, fresh=True)
         else:
             append_plain(s, table, key="k", timestamp="t")
 
@@ -49,7 +53,7 @@ def _compacted_twice(url: str, chunks: str = "plain") -> Stream:
     compaction merging them with newer chunks, the replaced files collected each time."""
     s = Stream.create(url, segments=3, compaction="off")
     _append(s, 0, 60, chunks)
-    if chunks == "sliced":
+    if chunks != "plain":
         assert all(c.shared for c in s.plan(0, 1 << 62))
     assert s.compact()["macros"] >= 3
     s.vacuum(grace_ms=0)
@@ -177,7 +181,7 @@ def test_a_lost_macro_chunk_whose_small_chunks_remain_is_listed_by_them_and_kept
     # no map entry names a slice: it would read as its whole shared file
     s = Stream.open(url)
     shared = {c.path for d in s.journal.deltas(s.state, 0, s.state.pos) for c in d.chunks if c.shared}
-    assert bool(shared) == (chunks == "sliced")
+    assert bool(shared) == (chunks != "plain")
     assert not any(m.path in shared for m in MacroMap(s.store).latest(_seg(s), 0).macros)
     assert Stream.open(url).verify().ok
     _same(before, Stream.open(url).read())
