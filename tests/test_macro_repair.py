@@ -23,26 +23,41 @@ from pyspark_tstream.journal.state import segment_number
 from pyspark_tstream.maintain.fsck import verify
 from pyspark_tstream.maps.macromap import Macro, MacroMap
 from pyspark_tstream.store import layout
+from pyspark_tstream.write.writing import write_batches
 
 #: The logic here sits above the store: its memory:// cases run by default, its file:// cases
 #: in the slow set (tests/test_storage.py pins the file store's own primitives by default).
 pytestmark = pytest.mark.slow_on_file
 
 
-def _append(s: Stream, first: int, n: int) -> None:
+#: How appends lay out their records: a plain chunk file per segment, ``Stream.append``'s one
+#: shared file per append sliced by segment (format v5), or a Spark sink task's shared file.
+CHUNKS = ["plain", "sliced", "sink"]
+
+
+def _append(s: Stream, first: int, n: int, chunks: str = "plain") -> None:
     for b in range(first, first + n):
-        append_plain(s, pa.table({"k": [f"k{(b * 7 + i) % 11}" for i in range(5)], "b": [b] * 5,
-                                  "t": [T0 + b * 100 + i for i in range(5)]}), key="k", timestamp="t")
+        table = pa.table({"k": [f"k{(b * 7 + i) % 11}" for i in range(5)], "b": [b] * 5,
+                          "t": [T0 + b * 100 + i for i in range(5)]})
+        if chunks == "sliced":
+            s.append(table, key="k", timestamp="t")
+        elif chunks == "sink":  # what a task of the Spark sink writes and its commit names
+            spec = s.write_spec(table.schema, key="k", timestamp="t")
+            s.commit(write_batches(spec, [table], task=f"t{b}"), schema=table.schema, fresh=True)
+        else:
+            append_plain(s, table, key="k", timestamp="t")
 
 
-def _compacted_twice(url: str) -> Stream:
+def _compacted_twice(url: str, chunks: str = "plain") -> Stream:
     """Three segments whose buckets have two versions: level-1 macro-chunks, then a full
     compaction merging them with newer chunks, the replaced files collected each time."""
     s = Stream.create(url, segments=3, compaction="off")
-    _append(s, 0, 60)
+    _append(s, 0, 60, chunks)
+    if chunks != "plain":
+        assert all(c.shared for c in s.plan(0, 1 << 62))
     assert s.compact()["macros"] >= 3
     s.vacuum(grace_ms=0)
-    _append(s, 60, 30)
+    _append(s, 60, 30, chunks)
     assert s.compact(full=True)["macros"] >= 3
     assert s.vacuum(grace_ms=0)["replaced"] > 0
     return Stream.open(url)
@@ -81,9 +96,10 @@ DAMAGE = ["newest version and head hint lost", "whole bucket lost", "newest vers
           "newest version and head hint unreadable"]
 
 
+@pytest.mark.parametrize("chunks", CHUNKS)
 @pytest.mark.parametrize("how", DAMAGE)
-def test_repair_rebuilds_a_damaged_macro_map_from_the_journal(url: str, how: str) -> None:
-    s = _compacted_twice(url)
+def test_repair_rebuilds_a_damaged_macro_map_from_the_journal(url: str, how: str, chunks: str) -> None:
+    s = _compacted_twice(url, chunks)
     before = s.read()
     window = s.read(start=T0 + 2_000, end=T0 + 7_000)
     assert 0 < window.num_rows < before.num_rows
@@ -115,7 +131,7 @@ def test_repair_rebuilds_a_damaged_macro_map_from_the_journal(url: str, how: str
     assert not any(op == "read_many" and "/index/" in rel for op, rel in log.calls), log.calls
     # the rebuilt map is what compactions build on: more data, compaction, collection, same records
     s = Stream.open(url)
-    _append(s, 90, 20)
+    _append(s, 90, 20, chunks)
     more = s.read()
     s.compact(full=True)
     s.vacuum(grace_ms=0)
@@ -135,11 +151,11 @@ def test_rebuilt_entries_carry_the_macro_chunks_recorded_facts(url: str) -> None
     assert rebuilt.macros == healthy.macros
 
 
-def _one_compaction(url: str) -> tuple[Stream, pa.Table, Macro, list[str]]:
+def _one_compaction(url: str, chunks: str = "plain") -> tuple[Stream, pa.Table, Macro, list[str]]:
     """Two segments compacted once, nothing collected: the records, a macro-chunk of the first
     segment and the files its manifest names."""
     s = Stream.create(url, segments=2, compaction="off")
-    _append(s, 0, 40)
+    _append(s, 0, 40, chunks)
     before = s.read()
     assert s.compact()["macros"] == 2
     seg = _seg(s)
@@ -148,10 +164,13 @@ def _one_compaction(url: str) -> tuple[Stream, pa.Table, Macro, list[str]]:
     return s, before, macro, replaced
 
 
-def test_a_lost_macro_chunk_whose_small_chunks_remain_is_listed_by_them_and_kept_from_gc(url: str) -> None:
+@pytest.mark.parametrize("chunks", CHUNKS)
+def test_a_lost_macro_chunk_whose_small_chunks_remain_is_listed_by_them_and_kept_from_gc(
+        url: str, chunks: str) -> None:
     """Deleted before vacuum collected what it replaced: repair lists the small chunks in its
-    place and takes them out of the compaction's manifest, so a later vacuum keeps them."""
-    s, before, macro, replaced = _one_compaction(url)
+    place (slices of shared files, which a map entry cannot name, are left to the journal) and
+    takes them out of the compaction's manifest, so a later vacuum keeps them."""
+    s, before, macro, replaced = _one_compaction(url, chunks)
     s.store.delete([macro.path])
 
     report = Stream.open(url).verify()
@@ -159,12 +178,33 @@ def test_a_lost_macro_chunk_whose_small_chunks_remain_is_listed_by_them_and_kept
     assert macro.path in report.problems[0].message and "still there" in report.problems[0].message
     assert Stream.open(url).repair().ok
     assert json.loads(s.store.read(layout.manifest(macro.path)))["replaced"] == []
+    # no map entry names a slice: it would read as its whole shared file
+    s = Stream.open(url)
+    shared = {c.path for d in s.journal.deltas(s.state, 0, s.state.pos) for c in d.chunks if c.shared}
+    assert bool(shared) == (chunks != "plain")
+    assert not any(m.path in shared for m in MacroMap(s.store).latest(_seg(s), 0).macros)
+    assert Stream.open(url).verify().ok
+    _same(before, Stream.open(url).read())
     Stream.open(url).vacuum(grace_ms=0)
     assert all(s.store.exists(p) for p in replaced)
     _same(before, Stream.open(url).read())
     # the next compaction merges them again, and then they may go
     Stream.open(url).compact(full=True)
     Stream.open(url).vacuum(grace_ms=0)
+    _same(before, Stream.open(url).read())
+    assert Stream.open(url).verify().ok
+
+
+def test_vacuum_before_repair_keeps_the_shared_files_of_a_lost_macro_chunks_slices(url: str) -> None:
+    """A macro-chunk that merged slices is lost: the map still names it over their ``_seq``
+    ranges, but its file holds no records, so vacuum keeps the shared files (the only copy)."""
+    s, before, macro, _ = _one_compaction(url, "sliced")
+    s = Stream.open(url)
+    shared = {c.path for d in s.journal.deltas(s.state, 0, s.state.pos) for c in d.chunks if c.shared}
+    s.store.delete([macro.path])
+    Stream.open(url).vacuum(grace_ms=0)
+    assert all(s.store.exists(p) for p in shared)
+    assert Stream.open(url).repair().ok
     _same(before, Stream.open(url).read())
     assert Stream.open(url).verify().ok
 
@@ -300,13 +340,13 @@ def _crash_at_each_write(damaged: Callable[[], tuple[str, pa.Table, list[str]]],
 
 # -- lost compaction manifests ----------------------------------------------------------------------
 
-def _compacted_unvacuumed(url: str) -> tuple[Stream, dict[str, bytes]]:
+def _compacted_unvacuumed(url: str, chunks: str = "plain") -> tuple[Stream, dict[str, bytes]]:
     """Level-1 macro-chunks, then a full compaction merging them with newer chunks, nothing
     collected yet: every compaction's manifest, by path."""
     s = Stream.create(url, segments=3, compaction="off")
-    _append(s, 0, 60)
+    _append(s, 0, 60, chunks)
     assert s.compact()["macros"] >= 3
-    _append(s, 60, 30)
+    _append(s, 60, 30, chunks)
     assert s.compact(full=True)["macros"] >= 3
     s = Stream.open(url)
     rels = [p["manifest"] for d in s.journal.deltas(s.state, 0, s.state.pos) if d.op == "compact"
@@ -369,11 +409,12 @@ def test_vacuum_collects_what_a_compaction_with_a_lost_manifest_replaced(url: st
     assert Stream.open(url).verify().ok
 
 
+@pytest.mark.parametrize("chunks", CHUNKS)
 @pytest.mark.parametrize("first", ["vacuum", "repair"])
-def test_a_lost_manifest_of_a_lost_macro_chunk_deletes_nothing(url: str, first: str) -> None:
+def test_a_lost_manifest_of_a_lost_macro_chunk_deletes_nothing(url: str, first: str, chunks: str) -> None:
     """Macro-chunk and manifest both gone, its small chunks still there: vacuum deletes none of
     them (before or after repair), repair lists them in the map, and no record is lost."""
-    s, before, macro, replaced = _one_compaction(url)
+    s, before, macro, replaced = _one_compaction(url, chunks)
     s.store.delete([macro.path, layout.manifest(macro.path)])
     if first == "vacuum":
         Stream.open(url).vacuum(grace_ms=0)
@@ -467,17 +508,20 @@ def test_a_manifest_naming_metadata_never_makes_vacuum_delete_it(url: str) -> No
     assert Stream.open(url).verify().ok
 
 
+@pytest.mark.parametrize("chunks", CHUNKS)
 @pytest.mark.parametrize("how", ["cut short", "another file's bytes"])
-def test_an_unreadable_macro_chunk_whose_replaced_files_remain_is_read_from_them(url: str, how: str) -> None:
+def test_an_unreadable_macro_chunk_whose_replaced_files_remain_is_read_from_them(
+        url: str, how: str, chunks: str) -> None:
     """A macro-chunk that merged macro-chunks and newer small chunks is damaged before vacuum
     collected them: fsck reports one repairable bucket (no truncate advice, which would drop
     readable records), repair lists what it replaced, vacuum keeps those, and the next
     compaction merges them again."""
-    s, manifests = _compacted_unvacuumed(url)
+    s, manifests = _compacted_unvacuumed(url, chunks)
     before = s.read()
     top = next(json.loads(raw) for raw in manifests.values()
                if set(json.loads(raw)["replaced"]) & {json.loads(r)["macro"] for r in manifests.values()})
-    other = next(r for r in top["replaced"] if "/m-" not in r)
+    # a small chunk it replaced, or a shared file of the slices it merged
+    other = next(r for r in top["replaced"] + [p for p, _ in top.get("shared", [])] if "/m-" not in r)
     s.store.write(top["macro"], s.store.read(top["macro"])[:-100] if how == "cut short" else s.store.read(other))
     with pytest.raises(TStreamError, match="tstream repair"):
         Stream.open(url).read()

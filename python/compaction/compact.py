@@ -88,7 +88,7 @@ from ..journal.compaction_state import (
 from ..journal.entries import Entry
 from ..journal.journal import Journal
 from ..journal.state import StreamState, segment_number
-from ..maps.macromap import Bucket, Macro, MacroMap, bucket_of
+from ..maps.macromap import Bucket, Macro, MacroMap, bucket_of, listable
 from ..read.reading import check_times, decode_file, fetch_files, view_tsos
 from ..schema import RAW_TSO, conform
 from ..store import layout
@@ -208,7 +208,7 @@ def _merge_around(store: Store, schema: pa.Schema, seg: int, group: list[Piece],
                     e.path, e)
         unreadable.append(group[bad])
         for run in (group[:bad], group[bad + 1:]):
-            if len(run) > 1 or (run and run[0].chunk.shared):  # a lone slice too: see choose()
+            if len(run) > 1 or (run and not listable(run[0].chunk)):  # a lone slice too: see choose()
                 _merge_around(store, schema, seg, run, compression, progress, new, left, unreadable)
             else:
                 left.extend(run)
@@ -480,8 +480,8 @@ def choose(policy: CompactionPolicy, seg: int, live: Sequence[Macro], smalls: Se
     lone = [g[0] for g in groups if len(g) == 1 and g[0].pos >= 0 and g[0].end <= end]
     # but a map entry names a whole file: a slice of a shared file listed there would read as
     # all of that file, so a lone slice is rewritten as a macro-chunk of its own instead
-    merges += [[x] for x in lone if x.chunk.shared]
-    passed = [_listed(x) for x in lone if not x.chunk.shared]
+    merges += [[x] for x in lone if not listable(x.chunk)]
+    passed = [_listed(x) for x in lone if listable(x.chunk)]
     return merges, passed, end
 
 

@@ -24,20 +24,15 @@ from ..maps.macromap import MacroMap
 from ..store import layout
 from ..store.storage import Store
 from .manifest import Manifest
-from .shared_gc import dead_shared
+from .shared_gc import dead_shared, readable
 
 log = logging.getLogger("pyspark_tstream")
 
 
 def holds_its_records(store: Store, part: CompactPart) -> bool:
     """Whether a committed part's macro-chunk is there and readable with the rows its compaction
-    recorded. Only then may the files it replaced go: otherwise they may be the only copy."""
-    from ..read.reading import footer_rows  # a footer read, only where a manifest is rebuilt
-
-    try:
-        return footer_rows(store, part.macro, store.size(part.macro)) >= part.rows
-    except Exception:  # noqa: BLE001 - missing or any decode failure: not readable
-        return False
+    recorded (:func:`~.shared_gc.readable`)."""
+    return readable(store, part.macro, part.rows)
 
 
 @dataclass(frozen=True)

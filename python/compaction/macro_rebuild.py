@@ -15,6 +15,11 @@ journal deltas at positions ``[head_pos, pos]`` (older positions hold only trunc
    there (not yet collected) is replaced by them: the macro-chunks it merged (each checked the
    same way) and its small chunks, listed as they are. The records stay readable.
 
+A map entry names a whole file (:func:`~pyspark_tstream.maps.macromap.listable`): a slice of a
+shared file among the chunks of steps 3 and 4 is left out, and its bucket marked
+:attr:`~pyspark_tstream.maps.macromap.Bucket.partial`, so plans read it from the journal's chunk
+(with its offset and span) instead of reading the map alone.
+
 A map built this way covers every compacted ``_seq`` a read can ask for, with the same files a
 healthy map names (or the small chunks they replaced), so reads return the same records. It
 does not list a macro-chunk published by a compactor that died before its journal commit: the
@@ -35,7 +40,7 @@ from ..journal.compaction_state import compacted_upto, segment_summaries
 from ..journal.entries import Chunk
 from ..journal.state import StreamState, segment_number
 from ..journal.timeindex import Delta
-from ..maps.macromap import Bucket, Macro, MacroMap, bucket_of
+from ..maps.macromap import Bucket, Macro, MacroMap, bucket_of, listable
 from ..schema import RAW_TSO
 from ..store import layout
 from ..store.ranged_file import RangedFile
@@ -57,6 +62,8 @@ class Expected:
     #: macro-chunk (gone or unreadable) -> its committed part, and the files listed in its place,
     #: which its compaction's manifest names for garbage collection: repair takes them out (step 4)
     fallback: dict[str, tuple[CommittedPart, list[str]]] = field(default_factory=dict)
+    #: ``(segment, bucket)`` holding a live slice no entry can name: read from the journal
+    partial: set[tuple[int, int]] = field(default_factory=set)
 
     def segment(self, seg: int) -> list[Macro]:
         """Every entry of ``seg``, by first ``_seq``."""
@@ -75,6 +82,8 @@ class Expected:
     def differs(self, seg: int, bucket: int, version: Bucket) -> bool:
         """Whether a bucket ``version`` lacks an entry this map needs (same ``_seq`` range and file)."""
         have = {(m.first, m.rows, m.path) for m in version.macros}
+        if (seg, bucket) in self.partial and not version.partial:
+            return True
         return any((m.first, m.rows, m.path) not in have for m in self.entries.get((seg, bucket), []))
 
     def damaged(self, store: Store, segs: set[int], where: tuple[int, int] | None,
@@ -84,7 +93,8 @@ class Expected:
         2 reads per bucket."""
         mm = MacroMap(store)
         out = []
-        for seg, bucket in sorted({k for k in self.entries if k[0] in segs} | ({where} if where else set())):
+        for seg, bucket in sorted({k for k in self.entries.keys() | self.partial if k[0] in segs}
+                                  | ({where} if where else set())):
             why = None
             try:
                 cur = mm.latest(seg, bucket)
@@ -95,6 +105,9 @@ class Expected:
                     why = (f"names macro-chunk {store.uri(lost[0])}, which is gone or unreadable, while the "
                            "files it replaced are all still there (repair lists them again and keeps them from "
                            "vacuum)")
+                elif (seg, bucket) in self.partial and not cur.partial:
+                    why = ("is not marked as leaving slices of shared files to the journal (an entry would read "
+                           "one as its whole file)")
                 elif self.differs(seg, bucket, cur):
                     why = "does not name macro-chunks the journal committed (a version or its head hint is lost)"
             except CorruptMetadataError as e:
@@ -169,8 +182,10 @@ def expected(state: StreamState, deltas: Sequence[Delta], exists: Callable[[str]
                     listed.append(Macro(x.first, x.end - x.first, x.path, x.bytes, min(c.lo for c in h),
                                         max(c.hi for c in h), False, x.level))
                     covered.update(c.seq for c in h)
+        unlisted = [c for c in live if c.seq not in covered]
         listed += [Macro(c.seq, c.rows, c.path, c.bytes, c.lo, c.hi, c.sorted, 0, c.floor)
-                   for c in live if c.seq not in covered]
+                   for c in unlisted if listable(c)]
+        out.partial.update((seg, bucket_of(c.seq)) for c in unlisted if not listable(c))
         for m in listed:
             out.entries.setdefault((seg, bucket_of(m.first)), []).append(m)
     for ms in out.entries.values():
@@ -215,7 +230,7 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
                      if (v := layout.numbered_name(n)) is not None)
 
     def content(v: int) -> bytes:
-        return Bucket(seg, bucket, v, macros).to_bytes()
+        return Bucket(seg, bucket, v, macros, (seg, bucket) in want.partial).to_bytes()
 
     def read(v: int) -> Bucket | None:
         rel = layout.macro_version(segment_number(seg), bucket, v)
@@ -241,7 +256,8 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
         store.write(layout.macro_head(segment_number(seg), bucket), newest.to_bytes())
     # a newest version that still lacks an entry gets a successor, published as compactors
     # publish theirs (create-if-absent, re-checked on a rival's version after a lost race)
-    won = mm.update(seg, bucket, lambda cur: macros if want.differs(seg, bucket, cur) else None)
+    won = mm.update(seg, bucket, lambda cur: macros if want.differs(seg, bucket, cur) else None,
+                    partial=(seg, bucket) in want.partial)
     if won is not None:
         done.append(f"macro map of segment {seg} bucket {bucket}: version {won.v} rebuilt from the journal")
     return done

@@ -15,8 +15,10 @@ slices, read from the entry that committed them, is
 * compacted before it (``_seq`` end at or below that state's compacted-up-to ``_seq`` for its
   segment) into a macro-chunk that is not the file itself: the macro map (the version the
   current state names, else the newest) holds the slice's ``_seq`` range in a macro-chunk of
-  another path. A slice compaction passed over is listed in the map as it is, under the shared
-  file's path: the file then stays.
+  another path, which is there and readable (:func:`readable`: one that is gone or damaged
+  leaves the slice the only copy of its records, which repair lists in its place). A slice
+  compaction passed over is listed in the map as it is, under the shared file's path: the
+  file then stays.
 
 So readers that planned before the last of those compactions (or truncations) committed keep
 their file for the grace period, as replaced files do; reads of compacted slices go to the map.
@@ -40,13 +42,27 @@ from ..store.storage import Store
 log = logging.getLogger("pyspark_tstream")
 
 
+def readable(store: Store, path: str, rows: int) -> bool:
+    """Whether the macro-chunk ``path`` is there and readable with at least ``rows`` rows (a
+    footer read). Only then may the files it replaced go: otherwise they may be the only copy."""
+    from ..read.reading import footer_rows  # a footer read, only where files may go
+
+    # missing, no footer, a footer that does not decode (OSError), or a store failure taken as
+    # unreadable too: the files then stay, until truncation's collection takes them with their last slice
+    try:
+        return footer_rows(store, path, store.size(path)) >= rows
+    except (ValueError, OSError):
+        return False
+
+
 def dead_shared(store: Store, journal: Journal, state: StreamState, upto: int,
                 candidates: dict[str, int]) -> list[str]:
     """The shared files among ``candidates`` (path -> committing position) no live slice names
     any more, as of the grace boundary ``upto`` (the first journal position newer than the grace).
 
-    Store calls: the entry at ``upto - 1``, one delta read per committing position, and the map
-    buckets of the candidates' slices (:meth:`MacroMap.covering_many`); none when no candidate.
+    Store calls: the entry at ``upto - 1``, one delta read per committing position, the map
+    buckets of the candidates' slices (:meth:`MacroMap.covering_many`) and a footer read per
+    macro-chunk holding them; none when no candidate.
     """
     if not candidates or upto <= 0:
         return []
@@ -76,9 +92,13 @@ def dead_shared(store: Store, journal: Journal, state: StreamState, upto: int,
             ranges.setdefault(c.seg, []).append((c.seq, c.seq + c.rows))
     known = {seg: bv for seg, s in segment_summaries(state).items() if (bv := s.map_version) is not None}
     held = MacroMap(store).covering_many(ranges, known) if ranges else {}
+    holding = {m.path: m.rows for cs in check.values() for c in cs for m in held.get(c.seg, [])
+               if m.first <= c.seq and c.seq + c.rows <= m.end and m.path not in check}
+    there = {rel for rel, rows in holding.items() if readable(store, rel, rows)}
     out = []
     for path, cs in check.items():
-        if all(any(m.first <= c.seq and c.seq + c.rows <= m.end and m.path != path for m in held.get(c.seg, []))
+        if all(any(m.first <= c.seq and c.seq + c.rows <= m.end and m.path != path and m.path in there
+                   for m in held.get(c.seg, []))
                and not any(m.path == path for m in held.get(c.seg, [])) for c in cs):
             out.append(path)
     return sorted(out)

@@ -318,7 +318,7 @@ class _Checker:
                           f"{why}: reads of its compacted records fail; `tstream repair` rebuilds it from "
                           "the journal", True, segment=seg, bucket=bucket)
             self.macro_fixes[(seg, bucket)] = want
-        self._count("macro map buckets", len({k for k in want.entries if k[0] in affected}))
+        self._count("macro map buckets", len({k for k in want.entries.keys() | want.partial if k[0] in affected}))
         return substitute(self.store, state, raw, maps=want)
 
     def _chunk_problem(self, c: Chunk, bad: str) -> None:

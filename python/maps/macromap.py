@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..errors import CorruptMetadataError, corrupt
+from ..journal.entries import Chunk
 from ..journal.state import segment_number
 from ..store import layout
 from ..store.races import LOST, Lost, until_won
@@ -38,6 +39,14 @@ SPAN = 1 << 22
 def bucket_of(seq: int) -> int:
     """The bucket whose range ``[k·SPAN, (k+1)·SPAN)`` holds ``_seq`` ``seq``."""
     return seq // SPAN
+
+
+def listable(chunk: Chunk) -> bool:
+    """Whether ``chunk`` may be listed in the map as it is. An entry names a whole file (no
+    offset or span), so a slice of a shared file never is: it would read as all of its file.
+    Compaction rewrites such a slice as a macro-chunk instead; repair leaves it to the journal
+    (:attr:`Bucket.partial`)."""
+    return not chunk.shared
 
 
 @dataclass(frozen=True)
@@ -77,16 +86,26 @@ class Macro:
 
 @dataclass(frozen=True)
 class Bucket:
-    """One version of a bucket: its live macro-chunks, by first ``_seq``."""
+    """One version of a bucket: its live macro-chunks, by first ``_seq``.
+
+    ``partial``: some compacted ``_seq`` of the bucket is in no entry but read from the
+    journal's chunks (slices of shared files that repair listed in place of a lost macro-chunk,
+    which no entry can name: :func:`listable`), so a plan cannot read the bucket instead of the
+    journal. Stored as ``"partial": 1`` only when set, and kept by every later version.
+    """
 
     seg: int
     bucket: int
     v: int
     macros: tuple[Macro, ...]
+    partial: bool = False
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"seg": self.seg, "bucket": self.bucket, "v": self.v,
-                           "macros": [m.to_json() for m in self.macros]}, separators=(",", ":")).encode()
+        doc: dict[str, Any] = {"seg": self.seg, "bucket": self.bucket, "v": self.v,
+                               "macros": [m.to_json() for m in self.macros]}
+        if self.partial:
+            doc["partial"] = 1
+        return json.dumps(doc, separators=(",", ":")).encode()
 
 
 class MacroMap:
@@ -100,7 +119,7 @@ class MacroMap:
         try:
             d = json.loads(data)
             return Bucket(int(d["seg"]), int(d["bucket"]), int(d["v"]),
-                          tuple(Macro.from_json(m) for m in d["macros"]))
+                          tuple(Macro.from_json(m) for m in d["macros"]), bool(d.get("partial", 0)))
         except (ValueError, KeyError, TypeError, IndexError) as e:
             raise corrupt("macro map bucket", self.store.uri(rel), e, self.store.display_url) from e
 
@@ -188,8 +207,10 @@ class MacroMap:
             out[seg].sort(key=lambda m: m.first)
         return out
 
-    def update(self, seg: int, bucket: int, change: Callable[[Bucket], tuple[Macro, ...] | None]) -> Bucket | None:
+    def update(self, seg: int, bucket: int, change: Callable[[Bucket], tuple[Macro, ...] | None], *,
+               partial: bool = False) -> Bucket | None:
         """Publish ``change(newest)`` as the next version; None if ``change`` declines (returns None).
+        The version is :attr:`~Bucket.partial` if ``partial`` or the newest was.
 
         ``change`` is called again on the winner's version after a lost race, so it must check
         its preconditions against the version it is given. The head hint is written after the
@@ -201,7 +222,8 @@ class MacroMap:
             macros = change(cur[0])
             if macros is None:
                 return None
-            nxt = Bucket(seg, bucket, cur[0].v + 1, tuple(sorted(macros, key=lambda m: m.first)))
+            nxt = Bucket(seg, bucket, cur[0].v + 1, tuple(sorted(macros, key=lambda m: m.first)),
+                         partial or cur[0].partial)
             data = nxt.to_bytes()
             rel = layout.macro_version(segment_number(seg), bucket, nxt.v)
             if self.store.put_if_absent(rel, data):

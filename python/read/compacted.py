@@ -107,7 +107,8 @@ def plan_from_map(store: Store, state: StreamState, first: int, lo: int, hi: int
     the macro map instead of the journal: ``(chunks, P)``, or None when it cannot stand in.
 
     ``P`` is the compaction's scan position: every chunk committed below it is listed in the
-    map version the state names for its segment (merged, or as it is). One batched read,
+    map version the state names for its segment (merged, or as it is), unless that version is
+    :attr:`~pyspark_tstream.maps.macromap.Bucket.partial` (None then). One batched read,
     however many commits that covers; used while each segment's map fits one bucket.
     """
     pos = compaction_pos(state)
@@ -124,7 +125,10 @@ def plan_from_map(store: Store, state: StreamState, first: int, lo: int, hi: int
     mm = MacroMap(store)
     out = []
     for (seg, _), rel, data in zip(items, rels, blobs):
-        for m in mm.decode(data, rel).macros:
+        version = mm.decode(data, rel)
+        if version.partial:  # some compacted records are in the journal's chunks only
+            return None
+        for m in version.macros:
             if m.hi > lo and m.lo <= hi:
                 out.append(Chunk(seg=seg, path=m.path, rows=m.rows, bytes=m.bytes, seq=m.first, floor=m.floor,
                                  lo=m.lo, hi=m.hi, sorted=m.sorted))
