@@ -353,9 +353,11 @@ class _Checker:
         rebuilt = {}
         for p, what in bad:
             kept = holds_its_records(self.store, p)  # else its records are only in what it replaced
-            if what == "missing" and not any(self._present(r) for r in named.get(p.macro, []) if r != p.macro):
+            gone = [r for r in named.get(p.macro, []) if r != p.macro]
+            if what == "missing" and gone and not any(self._present(r) for r in gone):
                 # a vacuum deleted what it replaced, then the manifest, and stopped before committing
-                # its progress: the next vacuum records it (a lost macro-chunk is a chunk problem)
+                # its progress: the next vacuum records it (a lost macro-chunk is a chunk problem; a
+                # compaction of slices alone names no file, so its lost manifest is still rebuilt)
                 self._count("compaction manifests collected")
                 continue
             replaced = tuple(named.get(p.macro, [])) if kept else ()
