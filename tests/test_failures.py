@@ -176,7 +176,7 @@ def _with_scaling(clock: _Clock) -> Build:
 
 
 @pytest.mark.slow_on_file
-@pytest.mark.parametrize("work", ["retention", "scaling"])
+@pytest.mark.parametrize("work", [pytest.param("retention", marks=pytest.mark.slow), "scaling"])
 @pytest.mark.parametrize("error", [RuntimeError, pytest.param(OSError, marks=pytest.mark.slow)])
 def test_failure_at_every_call_of_commit_and_post_commit_work(
         url: str, monkeypatch: pytest.MonkeyPatch, work: str, error: type[BaseException]) -> None:

@@ -111,7 +111,7 @@ def _sealed_record(number: int) -> SealedRecord:
                         sealed_epoch=1, sealed_pos=1, successors=())
 
 
-@pytest.mark.parametrize("kind", ["sealed shard", "macro-map bucket"])
+@pytest.mark.parametrize("kind", ["sealed shard", pytest.param("macro-map bucket", marks=pytest.mark.slow)])
 def test_lost_version_hint_costs_log_n_reads(kind: str) -> None:
     """Sealed-map shards and macro-map buckets find their newest version without the head hint
     in O(log versions) store calls, not one read per version."""

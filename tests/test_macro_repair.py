@@ -32,7 +32,8 @@ pytestmark = pytest.mark.slow_on_file
 
 #: How appends lay out their records: a plain chunk file per segment, ``Stream.append``'s one
 #: shared file per append sliced by segment (format v5), or a Spark sink task's shared file.
-CHUNKS = ["plain", "sliced", "sink"]
+# a sink task's shared files take the sliced path too: the slow set runs them
+CHUNKS = ["plain", "sliced", pytest.param("sink", marks=pytest.mark.slow)]
 
 
 def _append(s: Stream, first: int, n: int, chunks: str = "plain") -> None:
@@ -429,6 +430,7 @@ def test_a_lost_manifest_of_a_lost_macro_chunk_deletes_nothing(url: str, first: 
     assert Stream.open(url).verify().ok
 
 
+@pytest.mark.slow
 def test_vacuum_with_a_lost_manifest_interrupted_at_any_write_completes_on_the_next_run() -> None:
     """Killed before any of its deletes or its commit, the next vacuum (which finds more
     manifests missing: the ones the dead run deleted) deletes exactly what was replaced."""

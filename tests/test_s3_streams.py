@@ -120,6 +120,7 @@ def test_create_append_read_info_round_trip(s3_root: S3Root) -> None:
     assert f"{s3_root.prefix}/{layout.entry(2)}" in s3_root.keys(f"{layout.META}/")
 
 
+@pytest.mark.slow
 def test_a_lost_macro_map_is_rebuilt_on_an_object_store(s3_root: S3Root) -> None:
     """fsck and repair of a compacted stream whose map bucket objects are all gone (listing,
     conditional create and ranged reads of the macro-chunks' timestamp column, on the server)."""

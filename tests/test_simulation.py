@@ -59,8 +59,9 @@ def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     _run_seeds(PROFILES[name], range(20_000, 20_000 + SLOW_SEEDS // 4))
 
 
-@pytest.mark.parametrize(("name", "within", "note"), [("torn", 40, "torn entries set aside"),
-                                                      ("autoscale", 10, "scales committed")])
+@pytest.mark.parametrize(("name", "within", "note"), [
+    pytest.param("torn", 40, "torn entries set aside", marks=pytest.mark.slow),
+    ("autoscale", 10, "scales committed")])
 def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
     """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run, and
     auto-scaling's splits and merges, lose nothing on the first seed where they happen (searched,

@@ -36,6 +36,7 @@ def _committed_parts(s: Stream) -> list[tuple[str, int, int]]:
             for w, b, _, chunks in commits_in(e for e in entries if e.op == "append" and e.chunks)]
 
 
+@pytest.mark.slow
 def test_concurrent_streaming_queries_into_one_stream_commit_every_batch_once(spark: Any, tmp_path: Path) -> None:
     url = f"file://{tmp_path}/stream"
     Stream.create(url, segments=2)

@@ -163,6 +163,7 @@ def _foreach_batch_to_tstream(spark: Any, src: Path, url: str, ckpt: Path, calls
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_foreach_batch_replayed_from_its_checkpoint_appends_once(spark: Any, tmp_path: Path) -> None:
     src, ckpt, url = tmp_path / "in", tmp_path / "ckpt", f"file://{tmp_path}/s"
     _input_files(src, 0, files=3)
@@ -185,6 +186,7 @@ def test_foreach_batch_replayed_from_its_checkpoint_appends_once(spark: Any, tmp
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_delta_option_names_and_errors_through_spark(spark: Any, tmp_path: Path) -> None:
     url = f"file://{tmp_path}/s"
 

@@ -30,6 +30,7 @@ def _ids(df: Any) -> list[int]:
     return sorted(r["id"] for r in df.select("id").collect())
 
 
+@pytest.mark.slow
 def test_batch_seeks(spark: Any, tmp_path: Path) -> None:
     url = f"file://{tmp_path}/s"
     _fill(url)  # ids 0..499 at t = 1.7e12 + id * 10
@@ -248,6 +249,7 @@ def test_bad_source_options_and_corrupt_chunk(spark: Any, tmp_path: Path) -> Non
         spark.read.format("tstream").load(url).count()
 
 
+@pytest.mark.slow
 def test_fail_on_data_loss_and_consumer_group(spark: Any, tmp_path: Path) -> None:
     from pyspark_tstream.api.groups import Group
 
