@@ -41,12 +41,16 @@ def local_read(path: str) -> bytes:
     """The bytes of a local file (an ``EIO`` is retried a few times, see :data:`EIO_RETRIES`)."""
     # builtin open: the read path is hot and fsspec's LocalFileOpener adds ~5x the overhead
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        return _read_whole(path)
     except OSError as e:
         if e.errno != errno.EIO:
             raise
         return _reread(path, e)
+
+
+def _read_whole(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 #: Pauses (seconds) before the reads that retry one that failed with ``EIO``. A FUSE mount of a
@@ -61,8 +65,7 @@ def _reread(path: str, first: OSError) -> bytes:
     for pause in EIO_RETRIES:
         time.sleep(pause)
         try:
-            with open(path, "rb") as f:
-                return f.read()
+            return _read_whole(path)
         except OSError as e:
             if e.errno != errno.EIO:
                 raise
