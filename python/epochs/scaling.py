@@ -194,7 +194,11 @@ class ScaleRequest:
             state.next_number += 1
         created_ids = [c.id for c in created]
         state.pending_sealed.extend(SealedRecord.of(s, epoch, pos, created) for s in sealed)
-        for w in state.writers.values():
+        sealed_ids = {s.id for s in sealed}
+        for wid, shared in list(state.writers.items()):
+            if not sealed_ids.intersection(shared.lanes):
+                continue  # no lane in a sealed segment: nothing to carry over
+            w = state.writer_to_change(wid)
             # a writer's lane continues in each successor: its later records of a key stay after
             # its earlier ones, and no other writer's times are inherited
             for c in created:

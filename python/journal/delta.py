@@ -26,7 +26,8 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from .shapes import check_entry, is_int, need
+from .expiry import merged as merged_quiet
+from .shapes import check_entry, need
 from .state import StreamState, Writer
 
 #: Keys of a change that are not state fields.
@@ -42,14 +43,19 @@ def _bare(state: StreamState) -> dict[str, Any]:
 
 def state_copy(state: StreamState) -> StreamState:
     """A private copy of ``state`` a commit may change: its fields through their stored form,
-    its writers one by one (no JSON of every writer's window on every attempt)."""
+    its writers copy-on-write (shared until :meth:`StreamState.writer_to_change` copies the few
+    the commit touches: copying every writer's window and lanes on every attempt made a commit's
+    CPU grow with the writers)."""
     copy = StreamState.from_json({**json.loads(json.dumps(_bare(state))), WRITERS: {}})
-    copy.writers = {k: w.copy() for k, w in state.writers.items()}
+    copy.writers = dict(state.writers)
+    copy.edited = {}
+    copy.quiet = state.quiet
     return copy
 
 
 def change(before: StreamState, after: StreamState) -> dict[str, Any]:
-    """What turned ``before`` into ``after`` (see the module docstring)."""
+    """What turned ``before`` into ``after`` (see the module docstring). When ``after`` is a
+    :func:`state_copy` of ``before``, only the writers it edited are compared and encoded."""
     a, b = _bare(before), _bare(after)
     out: dict[str, Any] = {k: v for k, v in b.items() if a.get(k, _MISSING) != v}
     dropped = [k for k in a if k not in b]
@@ -63,11 +69,16 @@ def change(before: StreamState, after: StreamState) -> dict[str, Any]:
         if old_index and len(old_index) == len(new_index) and old_index[1:] == new_index[1:] \
                 and new_index[0][:len(old_index[0])] == old_index[0]:
             out[INDEX_ADDED] = out.pop("index")[0][len(old_index[0]):]
-    old = before.writers
-    changed = {wid: w.to_json() for wid, w in after.writers.items() if old.get(wid) != w}
+    old, new = before.writers, after.writers
+    if after.edited is None:  # not a copy-on-write copy: any writer may differ
+        changed = {wid: w.to_json() for wid, w in new.items() if old.get(wid) != w}
+        gone = [wid for wid in old if wid not in new]
+    else:
+        edited = [wid for wid in after.edited if old.get(wid) != new.get(wid)]
+        changed = {wid: new[wid].to_json() for wid in edited if wid in new}
+        gone = [wid for wid in edited if wid not in new]
     if changed:
         out[WRITERS] = changed
-    gone = [wid for wid in old if wid not in after.writers]
     if gone:
         out[GONE] = gone
     return out
@@ -84,10 +95,15 @@ def _segment_diff(i: int, old: list[int], new: list[int]) -> list[int]:
     return row
 
 
+#: The element types a ``segs`` row may hold: JSON integers (:func:`~.shapes.is_int`).
+_INT_TYPES = frozenset({int})
+
+
 def _apply_segs(segments: list[list[int]], rows: Any) -> None:
-    need(isinstance(rows, list) and all(isinstance(r, list) and len(r) % 2 == 1 and all(is_int(x) for x in r)
-                                        for r in rows), "the change's segs")
+    need(isinstance(rows, list), "the change's segs")
     for row in rows:
+        # one C-level type test a row: catching up applies every segment row of every entry
+        need(type(row) is list and len(row) % 2 == 1 and _INT_TYPES.issuperset(map(type, row)), "the change's segs")
         seg = segments[row[0]]
         for j, diff in zip(row[1::2], row[2::2]):
             seg[j] += diff
@@ -108,6 +124,7 @@ def apply_all(before: StreamState, changes: list[dict[str, Any]]) -> StreamState
     d = json.loads(json.dumps(_bare(before)))
     merged = dict(before.writers)
     changed: dict[str, Any] = {}
+    touched: dict[str, None] = {}
     for ch in changes:
         need(isinstance(ch, dict), "the entry's change")
         for k in ch.get(DROP, []):
@@ -123,11 +140,15 @@ def apply_all(before: StreamState, changes: list[dict[str, Any]]) -> StreamState
         for wid in gone:
             merged.pop(wid, None)
             changed.pop(wid, None)
+            touched[wid] = None
         changed.update(writers)
     # the fields are shape-checked as a whole state's are (a change is a partial state)
     check_entry({"pos": 0, "wall": 0, "op": "", "nonce": "", "chunks": [], "state": {**d, WRITERS: changed}})
     after = StreamState.from_json({**d, WRITERS: {}})
     for wid, w in changed.items():
         merged[wid] = Writer.from_json(w)
+        touched[wid] = None
     after.writers = merged
+    if before.quiet is not None:  # kept up to date from the writers the changes name alone
+        after.quiet = merged_quiet(before.quiet, after, touched)
     return after

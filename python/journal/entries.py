@@ -383,10 +383,23 @@ class EntryLog:
         if kept is not None:
             return kept
         base = max((p for p in self._states if start <= p < pos), default=None)
+        older = max((p for p in self._states if pos - checkpoint.MAX_ENTRIES <= p < start), default=None)
+        if base is None and older is not None:
+            # a state this handle kept from before the checkpoint, at most as many entries back
+            # as a checkpoint may have after it: their changes are O(what they changed), the
+            # checkpoint O(every writer) (a committer behind by a few commits met a checkpoint
+            # written meanwhile on most catch-ups)
+            try:
+                return self._rebuild(pos, self._states[older], older)
+            except (FileNotFoundError, CorruptMetadataError):
+                pass  # entries before the checkpoint were collected (or damaged): rebuild from it
         if base is not None:
-            state = self._states[base]
-        else:
-            state, base = self._checkpoint(start), start
+            return self._rebuild(pos, self._states[base], base)
+        return self._rebuild(pos, self._checkpoint(start), start)
+
+    def _rebuild(self, pos: int, state: StreamState, base: int) -> StreamState:
+        """The state after entry ``pos`` from ``state``, the state after entry ``base``: one
+        batched read of the entries between that this handle has not kept."""
         todo = list(range(base + 1, pos + 1))
         raws = dict((p, self._recent[p]) for p in todo if p in self._recent)
         missing = [p for p in todo if p not in raws]

@@ -10,13 +10,16 @@ to the sharded sealed map, journal deltas to compacted index nodes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .checkpoint_mark import CheckpointMark
 from .compaction_state import CompactionProgress
 from .config import ConfigRecord
 from .scale_records import EpochRecord, SealedRecord
 from .summary import Summary
+
+if TYPE_CHECKING:
+    from .expiry import Quiet
 
 #: How many recent batch ids each writer remembers exactly (Redis IDMP keeps 100).
 DEDUPE_WINDOW = 64
@@ -242,6 +245,35 @@ class StreamState:
     #: format v6: the newest checkpoint of the whole state at or before this position (None: a
     #: stream written by format 5 or older, whose entries each hold the whole state)
     checkpoint: CheckpointMark | None = None
+    #: Copy-on-write bookkeeping, never stored: the writers a commit's private copy
+    #: (:func:`~pyspark_tstream.journal.delta.state_copy`) changed or removed, in the order it
+    #: first did. Its other writers are shared with the state it copied, so they are changed only
+    #: through :meth:`writer_to_change` and :meth:`drop_writer`; the change is then built from
+    #: these alone (:func:`~pyspark_tstream.journal.delta.change`). None: not such a copy (every
+    #: writer is compared).
+    edited: dict[str, None] | None = field(default=None, compare=False, repr=False)
+    #: Never stored: until when no writer's lease ends or retention passes
+    #: (:mod:`~pyspark_tstream.journal.expiry`), so a commit scans no writer before then. None: unknown.
+    quiet: Quiet | None = field(default=None, compare=False, repr=False)
+
+    def writer_to_change(self, wid: str) -> Writer:
+        """Writer ``wid`` (created if absent), this state's own to change: copied on its first
+        change when this state is a commit's private copy, whose writers are shared with the
+        committed state it copied."""
+        w = self.writers.get(wid)
+        if self.edited is not None and wid not in self.edited:
+            self.edited[wid] = None
+            if w is not None:
+                w = self.writers[wid] = w.copy()
+        if w is None:
+            w = self.writers[wid] = Writer()
+        return w
+
+    def drop_writer(self, wid: str) -> None:
+        """Remove writer ``wid`` (its state expired)."""
+        del self.writers[wid]
+        if self.edited is not None:
+            self.edited[wid] = None
 
     def was_folded(self, rid: str) -> int | None:
         """The position that folded published request ``rid``, if within the remembered window."""

@@ -28,7 +28,8 @@ import pyarrow as pa
 
 from ..errors import SegmentSealedError
 from ..journal.entries import Chunk, Entry
-from ..journal.state import DEDUPE_WINDOW, SchemaChange, StreamState, Writer
+from ..journal.expiry import end_leases, quiet
+from ..journal.state import DEDUPE_WINDOW, SchemaChange, StreamState
 from ..schema import decode_schema, encode_schema, reconcile
 from ..timestamps import LOGICAL_MASK, final_bounds, final_marks, tso_id
 from .spec import ChunkInfo, fits
@@ -227,18 +228,9 @@ class Ack:
                    writer_id=entry.writer, batch_id=entry.batch, moved=info.moved.counts())
 
 
-def _expire(state: StreamState, now: int, committer: str | None) -> list[str]:
-    lease = state.config.writer_lease_ms
-    expired = []
-    for wid, w in state.writers.items():
-        if w.live and wid != committer and now - w.wall > lease:
-            w.live = False
-            expired.append(wid)
-    return expired
-
-
 def _advance_tick(state: StreamState) -> None:
-    blockers = [w.tso for w in state.writers.values() if w.live]
+    live = (state.writers.get(wid) for wid in quiet(state).live)  # the live writers alone, not all
+    blockers = [w.tso for w in live if w is not None and w.live]
     for declared in state.config.writers:
         w = state.writers.get(declared)
         if w is None or not w.seen:
@@ -322,7 +314,7 @@ class CommitRequest:
         want = self.intent
         writer = state.writers.get(want.writer_id) if want.writer_id is not None else None
         self._schema(state, pos)
-        expired = _expire(state, self.now, want.writer_id)
+        expired = end_leases(state, self.now, want.writer_id)
         lanes = state.writers[want.writer_id].lanes if writer is not None and want.writer_id is not None else {}
         chunks, moved = self._place(state, lanes)
         rows = sum(c.rows for c in chunks)
@@ -334,7 +326,7 @@ class CommitRequest:
         state.bytes += sum(c.bytes for c in chunks)
         state.chunks += len(chunks)
         if want.writer_id is not None:
-            writer = state.writers.setdefault(want.writer_id, Writer())
+            writer = state.writer_to_change(want.writer_id)
             for c in chunks:
                 writer.lanes[c.seg] = max(writer.lanes.get(c.seg, 0), c.hi)
             if want.batch_id is not None:
