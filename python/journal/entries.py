@@ -383,12 +383,11 @@ class EntryLog:
         if kept is not None:
             return kept
         base = max((p for p in self._states if start <= p < pos), default=None)
-        older = max((p for p in self._states if pos - checkpoint.MAX_ENTRIES <= p < start), default=None)
-        if base is None and older is not None:
-            # a state this handle kept from before the checkpoint, at most as many entries back
-            # as a checkpoint may have after it: their changes are O(what they changed), the
-            # checkpoint O(every writer) (a committer behind by a few commits met a checkpoint
-            # written meanwhile on most catch-ups)
+        older = max((p for p in self._states if p < start), default=None)
+        if base is None and older is not None and self._entries_cheaper(self._states[older], start):
+            # a state this handle kept from before the checkpoint, when the entries from it to
+            # the checkpoint hold fewer bytes than the checkpoint (which holds every writer): a
+            # committer a few commits behind meets a checkpoint written meanwhile on many catch-ups
             try:
                 return self._rebuild(pos, self._states[older], older)
             except (FileNotFoundError, CorruptMetadataError):
@@ -396,6 +395,16 @@ class EntryLog:
         if base is not None:
             return self._rebuild(pos, self._states[base], base)
         return self._rebuild(pos, self._checkpoint(start), start)
+
+    @staticmethod
+    def _entries_cheaper(kept: StreamState, start: int) -> bool:
+        """Whether the entries after ``kept`` up to checkpoint ``start`` are likely fewer bytes
+        than that checkpoint (estimated from ``kept``'s own checkpoint mark: its size, and the
+        bytes of the entries after it)."""
+        m = kept.checkpoint
+        if m is None or kept.pos <= m.pos or start - kept.pos > checkpoint.MAX_ENTRIES:
+            return False
+        return (start - kept.pos) * m.since < m.bytes * (kept.pos - m.pos)
 
     def _rebuild(self, pos: int, state: StreamState, base: int) -> StreamState:
         """The state after entry ``pos`` from ``state``, the state after entry ``base``: one
