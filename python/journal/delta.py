@@ -22,7 +22,6 @@ re-encodes only the change on the winner's state.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
@@ -35,7 +34,10 @@ WRITERS, GONE, DROP, SEGS, INDEX_ADDED = "writers", "gone", "drop", "segs", "ind
 
 
 def _bare(state: StreamState) -> dict[str, Any]:
-    """The stored form of ``state`` without its writers (the fields stored whole)."""
+    """The stored form of ``state`` without its writers (the fields stored whole), in containers
+    of its own: every ``to_json`` builds fresh lists and dicts of JSON types, so this is a copy
+    a commit or a catch-up may change (a JSON round trip to copy it cost more than the rest of
+    applying a change)."""
     d = replace(state, writers={}).to_json()
     del d[WRITERS]
     return d
@@ -46,7 +48,7 @@ def state_copy(state: StreamState) -> StreamState:
     its writers copy-on-write (shared until :meth:`StreamState.writer_to_change` copies the few
     the commit touches: copying every writer's window and lanes on every attempt made a commit's
     CPU grow with the writers)."""
-    copy = StreamState.from_json({**json.loads(json.dumps(_bare(state))), WRITERS: {}})
+    copy = StreamState.from_json({**_bare(state), WRITERS: {}})
     copy.writers = dict(state.writers)
     copy.edited = {}
     copy.quiet = state.quiet
@@ -121,7 +123,7 @@ def apply_all(before: StreamState, changes: list[dict[str, Any]]) -> StreamState
     """The state after the consecutive changes ``changes`` of ``before``, as :func:`apply` one
     after another, but the state's fields decoded once: catching up over many entries costs
     their changes, not a state per entry."""
-    d = json.loads(json.dumps(_bare(before)))
+    d = _bare(before)
     merged = dict(before.writers)
     changed: dict[str, Any] = {}
     touched: dict[str, None] = {}
