@@ -9,10 +9,12 @@ lost a race decodes the winner's; none of it grows with the writers the commit n
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal import delta, expiry
@@ -113,3 +115,28 @@ def test_writer_expiry_still_drops_a_silent_writer_when_due(url: str, counts: Co
     assert sorted(gone) == sorted(f"w{i}" for i in range(1, 64))
     assert set(state.writers) == {"w0"}
     assert sorted(delta.change(s.state, state)["gone"]) == sorted(gone)
+
+
+def test_the_copy_of_a_states_fields_is_plain_json_of_its_own(url: str) -> None:
+    """A commit's private copy takes the state's fields from their stored form without a JSON
+    round trip, so that form must be plain JSON types in containers of its own, after scales,
+    schema changes, truncation, vacuum and compaction too (a tuple would fail a catch-up's shape
+    check; a shared list would let a commit change the committed state)."""
+    s = Stream.create(url, segments=2)
+    base = now_ms() - 10_000
+    for b in range(8):
+        s.append(pa.table({"key": [f"k{i}" for i in range(4)], "t": [base + b * 10 + i for i in range(4)]}),
+                 key="key", timestamp="t", writer_id=f"w{b % 3}", batch_id=b)
+        if b == 2:
+            s.scale(split=s.state.segments[0].id, parts=2)
+        if b == 4:
+            s.truncate(base + 25)
+            s.vacuum(grace_ms=0)
+        if b == 6:
+            s.compact(full=True)
+    bare = delta._bare(s.state)
+    assert json.loads(json.dumps(bare)) == bare  # no tuples, no non-string keys
+    copy = delta.state_copy(s.state)
+    copy.segments[0].rows += 1
+    copy.index[0].clear()
+    assert delta._bare(s.state) == bare  # the committed state is untouched

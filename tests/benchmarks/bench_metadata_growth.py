@@ -18,8 +18,9 @@ journal's alone. Per producer count:
 A second table: ``W`` writer handles committing in turn to one stream (each behind the others
 by ``W - 1`` commits, so each commit loses a race and catches up), process CPU a commit against
 ``W``; and one handle committing as each of the ``W`` writers in turn (never behind: the
-commit's own work on a state of ``W`` writers). Format 5 wrote the whole state in every entry and the head hint (1,571 KiB at 1,000
-producers); format 6 writes the change and a checkpoint every so often.
+commit's own work on a state of ``W`` writers). Format 5 wrote the whole state in every entry
+and the head hint (1,571 KiB at 1,000 producers); format 6 writes the change and a checkpoint
+every so often.
 """
 
 from __future__ import annotations
