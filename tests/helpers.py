@@ -11,19 +11,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import CallLog
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.maintain.fsck_report import Report
 from pyspark_tstream.maintain.retention import orphan_files
 from pyspark_tstream.store import layout
 from pyspark_tstream.store.storage import Store
 from pyspark_tstream.timestamps import now_ms
+
+if TYPE_CHECKING:
+    from conftest import CallLog
 
 #: The event time (ms since the epoch, November 2023) test data starts at: recent enough to be
 #: a real date, fixed so that runs are repeatable.
@@ -108,6 +110,8 @@ class DataBytes:
 def counted_verify(url: str, footers_only: bool) -> tuple[Report, CallLog, int]:
     """``verify(footers_only=...)`` of the stream at ``url``, freshly opened: its report, the
     store calls it made and the bytes of data files it read."""
+    from conftest import CallLog  # not at the top: scripts the tests start import this module too
+
     s = Stream.open(url)
     log, counted = CallLog(), DataBytes(s.store)
     s.store.observer = log
