@@ -9,17 +9,23 @@ live in ``conftest.py``; streams built for one family of tests live beside them
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.maintain.fsck_report import Report
 from pyspark_tstream.maintain.retention import orphan_files
+from pyspark_tstream.store import layout
+from pyspark_tstream.store.storage import Store
 from pyspark_tstream.timestamps import now_ms
+
+if TYPE_CHECKING:
+    from conftest import CallLog
 
 #: The event time (ms since the epoch, November 2023) test data starts at: recent enough to be
 #: a real date, fixed so that runs are repeatable.
@@ -77,3 +83,37 @@ def wait_for(cond: Callable[[], Any], timeout: float, what: str, proc: Any = Non
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(every)
+
+
+class DataBytes:
+    """Counts the bytes of data files ``store`` hands out through its reads (``read_range`` and
+    ``read_many``, wrapped from now on): ``total``. Metadata reads are not counted."""
+
+    def __init__(self, store: Store) -> None:
+        self.total = 0
+        read_range, read_many = store.read_range, store.read_many
+
+        def counted_range(rel: str, start: int, end: int) -> bytes:
+            out = read_range(rel, start, end)
+            self.total += len(out) if layout.is_data_file(rel) else 0
+            return out
+
+        def counted_many(rels: Sequence[str], *, mapped: bool = False) -> list[bytes]:
+            out = read_many(rels, mapped=mapped)
+            self.total += sum(len(b) for r, b in zip(rels, out) if layout.is_data_file(r))
+            return out
+
+        store.read_range = counted_range  # type: ignore[method-assign]
+        store.read_many = counted_many  # type: ignore[method-assign]
+
+
+def counted_verify(url: str, footers_only: bool) -> tuple[Report, CallLog, int]:
+    """``verify(footers_only=...)`` of the stream at ``url``, freshly opened: its report, the
+    store calls it made and the bytes of data files it read."""
+    from conftest import CallLog  # not at the top: scripts the tests start import this module too
+
+    s = Stream.open(url)
+    log, counted = CallLog(), DataBytes(s.store)
+    s.store.observer = log
+    report = s.verify(footers_only=footers_only)
+    return report, log, counted.total

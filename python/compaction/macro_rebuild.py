@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ..chunkfile.checksums import VERIFY_CHECKSUMS
-from ..errors import CorruptMetadataError
+from ..errors import CorruptMetadataError, UnsupportedFormatError
 from ..journal.compaction_state import compacted_upto, segment_summaries
 from ..journal.entries import Chunk
 from ..journal.state import StreamState, segment_number
@@ -110,6 +110,8 @@ class Expected:
                            "one as its whole file)")
                 elif self.differs(seg, bucket, cur):
                     why = "does not name macro-chunks the journal committed (a version or its head hint is lost)"
+            except UnsupportedFormatError:
+                raise  # a newer tstream's bucket: not damage, and no repair of ours may overwrite it
             except CorruptMetadataError as e:
                 why = f"is unreadable ({e.path.rsplit('/', 1)[-1]})"
             if why is None and (seg, bucket) == where and broken is not None:
@@ -236,6 +238,8 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
         rel = layout.macro_version(segment_number(seg), bucket, v)
         try:
             return mm.decode(store.read(rel), rel)
+        except UnsupportedFormatError:
+            raise  # a newer tstream's version: never overwritten as unreadable
         except (CorruptMetadataError, FileNotFoundError):
             return None
 

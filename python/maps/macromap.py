@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import CorruptMetadataError, corrupt
+from ..errors import CorruptMetadataError, corrupt, newer_format
 from ..journal.entries import Chunk
 from ..journal.state import segment_number
 from ..store import layout
@@ -34,6 +34,13 @@ from ..store.versions import newest_version
 
 #: Rows of ``_seq`` per bucket, and the most rows a macro-chunk may hold.
 SPAN = 1 << 22
+#: The bucket document's format, stored as ``"format"`` (no key: 1). 1: the first form. 2: a
+#: bucket may be :attr:`Bucket.partial` (``"partial": 1``); a reader that ignored the mark would
+#: read the bucket as all of the compacted history and skip the records left to the journal.
+#: Only a bucket that needs more than the first form (a partial one) carries the key, so every
+#: other bucket keeps format 1's bytes; a bucket of a newer format is refused
+#: (UnsupportedFormatError), never read as an older one.
+MACRO_FORMAT_VERSION = 2
 
 
 def bucket_of(seq: int) -> int:
@@ -91,7 +98,8 @@ class Bucket:
     ``partial``: some compacted ``_seq`` of the bucket is in no entry but read from the
     journal's chunks (slices of shared files that repair listed in place of a lost macro-chunk,
     which no entry can name: :func:`listable`), so a plan cannot read the bucket instead of the
-    journal. Stored as ``"partial": 1`` only when set, and kept by every later version.
+    journal. Stored as ``"partial": 1`` only when set (with ``"format"``:
+    :data:`MACRO_FORMAT_VERSION`), and kept by every later version.
     """
 
     seg: int
@@ -105,6 +113,7 @@ class Bucket:
                                "macros": [m.to_json() for m in self.macros]}
         if self.partial:
             doc["partial"] = 1
+            doc["format"] = MACRO_FORMAT_VERSION
         return json.dumps(doc, separators=(",", ":")).encode()
 
 
@@ -115,12 +124,18 @@ class MacroMap:
         self.store = store
 
     def decode(self, data: bytes, rel: str) -> Bucket:
-        """The bucket version in ``data`` (read from ``rel``); CorruptMetadataError if it is not one."""
+        """The bucket version in ``data`` (read from ``rel``); CorruptMetadataError if it is not
+        one, UnsupportedFormatError if a newer tstream wrote it (:data:`MACRO_FORMAT_VERSION`)."""
         try:
             d = json.loads(data)
+            fmt = d.get("format", 1)
+            if not isinstance(fmt, int) or isinstance(fmt, bool):
+                raise TypeError(f"format {fmt!r} is not an integer")
+            if fmt > MACRO_FORMAT_VERSION:
+                raise newer_format(self.store.uri(rel), fmt, MACRO_FORMAT_VERSION, "macro map bucket")
             return Bucket(int(d["seg"]), int(d["bucket"]), int(d["v"]),
                           tuple(Macro.from_json(m) for m in d["macros"]), bool(d.get("partial", 0)))
-        except (ValueError, KeyError, TypeError, IndexError) as e:
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
             raise corrupt("macro map bucket", self.store.uri(rel), e, self.store.display_url) from e
 
     def latest(self, seg: int, bucket: int) -> Bucket:

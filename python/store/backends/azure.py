@@ -88,13 +88,8 @@ class AzureBackend(ObjectStoreBackend):
 
         return AzureBlobFileSystem  # type: ignore[no-any-return]  # adlfs is untyped
 
-    def new_fs(self) -> Any:
-        opts = dict(self.options)
-        # a listing cache would answer exists/size from a stale listing and miss other writers
-        opts.setdefault("use_listings_cache", False)
-        fs = self.fs_class()(skip_instance_cache=True, **opts)
+    def switch_off_retries(self, fs: Any) -> None:
         _no_sdk_retries(fs.service_client)
-        return fs
 
     # -- errors -------------------------------------------------------------------------------
     def is_transient(self, exc: BaseException) -> bool:

@@ -6,7 +6,10 @@ uploaded in one request when its file is closed
 (:attr:`~pyspark_tstream.store.backends.base.Backend.uploads_on_close`), so that upload is a
 store call that is retried like any other. Each filesystem is our own instance
 (``skip_instance_cache``), shared per process for equal options: fsspec's shared instance would
-keep the listing caches and library retries this module switches off.
+keep the listing caches and library retries this module switches off. Every object store's
+filesystem is built the same way (:meth:`ObjectStoreBackend.new_fs`): listing caches off unless
+the options say otherwise, then the library's own retries off, which each backend does its own
+way (:meth:`ObjectStoreBackend.switch_off_retries`).
 """
 
 from __future__ import annotations
@@ -47,9 +50,21 @@ class ObjectStoreBackend(FsspecBackend):
 
     def new_fs(self) -> Any:
         """A fresh filesystem for these options, with the library's own retries off."""
-        import fsspec
+        fs = self.fs_class()(skip_instance_cache=True, **self.fs_options())
+        self.switch_off_retries(fs)
+        return fs
 
-        return fsspec.filesystem(self.scheme, skip_instance_cache=True, **self.options)
+    def fs_options(self) -> dict[str, Any]:
+        """The keyword arguments of :meth:`new_fs`'s filesystem: the storage options, with the
+        listing cache off unless they set it (a cached listing would answer ``exists``/``size``
+        from a stale listing and never see another writer's commit)."""
+        opts = dict(self.options)
+        opts.setdefault("use_listings_cache", False)
+        return opts
+
+    def switch_off_retries(self, fs: Any) -> None:
+        """Switch off the retry loop of ``fs``'s library: :class:`~pyspark_tstream.store.storage.Store`
+        owns retrying. The default does nothing, for a backend whose :meth:`fs_class` has none."""
 
     def read(self, path: str) -> bytes:
         return self.fs.cat_file(path, **self.cat_kwargs)  # type: ignore[no-any-return]  # fsspec is untyped

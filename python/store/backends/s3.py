@@ -40,16 +40,14 @@ class S3Backend(ObjectStoreBackend):
             raise cls.credentials_in_url()
         return netloc, {}
 
-    def new_fs(self) -> Any:
-        import fsspec
-
-        opts = dict(self.options)
-        opts.setdefault("use_listings_cache", False)
+    def fs_options(self) -> dict[str, Any]:
+        opts = super().fs_options()
         config = dict(opts.get("config_kwargs") or {})
         config.setdefault("retries", {"total_max_attempts": 1})
         # botocore's default pool of 10 connections would cap read_many's concurrency
         config.setdefault("max_pool_connections", CONCURRENCY)
         opts["config_kwargs"] = config
-        fs = fsspec.filesystem(self.scheme, skip_instance_cache=True, **opts)
+        return opts
+
+    def switch_off_retries(self, fs: Any) -> None:
         fs.retries = 1
-        return fs
