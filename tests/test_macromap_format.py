@@ -97,3 +97,41 @@ def test_a_bucket_of_a_newer_format_is_refused_and_never_repaired_over() -> None
     with pytest.raises(UnsupportedFormatError):
         Stream.open(url).repair()
     assert s.store.read(rel) == newer
+
+
+def test_a_repair_that_marks_a_bucket_partial_makes_older_tstreams_refuse_the_stream(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tstream older than the mark checks only the journal's version: the repair commits an
+    entry (no records) at this format before it writes the partial bucket, so a format-5 reader
+    refuses the stream instead of reading 91 of 200 records (measured with the release before)."""
+    from pyspark_tstream.journal import entries
+    from pyspark_tstream.maintain.repair import REPAIR_OP
+
+    url = "memory://macro-format-refuse/s"
+    s, before = _sliced_and_compacted(url)
+    pos = s.refresh().pos
+    macro = next(m for m in MacroMap(s.store).latest(min(segment_summaries(s.refresh())), 0).macros if m.floor == 0)
+    s.store.delete([macro.path])
+    report = Stream.open(url).repair()
+    assert report.ok and any("partial" in line and f"journal entry {pos + 1} committed" in line
+                             for line in report.repaired), report.repaired
+    raw = json.loads(s.store.read(layout.entry(pos + 1)))
+    assert (raw["op"], raw["v"], raw.get("chunks", [])) == (REPAIR_OP, entries.FORMAT_VERSION, [])
+    after = Stream.open(url)
+    _same(before, after.read())  # no record added or lost by the entry
+    assert after.verify().ok
+    monkeypatch.setattr(entries, "FORMAT_VERSION", 5)  # what a release of format 5 checks
+    with pytest.raises(UnsupportedFormatError):
+        Stream.open(url).read()
+
+
+def test_a_repair_with_no_partial_bucket_commits_nothing() -> None:
+    url = "memory://macro-format-whole/s"
+    s, _ = _sliced_and_compacted(url)
+    seg = min(segment_summaries(s.refresh()))
+    e = segment_summaries(s.refresh())[seg]
+    pos = s.refresh().pos
+    s.store.write(layout.macro_version(segment_number(seg), e.bucket or 0, e.version or 0), b"not json")
+    report = Stream.open(url).repair()
+    assert report.ok and report.repaired and not any("committed" in line for line in report.repaired)
+    assert Stream.open(url).refresh().pos == pos

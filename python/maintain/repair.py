@@ -4,7 +4,11 @@ Writes only derived objects (head and anchor hints, index nodes, epoch records a
 chunks, sealed-map shards, macro-map buckets, compaction manifests, consumer-group copies) that
 :func:`~pyspark_tstream.maintain.fsck.verify`
 found missing or unreadable and could rebuild (its :class:`~pyspark_tstream.maintain.fixes.Fixes`);
-never a journal entry's facts or a data chunk.
+never a journal entry's facts or a data chunk. One entry it may commit, with no facts: before a
+macro-map bucket marked partial is written, an entry of op ``repair`` at this tstream's format, so a
+tstream that predates the mark (format 5 or older, which would take the bucket as the whole
+compacted history and skip the records left to the journal) refuses the stream instead of
+misreading it (design §6.12).
 """
 
 from __future__ import annotations
@@ -13,11 +17,17 @@ import json
 
 from ..compaction.macro_rebuild import rewrite
 from ..errors import CorruptMetadataError
+from ..journal.entries import Entry
 from ..journal.journal import Journal
+from ..journal.state import StreamState
 from ..maps.sealed import SealedMap
 from ..store import layout
 from ..store.storage import Store
+from ..timestamps import now_ms
 from .fsck import Progress, Report, verify
+
+#: The op of the one entry repair commits (no facts; see the module docstring).
+REPAIR_OP = "repair"
 
 
 def torn_newest(store: Store) -> int | None:
@@ -37,6 +47,20 @@ def torn_newest(store: Store) -> int | None:
         return None  # readable: the damage is elsewhere, and verify names it
     except CorruptMetadataError:
         return pos
+
+
+def _refuse_older_readers(store: Store, partial: list[tuple[int, int]]) -> str:
+    """Commit an entry with no facts (op ``repair``) at this tstream's format before buckets
+    ``partial`` are marked partial: the journal version is what an older tstream checks, and one
+    that predates the mark would read the buckets as whole and skip records."""
+    def build(state: StreamState, pos: int) -> Entry:
+        return Entry(pos=pos, op=REPAIR_OP, wall=max(now_ms(), state.wall), state=state,
+                     info={"partial": [list(k) for k in partial]})
+    entry, _ = Journal(store).commit(build)
+    pos = entry.pos if entry is not None else "?"
+    return (f"journal entry {pos} committed (op {REPAIR_OP!r}, no records) before marking macro-map bucket(s) "
+            f"{', '.join(f'{s}/{b}' for s, b in partial)} partial: a tstream older than the mark refuses the "
+            "stream instead of skipping the records left to the journal")
 
 
 def drop_torn_newest(store: Store, pos: int) -> str:
@@ -109,6 +133,9 @@ def repair(store: Store, progress: Progress | None = None, *, drop_torn_entry: b
         if latest.v >= 0:
             store.write(layout.sealed_head(shard), latest.encode())
         done.append(f"sealed shard {shard} head hint rewritten")
+    partial = sorted(k for k, want in fixes.macros.items() if k in want.partial)
+    if partial:
+        done.append(_refuse_older_readers(store, partial))
     for (seg, bucket), want in sorted(fixes.macros.items(), key=lambda kv: kv[0]):
         done += rewrite(store, state, seg, bucket, want)
     for rel, manifest in sorted(fixes.manifests.items()):
