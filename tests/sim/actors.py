@@ -191,6 +191,8 @@ def truncator(world: World, runs: int, rng: random.Random) -> Any:
 
     def body() -> bool:
         while left["runs"] > 0:
+            if world.profile.truncate_wait_ms:  # later, with more of the journal to collect
+                world.sched.sleep_until(world.sched.now + rng.randrange(world.profile.truncate_wait_ms))
             left["runs"] -= 1
             s = world.open()
             try:
@@ -217,12 +219,16 @@ def reader(world: World, name: str, runs: int, rng: random.Random) -> Any:
             left["runs"] -= 1
             started = world.sched.now
             try:
-                s.refresh()
+                # every other read on a fresh handle: its state rebuilt from a checkpoint
+                on = world.open() if world.profile.reopen_reads and left["runs"] % 2 else s
+                on.refresh()
                 if rng.random() < 0.5:
-                    table = s.read()
+                    table = on.read()
                 else:
-                    table = s.to_reader(system_columns=True).read_all()
-                after = s.refresh()
+                    table = on.to_reader(system_columns=True).read_all()
+                after = on.refresh()
+                if world.profile.reopen_reads:
+                    world.rebuilt(name, after)
             except world.expected:
                 continue
             except FileNotFoundError as e:

@@ -27,6 +27,16 @@ AUTOSCALE = Profile(name="autoscale", batches=5, scaling="records=2/s,factor=2,m
 #: Journal creates torn (half written, the writer dead) on 2 % of them, and an operator who sets
 #: a torn newest entry aside (``repair --drop-torn-entry``).
 TORN = Profile(name="torn", repairs=6, faults=Faults(torn=0.02))
+#: Checkpoints of the state every 4 entries or 1 KiB (the product's 200 entries or 64 KiB, never
+#: met by a run this small, lowered: :mod:`.knobs`), truncations and vacuums collecting old entries
+#: and checkpoints, 2 % crashes (some right after a committer wrote a checkpoint), and readers
+#: that read every other time on a fresh handle and compare each state rebuilt from its checkpoint.
+CHECKPOINTS = Profile(name="checkpoints", batches=6, truncations=3, truncate_wait_ms=10_000, vacuums=5, reads=4,
+                      checkpoint_entries=4, reopen_reads=True, faults=Faults(crash=0.02))
+#: Writers expire 2 s after their last commit (``writerRetentionMs``; sessions' leases 8 s) while
+#: crashed writers come back up to 15 s later and replay the batch they were on.
+EXPIRY = Profile(name="expiry", batches=5, restart_delay_ms=15_000, writer_retention_ms=2_000,
+                 writer_lease_ms=8_000, faults=Faults(crash=0.03))
 
 PROFILES = {p.name: p for p in (
     DEFAULT,
@@ -37,6 +47,8 @@ PROFILES = {p.name: p for p in (
     CRASHES,
     AUTOSCALE,
     TORN,
+    CHECKPOINTS,
+    EXPIRY,
     replace(SINKS, name="sinks-old-abort", switch="old-abort"),
     replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
     replace(CRASHES, name="crashes-old-orphans", switch="old-orphans"),
