@@ -24,6 +24,9 @@ from sim.world import Profile, simulate
 SEEDS = int(os.environ.get("TSTREAM_SIM_SEEDS", "8"))
 #: Seeds of each profile in the slow set (CI's second run).
 SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "340"))
+#: Profiles of the features newer than the harness (format v6 checkpoints, writer expiry): a
+#: handful of seeds each in the default set, a quarter of ``SLOW_SEEDS`` in the slow set.
+NEWER = ["checkpoints", "expiry"]
 
 
 def _run_seeds(profile: Profile, seeds: range) -> None:
@@ -51,8 +54,13 @@ def test_no_seed_loses_data_many(name: str) -> None:
     _run_seeds(PROFILES[name], range(10_000, 10_000 + SLOW_SEEDS))
 
 
+@pytest.mark.parametrize("name", NEWER)
+def test_no_seed_of_the_newer_profiles_loses_data(name: str) -> None:
+    _run_seeds(PROFILES[name], range(max(1, SEEDS // 2)))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["vacuums", "compactions", "crashes", "autoscale", "torn"])
+@pytest.mark.parametrize("name", ["vacuums", "compactions", "crashes", "autoscale", "torn", *NEWER])
 def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     """The profiles the historical bugs are found with (``tests/test_simulation_switches.py``),
     on today's code."""
@@ -61,11 +69,20 @@ def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
 
 @pytest.mark.parametrize(("name", "within", "note"), [
     pytest.param("torn", 40, "torn entries set aside", marks=pytest.mark.slow),
-    ("autoscale", 10, "scales committed")])
+    ("autoscale", 10, "scales committed"),
+    ("checkpoints", 3, "checkpoints collected"),
+    ("checkpoints", 3, "rebuilds compared"),
+    pytest.param("checkpoints", 30, "crashes after a checkpoint write", marks=pytest.mark.slow),
+    ("expiry", 3, "writers expired"),
+    ("expiry", 6, "batches appended again after expiry")])
 def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
-    """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run, and
-    auto-scaling's splits and merges, lose nothing on the first seed where they happen (searched,
-    not pinned: any change to the store calls a seed makes moves where a fault lands)."""
+    """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run,
+    auto-scaling's splits and merges, checkpoints collected with the journal entries before
+    them, a state rebuilt from a checkpoint compared with one followed entry by entry, a
+    committer dead right after writing a checkpoint, writers expired mid-run and a replay after
+    an expiry that appended its batch again: each loses nothing on the first seed where it
+    happens (searched, not pinned: any change to the store calls a seed makes moves where a
+    fault lands)."""
     for seed in range(within):
         if simulate(seed, PROFILES[name]).notes[note] >= 1:
             return

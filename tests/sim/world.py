@@ -251,14 +251,16 @@ class World:
         """What the run did with checkpoints of the state: written (by how many commits), a
         crash right after writing one, collected."""
         written: set[str] = set()
-        last: dict[str, str] = {}
+        calls: dict[str, list[tuple[str, str]]] = defaultdict(list)  # each actor's last two store calls
         for actor, op, rel in self.sched.trace:
             if op == "write" and rel.startswith(layout.CHECKPOINTS):
                 written.add(rel)
                 self.notes["checkpoint writes"] += 1
-            elif op == "CRASH" and last.get(actor, "").startswith(layout.CHECKPOINTS):
+            # a CRASH follows the call it died before; the one before that had completed
+            done = calls[actor][0] if op == "CRASH" and len(calls[actor]) == 2 else ("", "")
+            if done[0] == "write" and done[1].startswith(layout.CHECKPOINTS):
                 self.notes["crashes after a checkpoint write"] += 1
-            last[actor] = rel if op == "write" else ""
+            calls[actor] = (calls[actor] + [(op, rel)])[-2:]
         self.notes["checkpoints collected"] += sum(not s.store.exists(rel) for rel in sorted(written))
         self.notes["journal entries collected"] += max(0, s.state.meta_gc_pos - 1)
 
