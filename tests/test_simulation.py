@@ -24,9 +24,10 @@ from sim.world import Profile, simulate
 SEEDS = int(os.environ.get("TSTREAM_SIM_SEEDS", "8"))
 #: Seeds of each profile in the slow set (CI's second run).
 SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "340"))
-#: Profiles of the features newer than the harness (format v6 checkpoints, writer expiry): a
-#: handful of seeds each in the default set, a quarter of ``SLOW_SEEDS`` in the slow set.
-NEWER = ["checkpoints", "expiry"]
+#: Profiles of the features newer than the harness (format v6 checkpoints, writer expiry, a
+#: stream made by its first write): a handful of seeds each in the default set, a quarter of
+#: ``SLOW_SEEDS`` in the slow set.
+NEWER = ["checkpoints", "expiry", "first-writes"]
 
 
 def _run_seeds(profile: Profile, seeds: range) -> None:
@@ -74,13 +75,15 @@ def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     ("checkpoints", 3, "rebuilds compared"),
     pytest.param("checkpoints", 30, "crashes after a checkpoint write", marks=pytest.mark.slow),
     ("expiry", 3, "writers expired"),
-    ("expiry", 6, "batches appended again after expiry")])
+    ("expiry", 6, "batches appended again after expiry"),
+    ("first-writes", 10, "re-creations")])
 def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
     """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run,
     auto-scaling's splits and merges, checkpoints collected with the journal entries before
     them, a state rebuilt from a checkpoint compared with one followed entry by entry, a
-    committer dead right after writing a checkpoint, writers expired mid-run and a replay after
-    an expiry that appended its batch again: each loses nothing on the first seed where it
+    committer dead right after writing a checkpoint, writers expired mid-run, a replay after
+    an expiry that appended its batch again, and a stream made by a write re-created by another
+    with other config before any commit: each loses nothing on the first seed where it
     happens (searched, not pinned: any change to the store calls a seed makes moves where a
     fault lands)."""
     for seed in range(within):

@@ -38,6 +38,11 @@ CHECKPOINTS = Profile(name="checkpoints", batches=6, truncations=4, truncate_wai
 #: crashed writers come back up to 15 s later and replay the batch they were on.
 EXPIRY = Profile(name="expiry", batches=5, restart_delay_ms=15_000, writer_retention_ms=2_000,
                  writer_lease_ms=8_000, faults=Faults(crash=0.03))
+#: No stream before the actors start: three writes through ``Stream.for_write`` (as the sink opens
+#: its stream), asking for 1, 2 and 3 segments, race to create it, re-create it while no commit
+#: has landed, and commit; compaction, vacuum and a reader wait for it.
+FIRST_WRITES = Profile(name="first-writes", created=False, first_writers=3, writers=0, sinks=0, compactions=1,
+                       vacuums=1)
 
 PROFILES = {p.name: p for p in (
     DEFAULT,
@@ -50,6 +55,7 @@ PROFILES = {p.name: p for p in (
     TORN,
     CHECKPOINTS,
     EXPIRY,
+    FIRST_WRITES,
     replace(SINKS, name="sinks-old-abort", switch="old-abort"),
     replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
     replace(CRASHES, name="crashes-old-orphans", switch="old-orphans"),

@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 from fsspec.implementations.memory import MemoryFileSystem
 from pyspark_tstream.api.stream import Stream
-from pyspark_tstream.errors import CorruptMetadataError
+from pyspark_tstream.errors import CorruptMetadataError, StreamNotFoundError
 from pyspark_tstream.journal.entries import Entry, EntryLog
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.journal.state import StreamState
@@ -80,6 +80,8 @@ class Profile:
     writer_retention_ms: int = 0  # the stream's writerRetentionMs (0: the default, 7 days)
     writer_lease_ms: int = 0  # the stream's writerLeaseMs (0: the default)
     truncate_wait_ms: int = 0  # the truncator waits up to this long before each run
+    created: bool = True  # the stream is made before the actors start (else the first writes make it)
+    first_writers: int = 0  # writes through Stream.for_write, each with its own segments config
 
 
 @dataclass
@@ -111,6 +113,8 @@ class World:
         #: what an actor retries: a torn newest entry stops everyone (naming repair) until set aside
         self.expected: tuple[type[BaseException], ...] = \
             (*actors.EXPECTED, CorruptMetadataError) if profile.faults.torn else actors.EXPECTED
+        if not profile.created:  # until a first write made it
+            self.expected = (*self.expected, StreamNotFoundError)
         self.notes: Counter[str] = Counter()
         self._seen: dict[str, dict[Record, int]] = defaultdict(dict)  # reader -> record -> _tso
         self._ticks: dict[str, int] = defaultdict(int)
@@ -216,6 +220,7 @@ class World:
         assert not extra, f"unacknowledged batches read torn: {extra[:5]}"
         _check_dense(table, s)
         self._note_checkpoints(s)
+        self._check_config(entries)
         for entry in entries:
             if entry.op == "scale":
                 self.notes["scales committed"] += 1
@@ -246,6 +251,17 @@ class World:
         repeats = history.allowed_repeats(history.commits_and_drops(entries))
         self.notes["batches appended again after expiry"] += len(repeats)
         return repeats
+
+    def _check_config(self, entries: list[Entry]) -> None:
+        """The config changes only by a re-creation, whose entry follows a creation with no
+        commit between (``api/creation.py``); once a commit landed it is fixed."""
+        for prev, entry in zip(entries, entries[1:]):
+            if entry.op == "create":
+                assert prev.op == "create" and prev.pos + 1 == entry.pos, \
+                    f"entry {entry.pos} re-created the stream after {prev.op} entry {prev.pos}"
+                self.notes["re-creations"] += 1
+            else:
+                assert entry.state.config == prev.state.config, f"entry {entry.pos} changed the config"
 
     def _note_checkpoints(self, s: Stream) -> None:
         """What the run did with checkpoints of the state: written (by how many commits), a
@@ -390,13 +406,16 @@ def simulate(seed: int, profile: Profile = Profile(),
                 config["writer_retention_ms"] = profile.writer_retention_ms
             if profile.writer_lease_ms:
                 config["writer_lease_ms"] = profile.writer_lease_ms
-            Stream.create(world.url, segments=profile.segments, compaction="target=4KB,min=3", **config)
+            if profile.created:
+                Stream.create(world.url, segments=profile.segments, compaction="target=4KB,min=3", **config)
             if tweak is not None:
                 tweak(world)
             for i in range(profile.writers):
                 sched.add(f"w{i}", actors.appender(world, f"w{i}", profile.batches, random.Random(rng.random())))
             for i in range(profile.sinks):
                 sched.add(f"sink{i}", actors.sink(world, f"sink{i}", profile.sink_batches))
+            for i in range(profile.first_writers):
+                sched.add(f"f{i}", actors.first_writer(world, f"f{i}", profile.batches, 1 + i))
             if profile.compactions:
                 sched.add("compact", actors.compactor(world, profile.compactions, random.Random(rng.random())))
             for i in range(profile.vacuumers if profile.vacuums else 0):
