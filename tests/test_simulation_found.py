@@ -7,6 +7,7 @@ import uuid
 import pyarrow as pa
 import pytest
 from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.write.writing import write_batches
 
 SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.string())])
@@ -109,3 +110,24 @@ def test_a_settled_request_keeps_its_files_while_a_fold_after_writer_expiry_may_
     assert sorted(after.read()["id"].to_pylist()) == [1, 1, 2, 2, 3, 4]
     report = after.verify()
     assert report.ok, report.summary()
+
+
+def test_a_folded_request_older_than_its_writers_last_commit_moves_its_wall_never_back() -> None:
+    """A commit that folded its writer's own new batch and a stale published request of the same
+    writer set the writer's wall to the request's time, before its commits since: with a short
+    ``writerRetentionMs`` the writer was dropped in the entry that had just committed its batch
+    (its dedupe window with it), and a lease could end early the same way."""
+    from pyspark_tstream.write.commit import CommitIntent, CommitRequest
+
+    url = _url()
+    s = Stream.create(url, segments=1, writer_retention_ms=1_000)
+    s.append(pa.table({"id": [1], "key": ["a"]}, schema=SCHEMA), key="key", writer_id="w", batch_id=1)
+    last = s.state.writers["w"].wall
+    stale = CommitRequest(intent=CommitIntent(writer_id="w", batch_id=0), now=last - 5_000)
+    out = s.journal.attempt(stale, s.state)
+    assert not isinstance(out, Entry)
+    entry, after = out
+    assert entry is not None
+    assert "w" in after.writers, "the writer that committed at its wall was dropped as expired"
+    assert after.writers["w"].wall == last
+    assert after.writers["w"].find(1) is not None
