@@ -61,7 +61,7 @@ def test_no_seed_of_the_newer_profiles_loses_data(name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["vacuums", "compactions", "crashes", "autoscale", "torn", *NEWER])
+@pytest.mark.parametrize("name", ["vacuums", "compactions", "crashes", "requests", "autoscale", "torn", *NEWER])
 def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     """The profiles the historical bugs are found with (``tests/test_simulation_switches.py``),
     on today's code."""

@@ -22,6 +22,11 @@ VACUUMS = Profile(name="vacuums", vacuumers=2, vacuums=3, readers=0)
 COMPACTIONS = Profile(name="compactions", compactions=4, compact_targets=("4KB", "2KB"))
 #: Writers that crash three times as often and come back up to 15 s later, beside 4 vacuum runs.
 CRASHES = Profile(name="crashes", batches=6, vacuums=4, restart_delay_ms=15_000, faults=Faults(crash=0.03))
+#: Writers that die right after publishing a group-commit request (a fault placed where it
+#: matters) and come back up to 40 s later, beside 8 vacuum runs: requests wait long for their
+#: fold while orphan cleanup runs past its grace.
+REQUESTS = Profile(name="requests", batches=6, vacuums=8, restart_delay_ms=40_000,
+                   faults=Faults(crash=0.03, published=1.0))
 #: Auto-scaling on: writers split hot segments and merge cold ones after their commits.
 AUTOSCALE = Profile(name="autoscale", batches=5, scaling="records=2/s,factor=2,min=1,max=6,window=0.5")
 #: Journal creates torn (half written, the writer dead) on 2 % of them, and an operator who sets
@@ -56,9 +61,10 @@ PROFILES = {p.name: p for p in (
     CHECKPOINTS,
     EXPIRY,
     FIRST_WRITES,
+    REQUESTS,
     replace(SINKS, name="sinks-old-abort", switch="old-abort"),
     replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
-    replace(CRASHES, name="crashes-old-orphans", switch="old-orphans"),
+    replace(REQUESTS, name="requests-old-orphans", switch="old-orphans"),
     replace(VACUUMS, name="vacuums-old-aged", switch="old-aged"),
     replace(DEFAULT, name="default-old-listing", switch="old-listing"),
 )}
