@@ -6,7 +6,8 @@ without orphan cleanup), scaling, truncation and trim, readers and consumer-grou
 threads on one ``memory://`` stream, one at a time, switching at every store call; the schedule,
 the clock, every id and every fault (a crash between any two store calls, a store error past
 the retries, a transient error the retry absorbs, a conditional create applied with its answer
-lost) come from the seed (``tests/sim``). A failing seed's message holds the line that replays it and the last store
+lost) come from the seed (``tests/sim``). Profiles write checkpoints of the state every few
+entries, let writers expire mid-run, and start with no stream for first writes to race. A failing seed's message holds the line that replays it and the last store
 calls. ``TSTREAM_SIM_SEEDS`` sets how many seeds the default set runs, ``TSTREAM_SIM_SLOW_SEEDS``
 the ``slow`` set.
 """
