@@ -8,8 +8,9 @@ the clock, every id and every fault (a crash between any two store calls, a stor
 the retries, a transient error the retry absorbs, a conditional create applied with its answer
 lost) come from the seed (``tests/sim``). Profiles write checkpoints of the state every few
 entries, let writers expire mid-run, and start with no stream for first writes to race. A
-failing seed's message holds the line that replays it and the last store calls. ``TSTREAM_SIM_SEEDS`` sets how many seeds the default set runs, ``TSTREAM_SIM_SLOW_SEEDS``
-the ``slow`` set.
+failing seed's message holds the line that replays it and the last store calls.
+``TSTREAM_SIM_SEEDS`` sets how many seeds the default set runs, ``TSTREAM_SIM_SLOW_SEEDS`` the
+``slow`` set.
 """
 
 from __future__ import annotations
