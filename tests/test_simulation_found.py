@@ -76,12 +76,12 @@ def test_orphan_cleanup_keeps_the_macro_chunks_of_the_committed_map_version() ->
 
 
 def test_a_settled_request_keeps_its_files_while_a_fold_after_writer_expiry_may_name_them() -> None:
-    """A writer lost its journal race to another commit of its own (writer, batch), published
-    its request, then found the batch committed and deleted that attempt's files. The request
-    stayed foldable for ``FOLD_WINDOW`` positions, kept out of folds only by the writer's dedupe
-    window; once the writer expired, another writer's next commit folded it and the journal
-    named the deleted files. Now the files stay: the fold appends the batch again, the
-    documented consequence of a replay after expiry, and nothing is lost."""
+    """A writer lost its journal race, published its request, lost again to another commit of
+    its own (writer, batch), then found the batch committed and deleted that attempt's files.
+    The request stayed foldable for ``FOLD_WINDOW`` positions, kept out of folds only by the
+    writer's dedupe window; once the writer expired, another writer's next commit folded it and
+    the journal named the deleted files. Now the files stay: the fold appends the batch again,
+    the documented consequence of a replay after expiry, and nothing is lost."""
     import time
 
     from pyspark_tstream.write.group import CONTENDED_COMMITS
@@ -93,13 +93,17 @@ def test_a_settled_request_keeps_its_files_while_a_fold_after_writer_expiry_may_
     raced = []
 
     def race(op: str, rel: str) -> None:
-        if op == "put_if_absent" and rel.startswith("_tstream/journal/") and not raced:
-            raced.append(rel)  # a twin of the writer (a zombie task, a restarted driver) lands first
+        if op != "put_if_absent" or not rel.startswith("_tstream/journal/") or len(raced) == 2:
+            return
+        raced.append(rel)
+        if len(raced) == 1:  # another writer lands first: the request is published
+            Stream.open(url).append(pa.table({"id": [0], "key": ["z"]}, schema=SCHEMA), key="key", writer_id="y")
+        else:  # a twin of the writer (a zombie task, a restarted driver) lands the batch
             Stream.open(url).append(batch, key="key", writer_id="w", batch_id=1)
 
     a.store.observer = race
     assert a.append(batch, key="key", writer_id="w", batch_id=1).duplicate
-    assert raced
+    assert len(raced) == 2 and a.store.list("_tstream/requests")
     time.sleep(0.1)  # the writer falls silent past its retention
     x = Stream.open(url)
     x.append(pa.table({"id": [3], "key": ["c"]}, schema=SCHEMA), key="key", writer_id="x", batch_id=0)
@@ -107,7 +111,7 @@ def test_a_settled_request_keeps_its_files_while_a_fold_after_writer_expiry_may_
     x.appending.group.contended = CONTENDED_COMMITS  # it lists the published requests, and folds them
     x.append(pa.table({"id": [4], "key": ["d"]}, schema=SCHEMA), key="key", writer_id="x", batch_id=1)
     after = Stream.open(url)
-    assert sorted(after.read()["id"].to_pylist()) == [1, 1, 2, 2, 3, 4]
+    assert sorted(after.read()["id"].to_pylist()) == [0, 1, 1, 2, 2, 3, 4]
     report = after.verify()
     assert report.ok, report.summary()
 

@@ -306,6 +306,10 @@ class GroupCommit:
                 # 2.5 s). Otherwise rarely: under many writers the head is the object most
                 # rewritten and slowest to read
                 newest = max(newest, self.journal.head().state, key=lambda st: st.pos)
+            if not own.published and own.req.settled(newest):
+                # the race was lost to (writer, batch) itself: nothing to commit, and a request
+                # published now would stay foldable with its files (still_foldable below)
+                return None, False
             pending = self._contend(own, newest)
         raise CommitConflictError(f"gave up after {MAX_ATTEMPTS} lost races on a journal slot of "
                                   f"{self.store.display_url}", expected=newest.pos + 1)
