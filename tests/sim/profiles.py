@@ -1,7 +1,9 @@
 """The simulation's profiles, by name (the name a replay command passes as ``TSTREAM_SIM_PROFILE``).
 
-``default``, ``all`` and ``sinks`` run the code as it is; each ``*-old-*`` profile runs one
-historical bug put back (:mod:`.switches`), with the actors that meet it.
+``default``, ``all``, ``sinks`` and the narrower ones run the code as it is (``checkpoints``,
+``expiry`` and ``first-writes`` the features newer than the harness, ``requests`` the fault that
+meets the orphan-cleanup race); each ``*-old-*`` profile runs one historical bug put back
+(:mod:`.switches`), with the actors that meet it.
 """
 
 from __future__ import annotations
