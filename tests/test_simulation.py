@@ -6,9 +6,11 @@ without orphan cleanup), scaling, truncation and trim, readers and consumer-grou
 threads on one ``memory://`` stream, one at a time, switching at every store call; the schedule,
 the clock, every id and every fault (a crash between any two store calls, a store error past
 the retries, a transient error the retry absorbs, a conditional create applied with its answer
-lost) come from the seed (``tests/sim``). A failing seed's message holds the line that replays it and the last store
-calls. ``TSTREAM_SIM_SEEDS`` sets how many seeds the default set runs, ``TSTREAM_SIM_SLOW_SEEDS``
-the ``slow`` set.
+lost) come from the seed (``tests/sim``). Profiles write checkpoints of the state every few
+entries, let writers expire mid-run, and start with no stream for first writes to race. A
+failing seed's message holds the line that replays it and the last store calls.
+``TSTREAM_SIM_SEEDS`` sets how many seeds the default set runs, ``TSTREAM_SIM_SLOW_SEEDS`` the
+``slow`` set.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from sim.world import Profile, simulate
 SEEDS = int(os.environ.get("TSTREAM_SIM_SEEDS", "8"))
 #: Seeds of each profile in the slow set (CI's second run).
 SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "340"))
+#: Profiles of the features newer than the harness (format v6 checkpoints, writer expiry, a
+#: stream made by its first write): in the default set, the few seeds until each acts
+#: (:func:`test_the_newer_actors_act`); a quarter of ``SLOW_SEEDS`` each in the slow set.
+NEWER = ["checkpoints", "expiry", "first-writes"]
 
 
 def _run_seeds(profile: Profile, seeds: range) -> None:
@@ -52,7 +58,7 @@ def test_no_seed_loses_data_many(name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["vacuums", "compactions", "crashes", "autoscale", "torn"])
+@pytest.mark.parametrize("name", ["vacuums", "compactions", "crashes", "requests", "autoscale", "torn", *NEWER])
 def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     """The profiles the historical bugs are found with (``tests/test_simulation_switches.py``),
     on today's code."""
@@ -61,11 +67,22 @@ def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
 
 @pytest.mark.parametrize(("name", "within", "note"), [
     pytest.param("torn", 40, "torn entries set aside", marks=pytest.mark.slow),
-    ("autoscale", 10, "scales committed")])
+    ("autoscale", 10, "scales committed"),
+    ("checkpoints", 3, "checkpoints collected"),
+    pytest.param("checkpoints", 3, "rebuilds compared", marks=pytest.mark.slow),
+    pytest.param("checkpoints", 30, "crashes after a checkpoint write", marks=pytest.mark.slow),
+    ("expiry", 3, "writers expired"),
+    pytest.param("expiry", 10, "batches appended again after expiry", marks=pytest.mark.slow),
+    ("first-writes", 10, "re-creations")])
 def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
-    """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run, and
-    auto-scaling's splits and merges, lose nothing on the first seed where they happen (searched,
-    not pinned: any change to the store calls a seed makes moves where a fault lands)."""
+    """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run,
+    auto-scaling's splits and merges, checkpoints collected with the journal entries before
+    them, a state rebuilt from a checkpoint compared with one followed entry by entry, a
+    committer dead right after writing a checkpoint, writers expired mid-run, a replay after
+    an expiry that appended its batch again, and a stream made by a write re-created by another
+    with other config before any commit: each loses nothing on the first seed where it
+    happens (searched, not pinned: any change to the store calls a seed makes moves where a
+    fault lands)."""
     for seed in range(within):
         if simulate(seed, PROFILES[name]).notes[note] >= 1:
             return

@@ -7,6 +7,7 @@ import uuid
 import pyarrow as pa
 import pytest
 from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.write.writing import write_batches
 
 SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.string())])
@@ -72,3 +73,65 @@ def test_orphan_cleanup_keeps_the_macro_chunks_of_the_committed_map_version() ->
     assert sorted(after.read()["id"].to_pylist()) == [b * 10 + i for b in range(6) for i in range(3)]
     report = after.verify()
     assert report.ok, report.summary()
+
+
+def test_a_settled_request_keeps_its_files_while_a_fold_after_writer_expiry_may_name_them() -> None:
+    """A writer lost its journal race, published its request, lost again to another commit of
+    its own (writer, batch), then found the batch committed and deleted that attempt's files.
+    The request stayed foldable for ``FOLD_WINDOW`` positions, kept out of folds only by the
+    writer's dedupe window; once the writer expired, another writer's next commit folded it and
+    the journal named the deleted files. Now the files stay: the fold appends the batch again,
+    the documented consequence of a replay after expiry, and nothing is lost."""
+    import time
+
+    from pyspark_tstream.write.group import CONTENDED_COMMITS
+
+    url = _url()
+    Stream.create(url, segments=1, writer_retention_ms=50)
+    a = Stream.open(url)
+    batch = pa.table({"id": [1, 2], "key": ["a", "b"]}, schema=SCHEMA)
+    raced = []
+
+    def race(op: str, rel: str) -> None:
+        if op != "put_if_absent" or not rel.startswith("_tstream/journal/") or len(raced) == 2:
+            return
+        raced.append(rel)
+        if len(raced) == 1:  # another writer lands first: the request is published
+            Stream.open(url).append(pa.table({"id": [0], "key": ["z"]}, schema=SCHEMA), key="key", writer_id="y")
+        else:  # a twin of the writer (a zombie task, a restarted driver) lands the batch
+            Stream.open(url).append(batch, key="key", writer_id="w", batch_id=1)
+
+    a.store.observer = race
+    assert a.append(batch, key="key", writer_id="w", batch_id=1).duplicate
+    assert len(raced) == 2 and a.store.list("_tstream/requests")
+    time.sleep(0.1)  # the writer falls silent past its retention
+    x = Stream.open(url)
+    x.append(pa.table({"id": [3], "key": ["c"]}, schema=SCHEMA), key="key", writer_id="x", batch_id=0)
+    assert "w" not in x.state.writers
+    x.appending.group.contended = CONTENDED_COMMITS  # it lists the published requests, and folds them
+    x.append(pa.table({"id": [4], "key": ["d"]}, schema=SCHEMA), key="key", writer_id="x", batch_id=1)
+    after = Stream.open(url)
+    assert sorted(after.read()["id"].to_pylist()) == [0, 1, 1, 2, 2, 3, 4]
+    report = after.verify()
+    assert report.ok, report.summary()
+
+
+def test_a_folded_request_older_than_its_writers_last_commit_moves_its_wall_never_back() -> None:
+    """A commit that folded its writer's own new batch and a stale published request of the same
+    writer set the writer's wall to the request's time, before its commits since: with a short
+    ``writerRetentionMs`` the writer was dropped in the entry that had just committed its batch
+    (its dedupe window with it), and a lease could end early the same way."""
+    from pyspark_tstream.write.commit import CommitIntent, CommitRequest
+
+    url = _url()
+    s = Stream.create(url, segments=1, writer_retention_ms=1_000)
+    s.append(pa.table({"id": [1], "key": ["a"]}, schema=SCHEMA), key="key", writer_id="w", batch_id=1)
+    last = s.state.writers["w"].wall
+    stale = CommitRequest(intent=CommitIntent(writer_id="w", batch_id=0), now=last - 5_000)
+    out = s.journal.attempt(stale, s.state)
+    assert not isinstance(out, Entry)
+    entry, after = out
+    assert entry is not None
+    assert "w" in after.writers, "the writer that committed at its wall was dropped as expired"
+    assert after.writers["w"].wall == last
+    assert after.writers["w"].find(1) is not None

@@ -125,6 +125,9 @@ class Appender:
                 if publishable(req):
                     entry, created = self.group.commit(req, h.state, listed)
                     listed = None
+                    if entry is None:  # a published request's files stay (GroupCommit.still_foldable)
+                        handed = [c for c in handed if c.path not in self.group.still_foldable]
+                        req.chunks = [c for c in req.chunks if c.path not in self.group.still_foldable]
                 else:
                     entry, _ = h.journal.commit(req, h.state)
                 break

@@ -333,7 +333,9 @@ class CommitRequest:
                 writer.remember(want.batch_id, pos)
             mine = max((c.hi for c in chunks), default=0)
             writer.tso = max(writer.tso, mine, want.heartbeat or 0)
-            writer.wall = self.now
+            # never back: a folded request's time is when it was published, maybe before this
+            # writer's later commits (its wall decides its lease and its expiry)
+            writer.wall = max(writer.wall, self.now)
             writer.commits += 1
             writer.rows += rows
             declared = want.writer_id in state.config.writers

@@ -233,6 +233,9 @@ class GroupCommit:
         self.contended = 0
         #: What the last finished listing found (others' requests a commit may fold).
         self._last_listed: list[Published] = []
+        #: The chunk files of the last :meth:`commit`'s request when it needed no commit but had
+        #: been published: still foldable until its window passes, so they must stay.
+        self.still_foldable: frozenset[str] = frozenset()
 
     def prefetch(self, state: StreamState) -> Future[list[Published]]:
         """Start listing the published requests now (while the caller writes its data), so the
@@ -250,6 +253,7 @@ class GroupCommit:
         (:meth:`CommitRequest.settled`). ``listed``: a :meth:`prefetch` of the pending requests;
         ``own``: ``req`` as already published (a writer resuming after a crash)."""
         own = own if own is not None else Part(new_id(), req)
+        self.still_foldable = frozenset()
         newest = state
         if listed is not None:
             # uncontended, a listing still in flight must not hold the create back (a LIST is
@@ -273,6 +277,12 @@ class GroupCommit:
             if not isinstance(out, Entry):
                 entry, newest = out
                 if entry is None:
+                    if own.published:
+                        # settled by another commit of (writer, batch), yet foldable until its
+                        # window passes: only the dedupe keeps a fold of it out, and writer expiry
+                        # drops that. Its files stay (vacuum's orphan cleanup takes them once no
+                        # request names them), or a fold would name deleted files
+                        self.still_foldable = frozenset(c.path for c in own.req.chunks)
                     return None, False
                 mine = part_of(entry, own.rid) if entry.folds else entry
                 if mine is None and own.published:
@@ -296,6 +306,10 @@ class GroupCommit:
                 # 2.5 s). Otherwise rarely: under many writers the head is the object most
                 # rewritten and slowest to read
                 newest = max(newest, self.journal.head().state, key=lambda st: st.pos)
+            if not own.published and own.req.settled(newest):
+                # the race was lost to (writer, batch) itself: nothing to commit, and a request
+                # published now would stay foldable with its files (still_foldable below)
+                return None, False
             pending = self._contend(own, newest)
         raise CommitConflictError(f"gave up after {MAX_ATTEMPTS} lost races on a journal slot of "
                                   f"{self.store.display_url}", expected=newest.pos + 1)

@@ -29,6 +29,7 @@ from pyspark_tstream.sink.writer import (
     TStreamStreamWriter,
 )
 from pyspark_tstream.spark.handle import StreamHandle
+from pyspark_tstream.store.storage import Store
 from pyspark_tstream.write.group import CONTENDED_COMMITS
 from pyspark_tstream.write.writing import write_batches
 
@@ -69,6 +70,35 @@ def appender(world: World, name: str, batches: int, rng: random.Random) -> Any:
                 break
             else:
                 world.gave_up.add((name, b))
+            at["batch"] += 1
+        return True
+
+    return restarting(world.sched, body, world.expected)
+
+
+def first_writer(world: World, name: str, batches: int, segments: int) -> Any:
+    """A write that may be the stream's first (``Stream.for_write``, as the sink opens its
+    stream) with a config of its own (``segments``): it creates the stream (marked as made by a
+    write) or re-creates it while no commit has landed, writes its batch's chunks, commits them.
+    Once the config is fixed by another write's commit (a ConfigError), its user drops the
+    option and writes again."""
+    at = {"batch": 0, "config": True}
+
+    def body() -> bool:
+        while at["batch"] < batches:
+            b = at["batch"]
+            config = {"segments": segments} if at["config"] else None
+            try:
+                s, spec = Stream.for_write(Store(world.url), SCHEMA, config=config, key="key")
+                chunks = write_batches(spec, [batch_table(name, b, world.rows(name, b))], ordered=True)
+                ack = s.commit(chunks, writer_id=name, batch_id=b, schema=SCHEMA, fresh=True)
+            except ConfigError:
+                world.note("first writes refused: the config was fixed")
+                at["config"] = False
+                continue
+            except world.expected:
+                continue
+            world.acked(name, b, ack)
             at["batch"] += 1
         return True
 
@@ -191,6 +221,8 @@ def truncator(world: World, runs: int, rng: random.Random) -> Any:
 
     def body() -> bool:
         while left["runs"] > 0:
+            if world.profile.truncate_wait_ms:  # later, with more of the journal to collect
+                world.sched.sleep_until(world.sched.now + rng.randrange(world.profile.truncate_wait_ms))
             left["runs"] -= 1
             s = world.open()
             try:
@@ -217,12 +249,16 @@ def reader(world: World, name: str, runs: int, rng: random.Random) -> Any:
             left["runs"] -= 1
             started = world.sched.now
             try:
-                s.refresh()
+                # every other read on a fresh handle: its state rebuilt from a checkpoint
+                on = world.open() if world.profile.reopen_reads and left["runs"] % 2 else s
+                on.refresh()
                 if rng.random() < 0.5:
-                    table = s.read()
+                    table = on.read()
                 else:
-                    table = s.to_reader(system_columns=True).read_all()
-                after = s.refresh()
+                    table = on.to_reader(system_columns=True).read_all()
+                after = on.refresh()
+                if world.profile.reopen_reads:
+                    world.rebuilt(name, after)
             except world.expected:
                 continue
             except FileNotFoundError as e:

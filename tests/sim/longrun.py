@@ -17,7 +17,8 @@ from .profiles import PROFILES
 from .world import replay_command, simulate
 
 #: The profiles of today's code (the ``*-old-*`` ones put bugs back on purpose).
-CLEAN = ("default", "all", "sinks", "vacuums", "compactions", "crashes", "autoscale", "torn")
+CLEAN = ("default", "all", "sinks", "vacuums", "compactions", "crashes", "autoscale", "torn", "checkpoints", "expiry",
+         "first-writes", "requests")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,9 @@
 """The simulation's profiles, by name (the name a replay command passes as ``TSTREAM_SIM_PROFILE``).
 
-``default``, ``all`` and ``sinks`` run the code as it is; each ``*-old-*`` profile runs one
-historical bug put back (:mod:`.switches`), with the actors that meet it.
+``default``, ``all``, ``sinks`` and the narrower ones run the code as it is (``checkpoints``,
+``expiry`` and ``first-writes`` the features newer than the harness, ``requests`` the fault that
+meets the orphan-cleanup race); each ``*-old-*`` profile runs one historical bug put back
+(:mod:`.switches`), with the actors that meet it.
 """
 
 from __future__ import annotations
@@ -22,11 +24,32 @@ VACUUMS = Profile(name="vacuums", vacuumers=2, vacuums=3, readers=0)
 COMPACTIONS = Profile(name="compactions", compactions=4, compact_targets=("4KB", "2KB"))
 #: Writers that crash three times as often and come back up to 15 s later, beside 4 vacuum runs.
 CRASHES = Profile(name="crashes", batches=6, vacuums=4, restart_delay_ms=15_000, faults=Faults(crash=0.03))
+#: Writers that die right after publishing a group-commit request (a fault placed where it
+#: matters) and come back up to 40 s later, beside 8 vacuum runs: requests wait long for their
+#: fold while orphan cleanup runs past its grace.
+REQUESTS = Profile(name="requests", batches=6, vacuums=8, restart_delay_ms=40_000,
+                   faults=Faults(crash=0.03, published=1.0))
 #: Auto-scaling on: writers split hot segments and merge cold ones after their commits.
 AUTOSCALE = Profile(name="autoscale", batches=5, scaling="records=2/s,factor=2,min=1,max=6,window=0.5")
 #: Journal creates torn (half written, the writer dead) on 2 % of them, and an operator who sets
 #: a torn newest entry aside (``repair --drop-torn-entry``).
 TORN = Profile(name="torn", repairs=6, faults=Faults(torn=0.02))
+#: Checkpoints of the state every 4 entries or 1 KiB (the product's 200 entries or 64 KiB, never
+#: met by a run this small, lowered: :mod:`.knobs`), truncations and vacuums collecting old entries
+#: and checkpoints (the truncator's runs spread over the run's first seconds, so vacuums past the
+#: grace find them), 2 % crashes (some right after a committer wrote a checkpoint), and readers
+#: that read every other time on a fresh handle and compare each state rebuilt from its checkpoint.
+CHECKPOINTS = Profile(name="checkpoints", batches=6, truncations=4, truncate_wait_ms=6_000, vacuums=6, reads=4,
+                      checkpoint_entries=4, reopen_reads=True, faults=Faults(crash=0.02))
+#: Writers expire 2 s after their last commit (``writerRetentionMs``; sessions' leases 8 s) while
+#: crashed writers come back up to 15 s later and replay the batch they were on.
+EXPIRY = Profile(name="expiry", batches=5, restart_delay_ms=15_000, writer_retention_ms=2_000,
+                 writer_lease_ms=8_000, faults=Faults(crash=0.03))
+#: No stream before the actors start: three writes through ``Stream.for_write`` (as the sink opens
+#: its stream), asking for 1, 2 and 3 segments, race to create it, re-create it while no commit
+#: has landed, and commit; compaction, vacuum and a reader wait for it.
+FIRST_WRITES = Profile(name="first-writes", created=False, first_writers=3, writers=0, sinks=0, compactions=1,
+                       vacuums=1)
 
 PROFILES = {p.name: p for p in (
     DEFAULT,
@@ -37,9 +60,13 @@ PROFILES = {p.name: p for p in (
     CRASHES,
     AUTOSCALE,
     TORN,
+    CHECKPOINTS,
+    EXPIRY,
+    FIRST_WRITES,
+    REQUESTS,
     replace(SINKS, name="sinks-old-abort", switch="old-abort"),
     replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
-    replace(CRASHES, name="crashes-old-orphans", switch="old-orphans"),
+    replace(REQUESTS, name="requests-old-orphans", switch="old-orphans"),
     replace(VACUUMS, name="vacuums-old-aged", switch="old-aged"),
     replace(DEFAULT, name="default-old-listing", switch="old-listing"),
 )}

@@ -44,6 +44,7 @@ from typing import Any
 import fsspec.implementations.memory as fsspec_memory
 from pyspark_tstream import timestamps
 from pyspark_tstream.read import file_checks
+from pyspark_tstream.store.layout import REQUESTS
 from pyspark_tstream.store.storage import RetryPolicy, Store
 from pyspark_tstream.write.group import GroupCommit
 
@@ -73,10 +74,13 @@ class Faults:
     transient: float = 0.03  # the call fails once and its retry succeeds
     ambiguous: float = 0.15  # a conditional create applies, its answer is lost (retry: "exists")
     torn: float = 0.0  # a journal entry's create leaves half its bytes and the actor dies (file:// crash)
+    #: the actor dies at the store call right after publishing a group-commit request (a fault
+    #: placed where it matters, as FoundationDB's BUGGIFY places them; drawn only when set)
+    published: float = 0.0
 
     @classmethod
     def none(cls) -> Faults:
-        return cls(crash=0.0, error=0.0, transient=0.0, ambiguous=0.0, torn=0.0)
+        return cls(crash=0.0, error=0.0, transient=0.0, ambiguous=0.0, torn=0.0, published=0.0)
 
 
 @dataclass
@@ -88,6 +92,7 @@ class _Actor:
     done: bool = False
     wake: int | None = None  # sleeping until this simulated time
     dead: bool = False  # crashed: every store call raises Crash until the body restarts
+    published: bool = False  # its last store call published a group-commit request
     error: BaseException | None = None
     error_tb: str = ""
     baton: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
@@ -139,7 +144,10 @@ class Scheduler:
         self._local.plan = None
         f, r = self.faults, self.rng.random()
         kind = None
+        just_published, actor.published = actor.published, op == "write" and rel.startswith(REQUESTS)
         if actor.crashable and r < f.crash:
+            kind = "CRASH"
+        elif f.published and just_published and actor.crashable and self.rng.random() < f.published:
             kind = "CRASH"
         elif r - f.crash < f.error:
             kind = "ERROR"

@@ -7,7 +7,9 @@ Invariants checked while the actors run (a violation fails the actor that saw it
 * a record a read returned is in every later read of that reader, unless truncation removed it
   (its ``_tso`` is at or below the head of the state after the later read);
 * the tick a reader sees never goes back;
-* a read fails with a missing file only when it ran longer than the vacuum grace.
+* a read fails with a missing file only when it ran longer than the vacuum grace;
+* with ``reopen_reads``: the state a fresh handle rebuilds from the checkpoint a read's state
+  names, and the entries since, equals that state.
 
 At the end (:meth:`World.check_end`, no actor running, no faults; a torn newest entry left set
 aside first, as the operator would): every acknowledged (writer,
@@ -15,6 +17,9 @@ batch) is readable exactly once and whole, unless truncation removed it; ``_seq`
 segment (when nothing was truncated); the tick never goes back along the journal; one more
 vacuum (past the grace, with orphan cleanup: the one that finishes the work of any vacuum cut
 short) changes no record read; group ``g`` skipped no record; ``Stream.verify()`` is clean.
+Along the journal: writers dropped only as ``journal/expiry.py`` says, a (writer, batch)
+committed again only after a drop of its writer, and read that many times (:mod:`.history`);
+the config changed only by a re-creation right after a creation (``api/creation.py``).
 """
 
 from __future__ import annotations
@@ -29,15 +34,17 @@ from typing import Any
 import pyarrow as pa
 from fsspec.implementations.memory import MemoryFileSystem
 from pyspark_tstream.api.stream import Stream
-from pyspark_tstream.errors import CorruptMetadataError
-from pyspark_tstream.journal.entries import Entry
+from pyspark_tstream.errors import CorruptMetadataError, StreamNotFoundError
+from pyspark_tstream.journal.entries import Entry, EntryLog
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.journal.state import StreamState
 from pyspark_tstream.maintain.repair import torn_newest
+from pyspark_tstream.store import layout
 from pyspark_tstream.store.storage import Store
 from pyspark_tstream.write.commit import CommitIntent
 
-from . import actors
+from . import actors, history
+from .knobs import checkpointing, expiring
 from .scheduler import Faults, Scheduler, patched
 from .switches import switched
 
@@ -71,6 +78,15 @@ class Profile:
     restart_delay_ms: int = 0  # a crashed actor's process comes back after up to this long
     faults_off: tuple[int, ...] = ()  # the seed's faults (numbered from 1 as drawn) left out: shrinking
     switch: str = ""  # a historical bug put back for the run (:mod:`.switches`)
+    #: checkpoints of the state at most this many entries apart, and due once the entries since
+    #: hold 1 KiB (0: the product's thresholds, which a run of a few hundred entries never meets)
+    checkpoint_entries: int = 0
+    reopen_reads: bool = False  # readers read every other time on a fresh handle; each read's state compared
+    writer_retention_ms: int = 0  # the stream's writerRetentionMs (0: the default, 7 days)
+    writer_lease_ms: int = 0  # the stream's writerLeaseMs (0: the default)
+    truncate_wait_ms: int = 0  # the truncator waits up to this long before each run
+    created: bool = True  # the stream is made before the actors start (else the first writes make it)
+    first_writers: int = 0  # writes through Stream.for_write, each with its own segments config
 
 
 @dataclass
@@ -96,9 +112,14 @@ class World:
         #: batches a writer gave up on and moved past: an append that raised may still land (its
         #: published request folded later), after the writer's next batch, so no order holds for them
         self.gave_up: set[tuple[str, int]] = set()
+        #: writers some commit attempt dropped as expired: a read may hold a batch of theirs twice
+        #: (a replay after the drop appends again); the journal's history decides at the end
+        self.expired: set[str] = set()
         #: what an actor retries: a torn newest entry stops everyone (naming repair) until set aside
         self.expected: tuple[type[BaseException], ...] = \
             (*actors.EXPECTED, CorruptMetadataError) if profile.faults.torn else actors.EXPECTED
+        if not profile.created:  # until a first write made it
+            self.expected = (*self.expected, StreamNotFoundError)
         self.notes: Counter[str] = Counter()
         self._seen: dict[str, dict[Record, int]] = defaultdict(dict)  # reader -> record -> _tso
         self._ticks: dict[str, int] = defaultdict(int)
@@ -126,7 +147,7 @@ class World:
         """Check one read's result against the reader's earlier ones."""
         self.notes["reads"] += 1
         records = _records(table)
-        check_read(table, records, f"{reader}'s read", self.gave_up)
+        check_read(table, records, f"{reader}'s read", self.gave_up, self.expired)
         tick = after.tick
         assert tick >= self._ticks[reader], f"{reader}: the tick went back from {self._ticks[reader]} to {tick}"
         self._ticks[reader] = tick
@@ -149,6 +170,22 @@ class World:
         self._delivered.update(dict.fromkeys(records, consumer))
         self.notes["records delivered"] += len(records)
 
+    def rebuilt(self, reader: str, after: StreamState) -> None:
+        """The state a fresh handle rebuilds at ``after.pos`` from the checkpoint ``after`` names
+        and the entries since equals ``after``, which ``reader``'s handle followed entry by entry."""
+        mark = after.checkpoint
+        if mark is None:
+            return
+        try:
+            again = EntryLog(Store(self.url)).state_at(after.pos, mark.pos)
+        except FileNotFoundError:  # collected since: the state is older than the grace
+            self.notes["rebuilds of collected states"] += 1
+            return
+        assert again.to_json() == after.to_json(), (
+            f"{reader}: the state at {after.pos} rebuilt from checkpoint {mark.pos} differs from the "
+            f"one its handle followed: {_differs(again, after)}")
+        self.notes["rebuilds compared"] += 1
+
     def reader_missed(self, reader: str, started: int, error: FileNotFoundError) -> None:
         took = self.sched.now - started
         assert took > self.grace_ms, (f"{reader}: a read that ran {took} ms (< the {self.grace_ms} ms grace) met "
@@ -167,12 +204,16 @@ class World:
         s.refresh()
         table = s.read()
         records = _records(table)
-        check_read(table, records, "the final read", self.gave_up)
+        check_read(table, records, "the final read", self.gave_up, self.expired)
         head = s.state.head_tso
         truncated_some = s.state.head_pos > 0 or head > 0
+        entries = _entries(s)
+        repeats = self._check_expiry(entries)
         counts = Counter((w, b) for (w, b, _i) in records)
+        for (w, b, _i), n in _copies(table).items():
+            counts[(w, b)] += n - 1
         for (w, b), ack in sorted(self.acks.items()):
-            want = self.rows(w, b)
+            want = self.rows(w, b) * repeats.get((w, b), 1)
             got = counts.get((w, b), 0)
             if got == want:
                 continue
@@ -180,10 +221,12 @@ class World:
             assert gone_below_head, (f"acknowledged batch {b} of writer {w} has {got} of its {want} rows "
                                       f"(head_tso {head})")
             self.notes["acked batches truncated"] += 1
-        extra = sorted(k for k in counts if k not in self.acks and counts[k] != self.rows(*k))
+        extra = sorted(k for k in counts if k not in self.acks and counts[k] != self.rows(*k) * repeats.get(k, 1))
         assert not extra, f"unacknowledged batches read torn: {extra[:5]}"
         _check_dense(table, s)
-        for entry in _entries(s):
+        self._note_checkpoints(s)
+        self._check_config(entries)
+        for entry in entries:
             if entry.op == "scale":
                 self.notes["scales committed"] += 1
             if entry.folds:
@@ -201,6 +244,44 @@ class World:
             self._check_group(s, records)
         report = s.verify()
         assert report.ok, report.summary()
+
+    def _check_expiry(self, entries: list[Entry]) -> dict[tuple[str, int], int]:
+        """Every writer dropped by the rule; the (writer, batch) committed more than once, each
+        repeat after a drop of its writer (:mod:`.history`), with how many times."""
+        self.notes["writers expired"] += history.check_drops(entries)
+        repeats = history.allowed_repeats(history.commits_and_drops(entries))
+        assert self.profile.writer_retention_ms or not repeats, \
+            f"batches committed twice with no writer retention set: {sorted(repeats)[:5]}"
+        self.notes["batches appended again after expiry"] += len(repeats)
+        return repeats
+
+    def _check_config(self, entries: list[Entry]) -> None:
+        """The config changes only by a re-creation, whose entry follows a creation with no
+        commit between (``api/creation.py``); once a commit landed it is fixed."""
+        for prev, entry in zip(entries, entries[1:]):
+            if entry.op == "create":
+                assert prev.op == "create" and prev.pos + 1 == entry.pos, \
+                    f"entry {entry.pos} re-created the stream after {prev.op} entry {prev.pos}"
+                self.notes["re-creations"] += 1
+            else:
+                assert entry.state.config == prev.state.config, f"entry {entry.pos} changed the config"
+
+    def _note_checkpoints(self, s: Stream) -> None:
+        """What the run did with checkpoints of the state: written (by how many commits), a
+        crash right after writing one, collected."""
+        written: set[str] = set()
+        calls: dict[str, list[tuple[str, str]]] = defaultdict(list)  # each actor's last two store calls
+        for actor, op, rel in self.sched.trace:
+            if op == "write" and rel.startswith(layout.CHECKPOINTS):
+                written.add(rel)
+                self.notes["checkpoint writes"] += 1
+            # a CRASH follows the call it died before; the one before that had completed
+            done = calls[actor][0] if op == "CRASH" and len(calls[actor]) == 2 else ("", "")
+            if done[0] == "write" and done[1].startswith(layout.CHECKPOINTS):
+                self.notes["crashes after a checkpoint write"] += 1
+            calls[actor] = (calls[actor] + [(op, rel)])[-2:]
+        self.notes["checkpoints collected"] += sum(not s.store.exists(rel) for rel in sorted(written))
+        self.notes["journal entries collected"] += max(0, s.state.meta_gc_pos - 1)
 
     def _check_group(self, s: Stream, records: dict[Record, int]) -> None:
         """Group ``g`` skipped no record: drained by one more member, its pending records
@@ -233,13 +314,16 @@ def _records(table: pa.Table) -> dict[Record, int]:
 
 
 def check_read(table: pa.Table, records: dict[Record, int], what: str,
-               unordered: Collection[tuple[str, int]] = ()) -> None:
+               unordered: Collection[tuple[str, int]] = (), expired: Collection[str] = ()) -> None:
     """A read's own invariants: no record twice, ``_seq`` unique per segment, per-key order
-    (but for the batches in ``unordered``: given up on by their writers)."""
+    (but for the batches in ``unordered``: given up on by their writers). A batch of a writer
+    in ``expired`` may be there twice (a replay after its writer expired appended it again:
+    :mod:`.history` checks that at the end), and its records are out of order then."""
+    again: set[tuple[str, int]] = set()
     if len(records) != table.num_rows:
-        twice = Counter(zip(*(table.column(c).to_pylist() for c in ("writer", "batch", "i"))))
-        raise AssertionError(f"{what}: {table.num_rows - len(records)} record(s) returned twice: "
-                             f"{sorted(r for r, n in twice.items() if n > 1)[:5]}")
+        twice = sorted(r for r in _copies(table) if r[0] not in expired)
+        assert not twice, f"{what}: {len(twice)} record(s) returned twice: {twice[:5]}"
+        again = {(w, b) for (w, b, _i) in _copies(table)}
     if not records:
         return
     cols = table.select(["writer", "batch", "i", "key", "_segment", "_seq", "_tso"]).to_pydict()
@@ -249,11 +333,26 @@ def check_read(table: pa.Table, records: dict[Record, int], what: str,
     assert cols["_tso"] == sorted(cols["_tso"]), f"{what}: records not in _tso order"
     last: dict[tuple[str, str], tuple[int, int]] = {}
     for w, b, i, k in zip(cols["writer"], cols["batch"], cols["i"], cols["key"]):
-        if (w, b) in unordered:
+        if (w, b) in unordered or (w, b) in again:
             continue
         prev = last.get((w, k))
         assert prev is None or prev < (b, i), f"{what}: key {k} of writer {w}: ({b}, {i}) after {prev}"
         last[(w, k)] = (b, i)
+
+
+def _copies(table: pa.Table) -> Counter[Record]:
+    """The records ``table`` holds more than once, with how many times."""
+    if "writer" not in table.column_names:
+        return Counter()
+    n = Counter(zip(*(table.column(c).to_pylist() for c in ("writer", "batch", "i"))))
+    return Counter({r: k for r, k in n.items() if k > 1})
+
+
+def _differs(a: StreamState, b: StreamState) -> str:
+    """The top-level fields of two states' stored forms that differ (for a message)."""
+    x, y = a.to_json(), b.to_json()
+    return ", ".join(f"{k}: {x.get(k)!r:.120} vs {y.get(k)!r:.120}" for k in sorted(x.keys() | y.keys())
+                     if x.get(k) != y.get(k))
 
 
 def _below(ack: Any, head: int, seen: list[int]) -> bool:
@@ -303,15 +402,23 @@ def simulate(seed: int, profile: Profile = Profile(),
     rng = random.Random(seed ^ 0xAC7)
     started = time.perf_counter()
     try:
-        with patched(sched), switched(profile.switch, sched):
-            config = {"scaling": profile.scaling} if profile.scaling else {}
-            Stream.create(world.url, segments=profile.segments, compaction="target=4KB,min=3", **config)
+        with patched(sched), switched(profile.switch, sched), checkpointing(profile.checkpoint_entries), \
+                expiring(world):
+            config: dict[str, Any] = {"scaling": profile.scaling} if profile.scaling else {}
+            if profile.writer_retention_ms:
+                config["writer_retention_ms"] = profile.writer_retention_ms
+            if profile.writer_lease_ms:
+                config["writer_lease_ms"] = profile.writer_lease_ms
+            if profile.created:
+                Stream.create(world.url, segments=profile.segments, compaction="target=4KB,min=3", **config)
             if tweak is not None:
                 tweak(world)
             for i in range(profile.writers):
                 sched.add(f"w{i}", actors.appender(world, f"w{i}", profile.batches, random.Random(rng.random())))
             for i in range(profile.sinks):
                 sched.add(f"sink{i}", actors.sink(world, f"sink{i}", profile.sink_batches))
+            for i in range(profile.first_writers):
+                sched.add(f"f{i}", actors.first_writer(world, f"f{i}", profile.batches, 1 + i))
             if profile.compactions:
                 sched.add("compact", actors.compactor(world, profile.compactions, random.Random(rng.random())))
             for i in range(profile.vacuumers if profile.vacuums else 0):

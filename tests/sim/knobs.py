@@ -1,0 +1,61 @@
+"""Settings a profile lowers for its run, where the product's own are too large for a small run.
+
+* :func:`checkpointing`: a checkpoint of the state is due after ``entries`` entries or 1 KiB of
+  them (the product's 200 entries or 64 KiB are never reached by a seed's few hundred store
+  calls), so committers write checkpoints often, rebuilds start from them and garbage
+  collection deletes old ones while the other actors run.
+* :func:`expiring`: records the writers a commit attempt drops as expired (the ledger's
+  in-run allowance for a replay that appends again; the journal's history decides at the end,
+  :mod:`.history`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import pyspark_tstream.journal.checkpoint as checkpoint_mod
+import pyspark_tstream.journal.journal as journal_mod
+from pyspark_tstream.journal.state import StreamState
+
+if TYPE_CHECKING:
+    from .world import World
+
+#: The byte threshold of a checkpoint in a run that lowers them.
+CHECKPOINT_BYTES = 1024
+
+
+@contextmanager
+def checkpointing(entries: int) -> Iterator[None]:
+    """Checkpoints due after ``entries`` entries or :data:`CHECKPOINT_BYTES` (0: unchanged)."""
+    if not entries:
+        yield
+        return
+    saved = checkpoint_mod.MAX_ENTRIES, checkpoint_mod.MIN_BYTES
+    checkpoint_mod.MAX_ENTRIES, checkpoint_mod.MIN_BYTES = entries, CHECKPOINT_BYTES
+    try:
+        yield
+    finally:
+        checkpoint_mod.MAX_ENTRIES, checkpoint_mod.MIN_BYTES = saved
+
+
+@contextmanager
+def expiring(world: World) -> Iterator[None]:
+    """The writers any commit attempt drops go to ``world.expired`` (when the profile sets a
+    writer retention)."""
+    if not world.profile.writer_retention_ms:
+        yield
+        return
+    expire = journal_mod.expire
+
+    def recording(state: StreamState, now: int) -> list[str]:
+        gone = expire(state, now)
+        world.expired.update(gone)
+        return gone
+
+    journal_mod.expire = recording
+    try:
+        yield
+    finally:
+        journal_mod.expire = expire
