@@ -25,7 +25,7 @@ from sim.world import Profile, simulate
 #: Seeds of each profile in the default set.
 SEEDS = int(os.environ.get("TSTREAM_SIM_SEEDS", "8"))
 #: Seeds of each profile in the slow set (CI's second run).
-SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "340"))
+SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "220"))
 #: Profiles of the features newer than the harness (format v6 checkpoints, writer expiry, a
 #: stream made by its first write): in the default set, the few seeds until each acts
 #: (:func:`test_the_newer_actors_act`); a quarter of ``SLOW_SEEDS`` each in the slow set.
