@@ -1,7 +1,8 @@
 """Cost budgets (docs/design.md §3.6), counted through the store observer at small and large history.
 
 Histories are built with the real commit code; their chunks are metadata-only (the operations
-measured here never open data files), so 10,000 commits take seconds.
+measured here never open data files), so 4,096 commits take seconds: two levels of index nodes
+(FANOUT² = 1,024), as at 10,000; ``test_budgets_scale.py`` pins 100,000 in the slow set.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pyspark_tstream.timestamps import pack
 from pyspark_tstream.write.requests import abort_keeps
 from pyspark_tstream.write.spec import ChunkInfo
 
-COMMITS_SMALL, COMMITS_LARGE = 10, 10_000
+COMMITS_SMALL, COMMITS_LARGE = 10, 4_096
 
 
 def _history(n: int) -> Stream:
@@ -73,7 +74,7 @@ def _measure(stream: Stream) -> dict[str, float]:
     return out
 
 
-def test_budgets_flat_from_10_to_10000_commits(histories: dict[int, Stream]) -> None:
+def test_budgets_flat_from_10_to_4096_commits(histories: dict[int, Stream]) -> None:
     small, large = (_measure(histories[n]) for n in (COMMITS_SMALL, COMMITS_LARGE))
     for m in (small, large):
         assert m["poll"] <= 2
@@ -126,7 +127,7 @@ def _upkeep_costs(s: Stream) -> tuple[Counter[str], Counter[str]]:
     return vacuum, log.by_op()
 
 
-def test_orphan_vacuum_and_abort_cost_flat_from_10_to_10000_commits(histories: dict[int, Stream]) -> None:
+def test_orphan_vacuum_and_abort_cost_flat_from_10_to_4096_commits(histories: dict[int, Stream]) -> None:
     (small_vacuum, small_abort), (large_vacuum, large_abort) = (_upkeep_costs(histories[n])
                                                                 for n in (COMMITS_SMALL, COMMITS_LARGE))
     for vacuum in (small_vacuum, large_vacuum):
