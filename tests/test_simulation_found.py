@@ -75,6 +75,54 @@ def test_orphan_cleanup_keeps_the_macro_chunks_of_the_committed_map_version() ->
     assert report.ok, report.summary()
 
 
+def test_orphan_cleanup_keeps_the_macro_chunks_of_a_map_version_whose_commit_is_to_come() -> None:
+    """A compaction publishes the map's next version and is slow to commit it; a rival merges
+    its macro-chunk with newer chunks, publishes the version after and dies before its journal
+    commit. Orphan cleanup took the macro-chunks live from the newest version and the versions
+    the state names only, so it deleted the first one's macro-chunk (older than the orphan
+    grace; its map version is not), which that compaction's commit then named: its records were
+    lost (the map version the state names lists a missing file)."""
+    url = _url()
+    s = Stream.create(url, segments=1)
+
+    def append(b: int) -> None:
+        s.append(pa.table({"id": [b * 10 + i for i in range(3)], "key": ["a"] * 3}, schema=SCHEMA), key="key")
+
+    def crash(op: str, rel: str) -> None:
+        if op == "put_if_absent" and rel.startswith("_tstream/journal/"):
+            raise RuntimeError("the compacting process died before its journal commit")
+
+    fired: list[str] = []
+
+    def meanwhile(op: str, rel: str) -> None:  # the slow compaction's map version is published
+        if op == "put_if_absent" and rel.startswith("_tstream/journal/") and not fired:
+            fired.append(rel)
+            for b in range(3, 6):
+                append(b)
+            rival = Stream.open(url)
+            rival.store.observer = crash
+            with pytest.raises(RuntimeError):
+                rival.compact(full=True, target="64KB")
+            vacuum = Stream.open(url)
+            published = vacuum.store.modified_ms  # every file but the map versions long past the orphan grace
+            vacuum.store.modified_ms = lambda rel: published(rel) if "/macros/" in rel else 0  # type: ignore[method-assign]
+            vacuum.vacuum(grace_ms=0, orphans=True, orphan_grace_ms=3_600_000)
+
+    for b in range(3):
+        append(b)
+    slow = Stream.open(url)
+    slow.store.observer = meanwhile
+    assert slow.compact(full=True, target="64KB")["macros"] == 1
+    slow.store.observer = None
+    assert fired
+    after = Stream.open(url)
+    assert sorted(after.read()["id"].to_pylist()) == [b * 10 + i for b in range(6) for i in range(3)]
+    report = after.verify()
+    assert report.ok, report.summary()
+    after.vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
+    assert sorted(Stream.open(url).read()["id"].to_pylist()) == [b * 10 + i for b in range(6) for i in range(3)]
+
+
 def test_a_settled_request_keeps_its_files_while_a_fold_after_writer_expiry_may_name_them() -> None:
     """A writer lost its journal race, published its request, lost again to another commit of
     its own (writer, batch), then found the batch committed and deleted that attempt's files.

@@ -204,13 +204,41 @@ def aged(store: Store, rel: str, now: int, grace_ms: int) -> bool:
         return False
 
 
-def live_macros(store: Store, seg_number: int) -> set[str]:
-    """Every macro-chunk the map lists for a segment (lists its buckets: orphan cleanup only)."""
+def live_macros(store: Store, seg_number: int, named: tuple[int, int] | None, now: int, grace_ms: int) -> set[str]:
+    """Every macro-chunk that a map version of segment ``seg_number`` a compaction may still
+    commit lists (orphan cleanup only: lists the segment's buckets). ``named`` is the (bucket,
+    version) the state names for the segment, None if none.
+
+    Those are each bucket's newest version (the next compaction adopts it) and the versions
+    between the named one and the newest published less than ``grace_ms`` before ``now`` (the
+    orphan grace: a compaction commits within it, as a writer does its files): a compaction
+    commits the version it published even when a rival published a newer one since. When that
+    rival merged the macro-chunks into one and died before its commit, the newest version no
+    longer lists them, yet the first compaction's commit, landing before or after this cleanup,
+    names them as its parts. (Versions up to the named one need nothing: a compaction whose
+    commit lands after the named version's settles none of the ``_seq`` that commit settled,
+    and what that commit's compaction replaced waits for its collection.) Beside the newest: no
+    call while the state names the newest version, else one age probe per version walked back
+    (newest first, versions being numbered in publication order) and one batched read.
+    """
     mm = MacroMap(store)
     out: set[str] = set()
     for name in store.list(layout.macro_segment_folder(seg_number)):
-        if name.isdigit():
-            out.update(m.path for m in mm.latest(seg_number, int(name)).macros)
+        if not name.isdigit():
+            continue
+        bucket = int(name)
+        newest = mm.latest(seg_number, bucket)
+        out.update(m.path for m in newest.macros)
+        floor = named[1] if named is not None and bucket == named[0] else -1
+        rels = []
+        for v in range(newest.v - 1, floor, -1):
+            rel = layout.macro_version(seg_number, bucket, v)
+            if aged(store, rel, now, grace_ms):
+                break
+            rels.append(rel)
+        for rel, data in zip(rels, store.read_present(rels)):
+            if data is not None:
+                out.update(m.path for m in mm.decode(data, rel).macros)
     return out
 
 

@@ -37,11 +37,11 @@ from ..compaction.gc import (
 )
 from ..errors import ConfigError
 from ..journal.checkpoint import entries_gc_target
-from ..journal.compaction_state import replaced_gc_start
+from ..journal.compaction_state import replaced_gc_start, segment_summaries
 from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
 from ..journal.op_info import GcInfo, TruncateInfo
-from ..journal.state import StreamState, Truncation
+from ..journal.state import StreamState, Truncation, segment_number
 from ..journal.timeindex import COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT
 from ..policytext import policy_parts
 from ..read.compacted import substitute
@@ -259,10 +259,12 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
     # macro-chunks are named by the macro map, not by journal entries: by the versions the state
     # names, and by newer ones a compaction published (its journal commit, or an adoption, to come)
     live = committed_macros(store, state)
+    named = {segment_number(seg): (s.bucket, s.version) for seg, s in segment_summaries(state).items()
+             if s.bucket is not None and s.version is not None}
     out = []
     for segdir in store.list(layout.DATA):
         if segdir.isdigit():
-            live |= live_macros(store, int(segdir))
+            live |= live_macros(store, int(segdir), named.get(int(segdir)), now, grace_ms)
         for name in store.list(layout.data_folder(segdir)):
             rel = layout.data_file(segdir, name)
             if rel not in referenced and rel not in live and aged(store, rel, now, grace_ms):
