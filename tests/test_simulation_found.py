@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.entries import Entry
+from pyspark_tstream.maps.macromap import MacroMap
 from pyspark_tstream.write.writing import write_batches
 
 SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.string())])
@@ -121,6 +122,47 @@ def test_orphan_cleanup_keeps_the_macro_chunks_of_a_map_version_whose_commit_is_
     assert report.ok, report.summary()
     after.vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
     assert sorted(Stream.open(url).read()["id"].to_pylist()) == [b * 10 + i for b in range(6) for i in range(3)]
+
+
+def test_orphan_cleanup_keeps_uncommitted_map_versions_for_the_orphan_grace_only() -> None:
+    """Versions newer than the one the state names are kept for the orphan grace, like any file
+    of a commit that may be in flight; past it, the macro-chunks that only such versions list
+    are orphans (the newest version, which the next compaction adopts, holds their records)."""
+    url = _url()
+    s = Stream.create(url, segments=1)
+
+    def crash(op: str, rel: str) -> None:
+        if op == "put_if_absent" and rel.startswith("_tstream/journal/"):
+            raise RuntimeError("the compacting process died before its journal commit")
+
+    made: list[set[str]] = []
+    for run in range(3):  # each run merges the last one's macro-chunk with newer chunks, then dies
+        for b in range(run * 3, run * 3 + 3):
+            s.append(pa.table({"id": [b * 10 + i for i in range(3)], "key": ["a"] * 3}, schema=SCHEMA), key="key")
+        dying = Stream.open(url)
+        dying.store.observer = crash
+        with pytest.raises(RuntimeError):
+            dying.compact(full=True, target="64KB")
+        made.append({m.path for m in MacroMap(s.store).latest(0, 0).macros})
+    older = made[0] | made[1]
+    assert len(made[2]) == 1 and not made[2] & older
+
+    def vacuum(grace_ms: int) -> int:
+        v = Stream.open(url)
+        published = v.store.modified_ms  # every file but the map versions long past any grace
+        v.store.modified_ms = lambda rel: published(rel) if "/macros/" in rel else 0  # type: ignore[method-assign]
+        return v.vacuum(grace_ms=0, orphans=True, orphan_grace_ms=grace_ms, unsafe_orphan_grace=True)["orphans"]
+
+    vacuum(3_600_000)
+    assert all(s.store.exists(p) for p in older | made[2])
+    vacuum(0)
+    assert not any(s.store.exists(p) for p in older) and all(s.store.exists(p) for p in made[2])
+    Stream.open(url).compact(full=True, target="64KB")  # adopts the newest version's macro-chunk
+    Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
+    after = Stream.open(url)
+    assert sorted(after.read()["id"].to_pylist()) == [b * 10 + i for b in range(9) for i in range(3)]
+    report = after.verify()
+    assert report.ok, report.summary()
 
 
 def test_a_settled_request_keeps_its_files_while_a_fold_after_writer_expiry_may_name_them() -> None:
