@@ -9,6 +9,7 @@ import pytest
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.maps.macromap import MacroMap
+from pyspark_tstream.timestamps import now_ms
 from pyspark_tstream.write.writing import write_batches
 
 SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.string())])
@@ -225,3 +226,34 @@ def test_a_folded_request_older_than_its_writers_last_commit_moves_its_wall_neve
     assert "w" in after.writers, "the writer that committed at its wall was dropped as expired"
     assert after.writers["w"].wall == last
     assert after.writers["w"].find(1) is not None
+
+
+def test_collecting_entries_keeps_those_the_open_index_node_still_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``checkpoints`` seed 205,476: a truncation up to the newest entries, then vacuums, collected
+    entries of the open level-0 index node; the commit that filled the node copies their deltas
+    into it, so it and every later commit failed (no such object). Entries the open node needs stay."""
+    import pyspark_tstream.journal.checkpoint as checkpoint
+    from pyspark_tstream.journal.timeindex import FANOUT
+    from pyspark_tstream.store import layout
+
+    # checkpoints every few entries, as large entries (many writers or segments changed) make
+    # them by the size rule: the checkpoint GC may collect up to is then near the newest entry
+    monkeypatch.setattr(checkpoint, "MAX_ENTRIES", 4)
+    monkeypatch.setattr(checkpoint, "MIN_BYTES", 1024)
+    s = Stream.create(_url(), segments=1)
+
+    def append(n: int) -> None:
+        for _ in range(n):
+            s.append(pa.table({"k": ["a"], "t": [now_ms()]}), key="k", timestamp="t")
+
+    append(FANOUT + 5)  # one node written, the next one open
+    open_first = s.refresh().index[0][0].id
+    s.truncate(before=now_ms() + 60_000)  # every record: the head moves past the newest entry
+    for _ in range(3):
+        s.vacuum(grace_ms=0)
+    state = s.refresh()
+    assert state.meta_gc_pos > 1, "entries below the open node were collected"
+    assert all(s.store.exists(layout.entry(p)) for p in range(open_first, state.pos + 1))
+    append(FANOUT)  # fills the open node: its entries are read
+    assert s.refresh().pos >= state.pos + FANOUT  # (and automatic compaction commits)
+    assert s.verify().ok

@@ -200,8 +200,14 @@ def gc_target(state: StreamState, now: int, grace_ms: int) -> int:
 def meta_gc_target(journal: Journal, state: StreamState) -> int:
     """Journal entries below this go in the next garbage collection: those below ``gc_pos``,
     except the ones a rebuild of the state from its checkpoints still needs (format v6,
-    :func:`~pyspark_tstream.journal.checkpoint.entries_gc_target`)."""
-    return max(state.meta_gc_pos, entries_gc_target(state, journal.log.mark_of))
+    :func:`~pyspark_tstream.journal.checkpoint.entries_gc_target`) and the ones the open
+    level-0 index node still needs: the commit that fills it copies their deltas into the node
+    (``TimeIndex.flush``), so collecting one would fail every later commit of the stream (found
+    by the simulation's ``checkpoints`` profile, seed 205,476: a truncation near the newest
+    entry, then two vacuums)."""
+    target = max(state.meta_gc_pos, entries_gc_target(state, journal.log.mark_of))
+    open_node = state.index[0] if state.index else []
+    return max(state.meta_gc_pos, min(target, open_node[0].id)) if open_node else target
 
 
 def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: int,

@@ -38,8 +38,10 @@ TORN = Profile(name="torn", repairs=6, faults=Faults(torn=0.02))
 #: met by a run this small, lowered: :mod:`.knobs`), truncations and vacuums collecting old entries
 #: and checkpoints (the truncator's runs spread over the run's first seconds, so vacuums past the
 #: grace find them), 2 % crashes (some right after a committer wrote a checkpoint), and readers
-#: that read every other time on a fresh handle and compare each state rebuilt from its checkpoint.
-CHECKPOINTS = Profile(name="checkpoints", batches=6, truncations=4, truncate_wait_ms=6_000, vacuums=6, reads=4,
+#: that read every other time on a fresh handle and compare each state rebuilt from its checkpoint;
+#: enough batches that the journal outgrows an index node (the open node's entries are never
+#: collected: the commit that fills it copies them).
+CHECKPOINTS = Profile(name="checkpoints", batches=14, truncations=4, truncate_wait_ms=6_000, vacuums=6, reads=4,
                       checkpoint_entries=4, reopen_reads=True, faults=Faults(crash=0.02))
 #: Writers expire 2 s after their last commit (``writerRetentionMs``; sessions' leases 8 s) while
 #: crashed writers come back up to 15 s later and replay the batch they were on.
