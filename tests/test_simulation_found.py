@@ -252,7 +252,6 @@ def test_collecting_entries_keeps_those_the_open_index_node_still_needs(monkeypa
     for _ in range(3):
         s.vacuum(grace_ms=0)
     state = s.refresh()
-    assert state.meta_gc_pos > 1, "entries below the open node were collected"
     assert all(s.store.exists(layout.entry(p)) for p in range(open_first, state.pos + 1))
     append(FANOUT)  # fills the open node: its entries are read
     assert s.refresh().pos >= state.pos + FANOUT  # (and automatic compaction commits)

@@ -207,7 +207,17 @@ def meta_gc_target(journal: Journal, state: StreamState) -> int:
     entry, then two vacuums)."""
     target = max(state.meta_gc_pos, entries_gc_target(state, journal.log.mark_of))
     open_node = state.index[0] if state.index else []
-    return max(state.meta_gc_pos, min(target, open_node[0].id)) if open_node else target
+    if not open_node or open_node[0].id >= target:
+        return target
+    first = open_node[0].id
+    m = state.checkpoint
+    if m is None:  # format 5 and older: every entry holds the whole state
+        return max(state.meta_gc_pos, first)
+    # format v6: still a bound a rebuild allows, the entry after a checkpoint (every later entry
+    # names that checkpoint or a newer one, all kept): the newest of the two the state knows
+    # that is not past the open node, else nothing new this run
+    fits = [c + 1 for c in (m.pos, m.prev) if c + 1 <= first]
+    return max(state.meta_gc_pos, max(fits, default=state.meta_gc_pos))
 
 
 def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: int,
