@@ -255,4 +255,9 @@ def test_collecting_entries_keeps_those_the_open_index_node_still_needs(monkeypa
     assert all(s.store.exists(layout.entry(p)) for p in range(open_first, state.pos + 1))
     append(FANOUT)  # fills the open node: its entries are read
     assert s.refresh().pos >= state.pos + FANOUT  # (and automatic compaction commits)
+    s.truncate(before=now_ms() + 120_000)
+    for _ in range(3):
+        s.vacuum(grace_ms=0)
+    assert s.refresh().meta_gc_pos > open_first  # once the node is written, its entries go
+    append(3)
     assert s.verify().ok
