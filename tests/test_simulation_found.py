@@ -50,6 +50,24 @@ def test_verify_finds_the_macro_chunks_of_a_merged_segment_whose_chunks_sit_in_s
     assert sorted(other.read()["id"].to_pylist()) == list(range(40))
 
 
+def crash(op: str, rel: str) -> None:
+    """A store observer: the compacting process dies at its journal commit."""
+    if op == "put_if_absent" and rel.startswith("_tstream/journal/"):
+        raise RuntimeError("the compacting process died before its journal commit")
+
+
+def append_batch(s: Stream, b: int) -> None:
+    """Batch ``b``: ids ``b*10 .. b*10+2`` under one key."""
+    s.append(pa.table({"id": [b * 10 + i for i in range(3)], "key": ["a"] * 3}, schema=SCHEMA), key="key")
+
+
+def maps_aged(s: Stream) -> Stream:
+    """``s`` with every file but the macro-map versions seen as long past any grace."""
+    published = s.store.modified_ms
+    s.store.modified_ms = lambda rel: published(rel) if "/macros/" in rel else 0  # type: ignore[method-assign]
+    return s
+
+
 def test_orphan_cleanup_keeps_the_macro_chunks_of_the_committed_map_version() -> None:
     """A compaction that re-merged a committed macro-chunk published the map's next version and
     died before its journal commit. Orphan cleanup took the macro-chunks live from the newest
@@ -58,13 +76,9 @@ def test_orphan_cleanup_keeps_the_macro_chunks_of_the_committed_map_version() ->
     url = _url()
     s = Stream.create(url, segments=1)
     for b in range(6):
-        s.append(pa.table({"id": [b * 10 + i for i in range(3)], "key": ["a"] * 3}, schema=SCHEMA), key="key")
+        append_batch(s, b)
         if b == 2:
             assert Stream.open(url).compact(full=True, target="64KB")["macros"] == 1
-
-    def crash(op: str, rel: str) -> None:
-        if op == "put_if_absent" and rel.startswith("_tstream/journal/"):
-            raise RuntimeError("the compacting process died before its journal commit")
 
     dying = Stream.open(url)
     dying.store.observer = crash
@@ -87,31 +101,21 @@ def test_orphan_cleanup_keeps_the_macro_chunks_of_a_map_version_whose_commit_is_
     url = _url()
     s = Stream.create(url, segments=1)
 
-    def append(b: int) -> None:
-        s.append(pa.table({"id": [b * 10 + i for i in range(3)], "key": ["a"] * 3}, schema=SCHEMA), key="key")
-
-    def crash(op: str, rel: str) -> None:
-        if op == "put_if_absent" and rel.startswith("_tstream/journal/"):
-            raise RuntimeError("the compacting process died before its journal commit")
-
     fired: list[str] = []
 
     def meanwhile(op: str, rel: str) -> None:  # the slow compaction's map version is published
         if op == "put_if_absent" and rel.startswith("_tstream/journal/") and not fired:
             fired.append(rel)
             for b in range(3, 6):
-                append(b)
+                append_batch(s, b)
             rival = Stream.open(url)
             rival.store.observer = crash
             with pytest.raises(RuntimeError):
                 rival.compact(full=True, target="64KB")
-            vacuum = Stream.open(url)
-            published = vacuum.store.modified_ms  # every file but the map versions long past the orphan grace
-            vacuum.store.modified_ms = lambda rel: published(rel) if "/macros/" in rel else 0  # type: ignore[method-assign]
-            vacuum.vacuum(grace_ms=0, orphans=True, orphan_grace_ms=3_600_000)
+            maps_aged(Stream.open(url)).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=3_600_000)
 
     for b in range(3):
-        append(b)
+        append_batch(s, b)
     slow = Stream.open(url)
     slow.store.observer = meanwhile
     assert slow.compact(full=True, target="64KB")["macros"] == 1
@@ -132,14 +136,10 @@ def test_orphan_cleanup_keeps_uncommitted_map_versions_for_the_orphan_grace_only
     url = _url()
     s = Stream.create(url, segments=1)
 
-    def crash(op: str, rel: str) -> None:
-        if op == "put_if_absent" and rel.startswith("_tstream/journal/"):
-            raise RuntimeError("the compacting process died before its journal commit")
-
     made: list[set[str]] = []
     for run in range(3):  # each run merges the last one's macro-chunk with newer chunks, then dies
         for b in range(run * 3, run * 3 + 3):
-            s.append(pa.table({"id": [b * 10 + i for i in range(3)], "key": ["a"] * 3}, schema=SCHEMA), key="key")
+            append_batch(s, b)
         dying = Stream.open(url)
         dying.store.observer = crash
         with pytest.raises(RuntimeError):
@@ -149,10 +149,9 @@ def test_orphan_cleanup_keeps_uncommitted_map_versions_for_the_orphan_grace_only
     assert len(made[2]) == 1 and not made[2] & older
 
     def vacuum(grace_ms: int) -> int:
-        v = Stream.open(url)
-        published = v.store.modified_ms  # every file but the map versions long past any grace
-        v.store.modified_ms = lambda rel: published(rel) if "/macros/" in rel else 0  # type: ignore[method-assign]
-        return v.vacuum(grace_ms=0, orphans=True, orphan_grace_ms=grace_ms, unsafe_orphan_grace=True)["orphans"]
+        done = maps_aged(Stream.open(url)).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=grace_ms,
+                                                  unsafe_orphan_grace=True)
+        return done["orphans"]
 
     vacuum(3_600_000)
     assert all(s.store.exists(p) for p in older | made[2])
