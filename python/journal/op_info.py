@@ -82,3 +82,15 @@ class GcInfo:
     def decode(cls, info: Mapping[str, Any]) -> GcInfo:
         return cls(**{k: int(info[k]) for k in cls.KEYS if k in info})
 
+
+
+@dataclass(frozen=True)
+class RepairInfo:
+    """A ``repair`` entry's info (no records): the (segment number, bucket) macro-map buckets the
+    repair was about to mark partial, the reason it committed an entry at this format."""
+
+    partial: tuple[tuple[int, int], ...]
+
+    def encode(self) -> dict[str, list[list[int]]]:
+        """The stored ``info``."""
+        return {"partial": [list(k) for k in self.partial]}

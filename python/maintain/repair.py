@@ -19,6 +19,7 @@ from ..compaction.macro_rebuild import rewrite
 from ..errors import CorruptMetadataError
 from ..journal.entries import Entry
 from ..journal.journal import Journal
+from ..journal.op_info import RepairInfo
 from ..journal.state import StreamState
 from ..maps.sealed import SealedMap
 from ..store import layout
@@ -55,7 +56,7 @@ def _refuse_older_readers(store: Store, partial: list[tuple[int, int]]) -> str:
     that predates the mark would read the buckets as whole and skip records."""
     def build(state: StreamState, pos: int) -> Entry:
         return Entry(pos=pos, op=REPAIR_OP, wall=max(now_ms(), state.wall), state=state,
-                     info={"partial": [list(k) for k in partial]})
+                     info=RepairInfo(tuple(partial)).encode())
     entry, _ = Journal(store).commit(build)
     pos = entry.pos if entry is not None else "?"
     return (f"journal entry {pos} committed (op {REPAIR_OP!r}, no records) before marking macro-map bucket(s) "
