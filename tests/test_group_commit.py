@@ -453,8 +453,10 @@ def test_vacuum_collects_crashed_writers_requests_after_their_window_and_grace(u
     s = Stream.create(url, segments=2)
     folded = _publish(Stream.open(url), "folded", 0)
     s.appending.group.contended = 1
-    s.append(_rows("a", 0), writer_id="a", batch_id=0)  # folds it; its writer never deletes it
-    assert s.state.was_folded(folded.rid) == s.state.pos
+    s.append(_rows("a", 0), writer_id="a", batch_id=0)  # folds it, and deletes its object
+    assert s.state.was_folded(folded.rid) == s.state.pos and not _exists(s, folded.path)
+    s.store.write(folded.path, folded.encode())  # as if the folder had died before that delete
+    s.appending.group.contended = 0  # a folder lists for a while: this one no more
     lost = _publish(Stream.open(url), "lost", 0)  # nobody lists again: never folded
     for i in range(1, FOLD_WINDOW):
         s.append(_rows("a", i), writer_id="a", batch_id=i)

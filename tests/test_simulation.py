@@ -27,9 +27,10 @@ SEEDS = int(os.environ.get("TSTREAM_SIM_SEEDS", "8"))
 #: Seeds of each profile in the slow set (CI's second run).
 SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "220"))
 #: Profiles of the features newer than the harness (format v6 checkpoints, writer expiry, a
-#: stream made by its first write): in the default set, the few seeds until each acts
-#: (:func:`test_the_newer_actors_act`); a quarter of ``SLOW_SEEDS`` each in the slow set.
-NEWER = ["checkpoints", "expiry", "first-writes"]
+#: stream made by its first write, group commit's publish-first crowd): in the default set,
+#: the few seeds until each acts (:func:`test_the_newer_actors_act`); a quarter of
+#: ``SLOW_SEEDS`` each in the slow set.
+NEWER = ["checkpoints", "expiry", "first-writes", "crowd"]
 
 
 def _run_seeds(profile: Profile, seeds: range) -> None:
@@ -73,16 +74,17 @@ def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     pytest.param("checkpoints", 30, "crashes after a checkpoint write", marks=pytest.mark.slow),
     ("expiry", 3, "writers expired"),
     pytest.param("expiry", 10, "batches appended again after expiry", marks=pytest.mark.slow),
-    ("first-writes", 10, "re-creations")])
+    ("first-writes", 10, "re-creations"),
+    ("crowd", 3, "folded by another")])
 def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
     """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run,
     auto-scaling's splits and merges, checkpoints collected with the journal entries before
     them, a state rebuilt from a checkpoint compared with one followed entry by entry, a
     committer dead right after writing a checkpoint, writers expired mid-run, a replay after
-    an expiry that appended its batch again, and a stream made by a write re-created by another
-    with other config before any commit: each loses nothing on the first seed where it
-    happens (searched, not pinned: any change to the store calls a seed makes moves where a
-    fault lands)."""
+    an expiry that appended its batch again, a stream made by a write re-created by another
+    with other config before any commit, and a waiting group committer folded by a leader:
+    each loses nothing on the first seed where it happens (searched, not pinned: any change
+    to the store calls a seed makes moves where a fault lands)."""
     for seed in range(within):
         if simulate(seed, PROFILES[name]).notes[note] >= 1:
             return

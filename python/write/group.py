@@ -6,10 +6,15 @@ is a conditional create on one key; with N writers racing for it one wins, and w
 folding N − 1 would re-read and race again, one slot at a time. Here a writer's request goes straight for the next
 slot (its critical path: the data PUTs, then one create). Only a writer that lost publishes its
 request as an immutable object (:func:`~pyspark_tstream.store.layout.commit_request`: chunk
-list, writer, batch, base position) and keeps trying; whoever wins a slot folds in every
-published request it has listed, as if each had committed in turn (:func:`fold`). A writer
-whose request another folded is acknowledged by the entry that folded it, which it reads
-anyway when it loses the next race.
+list, writer, batch, base position); whoever wins a slot folds in every published request it
+has listed, as if each had committed in turn (:func:`fold`). After publishing, the writer of
+the oldest request it lists leads: it lists again, reads the requests and races for the next
+slot; the others wait, reading the next entry once a round trip, and are acknowledged by the
+entry that folds them (a waiter out of :data:`PATIENCE` races with the requests it has read:
+its leader died or lags). A writer contended lately, with :data:`CROWD` others' requests
+pending at its last listing, publishes first instead of racing first: at 16 writers racing
+first lost most times, and every loser paid a create, a read of the winner, a listing and a
+read of each request it had not seen (24 store requests a commit; 12 now).
 
 Invariants kept:
 
@@ -26,13 +31,15 @@ Invariants kept:
   its own entry;
 * a request that cannot be applied on the state (its segment was sealed by a scale, its schema
   does not fit) is left out by a combiner, never failed: its own writer meets the error;
-* request objects are deleted by their writer once committed (in the background) and, when a
-  writer vanished, by ``vacuum`` from their names alone once their window has passed
+* request objects are deleted by the writer whose entry folded them, in one call (in the
+  background) and, when that writer died first, by ``vacuum`` from their names alone once
+  their window has passed
   (:mod:`~pyspark_tstream.write.requests`, which also keeps their chunks from orphan cleanup).
 
 Costs (store calls): an uncontended commit 1 conditional create; a lost race 1 read of the
-winner, then 1 request PUT (once), 1 listing and 1 batched read of the requests not yet seen,
-per further attempt.
+winner, 1 request PUT (once) beside 1 listing; then a leader 1 listing, 1 batched read of the
+requests not yet seen and 1 create per attempt, a waiter 1 read per poll and 1 listing per
+entry that did not fold it.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -67,6 +75,15 @@ FOLD_MAX = 256
 HEAD_AFTER_LOSSES = 8
 #: After a lost race, a writer lists published requests before each of its next this-many commits.
 CONTENDED_COMMITS = 16
+#: Others' pending requests in a contended writer's last listing from which its commits publish
+#: first and wait to be folded (fewer race: at 4 writers racing first was faster, at 16 slower).
+CROWD = 3
+#: Polls for the next entry a published request's writer makes while another leads, before it
+#: races for the slot itself (the leader may have died or be slow).
+PATIENCE = 8
+#: A waiter's pause between polls: a share of its last attempt's duration, or its publishing
+#: round trip (seconds, bounded).
+POLL_SHARE, POLL_MIN_S, POLL_MAX_S = 0.5, 0.001, 2.0
 
 logger = logging.getLogger(__name__)
 
@@ -220,6 +237,10 @@ def part_of(entry: Entry, rid: str) -> Entry | None:
 class GroupCommit:
     """Commits data requests through one journal, folding and being folded (module docstring)."""
 
+    #: How a waiter pauses and reads the time (the simulation runs them on its clock).
+    pause = staticmethod(time.sleep)
+    clock = staticmethod(time.monotonic)
+
     def __init__(self, journal: Journal, count_raised: CountRaised | None = None) -> None:
         self.journal = journal
         self.store = journal.store
@@ -231,6 +252,8 @@ class GroupCommit:
         self.background = journal.hints.background
         #: Commits left during which this writer lists before its first attempt (after a lost race).
         self.contended = 0
+        #: Others' requests the last listing found: a crowd publishes first (:data:`CROWD`).
+        self.crowd = 0
         #: What the last finished listing found (others' requests a commit may fold).
         self._last_listed: list[Published] = []
         #: The chunk files of the last :meth:`commit`'s request when it needed no commit but had
@@ -242,7 +265,12 @@ class GroupCommit:
         first attempt folds them without a round trip of its own. Every writer lists, contended
         lately or not: a writer that skipped it while uncontended folded nothing, and at 4
         writers others' published requests then waited for their window to pass (p99 8 s,
-        against 2.4 s)."""
+        against 2.4 s). A writer contended lately lists nothing here: its commit publishes its
+        request first and reads others' only if it leads (:meth:`commit`)."""
+        if self.contended and self.crowd >= CROWD:
+            nothing: Future[list[Published]] = Future()
+            nothing.set_result([])
+            return nothing
         return self._executor().submit(self._discover, None, state)
 
     def commit(self, req: CommitRequest, state: StreamState,
@@ -255,7 +283,17 @@ class GroupCommit:
         own = own if own is not None else Part(new_id(), req)
         self.still_foldable = frozenset()
         newest = state
-        if listed is not None:
+        names: list[tuple[int, str]] | None = None  # after a lost race: what the last listing named
+        pause = POLL_MIN_S  # a waiter's pause between polls
+        if self.contended and self.crowd >= CROWD and not own.published and publishable(req):
+            # others committed beside this writer lately: publish first, then lead the next fold
+            # or wait to be folded (racing first lost most times, and each loser then paid a
+            # create, a read of the winner, a listing and reads of others' requests)
+            pending: list[Published] = []
+            started = self.clock()
+            names = self._contend(own, newest)
+            pause = min(POLL_MAX_S, max(POLL_MIN_S, self.clock() - started))  # a round trip
+        elif listed is not None:
             # uncontended, a listing still in flight must not hold the create back (a LIST is
             # slower than the data PUT beside it: waiting cost a lone writer 60 ms). The last
             # listing that finished (the previous commit's) is folded instead: a request
@@ -266,13 +304,40 @@ class GroupCommit:
         else:
             pending = self._discover(None, state) if self.contended else []
         self.contended = max(0, self.contended - 1)
-        lost = 0
-        for _ in range(MAX_ATTEMPTS):
+        lost = polls = 0
+        while lost < MAX_ATTEMPTS:
             if own.published:
                 done = self._folded_before(own, newest)
                 if done is not None:
                     return done, False
+            if names is not None:
+                if own.published and polls < PATIENCE and not self._leads(own, names, newest):
+                    # an older published request's writer leads the next fold, which takes ours
+                    # too if it listed it. Waiting costs a read per poll; racing cost each loser
+                    # a create, a read of the winner, a listing and a read of every request it
+                    # had not seen (at 16 writers 24 requests a commit, the machine's limit)
+                    polls += 1
+                    nxt = self._poll(newest)
+                    if nxt is None:
+                        self.pause(pause)
+                        continue
+                    newest, polls = nxt.state, 0
+                    mine = part_of(nxt, own.rid) if nxt.folds else None
+                    if mine is not None:
+                        self._folded(own)
+                        return mine, False
+                    names = self._list(own, newest)
+                    continue
+                if own.published:
+                    # leading: list again, so the fold takes the requests others published
+                    # while this one listed (else it folded about 3 a time)
+                    names = self._list(own, newest)
+                # out of patience (the leader is slow or died), a writer races with the requests
+                # it has read alone: each reading every other's request had 64 writers read
+                # 4,000 objects a round
+                pending, names = self._read(names, newest, fetch=polls < PATIENCE), None
             parts = [own, *(Part(p.rid, p.request(self.count_raised), p.base) for p in pending)]
+            started = self.clock()
             out = self.journal.attempt(lambda st, pos: fold(parts, st, pos), newest)  # noqa: B023 - runs in this attempt
             if not isinstance(out, Entry):
                 entry, newest = out
@@ -287,15 +352,17 @@ class GroupCommit:
                 mine = part_of(entry, own.rid) if entry.folds else entry
                 if mine is None and own.published:
                     return self._folded_before(own, entry.state), True
-                self._done(own)
+                self._created(own, parts, entry)
                 return mine, True
             if own.published and out.folds:
                 mine = part_of(out, own.rid)
                 if mine is not None:
-                    self._done(own)
+                    self._folded(own)
                     return mine, False
             newest = out.state
             lost += 1
+            polls = 0
+            pause = min(POLL_MAX_S, max(POLL_MIN_S, POLL_SHARE * (self.clock() - started)))
             self.contended = CONTENDED_COMMITS
             if lost == 1 or lost % HEAD_AFTER_LOSSES == 0:
                 # far behind, maybe: the head is the newest. At the first loss too, before the
@@ -310,21 +377,34 @@ class GroupCommit:
                 # the race was lost to (writer, batch) itself: nothing to commit, and a request
                 # published now would stay foldable with its files (still_foldable below)
                 return None, False
-            pending = self._contend(own, newest)
+            names = self._contend(own, newest)
         raise CommitConflictError(f"gave up after {MAX_ATTEMPTS} lost races on a journal slot of "
                                   f"{self.store.display_url}", expected=newest.pos + 1)
 
+    @staticmethod
+    def _leads(own: Part, names: Sequence[tuple[int, str]], state: StreamState) -> bool:
+        """Whether ``own`` is the oldest request still foldable after ``state`` among ``names``
+        (its writer then builds the next fold; the writer of the oldest always sees itself so)."""
+        mine = (own.base, own.rid)
+        return all(mine <= (base, rid) for base, rid in names
+                   if base + FOLD_WINDOW > state.pos and state.was_folded(rid) is None)
+
+    def _poll(self, state: StreamState) -> Entry | None:
+        """The entry after ``state`` if it is there (one read)."""
+        self.journal.log.keep(state)  # decoded on it: its change applied, no checkpoint read
+        return self.journal.try_entry(state.pos + 1)
+
     # -- after a lost race -------------------------------------------------------------------
-    def _contend(self, own: Part, state: StreamState) -> list[Published]:
+    def _contend(self, own: Part, state: StreamState) -> list[tuple[int, str]]:
         """Publish ``own`` (once, if it may be folded) and list the requests others published,
-        both at once: one round trip when nothing new is listed, two otherwise."""
+        both at once: one round trip. Only the names: a writer reads requests when it leads."""
         if own.published or not publishable(own.req):
-            return self._discover(own, state)
+            return self._list(own, state)
         own.base = state.pos
         item = Published.of(own.rid, own.base, own.req)
         put = self._executor().submit(self.store.write, item.path, item.encode())
         try:
-            return self._discover(own, state)
+            return self._list(own, state)
         finally:
             put.result()  # published before our next attempt: a fold of it names durable chunks
 
@@ -335,6 +415,11 @@ class GroupCommit:
 
     def _discover(self, own: Part | None, state: StreamState) -> list[Published]:
         """The published requests that may still be folded after ``state``, oldest first."""
+        return self._read(self._list(own, state), state)
+
+    def _list(self, own: Part | None, state: StreamState) -> list[tuple[int, str]]:
+        """``(base, rid)`` of the published requests but ``own`` that may still be folded after
+        ``state`` (one listing)."""
         nxt = state.pos + 1
         wanted: list[tuple[int, str]] = []
         for name in self.store.list(layout.REQUESTS):
@@ -344,9 +429,17 @@ class GroupCommit:
             base, rid = parsed
             if (own is None or rid != own.rid) and base + FOLD_WINDOW >= nxt and state.was_folded(rid) is None:
                 wanted.append((base, rid))
+        self.crowd = len(wanted)
+        return wanted
+
+    def _read(self, wanted: Sequence[tuple[int, str]], state: StreamState, fetch: bool = True) -> list[Published]:
+        """The requests ``wanted`` names that may still be folded after ``state``, oldest first
+        (one batched read of those not read before; none without ``fetch``)."""
+        nxt = state.pos + 1
+        wanted = [(b, r) for b, r in wanted if b + FOLD_WINDOW >= nxt and state.was_folded(r) is None]
         for rid in [r for r, p in self.seen.items() if p.base + FOLD_WINDOW < nxt]:
             del self.seen[rid]
-        unread = [layout.commit_request(b, r) for b, r in wanted if r not in self.seen]
+        unread = [layout.commit_request(b, r) for b, r in wanted if r not in self.seen] if fetch else []
         for rel, data in zip(unread, self.store.read_present(unread)):
             if data is None:
                 continue
@@ -380,11 +473,21 @@ class GroupCommit:
             raise corrupt("journal entry", self.store.uri(layout.entry(pos)),
                           ValueError(f"the state says it folded request {own.rid}, the entry does not"),
                           self.store.display_url)
-        self._done(own)
+        self._folded(own)
         return mine
 
-    def _done(self, own: Part) -> None:
-        """``own`` is committed: delete its published object, off the critical path."""
-        if own.published:
-            rel = layout.commit_request(own.base, own.rid)
-            self.journal.hints.later(lambda: self.store.delete([rel]))
+    def _folded(self, own: Part) -> None:
+        """Another writer's entry folded ``own`` (that writer deletes its object): others commit
+        beside this writer, so it publishes first for a while."""
+        self.contended = CONTENDED_COMMITS
+
+    def _created(self, own: Part, parts: Sequence[Part], entry: Entry) -> None:
+        """This writer's ``entry`` committed ``own`` and folded some of ``parts``: delete the
+        published objects of those it folded, in one call off the critical path (a writer
+        folded by another deletes nothing: one call a fold, not one a request)."""
+        ids = {f.rid for f in entry.folds}
+        doomed = [layout.commit_request(p.base, p.rid) for p in parts if p.published and p.rid in ids]
+        if len(ids) > 1:
+            self.contended = CONTENDED_COMMITS
+        if doomed:
+            self.journal.hints.later(lambda: self.store.delete(doomed))

@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -60,6 +61,15 @@ def worker(url: str, opts: dict[str, Any], name: str, start_at: float, seconds: 
     from pyspark_tstream.api.stream import Stream
 
     stream = Stream.open(url, opts)
+    calls: dict[str, int] = {}
+
+    def count(op: str, rel: str) -> None:
+        first, _, more = rel.partition(" (+")
+        kind = op + " " + re.sub(r"[0-9a-f]{6,}|[0-9]+", "#", first)
+        calls[kind] = calls.get(kind, 0) + 1
+        calls["objects"] = calls.get("objects", 0) + 1 + (int(more.rstrip(")")) if more else 0)
+
+    stream.store.observer = count  # every store call a commit makes, by kind
     table = pa.table({"writer": [name] * rows, "batch": [0] * rows, "i": list(range(rows))})
     stream.refresh()
     open(out + ".ready", "w").close()
@@ -72,6 +82,7 @@ def worker(url: str, opts: dict[str, Any], name: str, start_at: float, seconds: 
     lat: list[float] = []
     folded = 0
     batch = 0
+    calls.clear()
     end = start_at + seconds
     cpu0 = time.process_time()
     prof = None
@@ -97,7 +108,7 @@ def worker(url: str, opts: dict[str, Any], name: str, start_at: float, seconds: 
             pstats.Stats(prof, stream=f).sort_stats(order).print_stats(40)
     stream.context.journal.hints.settle(5)
     with open(out, "w") as f:
-        json.dump({"lat": lat, "batches": batch, "folded": folded, "cpu": cpu}, f)
+        json.dump({"lat": lat, "batches": batch, "folded": folded, "cpu": cpu, "calls": calls}, f)
 
 
 def floor_worker(url: str, opts: dict[str, Any], name: str, start_at: float, seconds: float, rows: int,
@@ -201,7 +212,9 @@ def run(endpoint: str, proxy_endpoint: str, writers: int, seconds: float, rows: 
             "p50_ms": float(np.percentile(lat, 50) * 1000) if len(lat) else 0.0,
             "p99_ms": float(np.percentile(lat, 99) * 1000) if len(lat) else 0.0,
             "entries": entries, "cpu_ms": 1000 * sum(r["cpu"] for r in results) / max(len(lat), 1),
-            "lost": lost, "duplicated": dup, "load": os.getloadavg()[0]}
+            "lost": lost, "duplicated": dup, "load": os.getloadavg()[0],
+            "calls": {op: sum(r["calls"].get(op, 0) for r in results) / max(len(lat), 1)
+                      for op in sorted({op for r in results for op in r["calls"]})}}
 
 
 def run_spark(endpoint: str, proxy_endpoint: str, queries: int, seconds: float, rows: int,
@@ -345,6 +358,8 @@ def main() -> None:
                       f"p99 {r['p99_ms']:6.0f} ms  {r['commits']} commits in {r['entries']} entries  "
                       f"lost {r['lost']} duplicated {r['duplicated']}  writer CPU {r['cpu_ms']:.0f} ms/commit  "
                       f"load {r['load']:.1f}", flush=True)
+                print("    store calls per commit: " + ", ".join(f"{op} {n:.2f}" for op, n in r["calls"].items()),
+                      flush=True)
         finally:
             proxy.stop()
     print(f"\n{args.latency_ms:.0f} ms per request, {args.rows} records per commit, {args.seconds:.0f} s per row")

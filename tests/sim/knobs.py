@@ -4,6 +4,9 @@
   them (the product's 200 entries or 64 KiB are never reached by a seed's few hundred store
   calls), so committers write checkpoints often, rebuilds start from them and garbage
   collection deletes old ones while the other actors run.
+* :func:`crowding`: a contended writer publishes first and waits to be folded once one other
+  request is pending (the product waits for 3: a run has a handful of writers), and the
+  group committers' polls, folds of a waiter and races out of patience are counted.
 * :func:`expiring`: records the writers a commit attempt drops as expired (the ledger's
   in-run allowance for a replay that appends again; the journal's history decides at the end,
   :mod:`.history`).
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import pyspark_tstream.journal.checkpoint as checkpoint_mod
 import pyspark_tstream.journal.journal as journal_mod
+import pyspark_tstream.write.group as group_mod
 from pyspark_tstream.journal.state import StreamState
 
 if TYPE_CHECKING:
@@ -59,3 +63,29 @@ def expiring(world: World) -> Iterator[None]:
         yield
     finally:
         journal_mod.expire = expire
+
+
+@contextmanager
+def crowding(world: World) -> Iterator[None]:
+    """Group commit's crowd threshold lowered to ``world.profile.crowd`` (0: unchanged), and its
+    waiting counted in ``world.notes``."""
+    if not world.profile.crowd:
+        yield
+        return
+    cls = group_mod.GroupCommit
+    saved = group_mod.CROWD, cls._poll, cls._folded
+
+    def poll(self: group_mod.GroupCommit, state: StreamState) -> object:
+        world.note("waiter polls")
+        return saved[1](self, state)
+
+    def folded(self: group_mod.GroupCommit, own: group_mod.Part) -> None:
+        world.note("folded by another")
+        saved[2](self, own)
+
+    group_mod.CROWD = world.profile.crowd
+    cls._poll, cls._folded = poll, folded  # type: ignore[method-assign, assignment]
+    try:
+        yield
+    finally:
+        group_mod.CROWD, cls._poll, cls._folded = saved  # type: ignore[method-assign]

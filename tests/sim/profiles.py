@@ -52,6 +52,10 @@ EXPIRY = Profile(name="expiry", batches=5, restart_delay_ms=15_000, writer_reten
 #: has landed, and commit; compaction, vacuum and a reader wait for it.
 FIRST_WRITES = Profile(name="first-writes", created=False, first_writers=3, writers=0, sinks=0, compactions=1,
                        vacuums=1)
+#: Five writers and two sinks contending, a contended writer publishing first once one other
+#: request is pending (:mod:`.knobs`): leaders fold, waiters poll, and leaders that die or lag
+#: leave waiters to race once out of patience.
+CROWD = Profile(name="crowd", writers=5, batches=4, sinks=2, crowd=1, faults=Faults(crash=0.02))
 
 PROFILES = {p.name: p for p in (
     DEFAULT,
@@ -66,6 +70,7 @@ PROFILES = {p.name: p for p in (
     EXPIRY,
     FIRST_WRITES,
     REQUESTS,
+    CROWD,
     replace(SINKS, name="sinks-old-abort", switch="old-abort"),
     replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
     replace(REQUESTS, name="requests-old-orphans", switch="old-orphans"),

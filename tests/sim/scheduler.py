@@ -20,6 +20,7 @@ What is patched for the run (and restored after):
 * ``uuid.uuid4``: seeded (chunk names, request ids, commit nonces);
 * ``read.file_checks``' thread pools (fsck's and repair's file checks): run in line, so an
   actor's checks are scheduled like its other store calls;
+* ``GroupCommit.pause`` and ``clock``: a waiting group committer sleeps on the simulated clock;
 * ``GroupCommit._executor``: runs its work in line. tstream's only background threads on
   ``memory://`` are the group committer's pool (publishing a request beside the listing);
   head hints, request deletes and upkeep run in line on local stores already
@@ -373,6 +374,8 @@ def patched(sched: Scheduler) -> Iterator[None]:
     saved = [(Store, "__init__", init), (Store, "_call", call), (timestamps, "time", timestamps.time),
              (fsspec_memory, "datetime", fsspec_memory.datetime), (uuid, "uuid4", uuid.uuid4),
              (GroupCommit, "_executor", GroupCommit._executor),
+             (GroupCommit, "pause", GroupCommit.__dict__["pause"]),
+             (GroupCommit, "clock", GroupCommit.__dict__["clock"]),
              (file_checks, "ThreadPoolExecutor", file_checks.ThreadPoolExecutor)]
     Store.__init__ = store_init  # type: ignore[method-assign]
     Store._call = store_call  # type: ignore[method-assign]
@@ -380,6 +383,8 @@ def patched(sched: Scheduler) -> Iterator[None]:
     fsspec_memory.datetime = _MemoryDatetime  # type: ignore[misc]
     uuid.uuid4 = sched.uuid4
     GroupCommit._executor = lambda self: _InlineExecutor()  # type: ignore[method-assign, assignment, return-value]
+    GroupCommit.pause = staticmethod(lambda s: sched.sleep_until(sched.now + max(1, round(s * 1000))))  # type: ignore[assignment]
+    GroupCommit.clock = staticmethod(lambda: sched.now / 1000)  # type: ignore[assignment]
     file_checks.ThreadPoolExecutor = _InlinePool  # type: ignore[misc, assignment]
     try:
         yield

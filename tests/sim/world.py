@@ -44,7 +44,7 @@ from pyspark_tstream.store.storage import Store
 from pyspark_tstream.write.commit import CommitIntent
 
 from . import actors, history
-from .knobs import checkpointing, expiring
+from .knobs import checkpointing, crowding, expiring
 from .scheduler import Faults, Scheduler, patched
 from .switches import switched
 
@@ -87,6 +87,7 @@ class Profile:
     truncate_wait_ms: int = 0  # the truncator waits up to this long before each run
     created: bool = True  # the stream is made before the actors start (else the first writes make it)
     first_writers: int = 0  # writes through Stream.for_write, each with its own segments config
+    crowd: int = 0  # group commit's CROWD for the run (0: the product's)
 
 
 @dataclass
@@ -403,7 +404,7 @@ def simulate(seed: int, profile: Profile = Profile(),
     started = time.perf_counter()
     try:
         with patched(sched), switched(profile.switch, sched), checkpointing(profile.checkpoint_entries), \
-                expiring(world):
+                expiring(world), crowding(world):
             config: dict[str, Any] = {"scaling": profile.scaling} if profile.scaling else {}
             if profile.writer_retention_ms:
                 config["writer_retention_ms"] = profile.writer_retention_ms
