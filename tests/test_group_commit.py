@@ -16,8 +16,9 @@ from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.state import FOLD_WINDOW
 from pyspark_tstream.store import layout
 from pyspark_tstream.timestamps import now_ms
+from pyspark_tstream.write import group as group_mod
 from pyspark_tstream.write.commit import CommitIntent, CommitRequest
-from pyspark_tstream.write.group import GroupCommit, Part, Published, new_id
+from pyspark_tstream.write.group import CONTENDED_COMMITS, CROWD, PATIENCE, GroupCommit, Part, Published, new_id
 from pyspark_tstream.write.writing import write_batches
 
 
@@ -493,3 +494,56 @@ def test_a_folding_entry_s_delta_is_its_stored_form(url: str) -> None:
     back = Entry.decode(folded.encode(), path="x")
     assert back.folds == [Fold("r1", "a", 1, len(entry.chunks), {})] and back.folds[0].writer == "a"
     assert back.delta_json() == stored
+
+
+def _crowded(url: str) -> tuple[Stream, list[tuple[str, str]]]:
+    """A handle whose writer met a crowd lately (it publishes first), and its store calls."""
+    b = Stream.open(url)
+    b.appending.group.contended, b.appending.group.crowd = CONTENDED_COMMITS, CROWD
+    calls: list[tuple[str, str]] = []
+    b.store.observer = lambda op, rel: calls.append((op, rel))
+    return b, calls
+
+
+def test_a_crowded_writer_publishes_first_and_the_leader_s_fold_acknowledges_it(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer with a crowd pending publishes its request before any create; an older request
+    is pending, so it waits, polling the next entry, and the leader's entry (which folds both)
+    acknowledges it: it made no conditional create, and the leader deleted its request."""
+    monkeypatch.setattr(group_mod, "POLL_MIN_S", 0.5)  # patience of seconds: the leader runs in this thread
+    s = Stream.create(url, segments=2)
+    old = _publish(Stream.open(url), "old", 0)  # base 0: older than anything published after the next commit
+    s.append(_rows("a", 0), writer_id="a", batch_id=0)
+    b, calls = _crowded(url)
+    acks = {}
+    waiter = threading.Thread(target=lambda: acks.update(b=b.append(_rows("b", 0), writer_id="b", batch_id=0)))
+    waiter.start()
+    for _ in range(500):
+        if len(s.store.list(layout.REQUESTS)) == 2:
+            break
+        threading.Event().wait(0.01)
+    s.appending.group.contended = CONTENDED_COMMITS  # the leader lists and folds both
+    s.append(_rows("a", 1), writer_id="a", batch_id=1)
+    waiter.join(30)
+    assert acks["b"].pos == s.state.pos and not acks["b"].duplicate
+    assert not [rel for op, rel in calls if op == "put_if_absent"], calls
+    assert s.state.was_folded(old.rid) == s.state.pos
+    assert not s.store.list(layout.REQUESTS)  # both deleted by the writer whose entry folded them
+    assert _counts(Stream.open(url)) == {("old", 0): 10, ("a", 0): 10, ("a", 1): 10, ("b", 0): 10}
+
+
+def test_a_waiter_whose_leader_died_races_once_out_of_patience(url: str) -> None:
+    """The oldest request's writer died: a crowded writer polls the next entry PATIENCE times,
+    then races with the requests it has read (none: reading every other's request at each
+    waiter's race was what collapsed 64 writers), so the dead one's request is left to vacuum."""
+    s = Stream.create(url, segments=2)
+    old = _publish(Stream.open(url), "old", 0)
+    s.append(_rows("a", 0), writer_id="a", batch_id=0)
+    b, calls = _crowded(url)
+    ack = b.append(_rows("b", 0), writer_id="b", batch_id=0)
+    assert ack.pos == 2 and not ack.duplicate
+    polls = [rel for op, rel in calls if op == "read" and rel == layout.entry(2)]
+    assert len(polls) == PATIENCE
+    assert ("read", old.path) not in calls and not any(old.path in rel for _, rel in calls if "(+" in rel)
+    assert Stream.open(url).state.was_folded(old.rid) is None
+    assert _counts(Stream.open(url)) == {("a", 0): 10, ("b", 0): 10}

@@ -44,7 +44,6 @@ entry that did not fold it.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -172,10 +171,9 @@ class Part:
         return not self.published or self.base < pos <= self.base + FOLD_WINDOW
 
 
-@functools.lru_cache(maxsize=64)
 def _schema(encoded: str) -> pa.Schema | None:
-    """A published request's schema, decoded once per text: a contended writer rebuilds every
-    pending request at each attempt, and decoding was most of its own CPU there."""
+    """A published request's schema ("" none; :func:`decode_schema` caches by text: a
+    contended writer rebuilds every pending request at each attempt)."""
     return decode_schema(encoded) if encoded else None
 
 

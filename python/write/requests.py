@@ -1,8 +1,9 @@
 """Vacuum's side of group commit: request objects left behind, and the chunks pending ones name.
 
 One job: tell ``vacuum`` which published commit requests (:mod:`~pyspark_tstream.write.group`)
-are garbage and which data files a request still pending keeps alive. A writer deletes its own
-request once committed; one that crashed leaves it forever, so vacuum collects it.
+are garbage and which data files a request still pending keeps alive. The writer whose entry
+folded requests deletes them; one that crashed first leaves them forever, and so does a writer
+that crashed before any fold of its request, so vacuum collects them.
 
 Invariants:
 

@@ -15,7 +15,9 @@ Printed per writer count: acknowledged commits per second in total, the commit l
 p99 (one ``append`` call), the journal entries those commits took (group commit folds several
 commits into one entry) and the machine's load average. Then everything is read back (without
 the proxy) and every (writer, batch) must be there exactly once, with ``_seq`` dense per
-segment: the run fails otherwise.
+segment: the run fails otherwise. Below each row: the writers' store calls per commit by kind
+and object (``objects``: every object those calls touched, a batched read or delete counting
+each of its objects).
 
 ``--spark``: ``--queries`` (4) streaming queries in one local Spark session, each reading its own
 ``rate`` source (``--rows`` records per second) with 1 s processing-time triggers and writing
