@@ -30,13 +30,14 @@ class Found:
 
 #: Seeds within which the orphan-cleanup race is found: the rarest (a writer dead right after
 #: publishing its request and back late, the request folded meanwhile), so its profile places a
-#: crash right after every publication; 6 of seeds 0-59 of `requests-old-orphans` find it, the
-#: first seed 6 (`crashes-old-orphans`, crashes anywhere alike: seed 724 first).
+#: crash right after every publication; 8 of seeds 0-59 of `requests-old-orphans` find it, the
+#: first seed 4 (`crashes-old-orphans`, crashes anywhere alike: seed 724 first, before group
+#: commit's leaders and waiters).
 ORPHANS_WITHIN = 60
 
 FOUND = {
     # an abort deleted the files of a published group-commit request another writer then folded
-    "abort": Found("sinks-old-abort", 30, "named by the journal is missing"),
+    "abort": Found("sinks-old-abort", 40, "named by the journal is missing"),
     # vacuum deleted chunks adopted as parts of a crashed compaction's map version
     "adopt": Found("compactions-old-adopt", 40, "named by the journal is missing"),
     # a vacuum failed on a file another vacuum deleted between its listing and its age check
