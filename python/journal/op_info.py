@@ -83,7 +83,6 @@ class GcInfo:
         return cls(**{k: int(info[k]) for k in cls.KEYS if k in info})
 
 
-
 @dataclass(frozen=True)
 class RepairInfo:
     """A ``repair`` entry's info (no records): the (segment number, bucket) macro-map buckets the

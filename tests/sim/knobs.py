@@ -6,7 +6,7 @@
   collection deletes old ones while the other actors run.
 * :func:`crowding`: a contended writer publishes first and waits to be folded once one other
   request is pending (the product waits for 3: a run has a handful of writers), and the
-  group committers' polls, folds of a waiter and races out of patience are counted.
+  group committers' polls and the folds of a waiter by another writer are counted.
 * :func:`expiring`: records the writers a commit attempt drops as expired (the ledger's
   in-run allowance for a replay that appends again; the journal's history decides at the end,
   :mod:`.history`).
