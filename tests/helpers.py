@@ -37,6 +37,14 @@ ORDER = [("_segment", "ascending"), ("_seq", "ascending")]
 #: A store secret the credential tests pass in and then look for: in no log, error, plan or pickle.
 SECRET = "S3CR3T-ABC123"
 
+#: The last lines of a child interpreter's script (``python -c``) once its answer is printed:
+#: the exit a finished tstream command takes (``pyspark_tstream.exits``), which Arrow's thread
+#: pools cannot abort during the interpreter's teardown on a loaded machine.
+CHILD_EXIT = """
+from pyspark_tstream.exits import exit_now
+exit_now(0)
+"""
+
 #: The repository's root folder, and what tests read from it.
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

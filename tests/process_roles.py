@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from helpers import T0
+from helpers import CHILD_EXIT, T0
 
 _CHILD = """
 import json, pickle, sys, time
@@ -51,7 +51,7 @@ else:
 seconds = time.perf_counter() - began
 print(json.dumps([seconds, sorted(set(sys.modules) - before), pyarrow.default_memory_pool().backend_name,
                   sys.modules["pyspark_tstream"].__file__]))
-"""
+""" + CHILD_EXIT
 
 
 @dataclass(frozen=True)

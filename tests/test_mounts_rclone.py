@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 from conftest import commits_in
 from fuse_mount import RcloneMount, rclone_mount  # noqa: F401 - the session fixture
-from helpers import run_cli
+from helpers import CHILD_EXIT, run_cli
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.store import mounts
 
@@ -55,7 +55,7 @@ for b in range(first, first + batches):
         ack = s.append(t, key="key", writer_id=writer, batch_id=b)
         acks.append([ack.writer_id, ack.batch_id, ack.pos, ack.duplicate])
 print(json.dumps(acks))
-"""
+""" + CHILD_EXIT
 
 
 def _writer(url: str, writer: str, first: int, batches: int, grace: float, *extra: str) -> subprocess.Popen[str]:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import CHILD_EXIT
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]  # a Connect server of its own: ~40 s
 
@@ -40,7 +41,7 @@ out = spark.read.format("tstream").load(dst)
 print(json.dumps({"rows": out.count(), "distinct": out.select("id").distinct().count(),
                   "columns": out.columns, "batches": len(q.recentProgress)}))
 spark.stop()
-'''
+''' + CHILD_EXIT
 
 
 def test_read_and_write_from_spark_connect(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import CHILD_EXIT
 from pyspark_tstream.errors import ConfigError, InvalidPathError, StorageError
 from pyspark_tstream.store.failures import RetryPolicy
 from pyspark_tstream.store.storage import Store, split_url
@@ -74,7 +75,7 @@ Path(str(go) + "." + me).touch()
 while not go.exists():
     time.sleep(0.005)
 print(json.dumps(store.put_if_absent("slot.json", me.encode())))
-"""
+""" + CHILD_EXIT
 
 
 @pytest.mark.slow  # starts four interpreters

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from conftest import commits_in
-from helpers import run_cli
+from helpers import CHILD_EXIT, run_cli
 from pyspark_tstream.api.stream import Stream
 from servers import AZURITE_KEY, SERVED, backend_params
 
@@ -44,7 +44,7 @@ for b in range(int(sys.argv[4])):
     for attempt in range(2):  # the second is a retry of an acknowledged batch: a no-op
         ack = s.append(data, key="key", writer_id=writer, batch_id=b)
         print(json.dumps([writer, b, attempt, ack.pos, ack.duplicate]), flush=True)
-"""
+""" + CHILD_EXIT
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .app import main
+from .app import console, main
 
-__all__ = ["main"]
+__all__ = ["console", "main"]

@@ -20,8 +20,10 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from ..errors import ConfigError, EntryIdError, InvalidPathError, TStreamError
+from ..exits import exit_now
 from ..version import __version__
 from .admin import register as register_admin
 from .append import register as register_append
@@ -135,5 +137,11 @@ def _silence_stdout() -> None:
         pass  # stdout is not a real file (tests): nothing will flush to a closed pipe
 
 
+def console() -> NoReturn:
+    """The ``tstream`` console script: :func:`main`, then an exit that Arrow's thread pools cannot
+    abort once the command is done (:mod:`pyspark_tstream.exits`)."""
+    exit_now(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

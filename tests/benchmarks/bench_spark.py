@@ -592,4 +592,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    from pyspark_tstream.exits import exit_now  # an exit Arrow's thread pools cannot abort
+
     main()
+    exit_now(0)

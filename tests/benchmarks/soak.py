@@ -566,4 +566,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pyspark_tstream.exits import exit_now  # an exit Arrow's thread pools cannot abort
+
+    exit_now(main())

@@ -9,7 +9,6 @@ command) and the CPU seconds. Exit status 1 when any seed failed.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections import Counter
 
@@ -53,4 +52,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pyspark_tstream.exits import exit_now  # an exit Arrow's thread pools cannot abort
+
+    exit_now(main())
