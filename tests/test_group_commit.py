@@ -47,13 +47,13 @@ def _counts(s: Stream) -> dict[tuple[str, int], int]:
     return out
 
 
-def _publish(s: Stream, writer: str, batch: int) -> Published:
+def _publish(s: Stream, writer: str, batch: int, rid: str | None = None) -> Published:
     """What a writer that lost a race leaves behind: its chunks, then its request object."""
     table = _rows(writer, batch)
     chunks = write_batches(s.appending.write_spec(table.schema), [table], ordered=True)
     req = CommitRequest(chunks=chunks, intent=CommitIntent(writer_id=writer, batch_id=batch, schema=table.schema),
                         now=now_ms())
-    item = Published.of(new_id(), s.state.pos, req)
+    item = Published.of(rid or new_id(), s.state.pos, req)
     s.store.write(item.path, item.encode())
     return item
 
@@ -184,7 +184,8 @@ def test_a_published_request_is_folded_by_the_next_winner_and_acknowledged(url: 
     assert entry.state.was_folded(item.rid) == entry.pos
     # b's writer (its process went on) is acknowledged by that entry, not by a commit of its own
     own = Part(item.rid, item.request(None), item.base)
-    part, created = b.appending.group.commit(own.req, b.state, own=own)
+    done = b.appending.group.commit(own.req, b.state, own=own)
+    part, created = done.entry, done.created
     assert not created and part is not None and part.pos == entry.pos and part.writer == "b"
     assert sum(c.rows for c in part.chunks) == 10
     assert _counts(s) == {("a", 0): 10, ("a", 1): 10, ("b", 0): 10}
@@ -226,7 +227,8 @@ def test_an_anonymous_request_is_folded_once_by_its_id_alone(url: str) -> None:
         h.appending.group.contended = 1
         h.append(_rows(w, 0), writer_id=w, batch_id=0)
     own = Part(item.rid, item.request(None), item.base)
-    part, created = Stream.open(url).appending.group.commit(own.req, s.refresh(), own=own)
+    done = Stream.open(url).appending.group.commit(own.req, s.refresh(), own=own)
+    part, created = done.entry, done.created
     assert not created and part is not None
     assert _counts(s) == {("a", 0): 10, ("anon", 0): 10, ("c", 0): 10}
 
@@ -241,7 +243,8 @@ def test_a_request_past_its_window_is_not_folded_and_its_writer_commits_it(url: 
     h.append(_rows("c", 0), writer_id="c", batch_id=0)  # lists it, but too late to fold it
     assert ("late", 0) not in _counts(s)
     own = Part(item.rid, item.request(None), item.base)
-    part, created = Stream.open(url).appending.group.commit(own.req, s.refresh(), own=own)
+    done = Stream.open(url).appending.group.commit(own.req, s.refresh(), own=own)
+    part, created = done.entry, done.created
     assert created and part is not None and part.writer == "late"
     assert _counts(s)[("late", 0)] == 10
 
@@ -548,3 +551,85 @@ def test_a_waiter_whose_leader_died_races_once_out_of_patience(url: str) -> None
     assert not [(op, rel) for op, rel in calls if op.startswith("read") and rel.startswith(layout.REQUESTS)], calls
     assert Stream.open(url).state.was_folded(old.rid) is None
     assert _counts(Stream.open(url)) == {("a", 0): 10, ("b", 0): 10}
+
+
+def test_an_entry_that_folds_others_but_not_its_own_settled_request_keeps_its_files(url: str) -> None:
+    """A twin committed (w, 0) while w's published request waited; w's next attempt builds an
+    entry of another writer's request alone. That entry deletes the request it folded, and w's
+    files stay: its request is still foldable within its window, kept out only by the dedupe."""
+    s = Stream.create(url, segments=2)
+    s.append(_rows("a", 0), writer_id="a", batch_id=0)
+    w = Stream.open(url)
+    mine = _publish(w, "w", 0)
+    other = _publish(Stream.open(url), "p", 0)
+    assert not Stream.open(url).append(_rows("w", 0), writer_id="w", batch_id=0).duplicate  # the twin
+    w.appending.group.contended = 1  # it lost a race: it lists before its attempt
+    own = Part(mine.rid, mine.request(None), mine.base)
+    done = w.appending.group.commit(own.req, w.refresh(), own=own)
+    assert done.entry is None and done.created  # an entry of others' requests only
+    entry = w.journal.read_entry(w.refresh().pos)
+    assert [f.rid for f in entry.folds] == [other.rid]
+    assert done.keep == {c.path for c in mine.chunks}
+    # the folder deletes what it folded; w's own request waits for a fold window to pass (vacuum)
+    assert sorted(layout.request_name(n)[1] for n in s.store.list(layout.REQUESTS)) == [mine.rid]
+    assert _counts(Stream.open(url)) == {("a", 0): 10, ("w", 0): 10, ("p", 0): 10}
+
+
+def test_a_settled_published_request_keeps_its_files_through_the_append_path(url: str) -> None:
+    """The Appender deletes a no-op's fresh files but those Committed.keep names."""
+    s = Stream.create(url, segments=2)
+    s.append(_rows("a", 0), writer_id="a", batch_id=0)
+    w = Stream.open(url)
+    mine = _publish(w, "w", 0)
+    _publish(Stream.open(url), "p", 0)
+    Stream.open(url).append(_rows("w", 0), writer_id="w", batch_id=0)  # the twin
+    group = w.appending.group
+    group.contended = 1
+    own = Part(mine.rid, mine.request(None), mine.base)
+    real = group.commit
+    group.commit = lambda req, state, listed=None, own=own: real(req, state, listed, own)  # type: ignore[method-assign]
+    ack = w.appending.commit(list(mine.chunks), CommitIntent(writer_id="w", batch_id=0, schema=_rows("w", 0).schema),
+                             fresh=True)
+    assert ack.duplicate
+    assert all(_exists(w, c.path) for c in mine.chunks)
+
+
+def test_a_fold_after_writer_expiry_names_files_that_exist_when_a_settled_request_lost_to_a_fold(
+        url: str) -> None:
+    """End to end through ``append``: writer w lost a race and published its request; leading the
+    next fold, it lost again to a twin that committed (w, 1); its next entry folded only another
+    writer's request. w's append is a no-op; once w expired, a contended writer folded w's still
+    published request, appending the batch again (a replay after expiry), and its files were
+    there: before, the no-op had deleted them and every read of the stream failed."""
+    import time
+
+    Stream.create(url, segments=1, writer_retention_ms=50)
+    w = Stream.open(url)
+    creates: list[str] = []
+
+    def race(op: str, rel: str) -> None:
+        if op != "put_if_absent" or not rel.startswith(layout.JOURNAL) or len(creates) == 2:
+            return
+        creates.append(rel)
+        if len(creates) == 1:  # another writer lands first: w publishes and lists
+            y = Stream.open(url)
+            y.append(_rows("y", 0), writer_id="y", batch_id=0)
+            _publish(y, "p", 0, rid="f" * 16)  # newer than w's (same base, larger id): w leads
+        else:  # a twin of w (a zombie task, a restarted driver) lands the batch
+            Stream.open(url).append(_rows("w", 1), writer_id="w", batch_id=1)
+
+    w.store.observer = race
+    assert w.append(_rows("w", 1), writer_id="w", batch_id=1).duplicate
+    w.store.observer = None
+    s = Stream.open(url)
+    assert len(creates) == 2 and s.state.was_folded("f" * 16) == s.state.pos  # w's entry folded p's alone
+    time.sleep(0.1)  # w falls silent past its retention
+    x = Stream.open(url)
+    x.append(_rows("x", 0), writer_id="x", batch_id=0)
+    assert "w" not in x.state.writers
+    x.appending.group.contended = CONTENDED_COMMITS  # it lists the published requests, and folds w's
+    x.append(_rows("x", 1), writer_id="x", batch_id=1)
+    after = Stream.open(url)
+    assert _counts(after) == {("y", 0): 10, ("p", 0): 10, ("w", 1): 20, ("x", 0): 10, ("x", 1): 10}
+    report = after.verify()
+    assert report.ok, report.summary()

@@ -123,11 +123,11 @@ class Appender:
         for _ in range(SEALED_RETRIES):
             try:
                 if publishable(req):
-                    entry, created = self.group.commit(req, h.state, listed)
-                    listed = None
-                    if entry is None:  # a published request's files stay (GroupCommit.still_foldable)
-                        handed = [c for c in handed if c.path not in self.group.still_foldable]
-                        req.chunks = [c for c in req.chunks if c.path not in self.group.still_foldable]
+                    done = self.group.commit(req, h.state, listed)
+                    entry, created, listed = done.entry, done.created, None
+                    if done.keep:  # a published request's files stay (Committed.keep)
+                        handed = [c for c in handed if c.path not in done.keep]
+                        req.chunks = [c for c in req.chunks if c.path not in done.keep]
                 else:
                     entry, _ = h.journal.commit(req, h.state)
                 break

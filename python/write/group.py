@@ -221,6 +221,22 @@ def fold(parts: Sequence[Part], state: StreamState, pos: int) -> Entry | None:
                  folds=[Fold(p.rid, e.writer, e.batch, len(e.chunks), e.info) for p, e in built])
 
 
+@dataclass(frozen=True)
+class Committed:
+    """What :meth:`GroupCommit.commit` did with a request."""
+
+    #: The view of the journal entry that holds the request (:func:`part_of`); None when it
+    #: needed no commit (:meth:`CommitRequest.settled`).
+    entry: Entry | None
+    #: Whether this call created the entry (else another writer's fold committed the request).
+    created: bool
+    #: Chunk files the caller must not delete though ``entry`` is None: the request had been
+    #: published and another commit of its (writer, batch) settled it, so it stays foldable until
+    #: its window passes; only the dedupe keeps it out of folds and writer expiry drops that, so
+    #: a fold after the expiry would name deleted files (orphan cleanup takes them later).
+    keep: frozenset[str] = frozenset()
+
+
 def part_of(entry: Entry, rid: str) -> Entry | None:
     """The view of ``entry`` as the commit of request ``rid`` alone (None if it holds no such part)."""
     at = 0
@@ -254,9 +270,6 @@ class GroupCommit:
         self.crowd = 0
         #: What the last finished listing found (others' requests a commit may fold).
         self._last_listed: list[Published] = []
-        #: The chunk files of the last :meth:`commit`'s request when it needed no commit but had
-        #: been published: still foldable until its window passes, so they must stay.
-        self.still_foldable: frozenset[str] = frozenset()
 
     def prefetch(self, state: StreamState) -> Future[list[Published]]:
         """Start listing the published requests now (while the caller writes its data), so the
@@ -272,14 +285,12 @@ class GroupCommit:
         return self._executor().submit(self._discover, None, state)
 
     def commit(self, req: CommitRequest, state: StreamState,
-               listed: Future[list[Published]] | None = None, own: Part | None = None) -> tuple[Entry | None, bool]:
-        """Commit ``req`` on ``state`` (the newest known): ``(entry, created)`` where ``entry``
-        is the view of the journal entry that holds ``req`` (:func:`part_of`) and ``created``
-        says whether this call created it; ``(None, created)`` when ``req`` needed no commit
-        (:meth:`CommitRequest.settled`). ``listed``: a :meth:`prefetch` of the pending requests;
-        ``own``: ``req`` as already published (a writer resuming after a crash)."""
+               listed: Future[list[Published]] | None = None, own: Part | None = None) -> Committed:
+        """Commit ``req`` on ``state`` (the newest known), folding others' published requests
+        and being folded by others (:class:`Committed` says which happened). ``listed``: a
+        :meth:`prefetch` of the pending requests; ``own``: ``req`` as already published (a
+        writer resuming after a crash)."""
         own = own if own is not None else Part(new_id(), req)
-        self.still_foldable = frozenset()
         newest = state
         names: list[tuple[int, str]] | None = None  # after a lost race: what the last listing named
         pause = POLL_MIN_S  # a waiter's pause between polls
@@ -307,7 +318,7 @@ class GroupCommit:
             if own.published:
                 done = self._folded_before(own, newest)
                 if done is not None:
-                    return done, False
+                    return Committed(done, False)
             if names is not None:
                 if own.published and polls < PATIENCE and not self._leads(own, names, newest):
                     # an older published request's writer leads the next fold, which takes ours
@@ -323,7 +334,7 @@ class GroupCommit:
                     mine = part_of(nxt, own.rid) if nxt.folds else None
                     if mine is not None:
                         self._folded(own)
-                        return mine, False
+                        return Committed(mine, False)
                     names = self._list(own, newest)
                     continue
                 if own.published:
@@ -340,23 +351,20 @@ class GroupCommit:
             if not isinstance(out, Entry):
                 entry, newest = out
                 if entry is None:
-                    if own.published:
-                        # settled by another commit of (writer, batch), yet foldable until its
-                        # window passes: only the dedupe keeps a fold of it out, and writer expiry
-                        # drops that. Its files stay (vacuum's orphan cleanup takes them once no
-                        # request names them), or a fold would name deleted files
-                        self.still_foldable = frozenset(c.path for c in own.req.chunks)
-                    return None, False
+                    return Committed(None, False, self._settled(own))
+                # the entry folds the requests it took even when ours was not among them (settled
+                # by another commit of its batch, or folded by another writer meanwhile)
+                self._created(own, parts, entry)
                 mine = part_of(entry, own.rid) if entry.folds else entry
                 if mine is None and own.published:
-                    return self._folded_before(own, entry.state), True
-                self._created(own, parts, entry)
-                return mine, True
+                    done = self._folded_before(own, entry.state)
+                    return Committed(done, True, self._settled(own) if done is None else frozenset())
+                return Committed(mine, True)
             if own.published and out.folds:
                 mine = part_of(out, own.rid)
                 if mine is not None:
                     self._folded(own)
-                    return mine, False
+                    return Committed(mine, False)
             newest = out.state
             lost += 1
             polls = 0
@@ -373,11 +381,17 @@ class GroupCommit:
                 newest = max(newest, self.journal.head().state, key=lambda st: st.pos)
             if not own.published and own.req.settled(newest):
                 # the race was lost to (writer, batch) itself: nothing to commit, and a request
-                # published now would stay foldable with its files (still_foldable below)
-                return None, False
+                # published now would stay foldable with its files (Committed.keep)
+                return Committed(None, False)
             names = self._contend(own, newest)
         raise CommitConflictError(f"gave up after {MAX_ATTEMPTS} lost races on a journal slot of "
                                   f"{self.store.display_url}", expected=newest.pos + 1)
+
+    @staticmethod
+    def _settled(own: Part) -> frozenset[str]:
+        """The files of ``own`` that stay once another commit of its (writer, batch) settled it:
+        all of them if it was published (:attr:`Committed.keep`), none otherwise."""
+        return frozenset(c.path for c in own.req.chunks) if own.published else frozenset()
 
     @staticmethod
     def _leads(own: Part, names: Sequence[tuple[int, str]], state: StreamState) -> bool:
