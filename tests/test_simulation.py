@@ -30,7 +30,7 @@ SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "220"))
 #: stream made by its first write, group commit's publish-first crowd): in the default set,
 #: the few seeds until each acts (:func:`test_the_newer_actors_act`); a quarter of
 #: ``SLOW_SEEDS`` each in the slow set.
-NEWER = ["checkpoints", "expiry", "first-writes", "crowd"]
+NEWER = ["checkpoints", "expiry", "first-writes", "crowd", "expiry-crowd"]
 
 
 def _run_seeds(profile: Profile, seeds: range) -> None:
@@ -75,14 +75,16 @@ def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     ("expiry", 3, "writers expired"),
     pytest.param("expiry", 10, "batches appended again after expiry", marks=pytest.mark.slow),
     ("first-writes", 10, "re-creations"),
-    ("crowd", 3, "folded by another")])
+    ("crowd", 3, "folded by another"),
+    ("expiry-crowd", 20, "entries without their settled request")])
 def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
     """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run,
     auto-scaling's splits and merges, checkpoints collected with the journal entries before
     them, a state rebuilt from a checkpoint compared with one followed entry by entry, a
     committer dead right after writing a checkpoint, writers expired mid-run, a replay after
     an expiry that appended its batch again, a stream made by a write re-created by another
-    with other config before any commit, and a waiting group committer folded by a leader:
+    with other config before any commit, a waiting group committer folded by a leader, and an
+    entry of others' requests that left out its committer's own, settled by a twin:
     each loses nothing on the first seed where it happens (searched, not pinned: any change
     to the store calls a seed makes moves where a fault lands)."""
     for seed in range(within):

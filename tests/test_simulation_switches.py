@@ -46,6 +46,11 @@ FOUND = {
     "orphans": Found("requests-old-orphans", ORPHANS_WITHIN, "named by the journal is missing", quick=False),
     # a memory:// listing failed on a key another thread deleted between snapshot and lookup
     "listing": Found("default-old-listing", 10, "no such object"),
+    # a settled published request's files deleted while a fold after its writer's expiry could
+    # still name them, both ways a commit meets it
+    "settled": Found("expiry-crowd-old-settled", 60, "named by the journal is missing"),
+    # the second way alone: an entry of others' requests left out its committer's settled one
+    "unowned": Found("expiry-crowd-old-unowned", 60, "named by the journal is missing"),
 }
 
 

@@ -357,8 +357,7 @@ class GroupCommit:
                 self._created(own, parts, entry)
                 mine = part_of(entry, own.rid) if entry.folds else entry
                 if mine is None and own.published:
-                    done = self._folded_before(own, entry.state)
-                    return Committed(done, True, self._settled(own) if done is None else frozenset())
+                    return self._created_without_own(own, entry)
                 return Committed(mine, True)
             if own.published and out.folds:
                 mine = part_of(out, own.rid)
@@ -386,6 +385,13 @@ class GroupCommit:
             names = self._contend(own, newest)
         raise CommitConflictError(f"gave up after {MAX_ATTEMPTS} lost races on a journal slot of "
                                   f"{self.store.display_url}", expected=newest.pos + 1)
+
+    def _created_without_own(self, own: Part, entry: Entry) -> Committed:
+        """This writer created ``entry`` of others' requests without its published ``own``:
+        another writer folded ``own`` meanwhile (that entry is the answer), or another commit of
+        its (writer, batch) settled it, and its files stay (:attr:`Committed.keep`)."""
+        done = self._folded_before(own, entry.state)
+        return Committed(done, True, self._settled(own) if done is None else frozenset())
 
     @staticmethod
     def _settled(own: Part) -> frozenset[str]:

@@ -6,7 +6,8 @@
   collection deletes old ones while the other actors run.
 * :func:`crowding`: a contended writer publishes first and waits to be folded once one other
   request is pending (the product waits for 3: a run has a handful of writers), and the
-  group committers' polls and the folds of a waiter by another writer are counted.
+  group committers' polls, the folds of a waiter by another writer and the entries a writer
+  built of others' requests without its own settled one are counted.
 * :func:`expiring`: records the writers a commit attempt drops as expired (the ledger's
   in-run allowance for a replay that appends again; the journal's history decides at the end,
   :mod:`.history`).
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 import pyspark_tstream.journal.checkpoint as checkpoint_mod
 import pyspark_tstream.journal.journal as journal_mod
 import pyspark_tstream.write.group as group_mod
+from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.state import StreamState
 
 if TYPE_CHECKING:
@@ -73,7 +75,7 @@ def crowding(world: World) -> Iterator[None]:
         yield
         return
     cls = group_mod.GroupCommit
-    saved = group_mod.CROWD, cls._poll, cls._folded
+    saved = group_mod.CROWD, cls._poll, cls._folded, cls._created_without_own
 
     def poll(self: group_mod.GroupCommit, state: StreamState) -> object:
         world.note("waiter polls")
@@ -83,9 +85,15 @@ def crowding(world: World) -> Iterator[None]:
         world.note("folded by another")
         saved[2](self, own)
 
+    def without_own(self: group_mod.GroupCommit, own: group_mod.Part, entry: Entry) -> group_mod.Committed:
+        out = saved[3](self, own, entry)
+        if out.entry is None:  # settled by another commit of its (writer, batch), not folded
+            world.note("entries without their settled request")
+        return out
+
     group_mod.CROWD = world.profile.crowd
-    cls._poll, cls._folded = poll, folded  # type: ignore[method-assign, assignment]
+    cls._poll, cls._folded, cls._created_without_own = poll, folded, without_own  # type: ignore[method-assign, assignment]
     try:
         yield
     finally:
-        group_mod.CROWD, cls._poll, cls._folded = saved  # type: ignore[method-assign]
+        group_mod.CROWD, cls._poll, cls._folded, cls._created_without_own = saved  # type: ignore[method-assign]

@@ -1,7 +1,8 @@
 """The simulation's profiles, by name (the name a replay command passes as ``TSTREAM_SIM_PROFILE``).
 
 ``default``, ``all``, ``sinks`` and the narrower ones run the code as it is (``checkpoints``,
-``expiry`` and ``first-writes`` the features newer than the harness, ``requests`` the fault that
+``expiry`` and ``first-writes`` the features newer than the harness, ``crowd`` and
+``expiry-crowd`` group commit's leaders and waiters, ``requests`` the fault that
 meets the orphan-cleanup race); each ``*-old-*`` profile runs one historical bug put back
 (:mod:`.switches`), with the actors that meet it.
 """
@@ -56,6 +57,10 @@ FIRST_WRITES = Profile(name="first-writes", created=False, first_writers=3, writ
 #: request is pending (:mod:`.knobs`): leaders fold, waiters poll, and leaders that die or lag
 #: leave waiters to race once out of patience.
 CROWD = Profile(name="crowd", writers=5, batches=4, sinks=2, crowd=1, faults=Faults(crash=0.02))
+#: Writer expiry beside a crowd: crashed writers replay their batch (twins of a published
+#: request) while others lead folds, so an entry of others' requests can leave out a settled
+#: request of its own committer that a fold after its writer's expiry may still take.
+EXPIRY_CROWD = replace(EXPIRY, name="expiry-crowd", writers=5, sinks=2, batches=4, crowd=1)
 
 PROFILES = {p.name: p for p in (
     DEFAULT,
@@ -71,6 +76,7 @@ PROFILES = {p.name: p for p in (
     FIRST_WRITES,
     REQUESTS,
     CROWD,
+    EXPIRY_CROWD,
     replace(SINKS, name="sinks-old-abort", switch="old-abort"),
     replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
     replace(REQUESTS, name="requests-old-orphans", switch="old-orphans"),
@@ -78,4 +84,6 @@ PROFILES = {p.name: p for p in (
     # no extra crashes the bug needed 342 seeds once group commit's waiters left fewer orphans
     replace(VACUUMS, name="vacuums-old-aged", switch="old-aged", vacuumers=3, faults=Faults(crash=0.03)),
     replace(DEFAULT, name="default-old-listing", switch="old-listing"),
+    replace(EXPIRY_CROWD, name="expiry-crowd-old-settled", switch="old-settled"),
+    replace(EXPIRY_CROWD, name="expiry-crowd-old-unowned", switch="old-unowned"),
 )}

@@ -19,6 +19,13 @@ the number of seeds ``docs/operations.md`` states.
   ``memory_list``). The simulation switches threads only at store calls, so this listing
   carries a scheduling point of its own between the snapshot and the lookups, where the real
   one let any other thread run.
+* ``old-settled``: a published request that another commit of its (writer, batch) settled lost
+  its chunk files with the no-op (``GroupCommit._settled`` kept none), though it stayed
+  foldable for its window; a fold after the writer expired named the deleted files. Both ways
+  a commit meets it are put back: its attempt built nothing, or an entry of others' requests.
+* ``old-unowned``: the second way alone, which outlived the first's fix: an entry of others'
+  requests without the committer's settled own kept none of its files
+  (``GroupCommit._created_without_own``).
 """
 
 from __future__ import annotations
@@ -34,10 +41,12 @@ import pyspark_tstream.compaction.gc as gc_mod
 import pyspark_tstream.maintain.retention as retention_mod
 import pyspark_tstream.write.requests as requests_mod
 from pyspark_tstream.journal.compaction_state import CompactPart
+from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.journal.state import StreamState
 from pyspark_tstream.maps.macromap import Macro
 from pyspark_tstream.store.storage import Store
+from pyspark_tstream.write.group import Committed, GroupCommit, Part
 
 from .scheduler import Scheduler
 
@@ -74,6 +83,11 @@ def _old_aged(store: Store, rel: str, now: int, grace_ms: int) -> bool:
     return now - store.modified_ms(rel) >= grace_ms
 
 
+def _old_created_without_own(self: GroupCommit, own: Part, entry: Entry) -> Committed:
+    """``GroupCommit._created_without_own`` before the fix: a settled request keeps no file."""
+    return Committed(self._folded_before(own, entry.state), True)
+
+
 def _old_listing(sched: Scheduler) -> Callable[[Any, str], list[str]]:
     def memory_list(fs: Any, path: str) -> list[str]:
         """fsspec's ``MemoryFileSystem.ls`` as it was used: a snapshot of the keys, a point where
@@ -105,6 +119,10 @@ def _patches(switch: str, sched: Scheduler) -> list[Patch]:
                 (truncate_mod, "named_since", lambda journal, before, after: set())]
     if switch == "old-aged":
         return [(gc_mod, "aged", _old_aged), (retention_mod, "aged", _old_aged)]
+    if switch == "old-settled":
+        return [(GroupCommit, "_settled", staticmethod(lambda own: frozenset()))]
+    if switch == "old-unowned":
+        return [(GroupCommit, "_created_without_own", _old_created_without_own)]
     if switch == "old-listing":
         listing = _old_listing(sched)
         mods = _store_modules_with("memory_list")
@@ -114,14 +132,16 @@ def _patches(switch: str, sched: Scheduler) -> list[Patch]:
 
 
 #: The switches :func:`switched` knows.
-SWITCHES = ("old-abort", "old-adopt", "old-orphans", "old-aged", "old-listing")
+SWITCHES = ("old-abort", "old-adopt", "old-orphans", "old-aged", "old-listing", "old-settled", "old-unowned")
 
 
 @contextmanager
 def switched(switch: str, sched: Scheduler) -> Iterator[None]:
     """The old code of ``switch`` in place for the block (nothing for an empty name)."""
     patches = _patches(switch, sched) if switch else []
-    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    # a class's own attribute as stored (a staticmethod stays one when it is put back)
+    saved = [(owner, name, vars(owner)[name] if isinstance(owner, type) and name in vars(owner)
+              else getattr(owner, name)) for owner, name, _ in patches]
     for owner, name, value in patches:
         setattr(owner, name, value)
     try:
