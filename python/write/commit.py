@@ -34,6 +34,13 @@ from ..schema import decode_schema, encode_schema, reconcile
 from ..timestamps import LOGICAL_MASK, final_bounds, final_marks, tso_id
 from .spec import ChunkInfo, fits
 
+
+def floor_after(lane: int, tick: int) -> int:
+    """The least ``_tso`` a commit may give a record of a segment: above the writer's lane there
+    (its order) and above the tick (nothing at or below a published tick ever appears)."""
+    return max(lane, tick) + 1
+
+
 #: Reads a chunk's raw timestamps to count exactly how many records its floor raised.
 CountRaised = Callable[[ChunkInfo, int], int]
 
@@ -384,7 +391,7 @@ class CommitRequest:
                     "sealed it) or no longer owns the chunk's keys; the writer must re-route its records",
                     segment=info.seg)
             lane = lanes.get(seg.id, 0)
-            floor = max(lane, state.tick) + 1
+            floor = floor_after(lane, state.tick)
             lo, hi = final_bounds(info.raw_lo, info.raw_hi, info.rows, floor)
             out.append(Chunk(seg=seg.id, path=info.path, rows=info.rows, bytes=info.bytes,
                              seq=seg.next_seq, floor=floor, lo=lo, hi=hi,

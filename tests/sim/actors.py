@@ -251,7 +251,7 @@ def reader(world: World, name: str, runs: int, rng: random.Random) -> Any:
             try:
                 # every other read on a fresh handle: its state rebuilt from a checkpoint
                 on = world.open() if world.profile.reopen_reads and left["runs"] % 2 else s
-                on.refresh()
+                complete = on.refresh().tick  # the read's range reaches at least this tick
                 if rng.random() < 0.5:
                     table = on.read()
                 else:
@@ -265,7 +265,7 @@ def reader(world: World, name: str, runs: int, rng: random.Random) -> Any:
                 world.reader_missed(name, started, e)
                 s = world.open()
                 continue
-            world.saw(name, table, after)
+            world.saw(name, table, after, complete)
         return True
 
     return restarting(world.sched, body, world.expected)

@@ -4,7 +4,7 @@
 ``expiry`` and ``first-writes`` the features newer than the harness, ``crowd`` and
 ``expiry-crowd`` group commit's leaders and waiters, ``requests`` the fault that
 meets the orphan-cleanup race); each ``*-old-*`` profile runs one historical bug put back
-(:mod:`.switches`), with the actors that meet it.
+(:mod:`.switches`), with the actors that meet it, and ``*-planted-*`` one planted on purpose.
 """
 
 from __future__ import annotations
@@ -86,4 +86,5 @@ PROFILES = {p.name: p for p in (
     replace(DEFAULT, name="default-old-listing", switch="old-listing"),
     replace(EXPIRY_CROWD, name="expiry-crowd-old-settled", switch="old-settled"),
     replace(EXPIRY_CROWD, name="expiry-crowd-old-unowned", switch="old-unowned"),
+    replace(DEFAULT, name="default-planted-floor", switch="planted-floor"),
 )}

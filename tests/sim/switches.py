@@ -23,6 +23,10 @@ the number of seeds ``docs/operations.md`` states.
   its chunk files with the no-op (``GroupCommit._settled`` kept none), though it stayed
   foldable for its window; a fold after the writer expired named the deleted files. Both ways
   a commit meets it are put back: its attempt built nothing, or an entry of others' requests.
+* ``planted-floor`` (a bug planted, never shipped: it proves the reader's tick check): a
+  commit floors records above the writer's lane alone, not above the tick
+  (``write.commit.floor_after``), so records committed late land at or below a tick readers
+  were already given.
 * ``old-unowned``: the second way alone, which outlived the first's fix: an entry of others'
   requests without the committer's settled own kept none of its files
   (``GroupCommit._created_without_own``).
@@ -39,6 +43,7 @@ import pyspark_tstream.api.truncate as truncate_mod
 import pyspark_tstream.compaction.compact as compact_mod
 import pyspark_tstream.compaction.gc as gc_mod
 import pyspark_tstream.maintain.retention as retention_mod
+import pyspark_tstream.write.commit as commit_mod
 import pyspark_tstream.write.requests as requests_mod
 from pyspark_tstream.journal.compaction_state import CompactPart
 from pyspark_tstream.journal.entries import Entry
@@ -121,6 +126,8 @@ def _patches(switch: str, sched: Scheduler) -> list[Patch]:
         return [(gc_mod, "aged", _old_aged), (retention_mod, "aged", _old_aged)]
     if switch == "old-settled":
         return [(GroupCommit, "_settled", staticmethod(lambda own: frozenset()))]
+    if switch == "planted-floor":
+        return [(commit_mod, "floor_after", lambda lane, tick: lane + 1)]
     if switch == "old-unowned":
         return [(GroupCommit, "_created_without_own", _old_created_without_own)]
     if switch == "old-listing":
@@ -132,7 +139,8 @@ def _patches(switch: str, sched: Scheduler) -> list[Patch]:
 
 
 #: The switches :func:`switched` knows.
-SWITCHES = ("old-abort", "old-adopt", "old-orphans", "old-aged", "old-listing", "old-settled", "old-unowned")
+SWITCHES = ("old-abort", "old-adopt", "old-orphans", "old-aged", "old-listing", "old-settled", "old-unowned",
+            "planted-floor")
 
 
 @contextmanager

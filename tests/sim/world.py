@@ -6,7 +6,9 @@ Invariants checked while the actors run (a violation fails the actor that saw it
   per (writer, key) in (batch, i) order;
 * a record a read returned is in every later read of that reader, unless truncation removed it
   (its ``_tso`` is at or below the head of the state after the later read);
-* the tick a reader sees never goes back;
+* the tick a reader sees never goes back, and no record appears at or below a tick an earlier
+  read of that reader was complete to (each read returns every record up to the tick of the
+  state it began on);
 * a read fails with a missing file only when it ran longer than the vacuum grace;
 * with ``reopen_reads``: the state a fresh handle rebuilds from the checkpoint a read's state
   names, and the entries since, equals that state.
@@ -124,6 +126,7 @@ class World:
         self.notes: Counter[str] = Counter()
         self._seen: dict[str, dict[Record, int]] = defaultdict(dict)  # reader -> record -> _tso
         self._ticks: dict[str, int] = defaultdict(int)
+        self._complete: dict[str, int] = {}  # reader -> the tick its reads so far were complete to
         self._delivered: dict[Record, str] = {}  # by a group read, to whom
         self._claimed: set[Record] = set()
 
@@ -144,8 +147,9 @@ class World:
         self.notes[what] += n
 
     # -- checks as the actors run ------------------------------------------------------------------
-    def saw(self, reader: str, table: pa.Table, after: StreamState) -> None:
-        """Check one read's result against the reader's earlier ones."""
+    def saw(self, reader: str, table: pa.Table, after: StreamState, complete: int) -> None:
+        """Check one read's result against the reader's earlier ones (``complete``: the tick of
+        a state refreshed before the read began: the read holds every record up to it)."""
         self.notes["reads"] += 1
         records = _records(table)
         check_read(table, records, f"{reader}'s read", self.gave_up, self.expired)
@@ -156,6 +160,12 @@ class World:
         lost = sorted(r for r, tso in seen.items() if r not in records and tso > after.head_tso)
         assert not lost, (f"{reader}: {len(lost)} record(s) an earlier read returned are gone "
                           f"(not truncated: head_tso {after.head_tso}): {lost[:5]}")
+        late = self._complete.get(reader)
+        if late is not None:
+            appeared = sorted((tso, r) for r, tso in records.items() if r not in seen and tso <= late)
+            assert not appeared, (f"{reader}: {len(appeared)} record(s) appeared at or below tick {late}, "
+                                  f"to which an earlier read was complete (_tso, record): {appeared[:5]}")
+        self._complete[reader] = max(late or 0, complete)
         seen.update(records)
 
     def delivered(self, consumer: str, table: pa.Table, claimed: bool = False) -> None:
