@@ -27,10 +27,11 @@ SEEDS = int(os.environ.get("TSTREAM_SIM_SEEDS", "8"))
 #: Seeds of each profile in the slow set (CI's second run).
 SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "220"))
 #: Profiles of the features newer than the harness (format v6 checkpoints, writer expiry, a
-#: stream made by its first write, group commit's publish-first crowd): in the default set,
+#: stream made by its first write, group commit's publish-first crowd, with expiry beside it,
+#: producer sessions): in the default set,
 #: the few seeds until each acts (:func:`test_the_newer_actors_act`); a quarter of
 #: ``SLOW_SEEDS`` each in the slow set.
-NEWER = ["checkpoints", "expiry", "first-writes", "crowd", "expiry-crowd"]
+NEWER = ["checkpoints", "expiry", "first-writes", "crowd", "expiry-crowd", "sessions"]
 
 
 def _run_seeds(profile: Profile, seeds: range) -> None:
@@ -76,7 +77,9 @@ def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     pytest.param("expiry", 10, "batches appended again after expiry", marks=pytest.mark.slow),
     ("first-writes", 10, "re-creations"),
     ("crowd", 3, "folded by another"),
-    ("expiry-crowd", 20, "entries without their settled request")])
+    ("expiry-crowd", 20, "entries without their settled request"),
+    ("sessions", 3, "sessions closed mid-run"),
+    ("sessions", 3, "leases ended by a commit attempt")])
 def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
     """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run,
     auto-scaling's splits and merges, checkpoints collected with the journal entries before
@@ -84,7 +87,8 @@ def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
     committer dead right after writing a checkpoint, writers expired mid-run, a replay after
     an expiry that appended its batch again, a stream made by a write re-created by another
     with other config before any commit, a waiting group committer folded by a leader, and an
-    entry of others' requests that left out its committer's own, settled by a twin:
+    entry of others' requests that left out its committer's own, settled by a twin, a producer
+    session closed mid-run and one whose lease a commit ended:
     each loses nothing on the first seed where it happens (searched, not pinned: any change
     to the store calls a seed makes moves where a fault lands)."""
     for seed in range(within):

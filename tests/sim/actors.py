@@ -76,6 +76,47 @@ def appender(world: World, name: str, batches: int, rng: random.Random) -> Any:
     return restarting(world.sched, body, world.expected)
 
 
+def producer(world: World, name: str, batches: int, rng: random.Random) -> Any:
+    """A producer session (``Stream.writer``): appends with batch ids, and before some batches a
+    heartbeat or a close mid-run (its next append opens the session again); closes at its end.
+    A crashed one retries the batch it was on; its session holds the tick until its lease ends."""
+    at = {"batch": 0}
+
+    def body() -> bool:
+        p = world.open().writer(name)
+        while at["batch"] < batches:
+            b = at["batch"]
+            look = rng.random()
+            try:
+                if look < 0.3:
+                    p.heartbeat()
+                    world.note("heartbeats")
+                elif look < 0.4:
+                    p.close()
+                    world.note("sessions closed mid-run")
+            except world.expected:
+                pass
+            for _ in range(ATTEMPTS):
+                try:
+                    ack = p.append(batch_table(name, b, world.rows(name, b)), key="key", batch_id=b)
+                except world.expected:
+                    continue
+                world.acked(name, b, ack)
+                break
+            else:
+                world.gave_up.add((name, b))
+            at["batch"] += 1
+        for _ in range(ATTEMPTS):
+            try:
+                p.close()
+                break
+            except world.expected:
+                continue
+        return True
+
+    return restarting(world.sched, body, world.expected)
+
+
 def first_writer(world: World, name: str, batches: int, segments: int) -> Any:
     """A write that may be the stream's first (``Stream.for_write``, as the sink opens its
     stream) with a config of its own (``segments``): it creates the stream (marked as made by a

@@ -10,7 +10,7 @@
   built of others' requests without its own settled one are counted.
 * :func:`expiring`: records the writers a commit attempt drops as expired (the ledger's
   in-run allowance for a replay that appends again; the journal's history decides at the end,
-  :mod:`.history`).
+  :mod:`.history`), and counts the sessions whose lease a commit attempt ended.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import pyspark_tstream.journal.checkpoint as checkpoint_mod
 import pyspark_tstream.journal.journal as journal_mod
+import pyspark_tstream.write.commit as commit_mod
 import pyspark_tstream.write.group as group_mod
 from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.state import StreamState
@@ -49,22 +50,28 @@ def checkpointing(entries: int) -> Iterator[None]:
 @contextmanager
 def expiring(world: World) -> Iterator[None]:
     """The writers any commit attempt drops go to ``world.expired`` (when the profile sets a
-    writer retention)."""
-    if not world.profile.writer_retention_ms:
-        yield
-        return
-    expire = journal_mod.expire
+    writer retention); with a writer lease set, the leases commit attempts end are counted."""
+    retention, lease = world.profile.writer_retention_ms, world.profile.writer_lease_ms
+    expire, end_leases = journal_mod.expire, commit_mod.end_leases
 
     def recording(state: StreamState, now: int) -> list[str]:
         gone = expire(state, now)
         world.expired.update(gone)
         return gone
 
-    journal_mod.expire = recording
+    def ending(state: StreamState, now: int, committer: str | None) -> list[str]:
+        ended = end_leases(state, now, committer)
+        world.note("leases ended by a commit attempt", len(ended))
+        return ended
+
+    if retention:
+        journal_mod.expire = recording
+    if lease:
+        commit_mod.end_leases = ending
     try:
         yield
     finally:
-        journal_mod.expire = expire
+        journal_mod.expire, commit_mod.end_leases = expire, end_leases
 
 
 @contextmanager

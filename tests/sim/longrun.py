@@ -17,7 +17,7 @@ from .world import replay_command, simulate
 
 #: The profiles of today's code (the ``*-old-*`` ones put bugs back on purpose).
 CLEAN = ("default", "all", "sinks", "vacuums", "compactions", "crashes", "autoscale", "torn", "checkpoints", "expiry",
-         "first-writes", "requests", "crowd", "expiry-crowd")
+         "first-writes", "requests", "crowd", "expiry-crowd", "sessions")
 
 
 def main(argv: list[str] | None = None) -> int:

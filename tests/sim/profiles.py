@@ -2,7 +2,7 @@
 
 ``default``, ``all``, ``sinks`` and the narrower ones run the code as it is (``checkpoints``,
 ``expiry`` and ``first-writes`` the features newer than the harness, ``crowd`` and
-``expiry-crowd`` group commit's leaders and waiters, ``requests`` the fault that
+``expiry-crowd`` group commit's leaders and waiters, ``sessions`` producer sessions, ``requests`` the fault that
 meets the orphan-cleanup race); each ``*-old-*`` profile runs one historical bug put back
 (:mod:`.switches`), with the actors that meet it, and ``*-planted-*`` one planted on purpose.
 """
@@ -57,6 +57,11 @@ FIRST_WRITES = Profile(name="first-writes", created=False, first_writers=3, writ
 #: request is pending (:mod:`.knobs`): leaders fold, waiters poll, and leaders that die or lag
 #: leave waiters to race once out of patience.
 CROWD = Profile(name="crowd", writers=5, batches=4, sinks=2, crowd=1, faults=Faults(crash=0.02))
+#: Two producer sessions (``Stream.writer``) beside two writers: heartbeats, sessions closed
+#: mid-run and opened again by the next append, crashed producers back up to 15 s later while
+#: their sessions' 3 s leases end, and a reader reading four times against the tick they hold.
+SESSIONS = Profile(name="sessions", writers=2, producers=2, batches=5, reads=4, restart_delay_ms=15_000,
+                   writer_lease_ms=3_000, faults=Faults(crash=0.03))
 #: Writer expiry beside a crowd: crashed writers replay their batch (twins of a published
 #: request) while others lead folds, so an entry of others' requests can leave out a settled
 #: request of its own committer that a fold after its writer's expiry may still take.
@@ -77,6 +82,7 @@ PROFILES = {p.name: p for p in (
     REQUESTS,
     CROWD,
     EXPIRY_CROWD,
+    SESSIONS,
     replace(SINKS, name="sinks-old-abort", switch="old-abort"),
     replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
     replace(REQUESTS, name="requests-old-orphans", switch="old-orphans"),

@@ -89,6 +89,7 @@ class Profile:
     truncate_wait_ms: int = 0  # the truncator waits up to this long before each run
     created: bool = True  # the stream is made before the actors start (else the first writes make it)
     first_writers: int = 0  # writes through Stream.for_write, each with its own segments config
+    producers: int = 0  # producer sessions (Stream.writer): heartbeats, closes mid-run
     crowd: int = 0  # group commit's CROWD for the run (0: the product's)
 
 
@@ -210,8 +211,8 @@ class World:
             Stream.repair_url(self.url, drop_torn_entry=True)  # the operator's last look
             self.notes["torn entries set aside"] += 1
         s = self.open()
-        for name in self._sink_names():
-            s.appending.commit([], CommitIntent(writer_id=name, op="tick", close=True))  # the query stopped
+        for name in self._session_names():  # the queries stopped, the producers closed
+            s.appending.commit([], CommitIntent(writer_id=name, op="tick", close=True))
         s.refresh()
         table = s.read()
         records = _records(table)
@@ -310,8 +311,9 @@ class World:
         skipped = sorted(r for r in records if r not in self._delivered and r not in self._claimed)
         assert not skipped, f"group g never delivered {len(skipped)} readable record(s): {skipped[:5]}"
 
-    def _sink_names(self) -> list[str]:
-        return [f"sink{i}" for i in range(self.profile.sinks)]
+    def _session_names(self) -> list[str]:
+        """The writers that commit as sessions: each holds the tick until it is closed."""
+        return [f"sink{i}" for i in range(self.profile.sinks)] + [f"p{i}" for i in range(self.profile.producers)]
 
     def _seen_tsos(self, writer: str, batch: int) -> list[int]:
         return [tso for seen in self._seen.values() for (w, b, _i), tso in seen.items() if (w, b) == (writer, batch)]
@@ -428,6 +430,8 @@ def simulate(seed: int, profile: Profile = Profile(),
                 sched.add(f"w{i}", actors.appender(world, f"w{i}", profile.batches, random.Random(rng.random())))
             for i in range(profile.sinks):
                 sched.add(f"sink{i}", actors.sink(world, f"sink{i}", profile.sink_batches))
+            for i in range(profile.producers):
+                sched.add(f"p{i}", actors.producer(world, f"p{i}", profile.batches, random.Random(rng.random())))
             for i in range(profile.first_writers):
                 sched.add(f"f{i}", actors.first_writer(world, f"f{i}", profile.batches, 1 + i))
             if profile.compactions:
