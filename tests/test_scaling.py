@@ -199,3 +199,38 @@ def test_segments_between_reads_epoch_history_in_chunks() -> None:
     # a stream written before history chunks existed: the records alone still answer
     s.store.delete([layout.epoch_chunk(k) for k in range(epochs // EPOCH_CHUNK)])
     assert Stream.open(url).segments_between(0, int(time.time() * 1000) + 1000) == expected
+
+
+def test_a_scale_waits_while_the_previous_scales_epoch_record_is_unwritten(url: str) -> None:
+    """The state holds one pending epoch record, written by the commits after its scale. While
+    its write fails, a second scale is refused (a retriable StorageError naming the record):
+    committing it replaced the pending record, and the earlier epoch's was never written (fsck
+    found it missing; once the journal entries around it are collected, sources that start
+    before it cannot follow it). Found by the simulation's long run, `autoscale` seed 802,751."""
+    from pyspark_tstream.errors import StorageError
+    from pyspark_tstream.store import layout
+
+    s = Stream.create(url, segments=2)
+    s.append(_keys(40, 0), key="k")
+    first, second = (g.id for g in s.state.segments)
+    s.scale(split=first, parts=2)  # epoch 1: its record waits for the next commit to write it
+    one = layout.epoch_record(1)
+
+    def failing(op: str, rel: str) -> None:
+        if rel == one and op == "write":
+            raise StorageError(f"injected: {rel}", path=rel)
+
+    s.store.observer = failing
+    with pytest.raises(StorageError, match="epoch 1") as raised:
+        s.scale(split=second, parts=2)
+    assert raised.value.retriable and one in raised.value.path
+    assert Stream.open(url).state.epoch == 1  # nothing committed
+    s.store.observer = None
+    s.refresh()
+    s.scale(split=second, parts=2)  # its attempt writes epoch 1's record first
+    s.append(_keys(40, 1), key="k")  # and this commit epoch 2's
+    fresh = Stream.open(url)
+    assert fresh.state.epoch == 2 and all(fresh.store.exists(layout.epoch_record(e)) for e in (1, 2))
+    assert len(fresh.successors(first)) == 2 and len(fresh.successors(second)) == 2
+    report = fresh.verify()
+    assert report.ok, report.summary()

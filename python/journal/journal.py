@@ -190,6 +190,15 @@ class Journal:
                                "stay pending and the next commit writes them", self.store.display_url, e)
         entry.state.pending_sealed = entry.state.pending_sealed + fresh_sealed
         if fresh_epoch is not None:
+            unwritten = entry.state.pending_epoch
+            if unwritten is not None:
+                # the state holds one pending epoch record: committing this scale would replace
+                # the record its flush just failed to write, and that epoch would never have one
+                rel = self.store.uri(layout.epoch_record(unwritten.epoch))
+                raise StorageError(
+                    f"the record of epoch {unwritten.epoch} ({rel}) is not written yet: its write failed "
+                    f"and a scale to epoch {fresh_epoch.epoch} would drop it; nothing was committed. Retry "
+                    "the scale once the store answers", path=rel, retriable=True)
             entry.state.pending_epoch = fresh_epoch
         self.index.flush(entry.state)
         if not entry.state.index:
