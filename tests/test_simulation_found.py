@@ -260,3 +260,44 @@ def test_collecting_entries_keeps_those_the_open_index_node_still_needs(monkeypa
     assert s.refresh().meta_gc_pos > open_first  # once the node is written, its entries go
     append(3)
     assert s.verify().ok
+
+
+def test_a_writer_behind_the_node_it_would_fill_loses_its_race_though_the_node_s_entries_are_gone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``checkpoints`` seed 903,683: a writer's state was one entry short of filling a level-0
+    index node; meanwhile another commit filled it and vacuum collected the node's entries. The
+    writer's attempt at the taken slot copied their deltas into the node first and failed with
+    no such object, so its append failed. An attempt at a slot whose node's entries are gone
+    is an attempt at a taken slot: it loses the race to the entry there and commits after it."""
+    import time
+
+    import pyspark_tstream.journal.checkpoint as checkpoint
+    from pyspark_tstream.journal.timeindex import FANOUT
+    from pyspark_tstream.store import layout
+
+    monkeypatch.setattr(checkpoint, "MAX_ENTRIES", 4)
+    monkeypatch.setattr(checkpoint, "MIN_BYTES", 1024)
+    url = _url()
+    s = Stream.create(url, segments=1, compaction="off")  # only these appends commit
+
+    def append(on: Stream, n: int) -> None:
+        for _ in range(n):
+            on.append(pa.table({"k": ["a"], "t": [now_ms()]}), key="k", timestamp="t")
+
+    append(s, 8)
+    s.truncate(before=now_ms() + 1)  # early in the first node: what GC may collect lies there
+    time.sleep(0.01)
+    append(s, FANOUT - 1 - s.refresh().pos)
+    behind = Stream.open(url)  # its next attempt would fill the first node
+    assert behind.state.pos == FANOUT - 1 and len(behind.state.index[0]) == FANOUT
+    append(s, 6)  # the node is written, and checkpoints past it
+    for _ in range(3):
+        s.vacuum(grace_ms=0)
+    assert not s.store.exists(layout.entry(1))  # the first node's entries are collected
+    ack = behind.append(pa.table({"k": ["b"], "t": [now_ms()]}), key="k", timestamp="t")
+    assert ack.pos == s.refresh().pos and not ack.duplicate
+    after = Stream.open(url)
+    kept = sum(e.op == "append" for e in after.journal.log.read_entries(range(10, after.state.pos)))
+    assert after.read()["k"].to_pylist() == ["a"] * kept + ["b"]  # the truncation took the first 8
+    report = after.verify()
+    assert report.ok, report.summary()

@@ -200,7 +200,19 @@ class Journal:
                     f"and a scale to epoch {fresh_epoch.epoch} would drop it; nothing was committed. Retry "
                     "the scale once the store answers", path=rel, retriable=True)
             entry.state.pending_epoch = fresh_epoch
-        self.index.flush(entry.state)
+        try:
+            self.index.flush(entry.state)
+        except FileNotFoundError:
+            # the entries this slot's index node copies were collected, and collection keeps
+            # those of the newest open node: another commit filled this node, so the slot is
+            # taken (a writer this far behind loses its race without a create)
+            taken = self.try_entry(pos)
+            if taken is not None:
+                return taken
+            newest = self.head()
+            if newest.pos >= pos:  # collected too: the newest entry is the state to go on from
+                return newest
+            raise  # the slot is free: an entry is missing that nothing collected (fsck)
         if not entry.state.index:
             entry.state.index = [[]]
         entry.state.index[0].append(summary(entry))
