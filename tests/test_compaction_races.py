@@ -265,3 +265,45 @@ def test_macro_map_update_rebuilds_on_the_winner_after_a_lost_race(monkeypatch: 
     with pytest.raises(CommitConflictError, match="gave up after 20 lost races on the macro map of segment 0") as info:
         mm.update(0, 0, always_lose)
     assert info.value.retriable
+
+
+def test_a_compaction_that_loses_a_bucket_commits_nothing_it_adopted_there(url: str) -> None:
+    """The long run's ``expiry`` seed 1,005,489: compaction A published macro-chunks and died
+    before its journal commit; B adopted them, then lost the bucket's next map version to C,
+    which died too. B committed the adopted macro-chunk as a part but no summary for its
+    segment (it settled nothing there), so readers kept reading the chunks while vacuum deleted
+    them as replaced: a read failed on a chunk named by the journal. A compaction that loses a
+    bucket now leaves what it adopted there to the next one."""
+    fill_stream(url, appends=40, segments=2)
+
+    def dies_at_its_commit(op: str, rel: str) -> None:
+        if op == "put_if_absent" and "/journal/" in rel:
+            raise RuntimeError("killed before its journal commit")
+
+    a = Stream.open(url)
+    a.store.observer = dies_at_its_commit
+    with pytest.raises(RuntimeError):
+        a.compact()  # its macro-chunks are in the map, no entry names them
+    fill_stream(url, appends=8, start=40)  # small chunks after them, in the same buckets
+    expected = Stream.open(url).read()
+    b, c = Stream.open(url), Stream.open(url)
+    c.store.observer = dies_at_its_commit
+    fired: list[str] = []
+
+    def rival(op: str, rel: str) -> None:
+        if op == "put_if_absent" and "/macros/" in rel and not fired:
+            fired.append(rel)
+            with pytest.raises(RuntimeError):
+                c.compact()  # takes the version b is about to create, then dies
+    b.store.observer = rival
+    counts = b.compact()
+    b.store.observer = None
+    assert fired and counts["lost"] >= 1
+    for _ in range(2):
+        Stream.open(url).vacuum(grace_ms=0)
+        final = Stream.open(url)
+        same_records(expected, final.read())
+        report = final.verify()
+        assert report.ok, report.summary()
+    Stream.open(url).compact()  # the next compaction settles what b left
+    same_records(expected, Stream.open(url).read())

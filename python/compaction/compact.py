@@ -429,6 +429,7 @@ def compact_bucket(job: _Job, run: _SegRun, b: int, *, last: bool) -> bool:
     version = cur.v
     run.macro_end = max([run.macro_end] + [m.end for m in cur.macros])
     live = [m for m in cur.macros if m.hi > job.state.head_tso]  # truncated ones are garbage
+    before = len(job.parts)
     adopted = adopt(job, seg, live, plan.upto)
     covered = [(m.first, m.end) for m in adopted]
     smalls = [x for x in plan.smalls if bucket_of(x.first) == b and not any(a <= x.first < e for a, e in covered)]
@@ -437,6 +438,11 @@ def compact_bucket(job: _Job, run: _SegRun, b: int, *, last: bool) -> bool:
     if merges or passed:
         won = merge_and_publish(job, seg, b, cur, merges, passed)
         if won is None:
+            # nothing settles here this run, so its commit records no summary for the segment:
+            # a part adopted here would still have vacuum delete what it replaced while readers
+            # read those chunks (the next compaction adopts them from the winner's map)
+            job.counts["adopted"] -= len(job.parts) - before
+            del job.parts[before:]
             return False
         version = won.v
         run.macro_end = max([run.macro_end] + [m.end for m in won.macros])
