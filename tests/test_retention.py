@@ -220,3 +220,41 @@ def test_the_cli_refuses_an_unsafe_orphan_grace(url: str, capsys: pytest.Capture
     assert "--unsafe-orphan-grace" in capsys.readouterr().err
     assert main(["vacuum", url, "--orphans", "--orphan-grace-ms", "0", "--unsafe-orphan-grace"]) == 0
     assert s.read().num_rows == 1
+
+
+def test_the_tail_reads_no_chunk_wholly_below_the_head(url: str) -> None:
+    """The long run's ``checkpoints`` seed 1,000,653: one append's shared file held a slice
+    in each segment; a truncation by time took one slice's records whole, compaction merged the
+    other, and vacuum deleted the file (no live slice left in it). ``trim(maxlen=...)`` and
+    ``read(tail=...)`` still read every chunk of the entries from the head on, the truncated
+    slice too: no such object. Chunks wholly at or below the head are no part of the tail."""
+    from pyspark_tstream.epochs.routing import key_hash, route
+
+    s = Stream.create(url, segments=2, compaction="off")
+    keys = [f"k{i}" for i in range(40)]
+    bounds = [g.lo for g in sorted(s.state.segments, key=lambda g: g.lo)]
+    seg = route(key_hash(pa.array(keys)), bounds)
+    first = [k for k, g in zip(keys, seg) if g == 0]
+    second = [k for k, g in zip(keys, seg) if g == 1]
+    old, new = T0, T0 + 60_000
+    # one shared file: a slice per segment, the first segment's at old times (the floor raises
+    # later appends' old times above the tick, so only the first append can hold them)
+    s.append(pa.table({"k": first + second, "b": [0] * len(keys),
+                       "t": pa.array([old] * len(first) + [new] * len(second), pa.timestamp("ms", tz="UTC"))}),
+             key="k", timestamp="t")
+    for b in (1, 2):  # the second segment alone
+        s.append(pa.table({"k": second, "b": [b] * len(second),
+                           "t": pa.array([new + b] * len(second), pa.timestamp("ms", tz="UTC"))}), key="k", timestamp="t")
+    s.truncate(before=T0 + 30_000)  # the first segment's slice whole, none of the second's
+    assert s.refresh().head_pos == 1  # the shared file's entry is still at the head
+    s.compact(full=True, target="64KB")
+    for _ in range(2):
+        s.vacuum(grace_ms=0)
+    shared = s.journal.read_entry(1).chunks[0].path
+    assert not s.store.exists(shared)  # no live slice left in it: collected
+    tail = Stream.open(url).read(tail=5)
+    assert tail.num_rows >= 5 and set(tail["k"].to_pylist()) <= set(second)
+    assert set(tail["b"].to_pylist()) == {2}
+    Stream.open(url).trim(maxlen=len(second) * 2, gc_grace_ms=0)
+    assert sorted(Stream.open(url).read()["b"].to_pylist()) == [1] * len(second) + [2] * len(second)
+    assert Stream.open(url).verify().ok

@@ -120,9 +120,13 @@ def tail_bound(journal: Journal, state: StreamState, n: int,
     while True:
         first = window.search(state, COL_ROWS, max(state.rows - want - 1, -1))
         start = max(first - 1, state.head_pos)
+        # a chunk wholly at or below the head is truncated: garbage collection may have deleted
+        # it (a shared file whose other slices were compacted), and its records are not the tail
         chunks = [c for k in range(start // FANOUT, state.pos // FANOUT + 1)
-                  for d, _ in window.node(state, k) if d.pos >= start for c in d.chunks if c.lo <= state.tick]
+                  for d, _ in window.node(state, k) if d.pos >= start for c in d.chunks
+                  if c.lo <= state.tick and c.hi > state.head_tso]
         found = tsos(chunks, state.tick)
+        found = found[found > state.head_tso]
         if len(found) >= n or first <= state.head_pos:
             if len(found) < n:
                 return state.head_tso
