@@ -243,8 +243,8 @@ def test_the_tail_reads_no_chunk_wholly_below_the_head(url: str) -> None:
                        "t": pa.array([old] * len(first) + [new] * len(second), pa.timestamp("ms", tz="UTC"))}),
              key="k", timestamp="t")
     for b in (1, 2):  # the second segment alone
-        s.append(pa.table({"k": second, "b": [b] * len(second),
-                           "t": pa.array([new + b] * len(second), pa.timestamp("ms", tz="UTC"))}), key="k", timestamp="t")
+        times = pa.array([new + b] * len(second), pa.timestamp("ms", tz="UTC"))
+        s.append(pa.table({"k": second, "b": [b] * len(second), "t": times}), key="k", timestamp="t")
     s.truncate(before=T0 + 30_000)  # the first segment's slice whole, none of the second's
     assert s.refresh().head_pos == 1  # the shared file's entry is still at the head
     s.compact(full=True, target="64KB")
