@@ -3,7 +3,7 @@
 Tests run with ``--import-mode=importlib`` and ``tests/`` is not a package; ``conftest.py`` puts
 this folder on ``sys.path``, so a test imports these with ``from helpers import ...``. Fixtures
 live in ``conftest.py``; streams built for one family of tests live beside them
-(``histories.py``, ``compaction_streams.py``, ``process_roles.py``).
+(``histories.py``, ``compaction_streams.py``, ``process_roles.py``, ``group_requests.py``).
 """
 
 from __future__ import annotations

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
 
-import pyarrow as pa
 import pytest
 from conftest import CallLog
+from group_requests import counts as _counts
+from group_requests import exists as _exists
+from group_requests import in_threads as _in_threads
+from group_requests import publish as _publish
+from group_requests import rows as _rows
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import UnsupportedFormatError
 from pyspark_tstream.journal import entries
@@ -20,42 +23,6 @@ from pyspark_tstream.write import group as group_mod
 from pyspark_tstream.write.commit import CommitIntent, CommitRequest
 from pyspark_tstream.write.group import CONTENDED_COMMITS, CROWD, PATIENCE, GroupCommit, Part, Published, new_id
 from pyspark_tstream.write.writing import write_batches
-
-
-def _rows(writer: str, batch: int, rows: int = 10) -> pa.Table:
-    return pa.table({"writer": [writer] * rows, "batch": [batch] * rows, "i": list(range(rows))})
-
-
-def _in_threads(work: Callable[[int], None], n: int) -> None:
-    """Run ``work(0) .. work(n - 1)`` in threads of their own, all at once, and wait for them."""
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(n)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-
-
-def _counts(s: Stream) -> dict[tuple[str, int], int]:
-    t = s.read()
-    out: dict[tuple[str, int], int] = {}
-    for k in zip(t["writer"].to_pylist(), t["batch"].to_pylist()):
-        out[k] = out.get(k, 0) + 1
-    seqs = sorted(zip(t["_segment"].to_pylist(), t["_seq"].to_pylist()))
-    for seg in {g for g, _ in seqs}:
-        mine = [q for g, q in seqs if g == seg]
-        assert mine == list(range(len(mine))), "_seq not dense"
-    return out
-
-
-def _publish(s: Stream, writer: str, batch: int, rid: str | None = None) -> Published:
-    """What a writer that lost a race leaves behind: its chunks, then its request object."""
-    table = _rows(writer, batch)
-    chunks = write_batches(s.appending.write_spec(table.schema), [table], ordered=True)
-    req = CommitRequest(chunks=chunks, intent=CommitIntent(writer_id=writer, batch_id=batch, schema=table.schema),
-                        now=now_ms())
-    item = Published.of(rid or new_id(), s.state.pos, req)
-    s.store.write(item.path, item.encode())
-    return item
 
 
 def test_a_single_writers_commit_is_its_data_put_and_one_conditional_create(url: str) -> None:
@@ -400,14 +367,6 @@ def test_slowdown_on_the_contended_slot_fails_no_writer(moto_server: str) -> Non
 
 
 # -- vacuum: request objects left behind, and the chunks a pending request names ----------------
-def _exists(s: Stream, rel: str) -> bool:
-    try:
-        s.store.read(rel)
-        return True
-    except (FileNotFoundError, KeyError):
-        return False
-
-
 def test_vacuum_never_deletes_the_chunks_of_a_request_still_pending(url: str) -> None:
     """Orphan cleanup with no grace between a request's publication and its fold: its chunks
     are named by no entry yet, but by the request, so they stay and the fold reads them."""
@@ -551,85 +510,3 @@ def test_a_waiter_whose_leader_died_races_once_out_of_patience(url: str) -> None
     assert not [(op, rel) for op, rel in calls if op.startswith("read") and rel.startswith(layout.REQUESTS)], calls
     assert Stream.open(url).state.was_folded(old.rid) is None
     assert _counts(Stream.open(url)) == {("a", 0): 10, ("b", 0): 10}
-
-
-def test_an_entry_that_folds_others_but_not_its_own_settled_request_keeps_its_files(url: str) -> None:
-    """A twin committed (w, 0) while w's published request waited; w's next attempt builds an
-    entry of another writer's request alone. That entry deletes the request it folded, and w's
-    files stay: its request is still foldable within its window, kept out only by the dedupe."""
-    s = Stream.create(url, segments=2)
-    s.append(_rows("a", 0), writer_id="a", batch_id=0)
-    w = Stream.open(url)
-    mine = _publish(w, "w", 0)
-    other = _publish(Stream.open(url), "p", 0)
-    assert not Stream.open(url).append(_rows("w", 0), writer_id="w", batch_id=0).duplicate  # the twin
-    w.appending.group.contended = 1  # it lost a race: it lists before its attempt
-    own = Part(mine.rid, mine.request(None), mine.base)
-    done = w.appending.group.commit(own.req, w.refresh(), own=own)
-    assert done.entry is None and done.created  # an entry of others' requests only
-    entry = w.journal.read_entry(w.refresh().pos)
-    assert [f.rid for f in entry.folds] == [other.rid]
-    assert done.keep == {c.path for c in mine.chunks}
-    # the folder deletes what it folded; w's own request waits for a fold window to pass (vacuum)
-    assert sorted(layout.request_name(n)[1] for n in s.store.list(layout.REQUESTS)) == [mine.rid]
-    assert _counts(Stream.open(url)) == {("a", 0): 10, ("w", 0): 10, ("p", 0): 10}
-
-
-def test_a_settled_published_request_keeps_its_files_through_the_append_path(url: str) -> None:
-    """The Appender deletes a no-op's fresh files but those Committed.keep names."""
-    s = Stream.create(url, segments=2)
-    s.append(_rows("a", 0), writer_id="a", batch_id=0)
-    w = Stream.open(url)
-    mine = _publish(w, "w", 0)
-    _publish(Stream.open(url), "p", 0)
-    Stream.open(url).append(_rows("w", 0), writer_id="w", batch_id=0)  # the twin
-    group = w.appending.group
-    group.contended = 1
-    own = Part(mine.rid, mine.request(None), mine.base)
-    real = group.commit
-    group.commit = lambda req, state, listed=None, own=own: real(req, state, listed, own)  # type: ignore[method-assign]
-    ack = w.appending.commit(list(mine.chunks), CommitIntent(writer_id="w", batch_id=0, schema=_rows("w", 0).schema),
-                             fresh=True)
-    assert ack.duplicate
-    assert all(_exists(w, c.path) for c in mine.chunks)
-
-
-def test_a_fold_after_writer_expiry_names_files_that_exist_when_a_settled_request_lost_to_a_fold(
-        url: str) -> None:
-    """End to end through ``append``: writer w lost a race and published its request; leading the
-    next fold, it lost again to a twin that committed (w, 1); its next entry folded only another
-    writer's request. w's append is a no-op; once w expired, a contended writer folded w's still
-    published request, appending the batch again (a replay after expiry), and its files were
-    there: before, the no-op had deleted them and every read of the stream failed."""
-    import time
-
-    Stream.create(url, segments=1, writer_retention_ms=50)
-    w = Stream.open(url)
-    creates: list[str] = []
-
-    def race(op: str, rel: str) -> None:
-        if op != "put_if_absent" or not rel.startswith(layout.JOURNAL) or len(creates) == 2:
-            return
-        creates.append(rel)
-        if len(creates) == 1:  # another writer lands first: w publishes and lists
-            y = Stream.open(url)
-            y.append(_rows("y", 0), writer_id="y", batch_id=0)
-            _publish(y, "p", 0, rid="f" * 16)  # newer than w's (same base, larger id): w leads
-        else:  # a twin of w (a zombie task, a restarted driver) lands the batch
-            Stream.open(url).append(_rows("w", 1), writer_id="w", batch_id=1)
-
-    w.store.observer = race
-    assert w.append(_rows("w", 1), writer_id="w", batch_id=1).duplicate
-    w.store.observer = None
-    s = Stream.open(url)
-    assert len(creates) == 2 and s.state.was_folded("f" * 16) == s.state.pos  # w's entry folded p's alone
-    time.sleep(0.1)  # w falls silent past its retention
-    x = Stream.open(url)
-    x.append(_rows("x", 0), writer_id="x", batch_id=0)
-    assert "w" not in x.state.writers
-    x.appending.group.contended = CONTENDED_COMMITS  # it lists the published requests, and folds w's
-    x.append(_rows("x", 1), writer_id="x", batch_id=1)
-    after = Stream.open(url)
-    assert _counts(after) == {("y", 0): 10, ("p", 0): 10, ("w", 1): 20, ("x", 0): 10, ("x", 1): 10}
-    report = after.verify()
-    assert report.ok, report.summary()

@@ -51,6 +51,19 @@ def batch_table(writer: str, batch: int, rows: int) -> pa.Table:
                      "key": [f"k{(batch * 3 + i) % 5}" for i in range(rows)]}, schema=SCHEMA)
 
 
+def _append_batch(world: World, name: str, b: int, append: Any) -> None:
+    """Append batch ``b`` of writer ``name`` through ``append`` (table -> ack), retrying what a
+    caller retries up to :data:`ATTEMPTS` times; a batch that never lands is given up on."""
+    for _ in range(ATTEMPTS):
+        try:
+            ack = append(batch_table(name, b, world.rows(name, b)))
+        except world.expected:
+            continue
+        world.acked(name, b, ack)
+        return
+    world.gave_up.add((name, b))
+
+
 def appender(world: World, name: str, batches: int, rng: random.Random) -> Any:
     """``Stream.append`` with (writer, batch) ids; after a crash it retries the batch it was on."""
     at = {"batch": 0}
@@ -61,15 +74,7 @@ def appender(world: World, name: str, batches: int, rng: random.Random) -> Any:
             b = at["batch"]
             if rng.random() < 0.5:  # a writer that lost lately lists others' requests first
                 s.appending.group.contended = CONTENDED_COMMITS
-            for _ in range(ATTEMPTS):
-                try:
-                    ack = s.append(batch_table(name, b, world.rows(name, b)), key="key", writer_id=name, batch_id=b)
-                except world.expected:
-                    continue
-                world.acked(name, b, ack)
-                break
-            else:
-                world.gave_up.add((name, b))
+            _append_batch(world, name, b, lambda t: s.append(t, key="key", writer_id=name, batch_id=b))  # noqa: B023
             at["batch"] += 1
         return True
 
@@ -96,15 +101,7 @@ def producer(world: World, name: str, batches: int, rng: random.Random) -> Any:
                     world.note("sessions closed mid-run")
             except world.expected:
                 pass
-            for _ in range(ATTEMPTS):
-                try:
-                    ack = p.append(batch_table(name, b, world.rows(name, b)), key="key", batch_id=b)
-                except world.expected:
-                    continue
-                world.acked(name, b, ack)
-                break
-            else:
-                world.gave_up.add((name, b))
+            _append_batch(world, name, b, lambda t: p.append(t, key="key", batch_id=b))  # noqa: B023
             at["batch"] += 1
         for _ in range(ATTEMPTS):
             try:
