@@ -20,20 +20,20 @@ from typing import NoReturn
 
 def exit_now(code: int) -> NoReturn:
     """End this process with ``code`` as a normal exit would, minus the interpreter's teardown."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass  # a closed pipe or stream: nothing left to say on it
+    _flush()
     # non-daemon threads (a ThreadPoolExecutor's workers: group commit's background deletes) are
     # joined here as at a normal exit; threading._shutdown is what CPython's own exit calls
     shutdown = getattr(threading, "_shutdown", None)
     if shutdown is not None:
         shutdown()
     atexit._run_exitfuncs()
+    _flush()  # what the exit handlers wrote
+    os._exit(code)
+
+
+def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
-            pass
-    os._exit(code)
+            pass  # a closed pipe or stream: nothing left to say on it
