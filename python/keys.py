@@ -63,6 +63,16 @@ FAIL_ON_DATA_LOSS_DEFAULT = True
 #: Commit the query's position to the stream under this consumer-group name.
 CONSUMER_GROUP = "consumerGroup"
 
+#: Batch reads only: read this metadata table of the stream instead of its records (one of
+#: :data:`METADATA_KINDS`; python/api/metadata.py).
+METADATA = "metadata"
+METADATA_KINDS: tuple[str, ...] = ("history", "segments", "epochs", "groups", "files")
+
+#: ``metadata=history`` only: the first and last journal positions to list (inclusive); default:
+#: the newest 1,000 positions.
+STARTING_POSITION = "startingPosition"
+ENDING_POSITION = "endingPosition"
+
 # --- sink (df.writeStream / df.write) ----------------------------------------------------
 
 #: Routing-key column; without it rows spread evenly over the segments.
@@ -164,7 +174,8 @@ STREAM_CONFIG_FIELDS = {
 SOURCE_KEYS: tuple[str, ...] = (
     PATH, STARTING_OFFSETS, STARTING_TIMESTAMP, STARTING_AGO, STARTING_TAIL, ENDING_TIMESTAMP,
     ENDING_OFFSETS, MAX_RECORDS_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, MAX_FILES_PER_TRIGGER,
-    MIN_PARTITIONS, MAX_PARTITIONS, FAIL_ON_DATA_LOSS, CONSUMER_GROUP, STORE_RETRY_TIMEOUT,
+    MIN_PARTITIONS, MAX_PARTITIONS, FAIL_ON_DATA_LOSS, CONSUMER_GROUP, STORE_RETRY_TIMEOUT, METADATA,
+    STARTING_POSITION, ENDING_POSITION,
 )
 
 SINK_KEYS: tuple[str, ...] = (

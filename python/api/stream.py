@@ -250,6 +250,18 @@ class Stream:
         state = self.refresh()
         return describe(self.url, state, self.schema)
 
+    def metadata(self, kind: str, *, starting_position: int | None = None,
+                 ending_position: int | None = None) -> pa.Table:
+        """The metadata table ``kind`` as an Arrow table: ``history``, ``segments``, ``epochs``,
+        ``groups`` or ``files`` (columns: :data:`~pyspark_tstream.api.metadata.SCHEMAS`).
+
+        ``starting_position``/``ending_position`` bound ``history`` (journal positions,
+        inclusive; default the newest 1,000). What each table reads: :mod:`~pyspark_tstream.api.metadata`.
+        """
+        from .metadata import metadata_table
+
+        return metadata_table(self, kind, starting_position=starting_position, ending_position=ending_position)
+
     def schema_history(self) -> list[dict[str, Any]]:
         """The columns by the commit that brought them: ``[{"position", "time", "columns"}]``, the
         first columns first (``position`` None), then each mergeSchema change (from the state:

@@ -259,6 +259,11 @@ def macro_chunk(number: int, uid: str) -> str:
     return f"{data_folder(number)}/{_MACRO_PREFIX}{uid}{_PARQUET}"
 
 
+def is_macro_chunk(rel: str) -> bool:
+    """Whether data file ``rel`` is a macro-chunk compaction wrote (:func:`macro_chunk`)."""
+    return rel.rsplit("/", 1)[-1].startswith(_MACRO_PREFIX)
+
+
 def is_data_file(rel: str) -> bool:
     """Whether ``rel`` names a data file of the stream (a chunk, re-routed chunk or
     macro-chunk), never metadata nor anything outside the root: what a manifest may list for
