@@ -298,6 +298,10 @@ class SourceOptions:
         How long store calls keep retrying transient failures once the store answered.
     storage_options : dict
         fsspec keyword arguments (see :func:`storage_options_from`).
+    metadata : str or None
+        Batch reads: the metadata table to read instead of records (``keys.METADATA_KINDS``).
+    starting_position, ending_position : int or None
+        ``metadata=history``: the journal positions to list (inclusive).
     """
 
     path: str
@@ -316,6 +320,9 @@ class SourceOptions:
     consumer_group: str | None = None
     store_retry_timeout_ms: int = K.STORE_RETRY_TIMEOUT_DEFAULT
     storage_options: dict[str, Any] = field(default_factory=dict)
+    metadata: str | None = None
+    starting_position: int | None = None
+    ending_position: int | None = None
 
     __repr__ = _safe_repr
 
@@ -323,6 +330,13 @@ class SourceOptions:
     def retry(self) -> RetryPolicy:
         """How the query's store calls retry (``storeRetryTimeout``)."""
         return _retry_policy(self.store_retry_timeout_ms)
+
+    def check_no_metadata(self) -> None:
+        """Refuse ``metadata`` on ``readStream``: the tables are a batch read's."""
+        if self.metadata is not None:
+            raise ConfigError(f"{K.METADATA}={self.metadata!r} is a batch read: use spark.read, not "
+                              f"spark.readStream, for a metadata table (valid kinds: "
+                              f"{', '.join(K.METADATA_KINDS)})", option=K.METADATA, value=self.metadata)
 
     @property
     def starting_kind(self) -> str:
@@ -382,7 +396,20 @@ class SourceOptions:
             consumer_group=_group_name(opts),
             store_retry_timeout_ms=option_as_duration_ms(opts, K.STORE_RETRY_TIMEOUT, K.STORE_RETRY_TIMEOUT_DEFAULT),
             storage_options=storage_options_from(options),
+            **_metadata_options(opts),
         )
+
+
+def _metadata_options(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` (one of ``keys.METADATA_KINDS``) and the history range it may take."""
+    kind = option_as_choice(opts, K.METADATA, None, K.METADATA_KINDS)
+    first = option_as_int(opts, K.STARTING_POSITION, min_value=0)
+    last = option_as_int(opts, K.ENDING_POSITION, min_value=0)
+    for key, value in ((K.STARTING_POSITION, first), (K.ENDING_POSITION, last)):
+        if value is not None and kind != "history":
+            raise config_error(key, value, f"bounds {K.METADATA}=history only; add "
+                               f".option('{K.METADATA}', 'history') or leave it out")
+    return {"metadata": kind, "starting_position": first, "ending_position": last}
 
 
 @dataclass(frozen=True, slots=True, repr=False)

@@ -46,7 +46,11 @@ class TStreamDataSource(DataSource):
     def schema(self) -> StructType:
         from ..spark.arrow import spark_schema
 
-        _, stream = self._source()
+        options, stream = self._source()
+        if options.metadata is not None:
+            from .metadata import metadata_schema
+
+            return metadata_schema(options.metadata)
         user = stream.schema
         if user is None:
             from ..errors import SchemaMismatchError
@@ -64,11 +68,17 @@ class TStreamDataSource(DataSource):
         # elsewhere a reader with pushFilters is an error, so pick the class by the caller.
         pushdown = called_for_filter_pushdown()
         options, stream = self._source()
+        if options.metadata is not None:
+            from .metadata import TStreamMetadataReader
+
+            return TStreamMetadataReader(options, schema, stream)
         return (TStreamFilteringReader if pushdown else TStreamBatchReader)(options, schema, stream)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from ..conf.options import SourceOptions
         from .stream_reader import TStreamStreamReader
 
+        SourceOptions.from_options(self.options).check_no_metadata()
         options, stream = self._source()
         return TStreamStreamReader(options, schema, stream)
 
