@@ -214,7 +214,9 @@ def _details(op: str, info: dict[str, Any]) -> str | None:
 def _epoch_records(stream: Stream, state: StreamState) -> list[tuple[int, int, int, list[int], list[int], list[int]]]:
     """``(epoch, wall, position, segments, sealed, created)`` of every epoch, oldest first."""
     first_ids = [g.id for g in initial_segments(state.config.segments)]
-    out = [(0, state.created, 0, first_ids if state.epoch else [g.id for g in state.segments], [], first_ids)]
+    now = [g.id for g in state.segments]
+    out: list[tuple[int, int, int, list[int], list[int], list[int]]] = [
+        (0, state.created, 0, first_ids if state.epoch else now, [], first_ids)]
     for rec in read_epochs(stream.store, state, 1, state.epoch):
         segs = [i for i, _, _ in rec.segments] if rec.segments is not None else []
         out.append((rec.epoch, rec.wall if rec.wall is not None else state.created, rec.pos, segs,

@@ -31,6 +31,7 @@ from .common import Parser, key_value, secret_values
 from .create import register as register_create
 from .fsck import register as register_fsck
 from .group import register as register_group
+from .history import register as register_history
 from .info import register as register_info
 from .read import register as register_read
 
@@ -42,6 +43,8 @@ examples:
   tstream read file:///tmp/telemetry --ago 15m --format table
   tstream read file:///tmp/telemetry --tail 10 --follow
   tstream info file:///tmp/telemetry
+  tstream info file:///tmp/telemetry --segments --format table
+  tstream history file:///tmp/telemetry
   tstream group file:///tmp/telemetry create billing --start 0
   tstream group file:///tmp/telemetry read billing worker-1 --count 10 --block 5000
   tstream group file:///tmp/telemetry ack billing 1767225600000-0@0
@@ -80,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_create(sub, common)
     register_info(sub, common)
+    register_history(sub, common)
     register_append(sub, common)
     register_read(sub, common)
     register_group(sub, common)
