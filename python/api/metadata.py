@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -42,7 +42,9 @@ from ..journal.timeindex import FANOUT, decode_node, first_open
 from ..maps.sealed import shard_of
 from ..store import layout
 from .epochs import initial_segments
-from .stream import Stream
+
+if TYPE_CHECKING:
+    from .stream import Stream
 
 __all__ = ["HISTORY_LIMIT", "KINDS", "SCHEMAS", "check_kind", "metadata_table"]
 

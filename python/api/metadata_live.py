@@ -10,7 +10,7 @@ place of the chunks they replaced): the files a read of the whole stream would o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import GroupNotFoundError
 from ..journal.state import StreamState
@@ -18,7 +18,9 @@ from ..maps.grouplog import GroupLog, entry_id, group_names
 from ..store import layout
 from ..timestamps import now_ms, tso_id
 from .scan import count_after
-from .stream import Stream
+
+if TYPE_CHECKING:
+    from .stream import Stream
 
 
 def group_rows(stream: Stream, state: StreamState) -> list[dict[str, Any]]:

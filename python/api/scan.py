@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +27,9 @@ from ..maps.grouplog import ALL_SEGMENTS, Cursor
 from ..read.reading import READ_ORDER, read_table
 from ..schema import full_schema
 from ..timestamps import physical
-from .stream import Stream
+
+if TYPE_CHECKING:  # annotations only: api.metadata_live uses scan, and Stream uses metadata
+    from .stream import Stream
 
 #: Extra rows asked of ``Stream.read`` so that records at the cursor's own ``_tso`` (filtered
 #: out afterwards) rarely force a second read.
