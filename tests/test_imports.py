@@ -303,3 +303,28 @@ def test_the_core_needs_nothing_from_the_adapters() -> None:
     offenders = {unit: sorted(graph[unit] & spark) for unit in graph
                  if unit not in spark and unit != PACKAGE and graph[unit] & spark}
     assert not offenders, f"core packages importing Spark adapters: {offenders}"
+
+
+def test_the_core_runs_without_pyspark() -> None:
+    """PySpark is the ``spark`` extra: with it hidden, a process creates, appends, reads, runs
+    ``to_reader``, the metadata tables and ``tstream info``, never importing pyspark; importing
+    the Spark adapters then names the install command (tests/spark_free.py, which CI also runs in
+    a fresh venv without the extra)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "spark_free.py"), "--block"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "pip install 'pyspark-tstream[spark]'" in proc.stdout
+
+
+def test_pyspark_is_an_extra_not_a_requirement() -> None:
+    """``install_requires`` names no PySpark; the ``spark`` extra does, and the test extra brings
+    Spark Connect's."""
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    required = cfg["options"]["install_requires"]
+    extras = cfg["options.extras_require"]
+    assert "pyspark" not in required
+    assert "pyspark>=4.0" in extras["spark"].split() and "pyspark[connect]>=4.0" in extras["test"].split()

@@ -6,6 +6,10 @@ zero-delay watermark drops nothing while a naive twin drops plenty (see :mod:`.p
 
 from __future__ import annotations
 
-from .pipeline import main, run
+from ..spark.requirement import require_pyspark
+
+require_pyspark("the demo (python -m pyspark_tstream.demo)")
+
+from .pipeline import main, run  # noqa: E402  # after the check: the pipeline imports PySpark
 
 __all__ = ["main", "run"]
