@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import GroupNotFoundError
 from ..journal.state import StreamState
-from ..maps.grouplog import GroupLog, entry_id, group_names
+from ..maps.grouplog import ALL_SEGMENTS, GroupLog, entry_id, group_names
 from ..store import layout
 from ..timestamps import now_ms, tso_id
 from .scan import count_after
@@ -37,7 +37,11 @@ def group_rows(stream: Stream, state: StreamState) -> list[dict[str, Any]]:
         for p in g.pending:
             per[p.consumer] = per.get(p.consumer, 0) + 1
         tso, seg, seq = g.last
-        last = tso_id(max(tso, 0)) if seg < 0 or seq < 0 else entry_id(tso, seg, seq)
+        # as Group.info prints it: a cursor at a time alone (every segment) is a bare id
+        if seg in (ALL_SEGMENTS, -1):
+            last = tso_id(max(tso, 0))
+        else:
+            last = f"{tso_id(tso)}@{seg}" if seq == ALL_SEGMENTS else entry_id(tso, seg, seq)
         rows.append({"group": name, "consumer": None, "pending": len(g.pending),
                      "lag_records": count_after(stream, g.last, state.tick), "delivered": g.delivered,
                      "acked": g.acked, "last_delivered_id": last, "idle_ms": None})
