@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
     print(f"ok: pyspark_tstream {pyspark_tstream.__version__} created, appended, read and described {url} "
           "without PySpark")
     try:
-        import pyspark_tstream.datasource  # noqa: F401
+        import pyspark_tstream.datasource
     except ModuleNotFoundError as e:
         assert "pip install 'pyspark-tstream[spark]'" in str(e), str(e)
         print(f"ok: the Spark adapters say what to install: {e}")
