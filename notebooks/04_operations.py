@@ -333,5 +333,6 @@ assert last["operation"] == "compact" and last["records"] == 0 and last["files"]
 # COMMAND ----------
 
 RESULTS = {"records": appended, "epochs": len(ep), "appends": ops["append"],
-           "lag_end": int(lag["records_behind"].iloc[-1]), "billing_lag": lag_by_group["billing"], "compacted": bool(after["files"].sum() < before["files"].sum())}
+           "lag_end": int(lag["records_behind"].iloc[-1]), "billing_lag": lag_by_group["billing"],
+           "compacted": bool(after["files"].sum() < before["files"].sum())}
 print(RESULTS)
