@@ -12,6 +12,7 @@ import ast
 import configparser
 from pathlib import Path
 
+import pytest
 from helpers import ROOT
 
 PACKAGE = "pyspark_tstream"
@@ -328,3 +329,14 @@ def test_pyspark_is_an_extra_not_a_requirement() -> None:
     extras = cfg["options.extras_require"]
     assert "pyspark" not in required
     assert "pyspark>=4.0" in extras["spark"].split() and "pyspark[connect]>=4.0" in extras["test"].split()
+
+
+def test_an_old_pyspark_is_named_with_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PySpark older than 4.0 (no Python Data Source API) is refused with the install command."""
+    import pyspark
+    from pyspark_tstream.spark.requirement import require_pyspark
+
+    monkeypatch.setattr(pyspark, "__version__", "3.5.1")
+    with pytest.raises(ModuleNotFoundError, match=r"needs PySpark >= 4.0; this environment has 3.5.1: "
+                                                  r"pip install 'pyspark-tstream\[spark\]'"):
+        require_pyspark()

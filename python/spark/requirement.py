@@ -4,7 +4,6 @@ when they are imported, so a process without it is told what to install, not ``N
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 
 #: The oldest PySpark the adapters run on (its Python Data Source API).
@@ -19,10 +18,11 @@ def require_pyspark(what: str = "format('tstream')") -> None:
         raise ModuleNotFoundError(f"{what} needs PySpark >= {PYSPARK_MIN[0]}.{PYSPARK_MIN[1]}, which is not "
                                   f"installed: {INSTALL} (the Python API, the tstream CLI and to_reader "
                                   "run without it)", name="pyspark")
-    try:
-        version = importlib.metadata.version("pyspark")
-    except importlib.metadata.PackageNotFoundError:
-        return  # a PySpark on the path without package metadata (a Databricks runtime, a source tree)
+    # pyspark itself, not importlib.metadata: every Spark Python worker imports this package (data
+    # source discovery) and has pyspark loaded already, while a metadata lookup scans sys.path
+    import pyspark
+
+    version = str(getattr(pyspark, "__version__", ""))
     major_minor = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
     if major_minor and major_minor < PYSPARK_MIN:
         raise ModuleNotFoundError(f"{what} needs PySpark >= {PYSPARK_MIN[0]}.{PYSPARK_MIN[1]}; this environment "
