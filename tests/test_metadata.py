@@ -130,6 +130,7 @@ def test_files_before_compaction_list_shared_files_once_more(tmp_path: Path) -> 
     rows = s.metadata("files").to_pylist()
     slices = [r for r in rows if r["segment"] is not None]
     assert {r["kind"] for r in slices} == {"chunk"} and sum(r["records"] for r in slices) == 4
+    assert [r["kind"] for r in rows if r["segment"] is None] == ["shared"]  # one file for both segments
     for r in rows:
         if r["segment"] is None:
             assert r["kind"] == "shared"
