@@ -32,7 +32,7 @@ def _sliced_and_compacted(url: str) -> tuple[Stream, pa.Table]:
         s.append(pa.table({"k": [f"k{(b * 7 + i) % 11}" for i in range(5)], "b": [b] * 5,
                            "t": [T0 + b * 100 + i for i in range(5)]}), key="k", timestamp="t")
     before = s.read()
-    assert s.compact()["macros"] == 2
+    assert s.compact().macros == 2
     return Stream.open(url), before
 
 

@@ -40,6 +40,7 @@ import pyarrow as pa
 from ..errors import CommitConflictError, StreamNotFoundError, newer_format
 from ..journal.entries import Entry
 from ..journal.journal import Journal
+from ..journal.outcome import Taken
 from ..journal.state import StreamState
 from ..schema import check_names, encode_schema, normalize, user_schema
 from ..store import layout
@@ -162,10 +163,10 @@ def recreate(store: Store, journal: Journal, old: Entry, cfg: StreamConfig) -> E
         return Entry(pos=pos, op=CREATE_OP, wall=now, state=fresh, nonce=nonce)
 
     out = journal.attempt(build, old.state)
-    if isinstance(out, Entry):  # another write created, re-created or committed first
+    if isinstance(out, Taken):  # another write created, re-created or committed first
         _forget(store, marker)
         return None
-    entry, _ = out
+    entry = out.entry
     assert entry is not None  # build always returns an entry
     _forget(store, layout.write_created(old.nonce))
     before = StreamConfig.from_record(old.state.config)

@@ -12,7 +12,7 @@ from .format import json_default, print_info
 
 
 def run_info(args: argparse.Namespace) -> int:
-    info = open_stream(args).info()
+    info = open_stream(args).info().to_dict()
     if args.json:
         sys.stdout.write(json.dumps(info, indent=2, default=json_default) + "\n")
     else:

@@ -34,6 +34,7 @@ from typing import Any
 from ..errors import ConfigError, corrupt
 from ..journal.entries import FORMAT_VERSION, Entry, check_version
 from ..journal.op_info import ScaleInfo
+from ..journal.operations import Operation
 from ..journal.scale_records import EpochRecord, SealedRecord
 from ..journal.state import Segment, StreamState, segment_id
 from ..keys import SEGMENTS_MAX
@@ -213,7 +214,7 @@ class ScaleRequest:
         state.sealed += len(sealed)
         state.wall = max(state.wall, self.now)
         state.pending_epoch = EpochRecord.of(state, pos, sealed, created)
-        return Entry(pos=pos, op="scale", wall=self.now, state=state,
+        return Entry(pos=pos, op=Operation.SCALE, wall=self.now, state=state,
                      info=ScaleInfo(tuple(s.id for s in sealed), tuple(created_ids), self.reason).encode())
 
 

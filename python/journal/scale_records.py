@@ -66,6 +66,10 @@ class SealedRecord:
         """The stored object."""
         return {name: list(self.successors) if name == "successors" else getattr(self, name) for name in self.FIELDS}
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the stored object's)."""
+        return self.to_json()
+
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SealedRecord:
         stored: dict[str, Any] = {name: d[name] for name in cls.FIELDS}

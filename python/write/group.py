@@ -56,8 +56,10 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import CommitConflictError, corrupt
+from ..journal import outcome
 from ..journal.entries import Entry, Fold
 from ..journal.journal import Journal
+from ..journal.operations import Operation
 from ..journal.shapes import is_int, need
 from ..journal.state import FOLD_WINDOW, FoldedAt, StreamState
 from ..schema import decode_schema, encode_schema, reconcile
@@ -216,7 +218,7 @@ def fold(parts: Sequence[Part], state: StreamState, pos: int) -> Entry | None:
     state.folded = [f for f in state.folded if f.pos > pos - FOLD_WINDOW] + ([FoldedAt(pos, tuple(ids))] if ids else [])
     info = CommitInfo.fold([CommitInfo.decode(e.info) for _, e in built])
     first = built[0][1]
-    return Entry(pos=pos, op="append", wall=max(e.wall for _, e in built), state=state, writer=first.writer,
+    return Entry(pos=pos, op=Operation.APPEND, wall=max(e.wall for _, e in built), state=state, writer=first.writer,
                  batch=first.batch, chunks=[c for _, e in built for c in e.chunks], info=info.encode(),
                  folds=[Fold(p.rid, e.writer, e.batch, len(e.chunks), e.info) for p, e in built])
 
@@ -348,8 +350,8 @@ class GroupCommit:
             parts = [own, *(Part(p.rid, p.request(self.count_raised), p.base) for p in pending)]
             started = self.clock()
             out = self.journal.attempt(lambda st, pos: fold(parts, st, pos), newest)  # noqa: B023 - runs in this attempt
-            if not isinstance(out, Entry):
-                entry, newest = out
+            if isinstance(out, outcome.Committed):
+                entry, newest = out.entry, out.state
                 if entry is None:
                     return Committed(None, False, self._settled(own))
                 # the entry folds the requests it took even when ours was not among them (settled
@@ -359,12 +361,13 @@ class GroupCommit:
                 if mine is None and own.published:
                     return self._created_without_own(own, entry)
                 return Committed(mine, True)
-            if own.published and out.folds:
-                mine = part_of(out, own.rid)
+            winner = out.winner
+            if own.published and winner.folds:
+                mine = part_of(winner, own.rid)
                 if mine is not None:
                     self._folded(own)
                     return Committed(mine, False)
-            newest = out.state
+            newest = winner.state
             lost += 1
             polls = 0
             pause = min(POLL_MAX_S, max(POLL_MIN_S, POLL_SHARE * (self.clock() - started)))
