@@ -78,7 +78,7 @@ class SchemaChange:
 
 @dataclass(frozen=True)
 class StreamInfo:
-    """A snapshot of a stream for humans and tools (:meth:`Stream.info`, ``tstream info``).
+    """A snapshot of a stream for humans and tools (:meth:`~pyspark_tstream.api.stream.Stream.info`, ``tstream info``).
 
     ``position`` is the journal position; ``tick`` the ``_tso`` below which the stream is
     complete (``tick_id``/``tick_time`` the same as a record id and a time); ``first_*`` and
@@ -127,7 +127,7 @@ class StreamInfo:
 
 @dataclass(frozen=True)
 class ScaleResult:
-    """What :meth:`Stream.scale` did: the new ``epoch``, the segments it ``sealed`` and those it
+    """What :meth:`~pyspark_tstream.api.stream.Stream.scale` did: the new ``epoch``, the segments it ``sealed`` and those it
     ``created`` (ids, in key order)."""
 
     epoch: int
@@ -142,7 +142,7 @@ class ScaleResult:
 @dataclass(frozen=True)
 class SegmentRange:
     """A segment and its key range ``[lo, hi)`` as fractions of the key space
-    (:meth:`Stream.segments_at`)."""
+    (:meth:`~pyspark_tstream.api.stream.Stream.segments_at`)."""
 
     id: int
     key_range: tuple[float, float]
@@ -154,7 +154,7 @@ class SegmentRange:
 
 @dataclass(frozen=True)
 class CompactResult:
-    """What :meth:`Stream.compact` did: ``macros`` written, ``chunks`` and ``rows`` merged into
+    """What :meth:`~pyspark_tstream.api.stream.Stream.compact` did: ``macros`` written, ``chunks`` and ``rows`` merged into
     them, ``bytes`` written, macro-chunks ``adopted`` from a compactor that crashed before
     committing, buckets ``lost`` to another compactor, and ``unreadable`` chunks left as they
     are (``tstream fsck`` names them)."""
@@ -178,7 +178,7 @@ class Cut(Mapping[int, int]):
     """A stream cut: per segment id, the first ``_seq`` kept (Pravega's stream cut).
 
     A read-only mapping (``cut[segment]``, ``dict(cut)``; equal to any mapping of the same
-    items); :meth:`Stream.truncate` and the ``startingCut``/``endingCut`` read options take
+    items); :meth:`~pyspark_tstream.api.stream.Stream.truncate` and the ``startingCut``/``endingCut`` read options take
     it as they take a ``dict``.
     """
 
