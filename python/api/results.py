@@ -127,8 +127,8 @@ class StreamInfo:
 
 @dataclass(frozen=True)
 class ScaleResult:
-    """What :meth:`~pyspark_tstream.api.stream.Stream.scale` did: the new ``epoch``, the segments it ``sealed`` and those it
-    ``created`` (ids, in key order)."""
+    """What :meth:`~pyspark_tstream.api.stream.Stream.scale` did: the new ``epoch``, the
+    segments it ``sealed`` and those it ``created`` (ids, in key order)."""
 
     epoch: int
     sealed: tuple[int, ...]
@@ -154,8 +154,8 @@ class SegmentRange:
 
 @dataclass(frozen=True)
 class CompactResult:
-    """What :meth:`~pyspark_tstream.api.stream.Stream.compact` did: ``macros`` written, ``chunks`` and ``rows`` merged into
-    them, ``bytes`` written, macro-chunks ``adopted`` from a compactor that crashed before
+    """What :meth:`~pyspark_tstream.api.stream.Stream.compact` did: ``macros`` written,
+    ``chunks`` and ``rows`` merged into them, ``bytes`` written, macro-chunks ``adopted`` from a compactor that crashed before
     committing, buckets ``lost`` to another compactor, and ``unreadable`` chunks left as they
     are (``tstream fsck`` names them)."""
 
