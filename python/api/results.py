@@ -155,8 +155,8 @@ class SegmentRange:
 @dataclass(frozen=True)
 class CompactResult:
     """What :meth:`~pyspark_tstream.api.stream.Stream.compact` did: ``macros`` written,
-    ``chunks`` and ``rows`` merged into them, ``bytes`` written, macro-chunks ``adopted`` from a compactor that crashed before
-    committing, buckets ``lost`` to another compactor, and ``unreadable`` chunks left as they
+    ``chunks`` and ``rows`` merged into them, ``bytes`` written, macro-chunks ``adopted`` from
+    a compactor that crashed before committing, buckets ``lost`` to another compactor, and ``unreadable`` chunks left as they
     are (``tstream fsck`` names them)."""
 
     macros: int = 0
