@@ -156,8 +156,8 @@ class SegmentRange:
 class CompactResult:
     """What :meth:`~pyspark_tstream.api.stream.Stream.compact` did: ``macros`` written,
     ``chunks`` and ``rows`` merged into them, ``bytes`` written, macro-chunks ``adopted`` from
-    a compactor that crashed before committing, buckets ``lost`` to another compactor, and ``unreadable`` chunks left as they
-    are (``tstream fsck`` names them)."""
+    a compactor that crashed before committing, buckets ``lost`` to another compactor, and
+    ``unreadable`` chunks left as they are (``tstream fsck`` names them)."""
 
     macros: int = 0
     chunks: int = 0
