@@ -25,7 +25,8 @@ from ..read.reading import chunks_tsos
 from ..schema import check_names, normalize, user_schema
 from ..timestamps import count_raised, now_ms, pack
 from ..write.commit import Ack, CommitIntent, CommitRequest, check_schema_for_write
-from ..write.group import GroupCommit, Published, publishable
+from ..write.fold import Published, publishable
+from ..write.group import GroupCommit
 from ..write.reroute import reroute
 from ..write.spec import ChunkInfo, WriteSpec, fits
 from ..write.writing import write_batches
