@@ -104,7 +104,7 @@ def test_a_repair_that_marks_a_bucket_partial_makes_older_tstreams_refuse_the_st
     """A tstream older than the mark checks only the journal's version: the repair commits an
     entry (no records) at this format before it writes the partial bucket, so a format-5 reader
     refuses the stream instead of reading 91 of 200 records (measured with the release before)."""
-    from pyspark_tstream.journal import entries
+    from pyspark_tstream.journal import entries, features
     from pyspark_tstream.maintain.repair import REPAIR_OP
 
     url = "memory://macro-format-refuse/s"
@@ -120,7 +120,8 @@ def test_a_repair_that_marks_a_bucket_partial_makes_older_tstreams_refuse_the_st
     after = Stream.open(url)
     _same(before, after.read())  # no record added or lost by the entry
     assert after.verify().ok
-    monkeypatch.setattr(entries, "FORMAT_VERSION", 5)  # what a release of format 5 checks
+    known = features.VERSIONS[entries.ENTRY]  # what a release of format 5 checks: entries 1 to 5
+    monkeypatch.setitem(features.VERSIONS, entries.ENTRY, {v: f for v, f in known.items() if v <= 5})
     with pytest.raises(UnsupportedFormatError):
         Stream.open(url).read()
 

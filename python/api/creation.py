@@ -37,8 +37,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import CommitConflictError, StreamNotFoundError, newer_format
+from ..errors import CommitConflictError, StreamNotFoundError
 from ..journal.entries import Entry
+from ..journal.features import WRITES, check_object
 from ..journal.journal import Journal
 from ..journal.outcome import Taken
 from ..journal.state import StreamState
@@ -50,7 +51,8 @@ from .config import StreamConfig
 from .epochs import initial_segments
 
 #: Format of the first-write marker: ``{"v": 1, "nonce": <create entry's nonce>, "config": {...}}``.
-MARKER_VERSION = 1
+MARKER = "first-write marker"
+MARKER_VERSION = WRITES[MARKER]
 #: The journal op of an entry that creates (or re-creates) a stream.
 CREATE_OP = "create"
 #: Looks at the stream a write may take before giving up (each lost race means another writer
@@ -143,8 +145,7 @@ def written_by_a_write(store: Store, nonce: str) -> bool:
         logger.warning("tstream: first-write marker %s is unreadable (%s): the stream keeps its config",
                        store.uri(rel), e)
         return False
-    if version > MARKER_VERSION:  # its fields may mean something else: read none of them
-        raise newer_format(store.uri(rel), version, MARKER_VERSION, "first-write marker")
+    check_object(MARKER, version, store.uri(rel))  # a newer one's fields may mean something else
     return bool(marker.get("nonce") == nonce)
 
 

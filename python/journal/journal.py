@@ -42,8 +42,9 @@ from ..store.storage import Store
 from . import checkpoint
 from .checkpoint_mark import CheckpointMark
 from .delta import change, state_copy
-from .entries import Entry, EntryLog
+from .entries import FORMAT_VERSION, Entry, EntryLog
 from .expiry import expire
+from .features import check_writer
 from .hints import HeadHints
 from .outcome import Attempt, Committed, Taken
 from .state import StreamState
@@ -169,6 +170,8 @@ class Journal:
         :class:`~.outcome.Taken` with the winner's entry (a group committer looks in it for the
         requests it folded)."""
         pos = state.pos + 1
+        if state.features:  # a stream needing a feature this build does not know is not written
+            check_writer(state.features, FORMAT_VERSION, self.store.display_url)
         self.log.keep(state)  # the winner of a lost race is decoded on it (one change applied)
         work = state_copy(state)
         entry = build(work, pos)

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from ..errors import corrupt
 from ..journal.entries import Entry, Fold
+from ..journal.features import WRITES, check_object
 from ..journal.operations import Operation
 from ..journal.shapes import is_int, need
 from ..journal.state import FOLD_WINDOW, FoldedAt, StreamState
@@ -29,7 +30,8 @@ from .commit import CommitInfo, CommitIntent, CommitRequest, CountRaised
 from .spec import ChunkInfo, fits
 
 #: Format of a published request object.
-REQUEST_VERSION = 1
+REQUEST = "commit request"
+REQUEST_VERSION = WRITES[REQUEST]
 #: At most this many requests go into one entry (bounds an entry's size).
 FOLD_MAX = 256
 
@@ -88,7 +90,8 @@ class Published:
         """The request in ``data``; CorruptMetadataError naming ``path`` if it is not one."""
         try:
             d = json.loads(data)
-            need(isinstance(d, dict) and d.get("v") == REQUEST_VERSION, "the request's version")
+            need(isinstance(d, dict) and is_int(d.get("v")), "the request's version")
+            check_object(REQUEST, d["v"], path)
             need(isinstance(d.get("rid"), str) and is_int(d.get("base")) and is_int(d.get("now")), "rid/base/now")
             need(d.get("writer") is None or isinstance(d["writer"], str), "writer")
             need(isinstance(d.get("chunks"), list) and all(isinstance(c, dict) for c in d["chunks"]), "chunks")
