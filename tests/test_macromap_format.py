@@ -2,7 +2,7 @@
 bytes and read as before, a partial bucket carries format 2 and reads every record, and a bucket
 of a newer format is refused by name, never read as an older one or overwritten by repair.
 
-Why the mark needs a format version (docs/design.md §6.12): a reader that ignores it reads a
+Why the mark needs a format version (docs/protocol.md §12): a reader that ignores it reads a
 partial bucket as all of the compacted history and skips the records it leaves to the journal.
 """
 

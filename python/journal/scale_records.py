@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the state holds these records: it imports this module
 
 @dataclass(frozen=True)
 class SealedRecord:
-    """The final facts of a sealed segment (docs/design.md §6.7).
+    """The final facts of a sealed segment (docs/protocol.md §7).
 
     Parameters
     ----------
@@ -78,7 +78,7 @@ class SealedRecord:
 
 @dataclass(frozen=True)
 class EpochRecord:
-    """What the scale that began ``epoch`` did (docs/design.md §6.8).
+    """What the scale that began ``epoch`` did (docs/protocol.md §8).
 
     Parameters
     ----------
