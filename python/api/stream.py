@@ -21,7 +21,7 @@ Spark-free. The Spark sink and source are thin adapters over the same calls: ``w
 
 Each part is built, and its module imported, on first use: a process that only plans reads
 (the streaming source's driver) never loads the writer, compaction or fsck, whose imports
-would cost each query's start ~60 ms (``tests/test_startup.py``).
+would add to each query's start (``tests/test_startup.py``).
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 One job: entry I/O. An entry is one immutable JSON object per journal position
 (:func:`~pyspark_tstream.store.layout.entry`) holding what its commit did (a
-:class:`Chunk` list and info) and the whole :class:`~pyspark_tstream.journal.state.StreamState` after
-it; the head hint copies the newest one. Readers treat the head (and the ``anchor`` that names
+:class:`Chunk` list and info) and, since format 6, its change to the
+:class:`~pyspark_tstream.journal.state.StreamState` (entry 0 and entries of format 5 and older
+hold the whole state; :mod:`~pyspark_tstream.journal.checkpoint` holds it every so often); the
+head hint copies the newest one. Readers treat the head (and the ``anchor`` that names
 the oldest entry garbage collection kept) as hints: a stale or lost hint costs probes or an
 O(log n) search, never a wrong answer. Entries carry a format version, checked with every
 other object's by :func:`~pyspark_tstream.journal.features.check_object` (a newer one is
