@@ -431,7 +431,7 @@ def test_credentials_never_leak_from_the_python_api(
     producer.append(_events(10, start=50), key="key", batch_id=1)
     producer.close()
     reader = Stream.open(root.url, storage_options=opts)
-    shown += [json.dumps(reader.info(), default=str), repr(reader), str(reader), repr(reader.store),
+    shown += [json.dumps(reader.info().to_dict(), default=str), repr(reader), str(reader), repr(reader.store),
               str(reader.store), reader.url, repr(ack), repr(reader.state),
               repr(reader.write_spec(_events(1).schema, key="key"))]
     assert reader.read().num_rows == 60

@@ -153,7 +153,7 @@ class Bench:
 
         info = Stream.open(url).info()
         if info.rows != self.rows:
-            raise AssertionError(f"{kind}: the stream holds {info['rows']} rows, expected {self.rows}")
+            raise AssertionError(f"{kind}: the stream holds {info.rows} rows, expected {self.rows}")
         layout = stream_layout(url)
         self.sink_layouts[kind] = layout
         return layout
