@@ -55,7 +55,7 @@ def batch_range(options: SourceOptions, stream: Stream) -> tuple[int, int, dict[
         hi = min(hi, pack(o.ending_timestamp_ms) - 1)
     lo = check_data_loss(state, lo, fail=o.fail_on_data_loss, context="this batch read",
                          journal=stream.journal)
-    end_cut = stream.check_cut(o.ending_offsets, K.ENDING_OFFSETS) if isinstance(o.ending_offsets, dict) else {}
+    end_cut = dict(stream.check_cut(o.ending_offsets, K.ENDING_OFFSETS)) if isinstance(o.ending_offsets, dict) else {}
     return lo, hi, dict(cut or {}), end_cut
 
 

@@ -78,8 +78,8 @@ register(spark)
 
 stream = Stream.create(URL, segments=4)
 info = stream.info()
-print(info["url"], "| segments:", [s["id"] for s in info["segments"]], "| rows:", info["rows"])
-assert info["rows"] == 0 and len(info["segments"]) == 4
+print(info.url, "| segments:", [s.id for s in info.segments], "| rows:", info.rows)
+assert info.rows == 0 and len(info.segments) == 4
 
 # COMMAND ----------
 
@@ -187,12 +187,13 @@ display(alerts.groupBy("device").count().orderBy("device"))
 # COMMAND ----------
 
 info = Stream.open(URL).info()
-print({k: info[k] for k in ("rows", "chunks", "bytes", "first_time", "last_time", "tick_time")})
-display(pd.DataFrame(info["segments"])[["id", "key_range", "rows", "chunks", "bytes", "next_seq", "last_id"]])
+print({k: getattr(info, k) for k in ("rows", "chunks", "bytes", "first_time", "last_time", "tick_time")})
+segments = pd.DataFrame([g.to_dict() for g in info.segments])
+display(segments[["id", "key_range", "rows", "chunks", "bytes", "next_seq", "last_id"]])
 alerts_info = Stream.open(ALERTS).info()
-display(pd.DataFrame.from_dict(alerts_info["writers"], orient="index"))
-assert info["rows"] == 1040 and alerts_info["rows"] == hot + 40
-assert len(alerts_info["writers"]) == 1  # the pipeline's one streaming query, across both runs
+display(pd.DataFrame.from_dict(alerts_info.to_dict()["writers"], orient="index"))
+assert info.rows == 1040 and alerts_info.rows == hot + 40
+assert len(alerts_info.writers) == 1  # the pipeline's one streaming query, across both runs
 
 # COMMAND ----------
 
@@ -282,5 +283,5 @@ display(spark.read.format("tstream").load(TICKS).orderBy("_tso"))
 
 # COMMAND ----------
 
-RESULTS = {"records": info["rows"], "alerts": alerts_info["rows"], "tick_visible": visible()}
+RESULTS = {"records": info.rows, "alerts": alerts_info.rows, "tick_visible": visible()}
 print(RESULTS)

@@ -104,8 +104,8 @@ for part in range(6):
     stream.append(pa.table({"device": chunk["device"].tolist(), "temp": chunk["temp"].tolist(),
                             "t": pa.array(chunk["t"].tolist(), pa.timestamp("ms", tz="UTC"))}),
                   key="device", timestamp="t")
-print(stream.info()["rows"], "records from", stream.info()["first_time"], "to", stream.info()["last_time"])
-assert stream.info()["rows"] == len(expected) == 2160
+print(stream.info().rows, "records from", stream.info().first_time, "to", stream.info().last_time)
+assert stream.info().rows == len(expected) == 2160
 
 # COMMAND ----------
 

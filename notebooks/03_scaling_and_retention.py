@@ -76,8 +76,8 @@ def label(segment_id):
 
 
 def segments_table(stream):
-    return pd.DataFrame([{"segment": label(s["id"]), "key_range": s["key_range"], "rows": s["rows"]}
-                         for s in stream.info()["segments"]])
+    return pd.DataFrame([{"segment": label(s.id), "key_range": s.key_range, "rows": s.rows}
+                         for s in stream.info().segments])
 
 # COMMAND ----------
 
@@ -118,7 +118,7 @@ placed = stream.read(columns=["user", "_segment"]).to_pandas().drop_duplicates()
 HOT_USERS = set(placed.loc[placed["_segment"] == 0, "user"])
 print("segment 0 owns", sorted(HOT_USERS))
 display(segments_table(stream))
-assert stream.info()["rows"] == 240 and placed["user"].is_unique  # each user lives in one segment
+assert stream.info().rows == 240 and placed["user"].is_unique  # each user lives in one segment
 
 # COMMAND ----------
 
@@ -164,11 +164,11 @@ assert hottest == 0
 
 split = stream.scale(split=0)
 MOMENTS["after the split"] = now_ms()
-print("split:", {k: [label(s) for s in v] if isinstance(v, list) else v for k, v in split.items()})
+print("split:", {k: [label(s) for s in v] if isinstance(v, list) else v for k, v in split.to_dict().items()})
 print("successors of 0.0:", [label(s) for s in stream.successors(0)],
-      "| predecessors of", label(split["created"][0]), ":",
-      [label(s) for s in stream.predecessors(split["created"][0])])
-assert stream.successors(0) == split["created"] and stream.predecessors(split["created"][1]) == [0]
+      "| predecessors of", label(split.created[0]), ":",
+      [label(s) for s in stream.predecessors(split.created[0])])
+assert stream.successors(0) == list(split.created) and stream.predecessors(split.created[1]) == [0]
 write(range(15, 30), hot=True)
 display(segments_table(stream))
 
@@ -181,11 +181,11 @@ display(segments_table(stream))
 
 # COMMAND ----------
 
-merge = stream.scale(merge=split["created"])
-print("merge:", {k: [label(s) for s in v] if isinstance(v, list) else v for k, v in merge.items()})
+merge = stream.scale(merge=split.created)
+print("merge:", {k: [label(s) for s in v] if isinstance(v, list) else v for k, v in merge.to_dict().items()})
 write(range(30, 45))
 display(segments_table(stream))
-assert merge["epoch"] == 2 and stream.predecessors(merge["created"][0]) == split["created"]
+assert merge.epoch == 2 and stream.predecessors(merge.created[0]) == list(split.created)
 
 # COMMAND ----------
 
@@ -198,7 +198,7 @@ assert merge["epoch"] == 2 and stream.predecessors(merge["created"][0]) == split
 
 MOMENTS["after the merge"] = now_ms()
 history = pd.DataFrame([{"moment": f"{name} ({iso(ms)[11:23]})", "epoch": stream.epoch_at(ms),
-                         "segments": [(label(s["id"]), [round(x, 2) for x in s["key_range"]])
+                         "segments": [(label(s.id), [round(x, 2) for x in s.key_range])
                                       for s in stream.segments_at(ms)]}
                         for name, ms in MOMENTS.items()])
 display(history)
@@ -236,7 +236,7 @@ ax.set_ylabel("records per second")
 ax.set_title("records per second per segment")
 ax.legend(loc="upper right", fontsize="small")
 display(fig)
-assert per_second.to_numpy().sum() == stream.info()["rows"] == sum(clicks_so_far.values())
+assert per_second.to_numpy().sum() == stream.info().rows == sum(clicks_so_far.values())
 
 # COMMAND ----------
 
@@ -290,7 +290,7 @@ for segment, seq in cut.items():
 
 stream.truncate(cut)
 remaining = spark.read.format("tstream").load(URL).count()
-print("after truncate:", remaining, "records, from", stream.info()["first_time"])
+print("after truncate:", remaining, "records, from", stream.info().first_time)
 assert remaining == 10 * 24  # seconds 35..44 of phase C
 
 error = None
@@ -328,12 +328,12 @@ assert stream.read().num_rows == spark.read.format("tstream").load(URL).count() 
 deleted = stream.vacuum(grace_ms=0)
 print("vacuum deleted", deleted)
 info = stream.info()
-print({k: info[k] for k in ("epoch", "first_time", "last_time", "sealed_segments")},
+print({k: getattr(info, k) for k in ("epoch", "first_time", "last_time", "sealed_segments")},
       "| readable:", stream.read().num_rows)
-assert deleted["chunks"] > 0
+assert deleted.chunks > 0
 
 # COMMAND ----------
 
-RESULTS = {"records": int(per_second.to_numpy().sum()), "epochs": info["epoch"] + 1,
+RESULTS = {"records": int(per_second.to_numpy().sum()), "epochs": info.epoch + 1,
            "out_of_order": out_of_order, "after_truncate": remaining, "after_trim": 100}
 print(RESULTS)

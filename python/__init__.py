@@ -13,9 +13,9 @@ from .version import __version__
 
 __all__ = ["DefaultSource", "Stream", "Ack", "TStreamError", "read_native", "register", "__version__"]
 
-# Spark's discovery looks for ``DefaultSource`` here. Importing it loads pyspark.sql (about 90
-# modules, ~0.1 s) when pyspark is installed; guarded so that a missing or broken pyspark never
-# breaks discovery of other sources or the Spark-free API.
+# Spark's discovery looks for ``DefaultSource`` here. Importing it loads pyspark.sql when
+# pyspark is installed (docs/performance.md, "Figures behind code choices"); guarded so that a
+# missing or broken pyspark never breaks discovery of other sources or the Spark-free API.
 try:
     from .datasource.source import TStreamDataSource as DefaultSource
 except Exception:  # noqa: BLE001  # pragma: no cover - never let discovery of other sources break

@@ -122,8 +122,10 @@ class UnsupportedFormatError(CorruptMetadataError):
     """Metadata written by a newer tstream format; upgrade pyspark-tstream to read it."""
 
     condition = "TSTREAM_UNSUPPORTED_FORMAT"
-    fields = {"path": REQUIRED, "version": REQUIRED}
+    fields = {"path": REQUIRED, "version": REQUIRED, "feature": None}
     version: int
+    #: the feature this build does not know, when a declared one is what refused the object
+    feature: str | None
 
 
 class CommitConflictError(TStreamError, RuntimeError):
@@ -206,6 +208,10 @@ MESSAGES: dict[str, str] = {
     "TSTREAM_UNSUPPORTED_FORMAT": (
         "{what}{path} has format version {version}, newer than this pyspark-tstream reads ({reads}); "
         "upgrade pyspark-tstream (pip install -U pyspark-tstream)"),
+    "TSTREAM_UNSUPPORTED_FORMAT.FEATURE": (
+        "{path} (format version {version}) needs {part} feature {feature!r} (added in {since}), which this "
+        "pyspark-tstream ({build}) does not know, so it does not {refused}; upgrade pyspark-tstream "
+        "(pip install -U pyspark-tstream)"),
     "TSTREAM_STREAM_NOT_FOUND": (
         "no stream at {url}; create it with Stream.create, `tstream create` or a first write"),
     "TSTREAM_STREAM_EXISTS": "a stream already exists at {url}; open it with Stream.open",

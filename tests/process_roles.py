@@ -116,7 +116,7 @@ def jobs(url: str, checkpoint: str | None = None) -> dict[str, tuple[str, Any]]:
     from pyspark_tstream.datasource.source import TStreamDataSource
 
     s = Stream.open(url)
-    rows = s.info()["rows"]
+    rows = s.info().rows
     source = TStreamDataSource({"path": url})
     reader = source.streamReader(source.schema())
     start = reader.initialOffset()

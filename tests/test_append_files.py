@@ -126,7 +126,7 @@ def test_compaction_merges_sliced_append_files_and_vacuum_deletes_them(url: str)
     assert len(appended) == 6
     want = _expected(s, tables)
     tiered = s.compact(full=False, min_pieces=4)  # tiered: runs of 4 pieces, the oldest first
-    assert tiered["macros"] > 0 and tiered["rows"] < sum(t.num_rows for t in tables)
+    assert tiered.macros > 0 and tiered.rows < sum(t.num_rows for t in tables)
     s.vacuum(grace_ms=0)
     fresh = Stream.open(url)
     planned = {c.path for c in fresh.plan(0, 1 << 62)}
@@ -308,7 +308,7 @@ def test_a_slice_too_big_to_merge_is_rewritten_alone_and_reads_as_itself(url: st
     assert all(c.shared for c in s.plan(0, 1 << 62))
     want = _expected(s, tables)
     counts = s.compact(target="2KB")  # every slice is above target / 2
-    assert counts["macros"] == 8 and counts["chunks"] == 8
+    assert counts.macros == 8 and counts.chunks == 8
     fresh = Stream.open(url)
     assert not any(c.shared for c in fresh.plan(0, 1 << 62))
     assert _per_segment(fresh.read()) == want

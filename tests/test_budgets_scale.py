@@ -76,7 +76,7 @@ def test_costs_flat_at_scale(build: object) -> None:
     small, large = (_costs(s) for s in build())  # type: ignore[operator]
     for name, m in (("small", small), ("large", large)):
         # format v6: a cold open reads the head, probes past it, then the checkpoint it names and
-        # the entries after it in one batched read (design §6.13); a poll stays at most 2
+        # the entries after it in one batched read (protocol §13); a poll stays at most 2
         assert m["open"] <= 4 and m["poll"] <= 2, (name, m)
         assert m["seek"] <= 8, (name, m)  # the cold open's two more reads (format v6) + the descent
         assert m["commit_writes"] <= 4, (name, m)

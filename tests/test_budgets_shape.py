@@ -93,7 +93,7 @@ def test_orphan_vacuum_at_production_shape(shaped: tuple[str, list[ChunkInfo]]) 
     s.store.observer = log
     counts = s.vacuum(orphans=True)
     ops = log.by_op()
-    assert counts["orphans"] == 0 and all(s.store.exists(p) for p in {c.path for c in chunks})
+    assert counts.orphans == 0 and all(s.store.exists(p) for p in {c.path for c in chunks})
     # a shared file lives in its first segment's folder: every task's is in one folder here.
     # listings: requests twice, data/, that folder and its macro folder, the manifests; the
     # deltas in one batched read (one entry, however many chunks); no per-file call for files

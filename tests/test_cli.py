@@ -73,7 +73,7 @@ def test_append_parquet_in_batches_is_idempotent(url: str, tmp_path: Path, capsy
     assert code == 0 and "appended 0 records in 0 commits" in out and "3 batches already committed" in out
     s = Stream.open(url)
     assert sorted(s.read()["v"].to_pylist()) == list(range(250))
-    assert s.info()["writers"]["loader"]["commits"] == 3
+    assert s.info().writers["loader"].commits == 3
 
 
 def test_read_ranges_tail_count_and_table(url: str, capsys: pytest.CaptureFixture[str]) -> None:

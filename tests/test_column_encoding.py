@@ -65,7 +65,7 @@ def test_chunks_and_macro_chunks_delta_encode_time_and_counter_columns(tmp_path:
         _check_layout(_encodings(tmp_path, c.path))
 
     counts = s.compact()
-    assert counts["macros"] == 2
+    assert counts.macros == 2
     st = s.refresh()
     macros = {c.path for c in s.plan(st.head_tso, st.tick)}
     assert len(macros) == 2 and not macros & {c.path for c in chunks}

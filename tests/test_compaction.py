@@ -41,7 +41,7 @@ def test_compaction_keeps_every_record_bit_for_bit(url: str) -> None:
     n = s.state.chunks
     assert len(planned_files(s)) == n > 150
     counts = s.compact()
-    assert counts["chunks"] == n and counts["macros"] == 3 and counts["rows"] == 300
+    assert counts.chunks == n and counts.macros == 3 and counts.rows == 300
     assert len(planned_files(s)) == 3
     fresh = Stream.open(url)
     same_records(before, fresh.read())
@@ -50,8 +50,8 @@ def test_compaction_keeps_every_record_bit_for_bit(url: str) -> None:
     assert fresh.refresh().rows == s.state.rows and fresh.state.chunks == n  # nothing re-counted
     # replaced chunks stay for readers that planned before, until a vacuum past the grace period
     assert all(small_chunks_exist(s))
-    assert s.vacuum()["replaced"] == 0
-    assert s.vacuum(grace_ms=0)["replaced"] == n
+    assert s.vacuum().replaced == 0
+    assert s.vacuum(grace_ms=0).replaced == n
     assert not any(small_chunks_exist(s))
     assert Stream.open(url).read().equals(before)
 
@@ -149,7 +149,7 @@ def test_chunks_left_as_they_are_are_listed_and_read_in_place(url: str) -> None:
         append_plain(s, pa.table({"k": [f"k{i % 7}" for i in range(300)], "v": list(range(300))}), key="k")
     before = s.read()
     counts = s.compact(target="2KB")  # every chunk is above target / 2: none is merged
-    assert counts["macros"] == 0
+    assert counts.macros == 0
     st = s.refresh()
     everything = [c for d in s.journal.deltas(st, 1, st.pos) for c in d.chunks]
     log = CallLog()
@@ -202,7 +202,7 @@ def test_sealed_segments_compact_and_truncation_collects_macro_chunks(url: str) 
     s.refresh()
     before = s.read()
     counts = s.compact()
-    assert counts["macros"] >= 4  # the sealed segment too
+    assert counts.macros >= 4  # the sealed segment too
     sealed = s.sealed_info(0)
     assert sealed is not None
     assert len(planned_files(s)) == 4
@@ -288,7 +288,7 @@ def test_compaction_cost_is_bounded_by_what_it_merges(url: str) -> None:
         s = fill_stream(f"{url}-{appends}", appends=appends, segments=2)
         log = CallLog()
         s.store.observer = log
-        assert s.compact()["chunks"] == 2 * appends
+        assert s.compact().chunks == 2 * appends
         assert log.count("list") == 0
         calls.append(log.count())
     assert calls[1] <= calls[0] + 2, calls
@@ -341,7 +341,7 @@ def test_orphan_cleanup_keeps_macro_chunks(tmp_path: Path) -> None:
     s.compact()
     s.vacuum(grace_ms=0)
     counts = s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
-    assert counts["orphans"] == 0
+    assert counts.orphans == 0
     same_records(before, Stream.open(url).read())
 
 
@@ -381,16 +381,16 @@ def test_orphan_cleanup_removes_a_dead_compactors_files_and_keeps_needed_manifes
     dead_manifests = sorted(p.name for p in root.glob("_tstream/compact/*.json"))
     assert dead_macros and len(dead_manifests) == len(dead_macros)
 
-    merged = s.compact()["chunks"]  # a live compactor: its manifests stay until its commit is collected
+    merged = s.compact().chunks  # a live compactor: its manifests stay until its commit is collected
     assert merged > 0
     live = {p.name for p in root.glob("_tstream/compact/*.json")} - set(dead_manifests)
     assert live
     counts = s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
-    assert counts["orphans"] == len(dead_macros) + len(dead_manifests)
+    assert counts.orphans == len(dead_macros) + len(dead_manifests)
     assert {p.name for p in root.glob("_tstream/compact/*.json")} == live
     assert not any(p.name in dead_macros for p in root.glob("data/*/m-*.parquet"))
     same_records(before, Stream.open(url).read())
-    assert s.vacuum(grace_ms=0)["replaced"] == merged
+    assert s.vacuum(grace_ms=0).replaced == merged
     assert not list(root.glob("_tstream/compact/*.json"))
     same_records(before, Stream.open(url).read())
 
@@ -406,7 +406,7 @@ def test_a_plan_made_before_compaction_reads_after_its_files_were_vacuumed(url: 
     assert all(c.floor != 0 for c in planned)  # small chunks, as planned before compaction
     before = read_table(s.store, s.schema, planned, st.head_tso, st.tick)
     s.compact()
-    assert s.vacuum(grace_ms=0)["replaced"] == len(planned)
+    assert s.vacuum(grace_ms=0).replaced == len(planned)
     assert not any(small_chunks_exist(s))
     same_records(before, read_table(s.store, s.schema, planned, st.head_tso, st.tick))
     # an executor's task of part of the old plan: exactly its chunks' records, each once (the
@@ -427,7 +427,7 @@ def test_a_task_that_read_some_files_before_one_went_missing_reads_the_rest_once
     planned = s.plan(st.head_tso, st.tick)
     kept = {c.path: s.store.read(c.path) for c in planned[:3]}
     s.compact()
-    assert s.vacuum(grace_ms=0)["replaced"] == len(planned)
+    assert s.vacuum(grace_ms=0).replaced == len(planned)
     for path, data in kept.items():  # the vacuum has not reached these yet
         s.store.write(path, data)
     monkeypatch.setattr(reading_mod, "BATCH_FETCH_BYTES", 1)  # one fetch per file: 3 succeed first

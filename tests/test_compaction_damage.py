@@ -52,7 +52,7 @@ def test_an_unreadable_chunk_is_left_as_it_is_and_the_rest_compacts(
     assert problem.kind == "chunk" and not problem.repairable
     assert (problem.details["first_seq"], problem.details["last_seq"]) == (victim.seq, victim.seq + victim.rows - 1)
     # what the macro-chunks replaced goes at vacuum; the damaged chunk stays, named by the map
-    assert fresh.vacuum(grace_ms=0)["replaced"] == 59
+    assert fresh.vacuum(grace_ms=0).replaced == 59
     assert s.store.exists(victim.path) == (how != "missing")
     s.store.write(victim.path, saved)  # the operator's remedy
     same_records(before, Stream.open(url).read())

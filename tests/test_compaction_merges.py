@@ -29,13 +29,13 @@ def test_replaced_macro_chunks_wait_for_the_grace_then_go(tmp_path: Path) -> Non
     root = tmp_path / "s"
     s = fill_stream(url, appends=40, segments=2)
     expected = s.read()
-    assert s.compact(target="4KB", min_pieces=2, full=False)["macros"] > 2
+    assert s.compact(target="4KB", min_pieces=2, full=False).macros > 2
     s.vacuum(grace_ms=0)  # the small chunks go: only macro-chunks are left
     first = _macros(root)
     st = s.refresh()
     planned = s.plan(st.head_tso, st.tick)  # a reader planned on the first macro-chunks
     assert {c.path.rsplit("/", 1)[-1] for c in planned} <= first
-    assert s.compact(target="1MB", min_pieces=2)["macros"] == 2  # repacks them into two
+    assert s.compact(target="1MB", min_pieces=2).macros == 2  # repacks them into two
     entry = s.journal.read_entry(s.refresh().pos)
     assert entry.op == "compact" and entry.info["parts"], "the repack's entry names what it replaced"
     _age(root, 7)  # older than the orphan grace, but the repack is younger than vacuum's grace

@@ -19,6 +19,7 @@ from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal import checkpoint
 from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.journal import Journal
+from pyspark_tstream.journal.outcome import Taken
 from pyspark_tstream.journal.timeindex import FANOUT
 from pyspark_tstream.store import layout
 
@@ -97,7 +98,7 @@ def test_a_poll_and_a_lost_race_apply_one_change(url: str) -> None:
     other.store.observer = log
     stale = other.state  # position 5: entry 6 is taken
     lost = other.journal.attempt(lambda st, pos: Entry(pos=pos, op="tick", wall=st.wall, state=st), stale)
-    assert isinstance(lost, Entry) and lost.pos == 6 and lost.state.to_json() == s.state.to_json()
+    assert isinstance(lost, Taken) and lost.winner.pos == 6 and lost.winner.state.to_json() == s.state.to_json()
     assert [rel for _, rel in log.calls] == [layout.entry(6), layout.entry(6)], log.calls  # create, read
 
 

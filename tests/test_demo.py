@@ -48,7 +48,7 @@ def test_demo_drops_nothing_and_matches_batch(spark: Any, tmp_path: Path) -> Non
     # the printout tells the story
     text = "\n".join(lines)
     assert "tick" in text and "closes [" in text and "0 of" in text and "dropped" in text
-    assert Stream.open(url).info()["rows"] == out["records"] + out["backfill"]
+    assert Stream.open(url).info().rows == out["records"] + out["backfill"]
 
 
 def test_demo_refuses_an_existing_stream(tmp_path: Path) -> None:

@@ -229,7 +229,7 @@ def test_v4_folds_and_requests(tmp_path: Path) -> None:
     entry = s.journal.read_entry(2)
     assert [(f.writer, f.batch) for f in entry.folds] == [("a", 1), (None, None), ("b", 0)]
     assert s.append(_new_batch(), key="key", timestamp="ts", writer_id="b", batch_id=0).duplicate
-    assert [(c["position"], c["columns"]) for c in s.schema_history()[1:]] == [(3, ["note string"])]
+    assert [(c.position, c.columns) for c in s.schema_history()[1:]] == [(3, ("note string",))]
     requests = tmp_path / "stream" / "_tstream" / "requests"
     assert len(list(requests.iterdir())) == 2
     for _ in range(20):  # past the fold window, so no slot can fold them any more

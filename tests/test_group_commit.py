@@ -374,7 +374,7 @@ def test_vacuum_never_deletes_the_chunks_of_a_request_still_pending(url: str) ->
     s.append(_rows("a", 0), writer_id="a", batch_id=0)
     item = _publish(Stream.open(url), "b", 0)
     counts = Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
-    assert counts["orphans"] == 0 and counts["requests"] == 0
+    assert counts.orphans == 0 and counts.requests == 0
     assert all(_exists(s, c.path) for c in item.chunks) and _exists(s, item.path)
     s.appending.group.contended = 1
     s.append(_rows("a", 1), writer_id="a", batch_id=1)
@@ -405,7 +405,7 @@ def test_vacuum_between_a_combiners_listing_and_its_fold_breaks_nothing(
     monkeypatch.setattr(GroupCommit, "_discover", discover_then_vacuum)
     s.appending.group.contended = 1
     s.append(_rows("a", 0), writer_id="a", batch_id=0)
-    assert seen and seen[0]["orphans"] == 0 and seen[0]["requests"] == 0
+    assert seen and seen[0].orphans == 0 and seen[0].requests == 0
     assert s.journal.read_entry(s.state.pos).state.was_folded(item.rid) == s.state.pos
     assert _counts(Stream.open(url)) == {("a", 0): 10, ("b", 0): 10}
 
@@ -425,16 +425,16 @@ def test_vacuum_collects_crashed_writers_requests_after_their_window_and_grace(u
         s.append(_rows("a", i), writer_id="a", batch_id=i)
     # folded's window (base 0) has closed; lost (base 1) may still be folded at the next slot
     assert s.state.pos == folded.base + FOLD_WINDOW == lost.base + FOLD_WINDOW - 1
-    assert Stream.open(url).vacuum(grace_ms=3_600_000)["requests"] == 0  # within the grace
+    assert Stream.open(url).vacuum(grace_ms=3_600_000).requests == 0  # within the grace
     assert _exists(s, folded.path)
     counts = Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
-    assert counts["requests"] == 1 and counts["orphans"] == 0
+    assert counts.requests == 1 and counts.orphans == 0
     assert not _exists(s, folded.path) and _exists(s, lost.path)
     assert all(_exists(s, c.path) for c in lost.chunks)
     s.append(_rows("a", FOLD_WINDOW), writer_id="a", batch_id=FOLD_WINDOW)  # lost's window closes
     counts = Stream.open(url).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
     lost_files = {c.path for c in lost.chunks}
-    assert counts["requests"] == 1 and counts["orphans"] == len(lost_files)
+    assert counts.requests == 1 and counts.orphans == len(lost_files)
     assert not _exists(s, lost.path) and not any(_exists(s, p) for p in lost_files)
     assert not s.store.list(layout.REQUESTS)
     assert _counts(Stream.open(url)) == {**{("a", i): 10 for i in range(FOLD_WINDOW + 1)}, ("folded", 0): 10}

@@ -153,7 +153,7 @@ def test_garbage_macro_map_hint_is_only_a_hint(url: str) -> None:
     for b in range(20):
         s.append(pa.table({"i": [b, b + 100]}), writer_id="w", batch_id=b)
     before = s.read()
-    assert s.compact()["macros"] > 0
+    assert s.compact().macros > 0
     seg = s.refresh().segments[0].id
     s.store.write(layout.macro_head(segment_number(seg), 0), b"\x00 not json")
     assert Stream.open(url).read().equals(before)

@@ -1,6 +1,6 @@
 """Every store path is built in ``store/layout.py``, and the paths are the on-store format.
 
-(a) Each layout function gives the exact strings of the design doc's tree (§6.1): changing one
+(a) Each layout function gives the exact strings of docs/protocol.md's tree (§1): changing one
 changes the format streams already hold. (b) No other module of the package holds a piece of
 that tree in its code (string constants that are not docstrings), so a reader of
 ``store/layout.py`` sees the whole layout.

@@ -56,11 +56,11 @@ def _compacted_twice(url: str, chunks: str = "plain") -> Stream:
     _append(s, 0, 60, chunks)
     if chunks != "plain":
         assert all(c.shared for c in s.plan(0, 1 << 62))
-    assert s.compact()["macros"] >= 3
+    assert s.compact().macros >= 3
     s.vacuum(grace_ms=0)
     _append(s, 60, 30, chunks)
-    assert s.compact(full=True)["macros"] >= 3
-    assert s.vacuum(grace_ms=0)["replaced"] > 0
+    assert s.compact(full=True).macros >= 3
+    assert s.vacuum(grace_ms=0).replaced > 0
     return Stream.open(url)
 
 
@@ -158,7 +158,7 @@ def _one_compaction(url: str, chunks: str = "plain") -> tuple[Stream, pa.Table, 
     s = Stream.create(url, segments=2, compaction="off")
     _append(s, 0, 40, chunks)
     before = s.read()
-    assert s.compact()["macros"] == 2
+    assert s.compact().macros == 2
     seg = _seg(s)
     macro = next(m for m in MacroMap(s.store).latest(seg, 0).macros if m.floor == 0)
     replaced = json.loads(s.store.read(layout.manifest(macro.path)))["replaced"]
@@ -346,9 +346,9 @@ def _compacted_unvacuumed(url: str, chunks: str = "plain") -> tuple[Stream, dict
     collected yet: every compaction's manifest, by path."""
     s = Stream.create(url, segments=3, compaction="off")
     _append(s, 0, 60, chunks)
-    assert s.compact()["macros"] >= 3
+    assert s.compact().macros >= 3
     _append(s, 60, 30, chunks)
-    assert s.compact(full=True)["macros"] >= 3
+    assert s.compact(full=True).macros >= 3
     s = Stream.open(url)
     rels = [p["manifest"] for d in s.journal.deltas(s.state, 0, s.state.pos) if d.op == "compact"
             for p in d.info["parts"]]
@@ -389,7 +389,7 @@ def test_repair_rebuilds_a_lost_manifest_and_vacuum_then_collects(url: str, how:
     assert sum("compaction manifest" in d for d in after.repaired) == len(manifests)
     assert {rel: s.store.read(rel) for rel in manifests} == manifests
     replaced = [r for raw in manifests.values() for r in json.loads(raw)["replaced"]]
-    assert Stream.open(url).vacuum(grace_ms=0)["replaced"] == len(replaced)
+    assert Stream.open(url).vacuum(grace_ms=0).replaced == len(replaced)
     assert not any(s.store.exists(r) for r in replaced)
     _same(before, Stream.open(url).read())
     assert Stream.open(url).verify().ok
@@ -404,7 +404,7 @@ def test_vacuum_collects_what_a_compaction_with_a_lost_manifest_replaced(url: st
     for rel in sorted(manifests)[:2]:
         s.store.delete([rel]) if how == "missing" else s.store.write(rel, b'{"replaced": 3}')
     replaced = [r for raw in manifests.values() for r in json.loads(raw)["replaced"]]
-    assert Stream.open(url).vacuum(grace_ms=0)["replaced"] == len(replaced)
+    assert Stream.open(url).vacuum(grace_ms=0).replaced == len(replaced)
     assert not any(s.store.exists(r) for r in replaced)
     _same(before, Stream.open(url).read())
     assert Stream.open(url).verify().ok

@@ -53,7 +53,7 @@ def test_truncate_then_vacuum(tmp_path: Path) -> None:
     assert s.cut_at(T0 + 3_000) == {g.id: g.first_seq for g in state.segments}
     assert len(_data_files(tmp_path)) == len(files_before)  # files stay during the grace period
     counts = s.vacuum(grace_ms=0)
-    assert counts["chunks"] == len(files_before) - len(_data_files(tmp_path)) > 0
+    assert counts.chunks == len(files_before) - len(_data_files(tmp_path)) > 0
     assert s.read().num_rows == 150
     # the stream survives losing its head hint: readers probe from the GC anchor
     s.store.delete([layout.HEAD])
@@ -93,7 +93,7 @@ def test_retention_by_count_age_and_size(url: str) -> None:
     now.trim()
     assert now.read()["x"].to_pylist() == [2]
     sized = _fill(url + "-size", batches=8, rows=100, segments=1)
-    total = sized.info()["bytes"]
+    total = sized.info().bytes
     sized.trim(max_bytes=total // 2, gc_grace_ms=0)
     kept = sized.read().num_rows
     assert 0 < kept < 800
@@ -121,9 +121,9 @@ def test_orphans_from_failed_attempts_are_cleaned(tmp_path: Path) -> None:
     orphans = write_batches(s.write_spec(table.schema, key="k", timestamp="t"), [table])  # never committed
     files = _data_files(tmp_path)
     assert all(any(f.endswith(o.path) for f in files) for o in orphans)
-    assert s.vacuum(orphans=True)["orphans"] == 0  # within the grace period
+    assert s.vacuum(orphans=True).orphans == 0  # within the grace period
     counts = s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)
-    assert counts["orphans"] == len(orphans)
+    assert counts.orphans == len(orphans)
     assert s.read().num_rows == 100  # committed data untouched
 
 
@@ -147,10 +147,10 @@ def test_vacuum_skips_orphans_a_concurrent_vacuum_deleted(url: str, monkeypatch:
 
     monkeypatch.setattr(Store, "modified_ms", racing)
     # the one no one else took
-    assert s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)["orphans"] == 1
+    assert s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True).orphans == 1
     assert sorted(raced) == sorted(gone)
     monkeypatch.setattr(Store, "modified_ms", real)
-    assert s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)["orphans"] == 0
+    assert s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True).orphans == 0
     assert s.read().num_rows == 100  # committed data untouched
 
 

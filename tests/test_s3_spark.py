@@ -113,7 +113,7 @@ def test_batch_write_and_read(spark: Any, endpoint: str) -> None:
 
     # the Python API sees exactly what Spark wrote, and the chunks are on the server
     s = Stream.open(url, storage_options=s3_storage_options(endpoint))
-    assert s.info()["rows"] == 4000 and s.state.pos == 2
+    assert s.info().rows == 4000 and s.state.pos == 2
     # each Spark task writes one shared file holding its slices of every segment (wide writes)
     files = [k for k in _bucket_objects(endpoint, url) if k.endswith(".parquet")]
     named = {c.path for c in s.plan(0, s.state.max_tso)}
@@ -144,7 +144,7 @@ def test_streaming_s3_to_s3_available_now(spark: Any, endpoint: str, tmp_path: P
     # six source chunks, two per trigger: the limit made several micro-batches, one commit each
     batches = [p for p in first.recentProgress if p["numInputRows"] > 0]
     assert len(batches) == 3 and out.state.pos == 3  # entry 0 created the stream
-    writers = out.info()["writers"]
+    writers = out.info().writers
     assert len(writers) == 1 and next(iter(writers)).startswith("query-")
 
     # more input, same checkpoint: only the new records are copied, each exactly once

@@ -109,14 +109,14 @@ def test_create_append_read_info_round_trip(s3_root: S3Root) -> None:
     check_segments(t)
 
     info = s.info()
-    assert (info["position"], info["rows"], len(info["segments"])) == (2, 800, 3)
-    assert info["url"] == s3_root.url and info["bytes"] > 0 and info["tick"] > 0
-    assert sum(seg["rows"] for seg in info["segments"]) == 800
-    assert info["writers"]["w"]["commits"] == 2 and info["writers"]["w"]["rows"] == 800
+    assert (info.position, info.rows, len(info.segments)) == (2, 800, 3)
+    assert info.url == s3_root.url and info.bytes > 0 and info.tick > 0
+    assert sum(seg.rows for seg in info.segments) == 800
+    assert info.writers["w"].commits == 2 and info.writers["w"].rows == 800
     # the objects really are on the server, under the stream's own prefix
     data = [k for k in s3_root.keys("data/") if k.endswith(".parquet")]
     # one file per append, a slice of it per segment the append reached
-    assert len(data) == 2 and info["chunks"] >= 3
+    assert len(data) == 2 and info.chunks >= 3
     assert f"{s3_root.prefix}/{layout.entry(2)}" in s3_root.keys(f"{layout.META}/")
 
 
@@ -131,7 +131,7 @@ def test_a_lost_macro_map_is_rebuilt_on_an_object_store(s3_root: S3Root) -> None
     for b in range(12):
         s.append(_events(50, start=b * 50), key="key", timestamp="t")
     before = s.read().sort_by("id")
-    assert s.compact()["macros"] == 2 and s.vacuum(grace_ms=0)["replaced"] > 0
+    assert s.compact().macros == 2 and s.vacuum(grace_ms=0).replaced > 0
     mm = MacroMap(s.store)
     seg = min(s.refresh().compaction.summaries)
     healthy = mm.latest(seg, 0).macros
@@ -174,7 +174,7 @@ def test_read_after_write_across_handles(s3_root: S3Root) -> None:
             assert reader.state.pos == ack.pos
             assert sorted(t["id"].to_pylist()) == list(range(written))
     fresh = Stream.open(s3_root.url, storage_options=s3_root.options)
-    assert fresh.info()["position"] == 6 and fresh.read().num_rows == written
+    assert fresh.info().position == 6 and fresh.read().num_rows == written
 
 
 # -- 2. 16 concurrent committers on SeaweedFS ----------------------------------------------------
@@ -431,7 +431,7 @@ def test_credentials_never_leak_from_the_python_api(
     producer.append(_events(10, start=50), key="key", batch_id=1)
     producer.close()
     reader = Stream.open(root.url, storage_options=opts)
-    shown += [json.dumps(reader.info(), default=str), repr(reader), str(reader), repr(reader.store),
+    shown += [json.dumps(reader.info().to_dict(), default=str), repr(reader), str(reader), repr(reader.store),
               str(reader.store), reader.url, repr(ack), repr(reader.state),
               repr(reader.write_spec(_events(1).schema, key="key"))]
     assert reader.read().num_rows == 60

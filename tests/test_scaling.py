@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from pyspark_tstream.api.results import SegmentRange
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.epochs.routing import fraction
 from pyspark_tstream.epochs.scaling import ScalingPolicy
@@ -32,21 +33,21 @@ def test_split_and_merge_keep_per_key_order(url: str) -> None:
     s.append(_keys(200, 0), key="k")
     first = [g.id for g in s.state.segments]
     out = s.scale(split=first[0], parts=3)
-    assert out["epoch"] == 1 and out["sealed"] == [first[0]] and len(out["created"]) == 3
-    assert all(c >> 32 == 1 for c in out["created"])  # ids carry their creation epoch
+    assert out.epoch == 1 and out.sealed == (first[0],) and len(out.created) == 3
+    assert all(c >> 32 == 1 for c in out.created)  # ids carry their creation epoch
     s.append(_keys(200, 1), key="k")
-    merged = s.scale(merge=out["created"][:2])
+    merged = s.scale(merge=out.created[:2])
     s.append(_keys(200, 2), key="k")
     t = s.read()
     assert t.num_rows == 600
     _per_key_in_order(t)
-    assert s.successors(first[0]) == out["created"]
-    assert s.predecessors(out["created"][1]) == [first[0]]
-    assert s.predecessors(merged["created"][0]) == out["created"][:2]
+    assert s.successors(first[0]) == list(out.created)
+    assert s.predecessors(out.created[1]) == [first[0]]
+    assert s.predecessors(merged.created[0]) == list(out.created[:2])
     info = s.sealed_info(first[0])
-    assert info is not None and info["sealed_epoch"] == 1 and info["next_seq"] == info["rows"] > 0
-    assert s.successors(merged["created"][0]) == []
-    assert len(s.info()["segments"]) == 3 and s.info()["epoch"] == 2
+    assert info is not None and info.sealed_epoch == 1 and info.next_seq == info.rows > 0
+    assert s.successors(merged.created[0]) == []
+    assert len(s.info().segments) == 3 and s.info().epoch == 2
 
 
 def test_chunks_routed_before_a_scale_are_rerouted(url: str) -> None:
@@ -88,9 +89,9 @@ def test_segments_and_epoch_at_time(url: str) -> None:
     after = int(time.time() * 1000)
     s.append([{"k": "b"}], key="k")
     assert s.epoch_at(before) == 0 and s.epoch_at(after) == 1
-    assert [g["key_range"] for g in s.segments_at(after)] == [[0.0, 0.5], [0.5, 1.0]]
+    assert [g.key_range for g in s.segments_at(after)] == [(0.0, 0.5), (0.5, 1.0)]
     assert len(s.segments_at(before)) == 1
-    first = s.segments_at(before)[0]["id"]
+    first = s.segments_at(before)[0].id
     assert s.segments_between(before, after) == sorted([first] + s.successors(first))
     assert s.segments_between(after, after) == sorted(s.successors(first))
 
@@ -165,9 +166,9 @@ def test_losing_scale_writes_no_sealed_or_epoch_record(url: str) -> None:
     assert len(created) == 2 and fresh.successors(seg) == created
     fresh.append(pa.table({"k": ["y"]}), key="k")  # a later commit flushes the committed records
     assert Stream.open(url).successors(seg) == created
-    assert sorted(Stream.open(url).segments_at("2999-01-01T00:00:00Z"), key=lambda d: d["id"]) == \
-        sorted(({"id": g.id, "key_range": d} for g, d in
-                ((g, [fraction(g.lo), fraction(g.hi)]) for g in fresh.state.segments)), key=lambda d: d["id"])
+    assert sorted(Stream.open(url).segments_at("2999-01-01T00:00:00Z"), key=lambda d: d.id) == \
+        sorted((SegmentRange(g.id, (fraction(g.lo), fraction(g.hi))) for g in fresh.state.segments),
+               key=lambda d: d.id)
 
 
 def test_segments_between_reads_epoch_history_in_chunks() -> None:

@@ -10,6 +10,7 @@ import json
 
 import pyarrow as pa
 import pytest
+from pyspark_tstream.api.results import SchemaChange
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.cli import app as cli
 from pyspark_tstream.errors import SchemaChangedError, SchemaMismatchError
@@ -112,17 +113,17 @@ def test_state_without_changes_keeps_its_old_form(url: str) -> None:
     d = s.refresh().to_json()
     assert "schema_changes" not in d  # written only when a change happened: old streams unchanged
     assert StreamState.from_json(d).schema_changes == []
-    assert s.schema_history() == [{"position": None, "time": None, "columns": ["id int64"]}]
+    assert s.schema_history() == [SchemaChange(None, None, ("id int64",))]
 
 
 def test_schema_history_in_info_and_cli(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     s = _widened(url)
     s.append(pa.table({"id": [20], "c": [1.5], "d": [True]}), merge_schema=True)
     history = s.schema_history()
-    assert [(h["position"], h["columns"]) for h in history] == [
-        (None, ["id int64", "a string"]), (2, ["b int64"]), (4, ["c double", "d bool"])]
-    assert history[1]["time"].endswith("Z")
-    assert s.info()["schema_history"] == history
+    assert [(h.position, h.columns) for h in history] == [
+        (None, ("id int64", "a string")), (2, ("b int64",)), (4, ("c double", "d bool"))]
+    assert (history[1].time or "").endswith("Z")
+    assert list(s.info().schema_history) == history
     assert cli.main(["info", url]) == 0
     out = capsys.readouterr().out
     table = out[out.index("schema changes\n"):].splitlines()

@@ -7,7 +7,7 @@ import uuid
 import pyarrow as pa
 import pytest
 from pyspark_tstream.api.stream import Stream
-from pyspark_tstream.journal.entries import Entry
+from pyspark_tstream.journal.outcome import Committed
 from pyspark_tstream.maps.macromap import MacroMap
 from pyspark_tstream.timestamps import now_ms
 from pyspark_tstream.write.writing import write_batches
@@ -44,7 +44,7 @@ def test_verify_finds_the_macro_chunks_of_a_merged_segment_whose_chunks_sit_in_s
     Stream.open(url).scale(merge=[0, 1])
     s.commit(chunks, schema=SCHEMA)  # re-routed whole: same files, the merged segment
     other = Stream.open(url)
-    assert other.compact(full=True)["macros"] == 1
+    assert other.compact(full=True).macros == 1
     report = other.verify()
     assert report.ok, report.summary()
     assert sorted(other.read()["id"].to_pylist()) == list(range(40))
@@ -78,7 +78,7 @@ def test_orphan_cleanup_keeps_the_macro_chunks_of_the_committed_map_version() ->
     for b in range(6):
         append_batch(s, b)
         if b == 2:
-            assert Stream.open(url).compact(full=True, target="64KB")["macros"] == 1
+            assert Stream.open(url).compact(full=True, target="64KB").macros == 1
 
     dying = Stream.open(url)
     dying.store.observer = crash
@@ -118,7 +118,7 @@ def test_orphan_cleanup_keeps_the_macro_chunks_of_a_map_version_whose_commit_is_
         append_batch(s, b)
     slow = Stream.open(url)
     slow.store.observer = meanwhile
-    assert slow.compact(full=True, target="64KB")["macros"] == 1
+    assert slow.compact(full=True, target="64KB").macros == 1
     slow.store.observer = None
     assert fired
     after = Stream.open(url)
@@ -151,7 +151,7 @@ def test_orphan_cleanup_keeps_uncommitted_map_versions_for_the_orphan_grace_only
     def vacuum(grace_ms: int) -> int:
         done = maps_aged(Stream.open(url)).vacuum(grace_ms=0, orphans=True, orphan_grace_ms=grace_ms,
                                                   unsafe_orphan_grace=True)
-        return done["orphans"]
+        return done.orphans
 
     vacuum(3_600_000)
     assert all(s.store.exists(p) for p in older | made[2])
@@ -219,8 +219,8 @@ def test_a_folded_request_older_than_its_writers_last_commit_moves_its_wall_neve
     last = s.state.writers["w"].wall
     stale = CommitRequest(intent=CommitIntent(writer_id="w", batch_id=0), now=last - 5_000)
     out = s.journal.attempt(stale, s.state)
-    assert not isinstance(out, Entry)
-    entry, after = out
+    assert isinstance(out, Committed)
+    entry, after = out.entry, out.state
     assert entry is not None
     assert "w" in after.writers, "the writer that committed at its wall was dropped as expired"
     assert after.writers["w"].wall == last

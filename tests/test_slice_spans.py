@@ -21,6 +21,7 @@ from pyspark_tstream.chunkfile import footer_shift
 from pyspark_tstream.chunkfile.footer import footer_of
 from pyspark_tstream.errors import CorruptMetadataError
 from pyspark_tstream.journal import entries as entries_mod
+from pyspark_tstream.journal import features
 from pyspark_tstream.journal.entries import Chunk, Entry
 from pyspark_tstream.journal.packing import pack, unpack
 from pyspark_tstream.read.reading import read_table
@@ -290,8 +291,9 @@ def test_a_version_4_stream_of_shared_files_still_reads(url: str, monkeypatch: p
 
 
 def test_a_version_6_entry_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A version-5 reader refuses a version-6 entry (as it shipped: FORMAT_VERSION 5)."""
-    monkeypatch.setattr(entries_mod, "FORMAT_VERSION", 5)
+    """A version-5 reader refuses a version-6 entry (as it shipped: journal entries 1 to 5 known)."""
+    known = features.VERSIONS[entries_mod.ENTRY]
+    monkeypatch.setitem(features.VERSIONS, entries_mod.ENTRY, {v: f for v, f in known.items() if v <= 5})
     chunk = Chunk(seg=1, path="data/1/w-a-b.parquet", rows=3, bytes=100, seq=0, floor=1, lo=5, hi=9,
                   offset=0, file_bytes=500, span_start=0, span_bytes=300)
     d = {**Entry(pos=1, op="append", wall=1, state=None, chunks=[chunk]).delta_json(), "v": 6}  # type: ignore[arg-type]

@@ -72,4 +72,4 @@ def test_concurrent_streaming_queries_into_one_stream_commit_every_batch_once(sp
     # whether its own commit won a slot or another query's commit folded it
     assert Counter((w, b) for w, b, _ in parts) == Counter((w, b) for w in writers for b in range(FILES))
     assert all(rows == ROWS for _, _, rows in parts)
-    assert set(s.info()["writers"]) == writers
+    assert set(s.info().writers) == writers

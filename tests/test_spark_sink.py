@@ -48,7 +48,7 @@ def test_stream_sink_exactly_once_after_replay(spark: Any, tmp_path: Path) -> No
     t = Stream.open(url).read()
     assert t.num_rows == 200
     assert sorted(t["id"].to_pylist()) == list(range(200))
-    writers = Stream.open(url).info()["writers"]
+    writers = Stream.open(url).info().writers
     assert len(writers) == 1 and next(iter(writers)).startswith("query-")
 
 

@@ -106,14 +106,14 @@ def test_info_reports_tick_segments_writers(url: str) -> None:
     with s.writer("producer-1") as p:
         ack = p.append(_events(10), key="key", timestamp="t", batch_id=0)
         info = s.info()
-        assert info["writers"]["producer-1"]["live"] is True
+        assert info.writers["producer-1"].live is True
     info = s.info()
-    assert info["writers"]["producer-1"]["live"] is False
-    assert info["rows"] == 10 and len(info["segments"]) == 2
-    assert info["segments"][0]["key_range"] == [0.0, 0.5]
-    assert info["first_id"] == "1000000-0" and info["last_id"] == ack.last_id
-    assert info["tick_id"] == ack.last_id.split("-")[0] + "-262143"  # the end of that millisecond
-    assert info["schema"] == ["key string", "v int64", "t int64"]
+    assert info.writers["producer-1"].live is False
+    assert info.rows == 10 and len(info.segments) == 2
+    assert info.segments[0].key_range == (0.0, 0.5)
+    assert info.first_id == "1000000-0" and info.last_id == ack.last_id
+    assert info.tick_id == ack.last_id.split("-")[0] + "-262143"  # the end of that millisecond
+    assert info.schema == ("key string", "v int64", "t int64")
 
 
 def test_routing_hash_is_stable_and_vectorized() -> None:

@@ -64,9 +64,9 @@ def test_epochs_alone_scale_and_history(url: str) -> None:
     assert [g.id for g in h.state.segments] == [g.id for g in initial_segments(2)]
     epochs = Epochs(h)
     out = epochs.scale(split=initial_segments(2)[0].id)
-    assert out["epoch"] == 1 and h.state.epoch == 1
-    assert sorted(epochs.successors(out["sealed"][0])) == sorted(out["created"])
-    assert epochs.predecessors(out["created"][0]) == out["sealed"]
+    assert out.epoch == 1 and h.state.epoch == 1
+    assert sorted(epochs.successors(out.sealed[0])) == sorted(out.created)
+    assert epochs.predecessors(out.created[0]) == list(out.sealed)
 
 
 def test_truncation_alone_drops_the_old_records(url: str) -> None:
@@ -103,8 +103,8 @@ def test_describe_is_a_pure_snapshot(url: str) -> None:
     h = _context(url)
     Appender(h).append(_rows(3), key="k", timestamp="t")
     info = describe("u", h.state, h.schema)
-    assert info["url"] == "u" and info["rows"] == 3 and len(info["segments"]) == 2
-    assert info["schema"] == ["k string", "v int64", "t int64"]
+    assert info.url == "u" and info.rows == 3 and len(info.segments) == 2
+    assert info.schema == ("k string", "v int64", "t int64")
 
 
 def test_background_retention_retries_once_after_a_failure_then_settles(url: str) -> None:

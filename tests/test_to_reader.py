@@ -272,7 +272,7 @@ def test_a_reader_consumed_after_compaction_and_vacuum_reads_from_the_macro_chun
     first = partly.read_next_batch()  # some records read before the files went
     assert 0 < first.num_rows < len(ids)
     s.compact()
-    assert s.vacuum(grace_ms=0)["replaced"] > 0 and not any(small_chunks_exist(s))
+    assert s.vacuum(grace_ms=0).replaced > 0 and not any(small_chunks_exist(s))
     for reader, head in ((fresh, []), (partly, [first])):
         got = pa.Table.from_batches([*head, *reader])
         assert got.num_rows == len(ids)

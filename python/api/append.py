@@ -20,11 +20,13 @@ import pyarrow as pa
 
 from ..errors import CommitConflictError, SchemaMismatchError, SegmentSealedError
 from ..journal.entries import Chunk, Entry
+from ..journal.operations import Operation
 from ..read.reading import chunks_tsos
 from ..schema import check_names, normalize, user_schema
 from ..timestamps import count_raised, now_ms, pack
 from ..write.commit import Ack, CommitIntent, CommitRequest, check_schema_for_write
-from ..write.group import GroupCommit, Published, publishable
+from ..write.fold import Published, publishable
+from ..write.group import GroupCommit
 from ..write.reroute import reroute
 from ..write.spec import ChunkInfo, WriteSpec, fits
 from ..write.writing import write_batches
@@ -210,12 +212,12 @@ class Appender:
 
     def heartbeat(self, writer_id: str, tso: int | None = None) -> Ack:
         """A data-less tick record: ``writer_id`` is live and will not commit below ``tso``."""
-        return self.commit([], CommitIntent(writer_id=writer_id, session=True, op="tick",
+        return self.commit([], CommitIntent(writer_id=writer_id, session=True, op=Operation.TICK,
                                             heartbeat=pack(now_ms()) if tso is None else tso))
 
     def tick(self) -> None:
         """A data-less commit that lets the journal drop writers whose lease expired."""
-        self.commit([], CommitIntent(op="tick"))
+        self.commit([], CommitIntent(op=Operation.TICK))
 
     def writer(self, writer_id: str) -> Producer:
         """A producer session: holds the tick (until closed or its lease expires)."""
@@ -245,7 +247,7 @@ class Producer:
 
     def close(self) -> None:
         """End the session: the tick stops waiting for this writer at once."""
-        self.appender.commit([], CommitIntent(writer_id=self.writer_id, op="tick", close=True))
+        self.appender.commit([], CommitIntent(writer_id=self.writer_id, op=Operation.TICK, close=True))
 
     def __enter__(self) -> Producer:
         return self

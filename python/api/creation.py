@@ -37,9 +37,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import CommitConflictError, StreamNotFoundError, newer_format
+from ..errors import CommitConflictError, StreamNotFoundError
 from ..journal.entries import Entry
+from ..journal.features import WRITES, check_object
 from ..journal.journal import Journal
+from ..journal.outcome import Taken
 from ..journal.state import StreamState
 from ..schema import check_names, encode_schema, normalize, user_schema
 from ..store import layout
@@ -49,7 +51,8 @@ from .config import StreamConfig
 from .epochs import initial_segments
 
 #: Format of the first-write marker: ``{"v": 1, "nonce": <create entry's nonce>, "config": {...}}``.
-MARKER_VERSION = 1
+MARKER = "first-write marker"
+MARKER_VERSION = WRITES[MARKER]
 #: The journal op of an entry that creates (or re-creates) a stream.
 CREATE_OP = "create"
 #: Looks at the stream a write may take before giving up (each lost race means another writer
@@ -142,8 +145,7 @@ def written_by_a_write(store: Store, nonce: str) -> bool:
         logger.warning("tstream: first-write marker %s is unreadable (%s): the stream keeps its config",
                        store.uri(rel), e)
         return False
-    if version > MARKER_VERSION:  # its fields may mean something else: read none of them
-        raise newer_format(store.uri(rel), version, MARKER_VERSION, "first-write marker")
+    check_object(MARKER, version, store.uri(rel))  # a newer one's fields may mean something else
     return bool(marker.get("nonce") == nonce)
 
 
@@ -162,10 +164,10 @@ def recreate(store: Store, journal: Journal, old: Entry, cfg: StreamConfig) -> E
         return Entry(pos=pos, op=CREATE_OP, wall=now, state=fresh, nonce=nonce)
 
     out = journal.attempt(build, old.state)
-    if isinstance(out, Entry):  # another write created, re-created or committed first
+    if isinstance(out, Taken):  # another write created, re-created or committed first
         _forget(store, marker)
         return None
-    entry, _ = out
+    entry = out.entry
     assert entry is not None  # build always returns an entry
     _forget(store, layout.write_created(old.nonce))
     before = StreamConfig.from_record(old.state.config)

@@ -8,16 +8,17 @@ records (O(1) or one read per ``EPOCH_CHUNK`` epochs, never data files).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ..epochs.routing import KEY_SPACE, fraction
 from ..epochs.scaling import ScaleRequest, fraction_ranges, read_epoch, read_epochs, split_ranges
 from ..errors import ConfigError
 from ..journal.op_info import ScaleInfo
+from ..journal.scale_records import SealedRecord
 from ..journal.state import Segment, StreamState, segment_epoch, segment_id
 from ..journal.timeindex import COL_WALL
 from ..timestamps import TimeLike, now_ms, to_ms
 from .context import StreamContext
+from .results import ScaleResult, SegmentRange
 
 
 def initial_segments(n: int, epoch: int = 0, first_number: int = 0) -> list[Segment]:
@@ -26,8 +27,8 @@ def initial_segments(n: int, epoch: int = 0, first_number: int = 0) -> list[Segm
     return [Segment(id=segment_id(epoch, first_number + i), lo=bounds[i], hi=bounds[i + 1]) for i in range(n)]
 
 
-def _ranges(segments: Sequence[tuple[int, int, int]]) -> list[dict[str, Any]]:
-    return [{"id": i, "key_range": [fraction(lo), fraction(hi)]} for i, lo, hi in segments]
+def _ranges(segments: Sequence[tuple[int, int, int]]) -> list[SegmentRange]:
+    return [SegmentRange(i, (fraction(lo), fraction(hi))) for i, lo, hi in segments]
 
 
 class Epochs:
@@ -37,7 +38,7 @@ class Epochs:
         self.ctx = ctx
 
     def scale(self, *, split: int | None = None, parts: int = 2, merge: Sequence[int] | None = None,
-              seal: Sequence[int] | None = None, ranges: Sequence[tuple[float, float]] | None = None) -> dict[str, Any]:
+              seal: Sequence[int] | None = None, ranges: Sequence[tuple[float, float]] | None = None) -> ScaleResult:
         """Split a segment into ``parts``, merge adjacent segments, or seal/create explicitly.
 
         The public :meth:`~pyspark_tstream.api.stream.Stream.scale` documents the arguments.
@@ -63,7 +64,7 @@ class Epochs:
         entry = self.ctx.commit_op(req)
         assert entry is not None
         info = ScaleInfo.decode(entry.info)
-        return {"epoch": entry.state.epoch, "sealed": list(info.sealed), "created": list(info.created)}
+        return ScaleResult(entry.state.epoch, info.sealed, info.created)
 
     def successors(self, segment: int) -> list[int]:
         """Segments that took over ``segment``'s key range when it was sealed ([] if active)."""
@@ -77,10 +78,9 @@ class Epochs:
             return []
         return list((read_epoch(self.ctx.store, self.ctx.state, epoch).predecessors or {}).get(segment, ()))
 
-    def sealed_info(self, segment: int) -> dict[str, Any] | None:
+    def sealed_info(self, segment: int) -> SealedRecord | None:
         """Final size, rows, last ``_seq``/``_tso`` and sealing epoch of a sealed segment."""
-        rec = self.ctx.sealed_map.get(self.ctx.state, segment)
-        return rec.to_json() if rec else None
+        return self.ctx.sealed_map.get(self.ctx.state, segment)
 
     def epoch_at(self, when: TimeLike) -> int:
         """The epoch in force at ``when`` (a time like ``Stream.read`` takes)."""
@@ -96,7 +96,7 @@ class Epochs:
         prev = journal.try_entry(pos - 1) if pos > state.head_pos else None
         return prev.state.epoch if prev is not None else (journal.try_entry(pos) or self.ctx.entry).state.epoch
 
-    def segments_at(self, when: TimeLike) -> list[dict[str, Any]]:
+    def segments_at(self, when: TimeLike) -> list[SegmentRange]:
         """Active segments (id and key range) at ``when``."""
         state = self.ctx.refresh()
         epoch = self.epoch_at(when)

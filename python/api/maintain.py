@@ -15,6 +15,7 @@ from ..compaction.policy import CompactionPolicy
 from ..maintain.fsck import Report, verify
 from ..maintain.repair import repair
 from .context import StreamContext
+from .results import CompactResult
 
 
 class Maintenance:
@@ -24,7 +25,7 @@ class Maintenance:
         self.ctx = ctx
 
     def compact(self, *, full: bool = True, target: int | str | None = None, min_pieces: int | None = None,
-                progress: Any = None, total: Any = None) -> dict[str, int]:
+                progress: Any = None, total: Any = None) -> CompactResult:
         """Merge small chunks of each segment into macro-chunks (one journal commit).
 
         The public :meth:`~pyspark_tstream.api.stream.Stream.compact` documents the arguments.
@@ -33,7 +34,7 @@ class Maintenance:
         if target is not None or min_pieces is not None:
             spec = f"target={target or base.target},min={min_pieces or base.min}"
             base = CompactionPolicy.parse(spec) or base
-        return compact(self.ctx, full=full, policy=base, progress=progress, total=total)
+        return CompactResult(**compact(self.ctx, full=full, policy=base, progress=progress, total=total))
 
     def verify(self, progress: Callable[[int, int], None] | None = None, *, footers_only: bool = False) -> Report:
         """Check the stream (``tstream fsck``): journal entries, hints, index nodes, sealed shards,

@@ -21,7 +21,7 @@ Spark-free. The Spark sink and source are thin adapters over the same calls: ``w
 
 Each part is built, and its module imported, on first use: a process that only plans reads
 (the streaming source's driver) never loads the writer, compaction or fsck, whose imports
-would cost each query's start ~60 ms (``tests/test_startup.py``).
+would add to each query's start (``tests/test_startup.py``).
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ from .config import GC_GRACE_MS, ORPHAN_GRACE_MS, StreamConfig
 from .context import StreamContext
 
 if TYPE_CHECKING:
+    from ..journal.op_info import GcInfo
+    from ..journal.scale_records import SealedRecord
     from ..maintain.fsck import Report
     from ..read.planner import Plan
     from ..write.commit import Ack
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     from .epochs import Epochs
     from .maintain import Maintenance
     from .read import Bound, Reader
+    from .results import CompactResult, Cut, ScaleResult, SchemaChange, SegmentRange, StreamInfo
     from .truncate import Truncation
     from .upkeep import Upkeep
 
@@ -243,7 +246,7 @@ class Stream:
         """User columns (without system columns), or None before the first write."""
         return self.context.schema
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> StreamInfo:
         """Tick, epochs, segments, writers, first/last ids, size: a snapshot for humans and tools."""
         from .info import describe
 
@@ -262,8 +265,8 @@ class Stream:
 
         return metadata_table(self, kind, starting_position=starting_position, ending_position=ending_position)
 
-    def schema_history(self) -> list[dict[str, Any]]:
-        """The columns by the commit that brought them: ``[{"position", "time", "columns"}]``, the
+    def schema_history(self) -> list[SchemaChange]:
+        """The columns by the commit that brought them (``position``, ``time``, ``columns``), the
         first columns first (``position`` None), then each mergeSchema change (from the state:
         no store call beyond the refresh)."""
         from .info import schema_history
@@ -369,11 +372,12 @@ class Stream:
 
     # -- epochs and scaling (stream_epochs) ---------------------------------------------------
     def scale(self, *, split: int | None = None, parts: int = 2, merge: Sequence[int] | None = None,
-              seal: Sequence[int] | None = None, ranges: Sequence[tuple[float, float]] | None = None) -> dict[str, Any]:
+              seal: Sequence[int] | None = None, ranges: Sequence[tuple[float, float]] | None = None) -> ScaleResult:
         """Split a segment into ``parts``, merge adjacent segments, or seal/create explicitly.
 
         One journal commit: the sealed segments stop taking records; their successors own the
-        same key range in a new epoch. Returns ``{"epoch", "sealed", "created"}``. A scale that
+        same key range in a new epoch. Returns a :class:`~.results.ScaleResult` (``epoch``,
+        ``sealed``, ``created``). A scale that
         would leave more than ``keys.SEGMENTS_MAX`` (4096) active segments is refused, as is a
         stream created with more.
         """
@@ -387,15 +391,16 @@ class Stream:
         """Segments ``segment`` replaced (from its creation epoch's record)."""
         return self.epochs.predecessors(segment)
 
-    def sealed_info(self, segment: int) -> dict[str, Any] | None:
-        """Final size, rows, last ``_seq``/``_tso`` and sealing epoch of a sealed segment."""
+    def sealed_info(self, segment: int) -> SealedRecord | None:
+        """Final size, rows, last ``_seq``/``_tso`` and sealing epoch of a sealed segment (None
+        unless ``segment`` is sealed)."""
         return self.epochs.sealed_info(segment)
 
     def epoch_at(self, when: TimeLike) -> int:
         """The epoch in force at ``when`` (a time like :meth:`read` takes)."""
         return self.epochs.epoch_at(when)
 
-    def segments_at(self, when: TimeLike) -> list[dict[str, Any]]:
+    def segments_at(self, when: TimeLike) -> list[SegmentRange]:
         """Active segments (id and key range) at ``when``."""
         return self.epochs.segments_at(when)
 
@@ -404,11 +409,12 @@ class Stream:
         return self.epochs.segments_between(start, end)
 
     # -- cuts, truncation, retention (stream_truncate) -----------------------------------------
-    def cut_at(self, when: TimeLike) -> dict[int, int]:
-        """Stream cut at ``when``: per active segment, the first ``_seq`` at or after that time."""
+    def cut_at(self, when: TimeLike) -> Cut:
+        """Stream cut at ``when``: per active segment, the first ``_seq`` at or after that time
+        (a :class:`~.results.Cut`, a ``Mapping[int, int]``)."""
         return self.truncation.cut_at(when)
 
-    def truncate(self, before: TimeLike | dict[int, int], *, reason: str = "manual") -> StreamState:
+    def truncate(self, before: TimeLike | Mapping[int, int], *, reason: str = "manual") -> StreamState:
         """Drop records before ``before`` (a time, or a stream cut {segment: seq}).
 
         Records become unreadable at once; their files go at the next :meth:`vacuum` (or the
@@ -420,12 +426,12 @@ class Stream:
         """
         return self.truncation.truncate(before, reason=reason)
 
-    def check_cut(self, cut: dict[int, int], option: str = "cut") -> dict[int, int]:
-        """``cut`` as ``{segment: seq}`` if it is a stream cut of this stream; otherwise
+    def check_cut(self, cut: Mapping[int, int], option: str = "cut") -> Cut:
+        """``cut`` as a :class:`~.results.Cut` if it is a stream cut of this stream; otherwise
         :class:`~pyspark_tstream.errors.InvalidCutError` naming ``option`` and the bad entry."""
         return self.truncation.check_cut(cut, option)
 
-    def cut_bound(self, cut: dict[int, int], option: str = "cut") -> int:
+    def cut_bound(self, cut: Mapping[int, int], option: str = "cut") -> int:
         """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment
         (a cut of another stream is refused as by :meth:`check_cut`)."""
         return self.truncation.cut_bound(cut, option)
@@ -441,7 +447,7 @@ class Stream:
         return self.truncation.trim(maxlen=maxlen, max_age=max_age, max_bytes=max_bytes, gc_grace_ms=gc_grace_ms)
 
     def vacuum(self, grace_ms: int = GC_GRACE_MS, *, orphans: bool = False,
-               orphan_grace_ms: int = ORPHAN_GRACE_MS, unsafe_orphan_grace: bool = False) -> dict[str, int]:
+               orphan_grace_ms: int = ORPHAN_GRACE_MS, unsafe_orphan_grace: bool = False) -> GcInfo:
         """Delete files and metadata of records truncated at least ``grace_ms`` ago.
 
         With ``orphans``, also delete data files no commit names (failed or duplicate task
@@ -451,21 +457,23 @@ class Stream:
         (``config.ORPHAN_GRACE_MIN_MS``) is refused unless ``unsafe_orphan_grace=True`` says no
         writer is running (as Delta's VACUUM retention check). Request objects left by
         crashed writers go once no slot can fold them and ``grace_ms`` passed (counted as
-        ``requests``; see :mod:`~pyspark_tstream.write.requests`).
+        ``requests``; see :mod:`~pyspark_tstream.write.requests`). Returns the counts deleted
+        (a :class:`~pyspark_tstream.journal.op_info.GcInfo`).
         """
         return self.truncation.vacuum(grace_ms, orphans=orphans, orphan_grace_ms=orphan_grace_ms,
                                       unsafe_orphan_grace=unsafe_orphan_grace)
 
     # -- maintenance (stream_maintain) --------------------------------------------------------
     def compact(self, *, full: bool = True, target: int | str | None = None, min_pieces: int | None = None,
-                progress: Any = None, total: Any = None) -> dict[str, int]:
+                progress: Any = None, total: Any = None) -> CompactResult:
         """Merge small chunks of each segment into macro-chunks (one journal commit).
 
         ``full`` (default) packs every run of small pieces into macro-chunks of at most
         ``target`` bytes (the stream's ``compaction`` config, else 128MB); ``full=False`` does
         what automatic compaction does (size-tiered merges of ``min`` pieces). Records never
-        change; replaced files go at a later ``vacuum`` after its grace period. Returns
-        counts: macros written, chunks and rows merged, bytes written, macros adopted/lost.
+        change; replaced files go at a later ``vacuum`` after its grace period. Returns the
+        counts (a :class:`~.results.CompactResult`): macros written, chunks and rows merged,
+        bytes written, macros adopted/lost.
         See :mod:`~pyspark_tstream.compaction.compact`.
         """
         return self.maintenance.compact(full=full, target=target, min_pieces=min_pieces, progress=progress,

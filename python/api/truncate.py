@@ -16,6 +16,8 @@ from typing import Any
 
 from ..compaction.gc import collect_replaced, gc_position
 from ..journal.entries import Entry
+from ..journal.op_info import GcInfo
+from ..journal.operations import Operation
 from ..journal.state import StreamState
 from ..journal.timeindex import COL_MAX_TSO
 from ..maintain.retention import (
@@ -36,6 +38,7 @@ from ..write.requests import named_since, pending_chunks, stale_requests
 from .config import GC_GRACE_MS, ORPHAN_GRACE_MS, check_graces
 from .context import StreamContext
 from .read import Reader
+from .results import Cut
 
 
 class Truncation:
@@ -46,20 +49,20 @@ class Truncation:
         self.ctx = ctx
         self.reader = reader
 
-    def cut_at(self, when: TimeLike) -> dict[int, int]:
+    def cut_at(self, when: TimeLike) -> Cut:
         """Stream cut at ``when``: per active segment, the first ``_seq`` at or after that time."""
         h = self.ctx
         state = h.refresh()
         bound = min(pack(to_ms(when, option="when")) - 1, state.tick)
-        return first_seq_after(h.store, h.journal, state, bound)
+        return Cut(first_seq_after(h.store, h.journal, state, bound))
 
-    def truncate(self, before: TimeLike | dict[int, int], *, reason: str = "manual") -> StreamState:
+    def truncate(self, before: TimeLike | Mapping[int, int], *, reason: str = "manual") -> StreamState:
         """Drop records before ``before`` (a time, or a stream cut {segment: seq}).
 
         The public :meth:`~pyspark_tstream.api.stream.Stream.truncate` documents the arguments.
         """
         state = self.ctx.refresh()
-        if isinstance(before, dict):
+        if isinstance(before, Mapping):
             cut = check_cut(self.ctx.store, state, before, option="cut", url=self.ctx.url)
             # only what the cut names, and what lies before it in time: never past the newest
             # record it removes from a segment it names (a cut at a segment's end is not "the tick")
@@ -81,11 +84,11 @@ class Truncation:
         h.commit_op(TruncateRequest(bound, cut, head_pos, now_ms(), reason))
         return h.state
 
-    def check_cut(self, cut: Mapping[Any, Any], option: str) -> dict[int, int]:
+    def check_cut(self, cut: Mapping[Any, Any], option: str) -> Cut:
         """``cut`` if it is a cut of this stream (:func:`~pyspark_tstream.read.cuts.check_cut`),
         else :class:`~pyspark_tstream.errors.InvalidCutError` naming ``option``."""
         h = self.ctx
-        return check_cut(h.store, h.refresh(), cut, option=option, url=h.url)
+        return Cut(check_cut(h.store, h.refresh(), cut, option=option, url=h.url))
 
     def cut_bound(self, cut: Mapping[Any, Any], option: str = "cut") -> int:
         """The largest ``_tso`` bound that removes nothing at or after ``cut`` in any segment
@@ -123,7 +126,7 @@ class Truncation:
         return min(positions.values()) if positions else None
 
     def vacuum(self, grace_ms: int = GC_GRACE_MS, *, orphans: bool = False,
-               orphan_grace_ms: int = ORPHAN_GRACE_MS, unsafe_orphan_grace: bool = False) -> dict[str, int]:
+               orphan_grace_ms: int = ORPHAN_GRACE_MS, unsafe_orphan_grace: bool = False) -> GcInfo:
         """Delete files and metadata of records truncated at least ``grace_ms`` ago.
 
         The public :meth:`~pyspark_tstream.api.stream.Stream.vacuum` documents the arguments.
@@ -162,6 +165,6 @@ class Truncation:
                 st.meta_gc_pos = max(st.meta_gc_pos, old_gc)
                 if compact_gc > done:
                     st.compaction = st.compaction.collected(compact_gc)
-                return Entry(pos=pos, op="gc", wall=now_ms(), state=st, info=done_gc.encode())
+                return Entry(pos=pos, op=Operation.GC, wall=now_ms(), state=st, info=done_gc.encode())
             h.commit_op(mark)
-        return done_gc.encode()
+        return done_gc

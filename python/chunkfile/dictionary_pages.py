@@ -47,7 +47,7 @@ def dictionary_read_columns(group: pq.RowGroupMetaData, schema: pa.Schema) -> li
 def decode_dictionaries(table: pa.Table, names: tuple[str, ...]) -> pa.Table:
     """``table`` with its dictionary columns ``names`` decoded to their value type (a reader's
     :func:`~pyspark_tstream.schema.conform` then gives every column the stream's type)."""
-    # pyarrow.compute's engine, without the ~20 ms its module spends building Python wrappers
+    # pyarrow.compute's engine, without the time its module spends building Python wrappers
     # for every kernel on import (a task imports no pyarrow.compute: tests/test_startup.py)
     from pyarrow._compute import call_function
 

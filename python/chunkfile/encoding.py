@@ -27,8 +27,8 @@ CODEC_SAMPLE_BYTES = 256 << 10
 #: A column keeps the stream's codec only if the trial saves at least this fraction.
 CODEC_MIN_SAVING = 0.10
 #: An integer or temporal column is delta-encoded when that stores it in at most this fraction of
-#: its plain size (an increasing timestamp: ~0.5 %; a jittered one ~20 %; random ids ~65 %, and
-#: those decode faster plain).
+#: its plain size (an increasing or jittered timestamp does; random ids do not, and decode faster
+#: plain).
 DELTA_MAX_FRACTION = 0.5
 #: Arrow's DELTA_BINARY_PACKED writer: blocks of 256 deltas, each of 4 bit-packed miniblocks.
 _DELTA_BLOCK, _DELTA_MINIBLOCKS = 256, 4
@@ -46,7 +46,7 @@ def chunk_encodings(table: pa.Table, codec: str) -> dict[str, Any]:
     dict_cols = dictionary_columns(table)
     delta = delta_columns(table, skip=dict_cols)
     codecs = column_codecs(table, codec, dict_cols + delta)
-    codecs.update({c: "none" for c in delta})  # a codec shrinks packed deltas by ~1 % more
+    codecs.update({c: "none" for c in delta})  # a codec barely shrinks packed deltas
     return {"compression": codecs, "use_dictionary": dict_cols or False,
             "dictionary_pagesize_limit": DICTIONARY_PAGE_BYTES,
             "column_encoding": dict.fromkeys(delta, "DELTA_BINARY_PACKED") or None}

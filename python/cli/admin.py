@@ -14,6 +14,7 @@ from typing import Any
 from ..api.config import GC_GRACE_MS, ORPHAN_GRACE_MS
 from ..api.stream import Stream
 from ..epochs.routing import fraction
+from ..journal.op_info import GcInfo
 from ..timestamps import iso, physical
 from .common import add_command, add_progress, open_stream, positive_int, time_ms
 
@@ -35,23 +36,23 @@ def run_scale(args: argparse.Namespace) -> int:
     else:
         out = s.scale(merge=args.merge)
     segs = {g.id: g for g in s.state.segments}
-    sys.stdout.write(f"epoch {out['epoch']}: sealed {out['sealed']}, created "
+    sys.stdout.write(f"epoch {out.epoch}: sealed {list(out.sealed)}, created "
                      + ", ".join(f"{c} [{fraction(segs[c].lo):.4f}, {fraction(segs[c].hi):.4f})"
-                                 for c in out["created"]) + "\n")
+                                 for c in out.created) + "\n")
     return 0
 
 
 def run_cut(args: argparse.Namespace) -> int:
     cut = _stream(args).cut_at(args.time)
-    sys.stdout.write(json.dumps({str(k): v for k, v in cut.items()}) + "\n")
+    sys.stdout.write(json.dumps(cut.to_dict()) + "\n")
     return 0
 
 
-def _report(before: Any, after: Any, counts: dict[str, int] | None) -> None:
+def _report(before: Any, after: Any, counts: GcInfo | None) -> None:
     lines = [f"head: {iso(physical(before.head_tso)) if before.head_tso else '-'} -> "
              f"{iso(physical(after.head_tso)) if after.head_tso else '-'}"]
     if counts:
-        lines.append("deleted: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+        lines.append("deleted: " + ", ".join(f"{v} {k}" for k, v in counts.to_dict().items()))
     sys.stdout.write("\n".join(lines) + "\n")
 
 
@@ -90,7 +91,7 @@ def run_vacuum(args: argparse.Namespace) -> int:
     sys.stderr.write("collecting garbage...\n")
     counts = _stream(args).vacuum(grace_ms=args.grace_ms, orphans=args.orphans, orphan_grace_ms=args.orphan_grace_ms,
                                   unsafe_orphan_grace=args.unsafe_orphan_grace)
-    sys.stdout.write("deleted: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + "\n")
+    sys.stdout.write("deleted: " + ", ".join(f"{v} {k}" for k, v in counts.to_dict().items()) + "\n")
     return 0
 
 
@@ -109,12 +110,12 @@ def run_compact(args: argparse.Namespace) -> int:
     if bar:
         bar[0].close()
     plan = s.plan(s.state.head_tso, s.state.tick)
-    sys.stdout.write(f"compacted {counts['chunks']:,} chunks ({counts['rows']:,} records) into "
-                     f"{counts['macros']:,} macro-chunks ({counts['bytes']:,} bytes)"
-                     + (f", adopted {counts['adopted']}" if counts["adopted"] else "")
-                     + (f", {counts['lost']} lost to another compactor" if counts["lost"] else "")
-                     + (f", {counts['unreadable']} unreadable chunk(s) left as they are: run `tstream fsck`"
-                        if counts["unreadable"] else "")
+    sys.stdout.write(f"compacted {counts.chunks:,} chunks ({counts.rows:,} records) into "
+                     f"{counts.macros:,} macro-chunks ({counts.bytes:,} bytes)"
+                     + (f", adopted {counts.adopted}" if counts.adopted else "")
+                     + (f", {counts.lost} lost to another compactor" if counts.lost else "")
+                     + (f", {counts.unreadable} unreadable chunk(s) left as they are: run `tstream fsck`"
+                        if counts.unreadable else "")
                      + f"; a full read now opens {len({c.path for c in plan}):,} files"
                      + ("" if before == s.state.compaction else "; replaced files go at `tstream vacuum`")
                      + "\n")

@@ -18,7 +18,7 @@ def run_info(args: argparse.Namespace) -> int:
         stream = open_stream(args)
         print_metadata(stream.metadata("segments" if args.segments else "files"), args.format, sys.stdout)
         return 0
-    info = open_stream(args).info()
+    info = open_stream(args).info().to_dict()
     if args.json:
         sys.stdout.write(json.dumps(info, indent=2, default=json_default) + "\n")
     else:

@@ -87,6 +87,7 @@ from ..journal.compaction_state import (
 )
 from ..journal.entries import Entry
 from ..journal.journal import Journal
+from ..journal.operations import Operation
 from ..journal.state import StreamState, segment_number
 from ..maps.macromap import Bucket, Macro, MacroMap, bucket_of, listable
 from ..read.reading import check_times, decode_file, fetch_files, view_tsos
@@ -273,7 +274,7 @@ class CompactRequest:
         segs = {seg: e for seg, e in segs.items() if seg in active or e.last_pos >= state.head_pos}
         state.compaction = comp.advanced(segs, max(comp.scan_pos, self.scan_pos))
         state.wall = max(state.wall, self.now)
-        return Entry(pos=pos, op="compact", wall=self.now, state=state,
+        return Entry(pos=pos, op=Operation.COMPACT, wall=self.now, state=state,
                      info=CompactInfo(tuple(kept)).encode())
 
 

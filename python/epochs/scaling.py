@@ -32,8 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, corrupt
-from ..journal.entries import FORMAT_VERSION, Entry, check_version
+from ..journal.entries import FORMAT_VERSION, Entry
+from ..journal.features import check_object
 from ..journal.op_info import ScaleInfo
+from ..journal.operations import Operation
 from ..journal.scale_records import EpochRecord, SealedRecord
 from ..journal.state import Segment, StreamState, segment_id
 from ..keys import SEGMENTS_MAX
@@ -102,7 +104,7 @@ def read_epochs(store: Store, state: StreamState, first: int, last: int) -> list
             except (ValueError, TypeError) as err:
                 raise corrupt("epoch history chunk", store.uri(rel), err, store.display_url) from err
             if chunk is not None:
-                check_version(chunk.get("v"), store.uri(rel))
+                check_object("epoch history chunk", chunk.get("v"), store.uri(rel))
                 try:
                     out.extend(EpochRecord.from_json(r) for r in chunk["records"][e - k * EPOCH_CHUNK:
                                                                                   end - k * EPOCH_CHUNK + 1])
@@ -213,7 +215,7 @@ class ScaleRequest:
         state.sealed += len(sealed)
         state.wall = max(state.wall, self.now)
         state.pending_epoch = EpochRecord.of(state, pos, sealed, created)
-        return Entry(pos=pos, op="scale", wall=self.now, state=state,
+        return Entry(pos=pos, op=Operation.SCALE, wall=self.now, state=state,
                      info=ScaleInfo(tuple(s.id for s in sealed), tuple(created_ids), self.reason).encode())
 
 

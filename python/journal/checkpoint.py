@@ -24,10 +24,11 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..errors import corrupt, newer_format
+from ..errors import corrupt
 from ..store import layout
 from ..store.storage import Store
 from .checkpoint_mark import CheckpointMark
+from .features import WRITES, check_object, check_reader
 from .shapes import check_entry, is_int, need
 from .state import StreamState
 
@@ -37,9 +38,10 @@ MAX_ENTRIES = 200
 MIN_BYTES = 64 * 1024
 #: ... nor before they hold this many times the last checkpoint's bytes.
 GROWTH = 2
-#: The format a checkpoint object is written in (the journal's format that introduced them; a
-#: newer one is refused, as a newer journal entry is).
-CHECKPOINT_VERSION = 6
+#: This object kind's name in :data:`~pyspark_tstream.journal.features.VERSIONS`.
+KIND = "checkpoint"
+#: The format a checkpoint object is written in (a newer one is refused, as every object's is).
+CHECKPOINT_VERSION = WRITES[KIND]
 
 
 def due(state: StreamState) -> bool:
@@ -65,11 +67,12 @@ def decode(data: bytes, pos: int, path: str) -> StreamState:
     try:
         d = json.loads(data)
         need(isinstance(d, dict) and is_int(d.get("v")) and d.get("pos") == pos, "the checkpoint")
-        if d["v"] > CHECKPOINT_VERSION:
-            raise newer_format(path, d["v"], CHECKPOINT_VERSION)
+        check_object(KIND, d["v"], path)
         check_entry({"pos": pos, "wall": 0, "op": "", "nonce": "", "chunks": [], "state": d["state"]})
         state = StreamState.from_json(d["state"])
         need(state.pos == pos, "the checkpoint's state position")
+        if state.features:
+            check_reader(state.features, d["v"], path)
         return state
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
         raise corrupt("checkpoint", path, e, layout.stream_url(path)) from e

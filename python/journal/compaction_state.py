@@ -3,8 +3,8 @@
 
 Invariant: each stored form is read and written only through its record here, which names each
 stored key or position once: :class:`CompactionProgress` (``state.compaction``, a JSON object),
-:class:`SegmentSummary` (one segment's summary in it, a positional list, format v2, §6.12 of
-docs/design.md) and :class:`CompactPart` (one part of a ``compact`` entry's ``info``). Decoding
+:class:`SegmentSummary` (one segment's summary in it, a positional list, format v2, §12 of
+docs/protocol.md) and :class:`CompactPart` (one part of a ``compact`` entry's ``info``). Decoding
 keeps what the stored form held (how many fields a summary had, which keys ``state.compaction``
 has and in what order), so encoding it again gives the same bytes: summaries of the first form
 (5 fields, no ``macro_end``; older ones had 3, no map version) are read, kept and written back

@@ -2,11 +2,16 @@
 
 One job: entry I/O. An entry is one immutable JSON object per journal position
 (:func:`~pyspark_tstream.store.layout.entry`) holding what its commit did (a
-:class:`Chunk` list and info) and the whole :class:`~pyspark_tstream.journal.state.StreamState` after
-it; the head hint copies the newest one. Readers treat the head (and the ``anchor`` that names
+:class:`Chunk` list and info) and, since format 6, its change to the
+:class:`~pyspark_tstream.journal.state.StreamState` (entry 0 and entries of format 5 and older
+hold the whole state; :mod:`~pyspark_tstream.journal.checkpoint` holds it every so often); the
+head hint copies the newest one. Readers treat the head (and the ``anchor`` that names
 the oldest entry garbage collection kept) as hints: a stale or lost hint costs probes or an
-O(log n) search, never a wrong answer. Entries carry a format version; newer ones are refused
-(:func:`check_version`). Committing entries is :mod:`~pyspark_tstream.journal.journal`'s job.
+O(log n) search, never a wrong answer. Entries carry a format version, checked with every
+other object's by :func:`~pyspark_tstream.journal.features.check_object` (a newer one is
+refused); a state declaring a reader feature this build does not know is refused where it is
+built (:func:`~pyspark_tstream.journal.features.check_reader`). Committing entries is
+:mod:`~pyspark_tstream.journal.journal`'s job.
 
 Costs (store calls): the newest entry 2 (head + one probe past it), a poll with nothing new 1.
 """
@@ -20,52 +25,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
-from ..errors import CorruptMetadataError, corrupt, error, newer_format
+from ..errors import CorruptMetadataError, corrupt, error
 from ..store import layout
 from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
 from . import checkpoint
 from .checkpoint_mark import CheckpointMark
 from .delta import apply, apply_all
+from .features import WRITES, check_object, check_reader
 from .packing import expand, pack
 from .shapes import check_delta, check_entry, is_int, need
 from .state import StreamState
 
 #: The key of a v6 entry's change (:mod:`.delta`); an entry holding the whole state has ``state``.
 CHANGE = "change"
+#: This object kind's name in :data:`~pyspark_tstream.journal.features.VERSIONS`.
+ENTRY = "journal entry"
 
-#: On-store format written by this version; older versions are read, newer ones refused.
-#: 1: first release (one floor chain per segment). 2: writer lanes (per-writer ``lanes`` in the
-#: state; chunks of a segment may overlap in time) and the chunk trailing fields ``offset``,
-#: ``sorted`` and ``marks``. 3: wide writes (a chunk may be a *slice* of a file several segments
-#: share: the trailing field ``file_bytes``; an entry of many chunks stores them packed, see
-#: :mod:`.packing`). 4: group commit (an entry may fold several writers' requests: ``folds``,
-#: and ``state.folded``, the ids folded lately, which a version-3 committer would drop).
-#: 5: self-contained slices (each slice of a shared file is a Parquet file of its own inside
-#: it, read with one ranged read: the chunk trailing fields ``span_start`` and ``span_bytes``;
-#: a version-4 reader would fetch the shared file's footer instead, correct but ×7-17 the bytes,
-#: and drop the span on a rewrite). Version 1 to 4 streams read and append unchanged (their
-#: slices, without a span, read through the file's footer). 6: entries carry their change (an
-#: entry holds what its commit changed in the state, ``change``, not the whole state; the whole
-#: state is written as a checkpoint every so often, :mod:`.checkpoint`, and ``state.checkpoint``
-#: names the newest; writer state expires). Entry 0 of a v6 stream, and an entry written by
-#: ``repair`` as a hint, may hold the whole ``state`` as before. A version-5 reader could not
-#: read a change.
-FORMAT_VERSION = 6
-#: The first format whose entries may hold a change instead of the whole state.
-CHANGE_VERSION = 6
+#: The journal-entry format this build writes (older ones are read; what each version added,
+#: as named features, is :data:`~pyspark_tstream.journal.features.VERSIONS`).
+FORMAT_VERSION = WRITES[ENTRY]
 
 #: An entry (or index node delta) with at least this many chunks stores them packed (format v3,
 #: :mod:`.packing`).
 PACK_MIN = 8
 
 logger = logging.getLogger(__name__)
-
-
-def check_version(v: Any, path: str) -> None:
-    """Refuse metadata written by a newer tstream (it may mean something this one cannot read)."""
-    if isinstance(v, int) and v > FORMAT_VERSION:
-        raise newer_format(path, v, FORMAT_VERSION)
 
 
 @dataclass(frozen=True)
@@ -207,7 +192,7 @@ class Entry:
         try:
             d = expand(json.loads(data))
             check_delta(d)
-            check_version(d.get("v"), path)
+            check_object(ENTRY, d.get("v"), path)
             chunks = [Chunk.from_json(c) for c in d["chunks"]]
             return _with_folds(_delta(d["pos"], d["op"], d["wall"], d["nonce"], chunks, d.get("writer"),
                                       d.get("batch"), d.get("info", {})), check_folds(d.get("folds", []), len(chunks)))
@@ -221,7 +206,7 @@ class Entry:
         try:
             d = expand(json.loads(data))
             check_delta(d)
-            check_version(d.get("v"), path)
+            check_object(ENTRY, d.get("v"), path)
             if CHANGE in d:
                 need(isinstance(d[CHANGE], dict) and isinstance(d[CHANGE].get("checkpoint"), list),
                      "the entry's change")
@@ -254,12 +239,14 @@ class Entry:
             if change is not None:
                 if base is None or base.pos != d["pos"] - 1:
                     raise CorruptMetadataError(
-                        f"journal entry {path} holds a change (format {CHANGE_VERSION}) and is read with the "
+                        f"journal entry {path} holds a change (feature 'deltas') and is read with the "
                         "state before it; read it through the journal", path=path)
                 state = apply(base, change)
                 need(state.pos == d["pos"], "the change's position")
             else:
                 state = StreamState.from_json(d["state"])
+            if state.features:
+                check_reader(state.features, d.get("v", 1), path)
             return cls(pos=d["pos"], op=d["op"], wall=d["wall"], nonce=d["nonce"],
                        writer=d.get("writer"), batch=d.get("batch"),
                        chunks=chunks, info=d.get("info", {}), state=state,
@@ -315,7 +302,7 @@ def _change_of(data: bytes, pos: int, path: str) -> dict[str, Any]:
     try:
         d = json.loads(data)
         need(isinstance(d, dict) and d.get("pos") == pos, f"the entry (position {pos})")
-        check_version(d.get("v"), path)
+        check_object(ENTRY, d.get("v"), path)
         need(CHANGE not in d or isinstance(d[CHANGE], dict), "the entry's change")
         stored: dict[str, Any] = d
         return stored

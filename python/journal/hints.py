@@ -1,9 +1,9 @@
 """The journal's head hint, written off the commit's critical path.
 
 One job: keep ``_tstream/head.json`` close to the newest entry this process committed without a
-commit waiting for it. The hint is only a hint (docs/design.md §6.6): a stale one costs a reader
+commit waiting for it. The hint is only a hint (docs/protocol.md §6): a stale one costs a reader
 a probe, never a wrong answer, because it is only ever a copy of a committed entry. On an object
-store each write is a round trip (30–70 ms), a third of a commit's critical path, so there a
+store each write is a round trip, a third of a commit's critical path, so there a
 background thread writes it: offers coalesce (only the newest pending entry is written, never
 an older one after a newer one from this process), and a process that exits waits a moment for
 the last one (``atexit``). On ``file://`` and ``memory://`` it is written in line, which keeps

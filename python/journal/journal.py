@@ -42,9 +42,11 @@ from ..store.storage import Store
 from . import checkpoint
 from .checkpoint_mark import CheckpointMark
 from .delta import change, state_copy
-from .entries import Entry, EntryLog
+from .entries import FORMAT_VERSION, Entry, EntryLog
 from .expiry import expire
+from .features import check_writer
 from .hints import HeadHints
+from .outcome import Attempt, Committed, Taken
 from .state import StreamState
 from .timeindex import Delta, TimeIndex, summary
 
@@ -147,8 +149,8 @@ class Journal:
         def attempt() -> tuple[Entry | None, StreamState] | Lost:
             nonlocal newest, lost
             out = self.attempt(build, newest)
-            if isinstance(out, Entry):  # another commit took the slot: rebuild on its state
-                newest = out.state
+            if isinstance(out, Taken):  # another commit took the slot: rebuild on its state
+                newest = out.winner.state
                 lost += 1
                 if lost >= 2:
                     # lost twice in a row: we may be far behind (a long vacuum or compaction
@@ -157,21 +159,24 @@ class Journal:
                     # others commit; the head (a read, and a probe past it) is the newest
                     newest = max(newest, self.head().state, key=lambda st: st.pos)
                 return LOST
-            return out
+            return out.entry, out.state
 
         return until_won(attempt, what=f"a journal slot of {self.store.display_url}",
                          expected=lambda: newest.pos + 1)
 
     def attempt(self, build: Callable[[StreamState, int], Entry | None],
-                state: StreamState) -> tuple[Entry | None, StreamState] | Entry:
-        """One try at position ``state.pos + 1``: the outcome, or the winner's entry if lost
-        (a group committer looks in it for the requests it folded)."""
+                state: StreamState) -> Attempt:
+        """One try at position ``state.pos + 1``: :class:`~.outcome.Committed`, or
+        :class:`~.outcome.Taken` with the winner's entry (a group committer looks in it for the
+        requests it folded)."""
         pos = state.pos + 1
+        if state.features:  # a stream needing a feature this build does not know is not written
+            check_writer(state.features, FORMAT_VERSION, self.store.display_url)
         self.log.keep(state)  # the winner of a lost race is decoded on it (one change applied)
         work = state_copy(state)
         entry = build(work, pos)
         if entry is None:
-            return None, state
+            return Committed(None, state)
         entry.pos = pos
         entry.state.pos = pos
         # Only committed facts are flushed: what ``build`` just added stays pending in this
@@ -208,10 +213,10 @@ class Journal:
             # taken (a writer this far behind loses its race without a create)
             taken = self.try_entry(pos)
             if taken is not None:
-                return taken
+                return Taken(taken)
             newest = self.head()
             if newest.pos >= pos:  # collected too: the newest entry is the state to go on from
-                return newest
+                return Taken(newest)
             raise  # the slot is free: an entry is missing that nothing collected (fsck)
         if not entry.state.index:
             entry.state.index = [[]]
@@ -225,13 +230,13 @@ class Journal:
                     f"journal slot {self.store.uri(layout.entry(pos))} reported as taken but is "
                     "missing; check the store's consistency", path=self.store.uri(layout.entry(pos)))
             if winner.nonce != entry.nonce:
-                return winner
+                return Taken(winner)
             # our own earlier attempt created it (its answer was lost): the commit is ours
         self.log.remember(pos, data)
         self.log.keep(entry.state)
         self.hints.offer(pos, data)
         self._publish(entry.state, bool(fresh_sealed) or fresh_epoch is not None)
-        return entry, entry.state
+        return Committed(entry, entry.state)
 
     def _encode(self, entry: Entry, before: StreamState) -> bytes:
         """The stored bytes of ``entry``: its change on committed state ``before`` (format v6),

@@ -78,6 +78,10 @@ class GcInfo:
         """The stored ``info`` (and ``vacuum``'s result)."""
         return {k: v for k in self.KEYS if (v := getattr(self, k)) is not None}
 
+    def to_dict(self) -> dict[str, int]:
+        """The JSON form ``tstream vacuum`` prints (the stored ``info``: a None count is left out)."""
+        return self.encode()
+
     @classmethod
     def decode(cls, info: Mapping[str, Any]) -> GcInfo:
         return cls(**{k: int(info[k]) for k in cls.KEYS if k in info})

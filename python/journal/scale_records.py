@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the state holds these records: it imports this module
 
 @dataclass(frozen=True)
 class SealedRecord:
-    """The final facts of a sealed segment (docs/design.md §6.7).
+    """The final facts of a sealed segment (docs/protocol.md §7).
 
     Parameters
     ----------
@@ -66,6 +66,10 @@ class SealedRecord:
         """The stored object."""
         return {name: list(self.successors) if name == "successors" else getattr(self, name) for name in self.FIELDS}
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the stored object's)."""
+        return self.to_json()
+
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SealedRecord:
         stored: dict[str, Any] = {name: d[name] for name in cls.FIELDS}
@@ -74,7 +78,7 @@ class SealedRecord:
 
 @dataclass(frozen=True)
 class EpochRecord:
-    """What the scale that began ``epoch`` did (docs/design.md §6.8).
+    """What the scale that began ``epoch`` did (docs/protocol.md §8).
 
     Parameters
     ----------

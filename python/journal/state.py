@@ -1,10 +1,13 @@
-"""Stream state: what every journal entry carries after its own commit.
+"""Stream state: the stream after a journal entry.
 
-Each journal entry holds the whole state of the stream after it (active segments, writers and
-their dedupe windows, the tick, the open parts of the time index), so reading one entry — or the
-``head`` hint that copies the newest one — is enough to commit, poll, seek or report. Its size
-is O(active segments + writers + index fan-out · depth), never O(history): sealed segments move
-to the sharded sealed map, journal deltas to compacted index nodes.
+The state (active segments, writers and their dedupe windows, the tick, the open parts of the
+time index) is what a commit, a poll, a seek or a report needs. Since format 6 an entry holds
+only its change to the state (:mod:`~pyspark_tstream.journal.delta`); the whole state is in
+entry 0 and in a checkpoint every so often (:mod:`~pyspark_tstream.journal.checkpoint`), and
+the state after an entry is the checkpoint it names plus the changes after it. Entries of
+format 5 and older hold the whole state each. Its size is O(active segments + writers + index
+fan-out · depth), never O(history): sealed segments move to the sharded sealed map, journal
+deltas to compacted index nodes.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .checkpoint_mark import CheckpointMark
 from .compaction_state import CompactionProgress
 from .config import ConfigRecord
+from .features import FEATURES, READER, WRITER, declared
 from .scale_records import EpochRecord, SealedRecord
 from .summary import Summary
 
@@ -245,6 +249,10 @@ class StreamState:
     #: format v6: the newest checkpoint of the whole state at or before this position (None: a
     #: stream written by format 5 or older, whose entries each hold the whole state)
     checkpoint: CheckpointMark | None = None
+    #: the features this stream uses beyond its format version's, declared by a stream that
+    #: needs a new one: ``{"reader": {name: release}, "writer": {...}}``; empty for every stream
+    #: so far, and then not stored (:mod:`~pyspark_tstream.journal.features`)
+    features: dict[str, dict[str, str]] = field(default_factory=dict)
     #: Copy-on-write bookkeeping, never stored: the writers a commit's private copy
     #: (:func:`~pyspark_tstream.journal.delta.state_copy`) changed or removed, in the order it
     #: first did. Its other writers are shared with the state it copied, so they are changed only
@@ -306,6 +314,7 @@ class StreamState:
             **({"schema_changes": [c.to_json() for c in self.schema_changes]} if self.schema_changes else {}),
             **({"folded": [f.to_json() for f in self.folded]} if self.folded else {}),
             **({"checkpoint": self.checkpoint.to_json()} if self.checkpoint is not None else {}),
+            **({FEATURES: {k: dict(v) for k, v in self.features.items()}} if self.features else {}),
         }
 
     @classmethod
@@ -327,4 +336,5 @@ class StreamState:
             schema_changes=[SchemaChange.from_json(c) for c in d.get("schema_changes", [])],
             folded=[FoldedAt.from_json(f) for f in d.get("folded", [])],
             checkpoint=None if d.get("checkpoint") is None else CheckpointMark.from_json(d["checkpoint"]),
+            features={p: f for p in (READER, WRITER) if (f := declared(d, p))},
         )

@@ -8,7 +8,7 @@ never a journal entry's facts or a data chunk. One entry it may commit, with no 
 macro-map bucket marked partial is written, an entry of op ``repair`` at this tstream's format, so a
 tstream that predates the mark (format 5 or older, which would take the bucket as the whole
 compacted history and skip the records left to the journal) refuses the stream instead of
-misreading it (design §6.12).
+misreading it (docs/protocol.md §12).
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from ..journal.compaction_state import replaced_gc_start, segment_summaries
 from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
 from ..journal.op_info import GcInfo, TruncateInfo
+from ..journal.operations import Operation
 from ..journal.state import StreamState, Truncation, segment_number
 from ..journal.timeindex import COL_BYTES, COL_MAX_TSO, COL_TICK, FANOUT
 from ..policytext import policy_parts
@@ -163,7 +164,7 @@ class TruncateRequest:
         state.first_tso = max(state.first_tso, bound + 1)
         state.wall = max(state.wall, self.now)
         state.truncations = (state.truncations + [Truncation(state.wall, state.head_pos)])[-16:]
-        return Entry(pos=pos, op="truncate", wall=self.now, state=state,
+        return Entry(pos=pos, op=Operation.TRUNCATE, wall=self.now, state=state,
                      info=TruncateInfo(bound, self.cut, self.reason).encode())
 
 

@@ -39,8 +39,8 @@ from ..errors import (
     GroupNotFoundError,
     InvalidPathError,
     TStreamError,
-    newer_format,
 )
+from ..journal.features import WRITES, check_object
 from ..store import layout
 from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
@@ -52,7 +52,8 @@ logger = logging.getLogger(__name__)
 #: segment) was delivered".
 ALL_SEGMENTS = (1 << 63) - 1
 #: Group log format: 1 had ``(tso, segment)`` cursors; 2 adds the ``_seq`` part (writer lanes).
-GROUP_FORMAT_VERSION = 2
+GROUP_KIND = "consumer-group record"
+GROUP_FORMAT_VERSION = WRITES[GROUP_KIND]
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _ID = re.compile(r"^(\d+)(?:-(\d+))?(?:@(\d+)(?::(\d+))?)?$")
 
@@ -199,8 +200,7 @@ class GroupState:
                     or not isinstance(d.get("committed") or 0, int) or not isinstance(d.get("pending", []), list) \
                     or not isinstance(d.get("consumers", {}), dict):
                 raise TypeError("not a consumer-group record")
-            if isinstance(d.get("v"), int) and d["v"] > GROUP_FORMAT_VERSION:
-                raise newer_format(path, d["v"], GROUP_FORMAT_VERSION, "consumer-group record")
+            check_object(GROUP_KIND, d.get("v"), path)
             last = d["last"]
             # version 1 cursors (tso, segment) named every record of that segment at that tso
             seq = int(last[2]) if len(last) > 2 else ALL_SEGMENTS

@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import CorruptMetadataError, corrupt, newer_format
+from ..errors import CorruptMetadataError, corrupt
 from ..journal.entries import Chunk
+from ..journal.features import WRITES, check_object
 from ..journal.state import segment_number
 from ..store import layout
 from ..store.races import LOST, Lost, until_won
@@ -40,7 +41,8 @@ SPAN = 1 << 22
 #: Only a bucket that needs more than the first form (a partial one) carries the key, so every
 #: other bucket keeps format 1's bytes; a bucket of a newer format is refused
 #: (UnsupportedFormatError), never read as an older one.
-MACRO_FORMAT_VERSION = 2
+MACRO_KIND = "macro map bucket"
+MACRO_FORMAT_VERSION = WRITES[MACRO_KIND]
 
 
 def bucket_of(seq: int) -> int:
@@ -131,8 +133,7 @@ class MacroMap:
             fmt = d.get("format", 1)
             if not isinstance(fmt, int) or isinstance(fmt, bool):
                 raise TypeError(f"format {fmt!r} is not an integer")
-            if fmt > MACRO_FORMAT_VERSION:
-                raise newer_format(self.store.uri(rel), fmt, MACRO_FORMAT_VERSION, "macro map bucket")
+            check_object(MACRO_KIND, fmt, self.store.uri(rel))
             return Bucket(int(d["seg"]), int(d["bucket"]), int(d["v"]),
                           tuple(Macro.from_json(m) for m in d["macros"]), bool(d.get("partial", 0)))
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:

@@ -3,7 +3,7 @@
 Paths are relative to the stream root (the :class:`~pyspark_tstream.store.storage.Store` keeps
 them under it). No other module spells a folder or file name of this tree: each kind of object
 has one function or constant here, and the parsers and predicates its readers need sit next to
-it, so the tree below is the whole of the layout (design doc §6.1)::
+it, so the tree below is the whole of the layout (docs/protocol.md §1)::
 
     <root>/
       _tstream/                                          META

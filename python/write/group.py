@@ -12,9 +12,11 @@ the oldest request it lists leads: it lists again, reads the requests and races 
 slot; the others wait, reading the next entry once a round trip, and are acknowledged by the
 entry that folds them (a waiter out of :data:`PATIENCE` races with the requests it has read:
 its leader died or lags). A writer contended lately, with :data:`CROWD` others' requests
-pending at its last listing, publishes first instead of racing first: at 16 writers racing
-first lost most times, and every loser paid a create, a read of the winner, a listing and a
-read of each request it had not seen (24 store requests a commit; 12 now).
+pending at its last listing, publishes first instead of racing first: in a crowd racing first
+loses most times, and every loser pays a create, a read of the winner, a listing and a read of
+each request it had not seen. :meth:`GroupCommit.commit` is a small state machine
+(:class:`Phase`, :data:`TRANSITIONS`); its tuned constants are one table below, whose figures
+are in docs/performance.md.
 
 Invariants kept:
 
@@ -44,38 +46,37 @@ entry that did not fold it.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
-
-import pyarrow as pa
+from enum import Enum
 
 from ..errors import CommitConflictError, corrupt
-from ..journal.entries import Entry, Fold
+from ..journal import outcome
+from ..journal.entries import Entry
 from ..journal.journal import Journal
-from ..journal.shapes import is_int, need
-from ..journal.state import FOLD_WINDOW, FoldedAt, StreamState
-from ..schema import decode_schema, encode_schema, reconcile
+from ..journal.state import FOLD_WINDOW, StreamState
 from ..store import layout
 from ..store.races import MAX_ATTEMPTS
-from .commit import CommitInfo, CommitIntent, CommitRequest, CountRaised
-from .spec import ChunkInfo, fits
+from .commit import CommitRequest, CountRaised
+from .fold import FOLD_MAX, Part, Published, fold, new_id, publishable
 
-#: Format of a published request object.
-REQUEST_VERSION = 1
-#: At most this many requests go into one entry (bounds an entry's size).
-FOLD_MAX = 256
-#: Lost races in one commit after which the head hint is read (Journal.commit reads it after 2).
+__all__ = ["FOLD_MAX", "Committed", "GroupCommit", "Part", "Phase", "Published", "fold", "new_id", "part_of",
+           "publishable"]
+
+# -- tuning: one table. docs/performance.md ("Group commit tuning") gives the benchmark and the
+# figure that set each value; the simulation checks that none changes what is committed.
+#: Lost races in one commit after which the head hint is read again (Journal.commit reads it
+#: after 2): reading it at every loss makes the head the most rewritten object under many writers.
 HEAD_AFTER_LOSSES = 8
-#: After a lost race, a writer lists published requests before each of its next this-many commits.
+#: After a lost race (or a fold by another writer), a writer lists published requests before
+#: each of its next this-many commits, so it folds them instead of losing to writers ahead.
 CONTENDED_COMMITS = 16
 #: Others' pending requests in a contended writer's last listing from which its commits publish
-#: first and wait to be folded (fewer race: at 4 writers racing first was faster, at 16 slower).
+#: first and wait to be folded instead of racing first (in a crowd most racers lose, and each
+#: loss costs a create, a read of the winner, a listing and reads of others' requests).
 CROWD = 3
 #: Polls for the next entry a published request's writer makes while another leads, before it
 #: races for the slot itself (the leader may have died or be slow).
@@ -85,140 +86,6 @@ PATIENCE = 8
 POLL_SHARE, POLL_MIN_S, POLL_MAX_S = 0.5, 0.001, 2.0
 
 logger = logging.getLogger(__name__)
-
-
-def new_id() -> str:
-    """A request id: 64 random bits, hex (unique within any fold window)."""
-    return uuid.uuid4().hex[:16]
-
-
-def publishable(req: CommitRequest) -> bool:
-    """Whether ``req`` may be folded by another writer: a plain data append (ticks, session
-    closes and schema merges commit on their own)."""
-    want = req.intent
-    return (want.op == "append" and bool(req.chunks) and want.heartbeat is None and not want.close
-            and not want.merge_schema)
-
-
-@dataclass(frozen=True)
-class Published:
-    """A commit request as another writer reads it: what ``CommitRequest`` needs, and its slot window."""
-
-    rid: str
-    base: int
-    now: int
-    chunks: tuple[ChunkInfo, ...]
-    writer: str | None = None
-    batch: Any = None
-    session: bool = False
-    monotonic: bool = False
-    schema: str = ""  # the data's user schema, encoded ("" none)
-
-    @property
-    def path(self) -> str:
-        return layout.commit_request(self.base, self.rid)
-
-    @classmethod
-    def of(cls, rid: str, base: int, req: CommitRequest) -> Published:
-        want = req.intent
-        return cls(rid=rid, base=base, now=req.now, chunks=tuple(req.chunks), writer=want.writer_id,
-                   batch=want.batch_id, session=want.session, monotonic=want.monotonic,
-                   schema=encode_schema(want.schema) if want.schema is not None else "")
-
-    def request(self, count_raised: CountRaised | None) -> CommitRequest:
-        intent = CommitIntent(writer_id=self.writer, batch_id=self.batch, session=self.session,
-                              monotonic=self.monotonic, schema=_schema(self.schema))
-        return CommitRequest(chunks=list(self.chunks), intent=intent, now=self.now, count_raised=count_raised)
-
-    def encode(self) -> bytes:
-        return json.dumps({"v": REQUEST_VERSION, "rid": self.rid, "base": self.base, "now": self.now,
-                           "writer": self.writer, "batch": self.batch, "session": self.session,
-                           "monotonic": self.monotonic, "schema": self.schema,
-                           "chunks": [c.to_json() for c in self.chunks]}, separators=(",", ":")).encode()
-
-    @classmethod
-    def decode(cls, data: bytes, path: str) -> Published:
-        """The request in ``data``; CorruptMetadataError naming ``path`` if it is not one."""
-        try:
-            d = json.loads(data)
-            need(isinstance(d, dict) and d.get("v") == REQUEST_VERSION, "the request's version")
-            need(isinstance(d.get("rid"), str) and is_int(d.get("base")) and is_int(d.get("now")), "rid/base/now")
-            need(d.get("writer") is None or isinstance(d["writer"], str), "writer")
-            need(isinstance(d.get("chunks"), list) and all(isinstance(c, dict) for c in d["chunks"]), "chunks")
-            return cls(rid=d["rid"], base=d["base"], now=d["now"], writer=d.get("writer"), batch=d.get("batch"),
-                       session=bool(d.get("session")), monotonic=bool(d.get("monotonic")),
-                       schema=str(d.get("schema") or ""),
-                       chunks=tuple(ChunkInfo.from_json(c) for c in d["chunks"]))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise corrupt("commit request", path, e, layout.stream_url(path)) from e
-
-
-@dataclass
-class Part:
-    """One request in a fold: the builder's own (first) or a published one."""
-
-    rid: str
-    req: CommitRequest
-    base: int = -1  # the base it was published with; -1 while unpublished
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def published(self) -> bool:
-        return self.base >= 0
-
-    def window_has(self, pos: int) -> bool:
-        """Whether this request may be folded at ``pos`` (always, while unpublished)."""
-        return not self.published or self.base < pos <= self.base + FOLD_WINDOW
-
-
-def _schema(encoded: str) -> pa.Schema | None:
-    """A published request's schema ("" none; :func:`decode_schema` caches by text: a
-    contended writer rebuilds every pending request at each attempt)."""
-    return decode_schema(encoded) if encoded else None
-
-
-def applicable(req: CommitRequest, state: StreamState) -> bool:
-    """Whether ``req`` applies on ``state`` without error: its segments are active and its schema fits."""
-    if not all(fits(c, state.segment(c.seg)) for c in req.chunks):
-        return False
-    if req.intent.schema is not None and state.schema:
-        try:
-            reconcile(_schema(state.schema), req.intent.schema, merge=False)
-        except Exception:  # noqa: BLE001 - a mismatch of any kind: its own writer reports it
-            return False
-    return True
-
-
-def fold(parts: Sequence[Part], state: StreamState, pos: int) -> Entry | None:
-    """The entry at ``pos`` that commits ``parts`` in order on ``state`` (a private copy), as
-    that many sequential commits would; None if none needs committing.
-
-    ``parts[0]`` is the builder's own request: its errors (a sealed segment, a schema that does
-    not fit) propagate. Others that cannot apply, are out of their window or were folded
-    already are left out. An entry of the builder's own unpublished request alone is an
-    ordinary entry; any other records its parts in ``folds`` and the published ids in
-    ``state.folded``.
-    """
-    built: list[tuple[Part, Entry]] = []
-    for i, part in enumerate(parts[:FOLD_MAX]):
-        if not part.window_has(pos) or state.was_folded(part.rid) is not None:
-            continue
-        if i > 0 and not applicable(part.req, state):
-            continue
-        entry = part.req(state, pos)
-        if entry is not None:
-            built.append((part, entry))
-    if not built:
-        return None
-    if len(built) == 1 and not built[0][0].published and built[0][0] is parts[0]:
-        return built[0][1]
-    ids = [p.rid for p, _ in built if p.published]
-    state.folded = [f for f in state.folded if f.pos > pos - FOLD_WINDOW] + ([FoldedAt(pos, tuple(ids))] if ids else [])
-    info = CommitInfo.fold([CommitInfo.decode(e.info) for _, e in built])
-    first = built[0][1]
-    return Entry(pos=pos, op="append", wall=max(e.wall for _, e in built), state=state, writer=first.writer,
-                 batch=first.batch, chunks=[c for _, e in built for c in e.chunks], info=info.encode(),
-                 folds=[Fold(p.rid, e.writer, e.batch, len(e.chunks), e.info) for p, e in built])
 
 
 @dataclass(frozen=True)
@@ -235,6 +102,60 @@ class Committed:
     #: its window passes; only the dedupe keeps it out of folds and writer expiry drops that, so
     #: a fold after the expiry would name deleted files (orphan cleanup takes them later).
     keep: frozenset[str] = frozenset()
+
+
+class Phase(Enum):
+    """Where :meth:`GroupCommit.commit` is with one request."""
+
+    #: choose: publish first (a crowd) or race first
+    OPEN = "open"
+    #: folded already? else race, wait or gather
+    CHECK = "check"
+    #: another writer leads: poll the next entry
+    WAIT = "wait"
+    #: this writer leads (or ran out of patience): read the requests listed
+    GATHER = "gather"
+    #: one attempt at the next slot
+    RACE = "race"
+    #: the attempt lost: publish and list
+    LOST = "lost"
+    #: the commit is settled (``_Run.result``)
+    DONE = "done"
+
+
+#: Every move :meth:`GroupCommit.commit` may make, in one place.
+TRANSITIONS: dict[Phase, frozenset[Phase]] = {
+    Phase.OPEN: frozenset({Phase.CHECK}),
+    Phase.CHECK: frozenset({Phase.DONE, Phase.RACE, Phase.WAIT, Phase.GATHER}),
+    Phase.WAIT: frozenset({Phase.CHECK, Phase.DONE}),
+    Phase.GATHER: frozenset({Phase.RACE}),
+    Phase.RACE: frozenset({Phase.DONE, Phase.LOST}),
+    Phase.LOST: frozenset({Phase.CHECK, Phase.DONE}),
+    Phase.DONE: frozenset(),
+}
+
+
+@dataclass
+class _Run:
+    """One :meth:`GroupCommit.commit` call's working state, passed between its phases."""
+
+    #: our request (``own.base``/``own.rid`` change as it is published or renewed)
+    own: Part
+    #: the newest committed state known
+    newest: StreamState
+    #: after a publish or a poll: the ``(base, rid)`` the last listing named (None: race next)
+    names: list[tuple[int, str]] | None = None
+    #: others' requests the next attempt folds
+    pending: list[Published] = field(default_factory=list)
+    #: a waiter's pause between polls (seconds)
+    pause: float = POLL_MIN_S
+    #: lost races so far, and polls since the last new entry or lost race
+    lost: int = 0
+    polls: int = 0
+    #: the clock at the last attempt's start
+    started: float = 0.0
+    #: the outcome, once settled
+    result: Committed | None = None
 
 
 def part_of(entry: Entry, rid: str) -> Entry | None:
@@ -274,9 +195,9 @@ class GroupCommit:
     def prefetch(self, state: StreamState) -> Future[list[Published]]:
         """Start listing the published requests now (while the caller writes its data), so the
         first attempt folds them without a round trip of its own. Every writer lists, contended
-        lately or not: a writer that skipped it while uncontended folded nothing, and at 4
-        writers others' published requests then waited for their window to pass (p99 8 s,
-        against 2.4 s). A writer contended lately lists nothing here: its commit publishes its
+        lately or not: a writer that skipped it while uncontended folded nothing, and others'
+        published requests then waited for their window to pass. A writer contended lately, in
+        a crowd, lists nothing here: its commit publishes its
         request first and reads others' only if it leads (:meth:`commit`)."""
         if self.contended and self.crowd >= CROWD:
             nothing: Future[list[Published]] = Future()
@@ -289,102 +210,142 @@ class GroupCommit:
         """Commit ``req`` on ``state`` (the newest known), folding others' published requests
         and being folded by others (:class:`Committed` says which happened). ``listed``: a
         :meth:`prefetch` of the pending requests; ``own``: ``req`` as already published (a
-        writer resuming after a crash)."""
-        own = own if own is not None else Part(new_id(), req)
-        newest = state
-        names: list[tuple[int, str]] | None = None  # after a lost race: what the last listing named
-        pause = POLL_MIN_S  # a waiter's pause between polls
-        if self.contended and self.crowd >= CROWD and not own.published and publishable(req):
-            # others committed beside this writer lately: publish first, then lead the next fold
-            # or wait to be folded (racing first lost most times, and each loser then paid a
-            # create, a read of the winner, a listing and reads of others' requests)
-            pending: list[Published] = []
+        writer resuming after a crash).
+
+        A small state machine (:class:`Phase`): :meth:`_open` chooses to publish first or to
+        race first, then each phase's method does its store calls and names the next phase
+        (:data:`TRANSITIONS` lists the moves allowed) until one settles the commit."""
+        run = _Run(own if own is not None else Part(new_id(), req), state, pause=POLL_MIN_S)
+        steps = {Phase.OPEN: lambda: self._open(run, listed), Phase.CHECK: lambda: self._check(run),
+                 Phase.WAIT: lambda: self._wait(run), Phase.GATHER: lambda: self._gather(run),
+                 Phase.RACE: lambda: self._race(run), Phase.LOST: lambda: self._lost(run)}
+        phase = Phase.OPEN
+        while run.result is None:
+            nxt = steps[phase]()
+            assert nxt in TRANSITIONS[phase], f"group commit: no move from {phase} to {nxt}"
+            phase = nxt
+        return run.result
+
+    def _open(self, run: _Run, listed: Future[list[Published]] | None) -> Phase:
+        """Before the first attempt: a writer contended lately, among a crowd, publishes first
+        and lists (then leads the next fold or waits to be folded: racing first lost most
+        times, and each loser then paid a create, a read of the winner, a listing and reads of
+        others' requests); any other races first with the requests a listing found."""
+        own = run.own
+        if self.contended and self.crowd >= CROWD and not own.published and publishable(own.req):
             started = self.clock()
-            names = self._contend(own, newest)
-            pause = min(POLL_MAX_S, max(POLL_MIN_S, self.clock() - started))  # a round trip
+            run.names = self._contend(own, run.newest)
+            run.pause = min(POLL_MAX_S, max(POLL_MIN_S, self.clock() - started))  # a round trip
         elif listed is not None:
             # uncontended, a listing still in flight must not hold the create back (a LIST is
-            # slower than the data PUT beside it: waiting cost a lone writer 60 ms). The last
-            # listing that finished (the previous commit's) is folded instead: a request
-            # published before it is folded a commit late, not never (a writer that lost once
-            # and waited for nothing else would keep losing to writers a state ahead: at 4
-            # writers one made 9 commits in 15 s, 74 lost races)
-            pending = listed.result() if self.contended or listed.done() else list(self._last_listed)
+            # slower than the data PUT beside it). The last listing that finished (the previous
+            # commit's) is folded instead: a request published before it is folded a commit
+            # late, not never (a writer that lost once and waited for nothing else would keep
+            # losing to writers a state ahead)
+            run.pending = listed.result() if self.contended or listed.done() else list(self._last_listed)
         else:
-            pending = self._discover(None, state) if self.contended else []
+            run.pending = self._discover(None, run.newest) if self.contended else []
         self.contended = max(0, self.contended - 1)
-        lost = polls = 0
-        while lost < MAX_ATTEMPTS:
-            if own.published:
-                done = self._folded_before(own, newest)
-                if done is not None:
-                    return Committed(done, False)
-            if names is not None:
-                if own.published and polls < PATIENCE and not self._leads(own, names, newest):
-                    # an older published request's writer leads the next fold, which takes ours
-                    # too if it listed it. Waiting costs a read per poll; racing cost each loser
-                    # a create, a read of the winner, a listing and a read of every request it
-                    # had not seen (at 16 writers 24 requests a commit, the machine's limit)
-                    polls += 1
-                    nxt = self._poll(newest)
-                    if nxt is None:
-                        self.pause(pause)
-                        continue
-                    newest, polls = nxt.state, 0
-                    mine = part_of(nxt, own.rid) if nxt.folds else None
-                    if mine is not None:
-                        self._folded(own)
-                        return Committed(mine, False)
-                    names = self._list(own, newest)
-                    continue
-                if own.published:
-                    # leading: list again, so the fold takes the requests others published
-                    # while this one listed (else it folded about 3 a time)
-                    names = self._list(own, newest)
-                # out of patience (the leader is slow or died), a writer races with the requests
-                # it has read alone: each reading every other's request had 64 writers read
-                # 4,000 objects a round
-                pending, names = self._read(names, newest, fetch=polls < PATIENCE), None
-            parts = [own, *(Part(p.rid, p.request(self.count_raised), p.base) for p in pending)]
-            started = self.clock()
-            out = self.journal.attempt(lambda st, pos: fold(parts, st, pos), newest)  # noqa: B023 - runs in this attempt
-            if not isinstance(out, Entry):
-                entry, newest = out
-                if entry is None:
-                    return Committed(None, False, self._settled(own))
-                # the entry folds the requests it took even when ours was not among them (settled
-                # by another commit of its batch, or folded by another writer meanwhile)
-                self._created(own, parts, entry)
-                mine = part_of(entry, own.rid) if entry.folds else entry
-                if mine is None and own.published:
-                    return self._created_without_own(own, entry)
-                return Committed(mine, True)
-            if own.published and out.folds:
-                mine = part_of(out, own.rid)
-                if mine is not None:
-                    self._folded(own)
-                    return Committed(mine, False)
-            newest = out.state
-            lost += 1
-            polls = 0
-            pause = min(POLL_MAX_S, max(POLL_MIN_S, POLL_SHARE * (self.clock() - started)))
-            self.contended = CONTENDED_COMMITS
-            if lost == 1 or lost % HEAD_AFTER_LOSSES == 0:
-                # far behind, maybe: the head is the newest. At the first loss too, before the
-                # request is published: its base must be near the head, or writers ahead fold it
-                # only within FOLD_WINDOW of a stale base (a writer that lost moved one entry on
-                # per lost race while the head moved faster; at 4 writers the writer ahead found
-                # 3 in 4 published requests out of its window, and their writers starved: p99
-                # 2.5 s). Otherwise rarely: under many writers the head is the object most
-                # rewritten and slowest to read
-                newest = max(newest, self.journal.head().state, key=lambda st: st.pos)
-            if not own.published and own.req.settled(newest):
-                # the race was lost to (writer, batch) itself: nothing to commit, and a request
-                # published now would stay foldable with its files (Committed.keep)
-                return Committed(None, False)
-            names = self._contend(own, newest)
-        raise CommitConflictError(f"gave up after {MAX_ATTEMPTS} lost races on a journal slot of "
-                                  f"{self.store.display_url}", expected=newest.pos + 1)
+        return Phase.CHECK
+
+    def _check(self, run: _Run) -> Phase:
+        """Before each step: done if another writer's entry folded our published request;
+        otherwise race (nothing listed since the last attempt), wait (an older published
+        request's writer leads), or gather (this writer leads, or ran out of patience)."""
+        if run.lost >= MAX_ATTEMPTS:
+            raise CommitConflictError(f"gave up after {MAX_ATTEMPTS} lost races on a journal slot of "
+                                      f"{self.store.display_url}", expected=run.newest.pos + 1)
+        own = run.own
+        if own.published:
+            done = self._folded_before(own, run.newest)
+            if done is not None:
+                run.result = Committed(done, False)
+                return Phase.DONE
+        if run.names is None:
+            return Phase.RACE
+        if own.published and run.polls < PATIENCE and not self._leads(own, run.names, run.newest):
+            return Phase.WAIT
+        return Phase.GATHER
+
+    def _wait(self, run: _Run) -> Phase:
+        """An older published request's writer leads the next fold, which takes ours too if it
+        listed it: poll the next entry (a read a poll; racing instead cost each loser a create,
+        a read of the winner, a listing and a read of every request it had not seen)."""
+        run.polls += 1
+        nxt = self._poll(run.newest)
+        if nxt is None:
+            self.pause(run.pause)
+            return Phase.CHECK
+        run.newest, run.polls = nxt.state, 0
+        mine = part_of(nxt, run.own.rid) if nxt.folds else None
+        if mine is not None:
+            self._folded(run.own)
+            run.result = Committed(mine, False)
+            return Phase.DONE
+        run.names = self._list(run.own, run.newest)
+        return Phase.CHECK
+
+    def _gather(self, run: _Run) -> Phase:
+        """Read the requests listed, to fold them in the next attempt. A leader lists again
+        first, so the fold takes the requests others published while it listed; a writer out
+        of patience (its leader is slow or died) races with the requests it has read alone,
+        since each such writer reading every other's request made a round O(writers²)."""
+        if run.own.published:
+            run.names = self._list(run.own, run.newest)
+        run.pending, run.names = self._read(run.names or [], run.newest, fetch=run.polls < PATIENCE), None
+        return Phase.RACE
+
+    def _race(self, run: _Run) -> Phase:
+        """One attempt at the next slot with our request and the pending ones: done if it
+        committed (or another writer's winning entry folded ours), else lost."""
+        own = run.own
+        parts = [own, *(Part(p.rid, p.request(self.count_raised), p.base) for p in run.pending)]
+        run.started = self.clock()
+        out = self.journal.attempt(lambda st, pos: fold(parts, st, pos), run.newest)
+        if isinstance(out, outcome.Committed):
+            entry = out.entry
+            run.newest = out.state
+            if entry is None:
+                run.result = Committed(None, False, self._settled(own))
+                return Phase.DONE
+            # the entry folds the requests it took even when ours was not among them (settled
+            # by another commit of its batch, or folded by another writer meanwhile)
+            self._created(own, parts, entry)
+            mine = part_of(entry, own.rid) if entry.folds else entry
+            run.result = (self._created_without_own(own, entry) if mine is None and own.published
+                          else Committed(mine, True))
+            return Phase.DONE
+        winner = out.winner
+        if own.published and winner.folds:
+            mine = part_of(winner, own.rid)
+            if mine is not None:
+                self._folded(own)
+                run.result = Committed(mine, False)
+                return Phase.DONE
+        run.newest = winner.state
+        run.lost += 1
+        run.polls = 0
+        run.pause = min(POLL_MAX_S, max(POLL_MIN_S, POLL_SHARE * (self.clock() - run.started)))
+        return Phase.LOST
+
+    def _lost(self, run: _Run) -> Phase:
+        """After a lost race: publish our request and list others' (one round trip), so the
+        next fold can take it; done if the race was lost to our own (writer, batch)."""
+        own = run.own
+        self.contended = CONTENDED_COMMITS
+        if run.lost == 1 or run.lost % HEAD_AFTER_LOSSES == 0:
+            # far behind, maybe: the head is the newest. At the first loss too, before the
+            # request is published: its base must be near the head, or writers ahead fold it
+            # only within FOLD_WINDOW of a stale base and its writer starves. Otherwise rarely:
+            # under many writers the head is the object most rewritten and slowest to read
+            run.newest = max(run.newest, self.journal.head().state, key=lambda st: st.pos)
+        if not own.published and own.req.settled(run.newest):
+            # the race was lost to (writer, batch) itself: nothing to commit, and a request
+            # published now would stay foldable with its files (Committed.keep)
+            run.result = Committed(None, False)
+            return Phase.DONE
+        run.names = self._contend(own, run.newest)
+        return Phase.CHECK
 
     def _created_without_own(self, own: Part, entry: Entry) -> Committed:
         """This writer created ``entry`` of others' requests without its published ``own``:

@@ -21,7 +21,7 @@ from ..arrow_arrays import int64s
 #: A run whose time order is at most this many stretches of its rows is reordered by slicing.
 REORDER_SLICES_MAX = 64
 #: Runs with more than one descent in this many rows are sorted as unique (time, position) keys:
-#: a shuffled run sorts ~35 % faster so; fewer descents (a few stretches) merge faster stably.
+#: a shuffled run sorts faster so; fewer descents (a few stretches) merge faster stably.
 KEY_SORT_ROWS_PER_DESCENT = 128
 
 

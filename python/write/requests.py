@@ -33,7 +33,7 @@ from ..journal.journal import Journal
 from ..journal.state import FOLD_WINDOW, StreamState
 from ..store import layout
 from ..store.storage import Store
-from .group import Published
+from .fold import Published
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ files (64 PUTs on an object store). What a task or an append still buffers when 
   (``PAR1``, its row groups, its footer) appended to the shared object. Its bytes
   ``[span_start, span_start + span_bytes)`` read alone as a Parquet file, so a read of one
   segment is one ranged read of about its own bytes (format v5; a v3/v4 slice was row groups
-  of one file with one footer, and its read fetched that footer first: ×7-17 its bytes);
+  of one file with one footer, and its read fetched that footer first: several times its bytes);
 * after the last slice comes an *outer* footer naming every slice's row groups at their place
   in the object (:mod:`~pyspark_tstream.chunkfile.footer_shift`), so the object is also one
   Parquet file whose rows are the slices' rows in order: Spark's Parquet scan (``read_native``),

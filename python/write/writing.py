@@ -62,7 +62,7 @@ RUN_ROWS = 1 << 20
 RUN_BUFFER_BYTES = 128 << 20
 #: Rows a writer gathers (zero-copy) before it routes, splits and stamps them: Spark hands a task
 #: 10k-row batches, and each costs the same Python and Arrow calls per segment whatever its size
-#: (64k-row groups: -17 % of a sink task's CPU). Wide rows gather fewer: at most GATHER_BYTES,
+#: (docs/performance.md, "Figures behind code choices"). Wide rows gather fewer: at most GATHER_BYTES,
 #: which keeps a task's memory within RUN_BUFFER_BYTES plus one gathered group.
 GATHER_ROWS = 1 << 16
 GATHER_BYTES = 8 << 20
@@ -303,7 +303,7 @@ class ChunkWriter:
         String and binary keys usually repeat (devices, users, tenants), so each distinct value
         is hashed and routed once per task and remembered: a batch only looks its keys up in the
         ones seen before (one hash-table probe a row) and routes the new ones — the same hash, for
-        ~70 % less work with 1000 keys per 10k-row batch. After a batch whose keys are mostly
+        much less work when keys repeat. After a batch whose keys are mostly
         distinct, or once the task has seen :data:`KNOWN_KEYS_MAX` keys, it hashes every value.
         """
         key, bounds, t = self.spec.key or "", self.spec.bounds, column.type

@@ -130,10 +130,10 @@ def run_backend(name: str, root: str, options: dict[str, Any], table: pa.Table, 
     vac = Stream.open(small, storage_options=options).vacuum(grace_ms=0)
     measure(f"{appends:,} appends, compacted + vacuum", small)
     del expected
-    notes = [f"{name}: wrote {appends:,} appends in {write_s:.1f} s; compaction merged {counts['chunks']:,} chunks "
-             f"({counts['rows']:,} rows) into {counts['macros']} macro-chunks in {compact_s:.2f} s "
-             f"({counts['rows'] / max(compact_s, 1e-9):,.0f} rows/s, {calls.n:,} store calls); "
-             f"vacuum deleted {vac.get('replaced', 0):,} replaced files"]
+    notes = [f"{name}: wrote {appends:,} appends in {write_s:.1f} s; compaction merged {counts.chunks:,} chunks "
+             f"({counts.rows:,} rows) into {counts.macros} macro-chunks in {compact_s:.2f} s "
+             f"({counts.rows / max(compact_s, 1e-9):,.0f} rows/s, {calls.n:,} store calls); "
+             f"vacuum deleted {vac.replaced or 0:,} replaced files"]
     return out, notes
 
 

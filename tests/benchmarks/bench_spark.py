@@ -152,8 +152,8 @@ class Bench:
         from pyspark_tstream.api.stream import Stream
 
         info = Stream.open(url).info()
-        if info["rows"] != self.rows:
-            raise AssertionError(f"{kind}: the stream holds {info['rows']} rows, expected {self.rows}")
+        if info.rows != self.rows:
+            raise AssertionError(f"{kind}: the stream holds {info.rows} rows, expected {self.rows}")
         layout = stream_layout(url)
         self.sink_layouts[kind] = layout
         return layout

@@ -410,7 +410,7 @@ def soak(minutes: float, kill_every: float, scale_every: float, vacuum_every: fl
                     scales[scale_once(admin, scales["split"] <= scales["merge"])] += 1
                     next_scale = time.monotonic() + scale_every
                 if time.monotonic() >= next_vacuum:
-                    vacuumed.update(admin.vacuum(grace_ms=VACUUM_GRACE_MS))
+                    vacuumed.update(admin.vacuum(grace_ms=VACUUM_GRACE_MS).to_dict())
                     next_vacuum = time.monotonic() + vacuum_every
                 if (restart_due and not near_outage() and not outage_due
                         and any(p["numInputRows"] for p in producer_q.recentProgress)):

@@ -199,7 +199,7 @@ def compactor(world: World, runs: int, rng: random.Random) -> Any:
                 targets = world.profile.compact_targets
                 target = targets[rng.randrange(len(targets))] if len(targets) > 1 else targets[0]
                 done = world.open().compact(full=rng.random() < 0.5, target=target)
-                world.note("macro-chunks written", done.get("macros", 0))
+                world.note("macro-chunks written", done.macros)
             except world.expected:
                 pass
         return True
@@ -221,7 +221,7 @@ def vacuumer(world: World, runs: int, rng: random.Random) -> Any:
             try:
                 counts = world.open().vacuum(grace_ms=world.grace_ms, orphans=rng.random() < 0.6,
                                              orphan_grace_ms=world.grace_ms, unsafe_orphan_grace=True)
-                for what, n in counts.items():
+                for what, n in counts.to_dict().items():
                     world.note(f"vacuum {what}", n)
             except world.expected:
                 pass
