@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark_tstream.api.groups import Group
+from pyspark_tstream.api.results import ScaleResult
 from pyspark_tstream.api.stream import Stream
 
 #: Records each append brings (ten appends: five by each writer).
@@ -22,8 +23,8 @@ class Built:
 
     stream: Stream
     ops: list[tuple[str, str | None]] = field(default_factory=list)  # (operation, writer) per commit
-    split: dict[str, object] = field(default_factory=dict)
-    merge: dict[str, object] = field(default_factory=dict)
+    split: ScaleResult = field(default_factory=lambda: ScaleResult(0, (), ()))
+    merge: ScaleResult = field(default_factory=lambda: ScaleResult(0, (), ()))
     group: str = "billing"
     delivered: int = 0
     appended: int = 0

@@ -45,7 +45,7 @@ def test_history_has_one_row_per_commit_with_its_operation(built: Built) -> None
     compact = next(r for r in rows if r["operation"] == "compact")
     assert compact["files"] == len(built.stream.metadata("files")) and compact["bytes"] > 0
     scales = [json.loads(r["details"]) for r in rows if r["operation"] == "scale"]
-    assert scales[0]["sealed"] == built.split["sealed"] and scales[1]["created"] == built.merge["created"]
+    assert scales[0]["sealed"] == list(built.split.sealed) and scales[1]["created"] == list(built.merge.created)
     assert rows[-1]["committed_at"] >= rows[0]["committed_at"]
 
 
@@ -76,16 +76,16 @@ def test_segments_show_the_split_children_and_the_merge(built: Built) -> None:
     t = built.stream.metadata("segments")
     assert t.schema == SCHEMAS["segments"]
     rows = {r["segment"]: r for r in t.to_pylist()}
-    split_epoch = built.split["epoch"]
-    (parent,) = built.split["sealed"]  # type: ignore[misc]
-    children = [rows[c] for c in built.split["created"]]  # type: ignore[attr-defined]
+    split_epoch = built.split.epoch
+    (parent,) = built.split.sealed
+    children = [rows[c] for c in built.split.created]
     assert [c["epoch_start"] for c in children] == [split_epoch, split_epoch]
     assert rows[parent]["epoch_end"] == split_epoch and not rows[parent]["active"]
     assert (children[0]["key_lo"], children[1]["key_hi"]) == (rows[parent]["key_lo"], rows[parent]["key_hi"])
     assert children[0]["key_hi"] == children[1]["key_lo"]
-    (merged,) = built.merge["created"]  # type: ignore[misc]
-    assert rows[merged]["epoch_start"] == built.merge["epoch"] and rows[merged]["active"]
-    assert all(rows[s]["epoch_end"] == built.merge["epoch"] for s in built.merge["sealed"])  # type: ignore[attr-defined]
+    (merged,) = built.merge.created
+    assert rows[merged]["epoch_start"] == built.merge.epoch and rows[merged]["active"]
+    assert all(rows[s]["epoch_end"] == built.merge.epoch for s in built.merge.sealed)
     assert sum(r["records"] for r in rows.values()) == built.appended
     active = [r for r in rows.values() if r["active"]]
     assert sorted(r["segment"] for r in active) == sorted(g.id for g in built.stream.state.segments)
@@ -99,7 +99,7 @@ def test_epochs_list_each_epochs_segments(built: Built) -> None:
     rows = t.to_pylist()
     assert [r["epoch"] for r in rows] == [0, 1, 2]
     assert sorted(rows[0]["segments"]) == [0, 1, 2, 3]
-    assert set(rows[1]["segments"]) == {1, 2, 3, *built.split["created"]}  # type: ignore[misc]
+    assert set(rows[1]["segments"]) == {1, 2, 3, *built.split.created}
     assert sorted(rows[2]["segments"]) == sorted(g.id for g in built.stream.state.segments)
     assert rows[0]["started_at"] <= rows[1]["started_at"] <= rows[2]["started_at"]
 

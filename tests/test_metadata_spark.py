@@ -57,8 +57,8 @@ def test_history_through_spark_is_one_row_per_commit(spark: Any, built: Built) -
 
 def test_segments_and_groups_through_spark(spark: Any, built: Built) -> None:
     seg = spark.read.format("tstream").option("metadata", "segments").load(built.stream.url)
-    children = seg.where(seg.segment.isin(*built.split["created"])).collect()  # type: ignore[attr-defined]
-    assert [r.epoch_start for r in children] == [built.split["epoch"]] * 2
+    children = seg.where(seg.segment.isin(*built.split.created)).collect()
+    assert [r.epoch_start for r in children] == [built.split.epoch] * 2
     assert dict(seg.dtypes)["key_lo"] == "double" and dict(seg.dtypes)["epoch_end"] == "bigint"
     groups = spark.read.format("tstream").option("metadata", "groups").load(built.stream.url)
     own = groups.where(groups.consumer.isNull()).collect()[0]
