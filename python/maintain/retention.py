@@ -257,7 +257,9 @@ def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: in
 
 def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, grace_ms: int) -> list[str]:
     """Data files no journal entry names (failed or duplicate task attempts), older than grace,
-    and the manifests of compactions that died before publishing.
+    and the manifests of compactions that died before publishing. Only names the stream's
+    writers make (:func:`~pyspark_tstream.store.layout.is_own_data_name`) in segment folders
+    (``data/<number>/``) are candidates: anything else there is someone else's.
 
     The one operation that lists folders (``data/<segment>/``): orphans are by definition not in
     any metadata. Run it rarely (``vacuum(orphans=True)``, ``tstream vacuum``).
@@ -279,10 +281,15 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
              if s.bucket is not None and s.version is not None}
     out = []
     for segdir in store.list(layout.DATA):
-        if segdir.isdigit():
-            live |= live_macros(store, int(segdir), named.get(int(segdir)), now, grace_ms)
+        if not segdir.isdigit():
+            continue  # not a segment's folder: nothing this stream wrote
+        live |= live_macros(store, int(segdir), named.get(int(segdir)), now, grace_ms)
         for name in store.list(layout.data_folder(segdir)):
             rel = layout.data_file(segdir, name)
+            # only names this stream's writers make: a user's file, or a folder (another stream
+            # created inside this one), is not this stream's to delete
+            if not layout.is_own_data_name(name):
+                continue
             if rel not in referenced and rel not in live and aged(store, rel, now, grace_ms):
                 out.append(rel)
     return out + orphan_manifests(store, uncollected, live, now, grace_ms)
