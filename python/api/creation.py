@@ -44,7 +44,7 @@ from ..errors import CommitConflictError, StreamNotFoundError, newer_format
 from ..journal.entries import Entry
 from ..journal.journal import Journal
 from ..journal.state import StreamState
-from ..schema import check_names, encode_schema, normalize, user_schema
+from ..schema import check_names, check_reserved, encode_schema, normalize, user_schema
 from ..store import layout
 from ..store.ownership import check_creatable
 from ..store.storage import Store
@@ -66,6 +66,7 @@ logger = logging.getLogger(__name__)
 def initial_state(cfg: StreamConfig, schema: pa.Schema | None, now: int) -> StreamState:
     """The state of a stream just created with ``cfg`` (and ``schema``, if given)."""
     if schema is not None:
+        check_reserved(schema)
         schema = normalize(user_schema(schema))
         check_names(schema)
     return StreamState(

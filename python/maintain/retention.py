@@ -60,6 +60,27 @@ def parse_size(text: str) -> int:
     return size
 
 
+#: The parts of a ``retention`` text and the fields they set.
+_RETENTION_FIELDS = {"age": "age_ms", "size": "size", "count": "count", "groups": "groups"}
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def _count(text: str, value: str) -> int:
+    word = value.strip()
+    if not word.isdigit():
+        raise ConfigError(f"retention={text!r}: count={word!r} is not a record count (a whole number, 0 or more, "
+                          "like count=1000000)", option="retention", value=text)
+    return int(word)
+
+
+def _flag(text: str, value: str) -> bool:
+    word = value.strip().lower()
+    if word not in _TRUE + _FALSE:
+        raise ConfigError(f"retention={text!r}: groups={value.strip()!r} is not true or false", option="retention",
+                          value=text)
+    return word in _TRUE
+
+
 @dataclass(frozen=True)
 class RetentionPolicy:
     """Parsed ``retention`` config."""
@@ -80,18 +101,22 @@ class RetentionPolicy:
             key, value = part.key, part.value
             if not part.sep and re.match(r"^\s*\d", part.text):  # a bare duration: age
                 key, value = "age", part.text
-            if key == "age":
-                vals["age_ms"] = parse_duration_ms(value.strip(), option="retention")
-            elif key == "size":
-                vals["size"] = parse_size(value)
-            elif key == "count":
-                vals["count"] = int(value)
-            elif key == "groups":
-                vals["groups"] = value.strip().lower() in ("true", "1", "yes")
-            else:
+            field_name = _RETENTION_FIELDS.get(key)
+            if field_name is None:
                 raise ConfigError(
                     f"retention={text!r}: unknown part {part.text!r}; use age=7d, size=10GB, count=N, groups=true",
                     option="retention", value=text)
+            if field_name in vals:  # one would silently override the other
+                raise ConfigError(f"retention={text!r}: {key} is given twice; give each of age, size, count, "
+                                  "groups at most once", option="retention", value=text)
+            if key == "age":
+                vals[field_name] = parse_duration_ms(value.strip(), option="retention")
+            elif key == "size":
+                vals[field_name] = parse_size(value)
+            elif key == "count":
+                vals[field_name] = _count(text, value)
+            else:
+                vals[field_name] = _flag(text, value)
         return cls(**vals)
 
 
