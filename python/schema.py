@@ -37,10 +37,15 @@ def decode_schema(text: str) -> pa.Schema:
 
 
 def normalize(schema: pa.Schema) -> pa.Schema:
-    """Canonical storage types: large_* → plain, no metadata (Spark's Arrow types differ)."""
+    """Canonical storage types: large_* → plain, dictionary-encoded → its values, no metadata
+    (Spark's Arrow types differ)."""
     fields = []
     for f in schema:
         t = f.type
+        if pa.types.is_dictionary(t):
+            # an encoding, not a type: stored as its values (the chunk writer picks dictionary
+            # pages by itself), so dictionary-encoded and plain data append to one stream
+            t = t.value_type
         if pa.types.is_large_string(t):
             t = pa.string()
         elif pa.types.is_large_binary(t):
@@ -132,6 +137,8 @@ def reconcile(stream: pa.Schema, incoming: pa.Schema, *, merge: bool) -> pa.Sche
 def _compatible(stored: pa.DataType, given: pa.DataType) -> bool:
     if stored == given:
         return True
+    if pa.types.is_dictionary(stored):  # a stream whose first write fixed a dictionary type
+        return _compatible(stored.value_type, given)
     # null-typed columns (e.g. an all-None list of dicts) fit anything
     if pa.types.is_null(given):
         return True

@@ -35,7 +35,7 @@ from ..compaction.gc import (
     macros_created,
     orphan_manifests,
 )
-from ..errors import ConfigError
+from ..errors import ConfigError, TimestampError
 from ..journal.checkpoint import entries_gc_target
 from ..journal.compaction_state import replaced_gc_start, segment_summaries
 from ..journal.entries import Chunk, Entry
@@ -110,7 +110,10 @@ class RetentionPolicy:
                 raise ConfigError(f"retention={text!r}: {key} is given twice; give each of age, size, count, "
                                   "groups at most once", option="retention", value=text)
             if key == "age":
-                vals[field_name] = parse_duration_ms(value.strip(), option="retention")
+                try:
+                    vals[field_name] = parse_duration_ms(value.strip(), option="age")
+                except TimestampError as e:
+                    raise ConfigError(f"retention={text!r}: {e}", option="retention", value=text) from e
             elif key == "size":
                 vals[field_name] = parse_size(value)
             elif key == "count":
