@@ -16,7 +16,8 @@ Invariants:
 * a checkpoint from before writers were pinned (no marker, batches Spark already committed) keeps
   the path-hash writer it has committed under, so its replays stay no-ops across the upgrade;
 * a checkpoint Python cannot reach (a file system fsspec does not know, or no ``metadata`` where
-  Spark keeps it) falls back to the path-hash writer, with a warning naming ``writerId``.
+  Spark keeps it) falls back to the path-hash writer, with a warning naming ``writerId``; any
+  other failure to read it fails the micro-batch (Spark runs it again), never switches writers.
 
 Runs where Spark asks for a writer: in a Python worker on the driver's machine, never in a task
 (a task needs no writer id: only the driver's commit keys by it).
@@ -32,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..errors import CorruptMetadataError
 from ..keys import QUERY_WRITER_PREFIX, WRITER_ID
 
 logger = logging.getLogger(__name__)
@@ -64,10 +66,12 @@ def checkpoint_writer(checkpoint_location: str, stream_protocol: str = "file",
     ``stream_protocol`` and ``storage_options`` are the stream's: a checkpoint on the same scheme
     is reached with the same options (the usual case: one bucket, one credential).
     """
+    # only a checkpoint proved out of reach falls back: a failed read of one that is there
+    # (a transient store error) fails the batch, since another writer id would commit it again
     try:
         fs, root = _checkpoint_fs(checkpoint_location, stream_protocol, storage_options or {})
         return _pinned_writer(fs, root, checkpoint_location)
-    except (OSError, ValueError, ImportError) as e:
+    except (FileNotFoundError, ValueError, ImportError) as e:
         logger.warning(
             "tstream sink: cannot reach the checkpoint at %s from Python (%s: %s); its writer id is the "
             "path's hash, so a query restarted from a fresh checkpoint at this same path would have its "
@@ -91,11 +95,16 @@ def _checkpoint_fs(location: str, stream_protocol: str, storage_options: Mapping
 
 def _pinned_writer(fs: Any, root: str, location: str) -> str:
     marker = posixpath.join(root, MARKER)
-    pinned = _read_json(fs, marker)
+    try:
+        pinned = _read_json(fs, marker)
+        writer = None if pinned is None else pinned.get("writer")
+    except ValueError:
+        pinned, writer = {}, None
     if pinned is not None:
-        writer = pinned.get("writer")
         if not isinstance(writer, str) or not writer.startswith(QUERY_WRITER_PREFIX):
-            raise ValueError(f"{marker} holds no writer id; delete it only together with the whole checkpoint")
+            raise CorruptMetadataError(
+                f"{marker} holds no writer id, so the sink cannot tell which of its batches are replays; "
+                f"restore it, or start the query from a new checkpointLocation", path=marker)
         return writer
     spark = _read_json(fs, posixpath.join(root, SPARK_METADATA))
     if spark is None or not isinstance(spark.get("id"), str):

@@ -111,3 +111,14 @@ def test_outer_vacuum_leaves_a_stream_made_inside_its_data_folder(tmp_path: Path
     (tmp_path / "elsewhere").rename(tmp_path / "s" / "data" / "0" / "inner")
     assert _vacuum_everything(Stream.open(f"file://{tmp_path}/s")) == 0
     assert Stream.open(inner_url).read()["id"].to_pylist() == [5]
+
+
+def test_cli_create_refuses_a_folder_of_other_files_in_one_line(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from pyspark_tstream.cli import app as cli
+
+    _user_files(tmp_path / "s")
+    code = cli.main(["create", f"file://{tmp_path}/s"])
+    err = capsys.readouterr().err
+    assert code != 0 and len(err.strip().splitlines()) == 1
+    assert "already holds files that are not a tstream stream's (data)" in err

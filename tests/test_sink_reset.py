@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.datasource.source import TStreamDataSource
+from pyspark_tstream.errors import CorruptMetadataError
 from pyspark_tstream.sink.identity import MARKER, checkpoint_writer, path_writer
 
 SCHEMA = StructType([StructField("id", LongType()), StructField("key", StringType())])
@@ -81,3 +82,13 @@ def test_an_unreachable_checkpoint_falls_back_to_the_path_and_says_so(
     with caplog.at_level(logging.WARNING):
         assert checkpoint_writer(str(tmp_path / "nowhere")) == path_writer(str(tmp_path / "nowhere"))
     assert "give each fresh checkpoint its own .option('writerId'" in caplog.text
+
+
+def test_a_damaged_pin_fails_rather_than_switching_writers(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ck"
+    _spark_checkpoint(ckpt, "5555")
+    assert checkpoint_writer(str(ckpt)) == "query-5555"
+    (ckpt / MARKER).write_text("{not json")
+    with pytest.raises(CorruptMetadataError, match="holds no writer id, so the sink cannot tell which of its "
+                                                   "batches are replays"):
+        checkpoint_writer(str(ckpt))
