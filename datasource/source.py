@@ -89,7 +89,7 @@ class TStreamDataSource(DataSource):
         from ..api.stream import Stream
         from ..conf.options import SinkOptions
         from ..errors import UnsupportedOperationError
-        from ..sink.writer import JournalCommitter, TaskChunkWriter
+        from ..sink.writer import JournalCommitter, TaskChunkWriter, writer_identity
         from ..spark.handle import StreamHandle
         from ..spark.reach_memo import answered_before, remember
         from ..store.storage import Store
@@ -119,7 +119,8 @@ class TStreamDataSource(DataSource):
             remember(store)
         # a streaming query's writer holds a session (lease, ticks); a batch write is one-shot
         return (TaskChunkWriter(spec, arrow_in),
-                JournalCommitter(options, arrow_in, session=streaming, handle=StreamHandle.of(stream)))
+                JournalCommitter(options, arrow_in, session=streaming, handle=StreamHandle.of(stream),
+                                 writer=writer_identity(options, streaming, store.protocol)))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> TStreamStreamWriter:
         from ..sink.writer import TStreamStreamWriter

@@ -37,10 +37,15 @@ def decode_schema(text: str) -> pa.Schema:
 
 
 def normalize(schema: pa.Schema) -> pa.Schema:
-    """Canonical storage types: large_* → plain, no metadata (Spark's Arrow types differ)."""
+    """Canonical storage types: large_* → plain, dictionary-encoded → its values, no metadata
+    (Spark's Arrow types differ)."""
     fields = []
     for f in schema:
         t = f.type
+        if pa.types.is_dictionary(t):
+            # an encoding, not a type: stored as its values (the chunk writer picks dictionary
+            # pages by itself), so dictionary-encoded and plain data append to one stream
+            t = t.value_type
         if pa.types.is_large_string(t):
             t = pa.string()
         elif pa.types.is_large_binary(t):
@@ -53,6 +58,37 @@ def user_schema(schema: pa.Schema) -> pa.Schema:
     """Drop system columns (re-writing a tstream read into another stream is common)."""
     drop = set(SYSTEM_COLUMNS) | {RAW_TSO}
     return pa.schema([f for f in schema if f.name not in drop])
+
+
+#: The system columns that together identify a record: data holding all three is a tstream read's.
+_RECORD_ID = ("_tso", "_segment", "_seq")
+
+
+def check_reserved(schema: pa.Schema, *, timestamp: str | None = None) -> None:
+    """SchemaMismatchError for a column named like a system column that is not a tstream read's.
+
+    A tstream read's system columns are dropped when written (:func:`user_schema`): those with
+    their system type that come with the read's record identity (int64 ``_tso``, ``_segment`` and
+    ``_seq`` all in the data, as every read returns them unless a ``select`` dropped some), and a
+    ``_timestamp`` given as the write's ``timestamp`` column (re-timing the records by the read's
+    times). Any other column
+    with such a name is the user's own, and would be silently lost: refused, naming it.
+    """
+    system = {f.name: f.type for f in SYSTEM_FIELDS}
+    from_read = all(schema.get_field_index(n) >= 0 and schema.field(n).type == pa.int64() for n in _RECORD_ID)
+    for f in schema:
+        want = system.get(f.name)
+        if want is None:
+            continue
+        typed = pa.types.is_timestamp(f.type) if f.name == "_timestamp" else f.type == want
+        if typed and (from_read or f.name == timestamp):
+            continue
+        why = "" if typed else f" of type {f.type} (the system column's is {want})"
+        raise SchemaMismatchError(
+            f"column {f.name!r}{why} has a name tstream keeps for the columns every read adds "
+            f"({', '.join(SYSTEM_COLUMNS)}); written, it would be dropped: rename it before writing (e.g. "
+            f"withColumnRenamed({f.name!r}, {f.name.lstrip('_')!r})). A tstream read written back keeps working: "
+            "its system columns (with _tso, _segment and _seq together) are dropped on purpose")
 
 
 def full_schema(user: pa.Schema) -> pa.Schema:
@@ -101,6 +137,8 @@ def reconcile(stream: pa.Schema, incoming: pa.Schema, *, merge: bool) -> pa.Sche
 def _compatible(stored: pa.DataType, given: pa.DataType) -> bool:
     if stored == given:
         return True
+    if pa.types.is_dictionary(stored):  # a stream whose first write fixed a dictionary type
+        return _compatible(stored.value_type, given)
     # null-typed columns (e.g. an all-None list of dicts) fit anything
     if pa.types.is_null(given):
         return True

@@ -28,7 +28,7 @@ LOGICAL_MASK = (1 << LOGICAL_BITS) - 1
 #: signed 64-bit BIGINT is not available to it.
 MAX_MS = (1 << (63 - LOGICAL_BITS)) - 1
 
-_DURATION = re.compile(r"^\s*-?\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|m|min|mins|h|hr|hrs|d|day|days|w)?\s*$")
+_DURATION = re.compile(r"^\s*(-?)\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|m|min|mins|h|hr|hrs|d|day|days|w)?\s*$")
 _UNIT_MS = {None: 1000, "ms": 1, "s": 1000, "sec": 1000, "secs": 1000, "m": 60_000, "min": 60_000,
             "mins": 60_000, "h": 3_600_000, "hr": 3_600_000, "hrs": 3_600_000,
             "d": 86_400_000, "day": 86_400_000, "days": 86_400_000, "w": 604_800_000}
@@ -90,7 +90,9 @@ def parse_duration_ms(text: str, *, option: str = "duration") -> int:
             f"{option}={text!r} is not a duration; use a number and a unit: ms, s, m, h, d, w "
             "(e.g. 90s, 15m, 1h, 7d)"
         )
-    return int(float(match.group(1)) * _UNIT_MS[match.group(2)])
+    if match.group(1):  # a sign dropped silently would turn -5s into 5s
+        raise TimestampError(f"{option}={text!r} is negative; a duration is 0 or more (e.g. 90s, 15m, 1h, 7d)")
+    return int(float(match.group(2)) * _UNIT_MS[match.group(3)])
 
 
 def to_ms(value: Any, *, option: str = "timestamp", now: int | None = None, ago: bool = True) -> int:

@@ -11,7 +11,6 @@ and the messages; nothing but the opened stream (re-opened there) lives in memor
 from __future__ import annotations
 
 import gc
-import hashlib
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from ..spark.handle import StreamHandle
 from ..spark.task_memory import keep_freed_memory
 from ..write.spec import ChunkInfo, WriteSpec
 from ..write.writing import write_batches
+from .identity import checkpoint_writer, path_writer
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -69,13 +69,17 @@ class TaskCommitMessage(WriterCommitMessage):
     chunks: tuple[ChunkInfo, ...]
 
 
-def writer_identity(options: SinkOptions) -> str | None:
-    """``writerId``, else one derived from ``checkpointLocation`` (stable across restarts)."""
+def writer_identity(options: SinkOptions, streaming: bool, stream_protocol: str = "file") -> str | None:
+    """``writerId``, else (a streaming query) the writer its checkpoint pins
+    (:func:`~pyspark_tstream.sink.identity.checkpoint_writer`); ``None``: a one-shot batch write.
+
+    Called on the driver when Spark asks for a writer; the answer travels in the pickled writer."""
     if options.writer_id:
         return options.writer_id
     if options.checkpoint_location:
-        digest = hashlib.sha256(options.checkpoint_location.rstrip("/").encode()).hexdigest()[:16]
-        return f"query-{digest}"
+        if streaming:
+            return checkpoint_writer(options.checkpoint_location, stream_protocol, options.storage_options)
+        return path_writer(options.checkpoint_location)
     return None
 
 
@@ -160,10 +164,18 @@ class JournalCommitter:
     input_schema: pa.Schema
     session: bool  # a streaming query's writer session (lease, ticks) or a one-shot batch write
     handle: StreamHandle
+    #: The writer the commits are keyed by (:func:`writer_identity`, decided on the driver);
+    #: ``None``: the ``writerId`` option's, if any.
+    writer: str | None = None
 
     @property
     def stream(self) -> Stream:
         return self.handle.stream
+
+    @property
+    def writer_id(self) -> str | None:
+        """The writer this committer's commits are keyed by."""
+        return self.writer if self.writer is not None else self.options.writer_id
 
     def commit(self, messages: Sequence[TaskCommitMessage | None], batch_id: int | None) -> Ack:
         """One journal commit of every task's chunks, keyed by (writer, ``batch_id``).
@@ -174,8 +186,7 @@ class JournalCommitter:
         """
         chunks = [c for m in sorted((m for m in messages if m is not None), key=lambda m: m.partition)
                   for c in m.chunks]
-        writer = writer_identity(self.options)
-        ack = self.stream.commit(chunks, writer_id=writer, batch_id=batch_id, session=self.session,
+        ack = self.stream.commit(chunks, writer_id=self.writer_id, batch_id=batch_id, session=self.session,
                                  schema=self.input_schema, merge_schema=self.options.merge_schema,
                                  monotonic=not self.session, fresh=True)
         if ack.duplicate and not self.session:
@@ -198,7 +209,7 @@ class JournalCommitter:
         paths = [c.path for m in messages if m is not None for c in m.chunks]
         if not paths:
             return
-        writer = writer_identity(self.options)
+        writer = self.writer_id
         if batch_id is None or writer is None:
             logger.info("abort of a write to %s: %d chunk file(s) left for vacuum(orphans=True)",
                         self.options.path, len(paths))

@@ -126,6 +126,8 @@ def test_a_streaming_sink_replay_deletes_its_files_too(tmp_path: Path, caplog: p
     """The streaming sink's own (query, micro-batch) dedupe shares the path: a replayed batch's
     task files are deleted at once (not left for vacuum), quietly (INFO, not WARNING)."""
     url = f"file://{tmp_path}/s"
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "metadata").write_text('{"id":"q1"}\n')  # as Spark starts a query
     source = TStreamDataSource({"path": url, "keyColumn": "key", "checkpointLocation": str(tmp_path / "c")})
     batch = pa.record_batch({"id": pa.array(range(10), pa.int64()), "key": ["k"] * 10})
     first = source.streamWriter(SCHEMA, False)

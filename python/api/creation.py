@@ -21,8 +21,11 @@ change under it; the commit re-routes its keyed chunks (:func:`~pyspark_tstream.
 The marker of the newest creation stays after its first commit (one small object a stream);
 a re-creation deletes the marker it replaced.
 
+A stream is created only in a folder holding nothing but tstream's objects (one listing of the
+root, :func:`~pyspark_tstream.store.ownership.check_creatable`): a stream owns only what it wrote.
+
 Costs (store calls): a write that finds its stream and agrees with its config adds none; creating
-adds 1 (the marker); a disagreeing write on a stream whose newest entry is its creation adds 1
+adds 2 (the root's listing and the marker); a disagreeing write on a stream whose newest entry is its creation adds 1
 (the marker's read), and re-creating 3 more (marker, entry, the old marker's delete; the head
 hint on top).
 """
@@ -43,8 +46,9 @@ from ..journal.features import WRITES, check_object
 from ..journal.journal import Journal
 from ..journal.outcome import Taken
 from ..journal.state import StreamState
-from ..schema import check_names, encode_schema, normalize, user_schema
+from ..schema import check_names, check_reserved, encode_schema, normalize, user_schema
 from ..store import layout
+from ..store.ownership import check_creatable
 from ..store.storage import Store
 from ..timestamps import now_ms
 from .config import StreamConfig
@@ -65,6 +69,7 @@ logger = logging.getLogger(__name__)
 def initial_state(cfg: StreamConfig, schema: pa.Schema | None, now: int) -> StreamState:
     """The state of a stream just created with ``cfg`` (and ``schema``, if given)."""
     if schema is not None:
+        check_reserved(schema)
         schema = normalize(user_schema(schema))
         check_names(schema)
     return StreamState(
@@ -74,7 +79,11 @@ def initial_state(cfg: StreamConfig, schema: pa.Schema | None, now: int) -> Stre
 
 
 def create(store: Store, cfg: StreamConfig, schema: pa.Schema | None, *, nonce: str | None = None) -> Entry:
-    """Write the create entry of a new stream; StreamExistsError if one exists."""
+    """Write the create entry of a new stream; StreamExistsError if one exists, InvalidPathError
+    if the folder holds files that are not tstream's (:func:`~pyspark_tstream.store.ownership.check_creatable`;
+    a write's creation checked before its marker)."""
+    if nonce is None:
+        check_creatable(store)
     now = now_ms()
     entry = Entry(pos=0, op=CREATE_OP, wall=now, state=initial_state(cfg, schema, now))
     if nonce is not None:
@@ -85,6 +94,7 @@ def create(store: Store, cfg: StreamConfig, schema: pa.Schema | None, *, nonce: 
 def create_for_write(store: Store, cfg: StreamConfig) -> Entry | None:
     """Create the stream a write goes to, marked as made by a write: its create entry, or None
     if another process created one first (its marker, if any, is not ours: ours is deleted)."""
+    check_creatable(store)
     nonce = uuid.uuid4().hex
     marker = layout.write_created(nonce)
     store.write(marker, _marker(nonce, cfg))

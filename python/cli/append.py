@@ -44,6 +44,10 @@ class Batch:
     after: str  # where the input goes on after it (``line 21``, ``row 11``)
 
 
+#: The first bytes of every Parquet file.
+PARQUET_MAGIC = b"PAR1"
+
+
 def input_format(path: str | None, given: str | None) -> str:
     """``jsonl`` or ``parquet``: as given, else by file extension (stdin: JSON lines)."""
     if given:
@@ -65,6 +69,10 @@ def jsonl_batches(fh: BinaryIO, rows: int) -> Iterator[Batch]:
         try:
             value = json.loads(line)
         except ValueError as e:
+            if line_no == 1 and line.startswith(PARQUET_MAGIC):
+                raise SchemaMismatchError(
+                    "the input is a Parquet file (it starts with Parquet's PAR1 mark), not JSON lines; "
+                    "pass --format parquet (or name the file .parquet)") from e
             raise SchemaMismatchError(f"input line {line_no} is not JSON: {e}") from e
         if not isinstance(value, dict):
             raise SchemaMismatchError(
@@ -148,6 +156,7 @@ def conform_batch(batch: Batch, schema: pa.Schema | None, timestamp: str | None)
         col = table.column(f.name)
         if col.type == f.type or (pa.types.is_integer(col.type) and pa.types.is_integer(f.type)):
             continue
+        _check_json_kind(f, col.type, batch.where)
         try:
             cast = col.cast(f.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
@@ -156,6 +165,26 @@ def conform_batch(batch: Batch, schema: pa.Schema | None, timestamp: str | None)
                 f"stream has {f.type}, and it does not convert: {e}") from e
         table = table.set_column(table.column_names.index(f.name), f.name, cast)
     return table
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+def _is_scalar(t: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+                or pa.types.is_boolean(t))
+
+
+def _check_json_kind(f: pa.Field, given: pa.DataType, where: str) -> None:
+    """Refuse JSON text for a number or boolean column and the reverse: the Python API refuses
+    that change of type, and a cast would turn ``"7"`` into 7 (or 7 into ``"7"``) unseen. Text
+    for a timestamp or date column is parsed (JSON has no time type)."""
+    if (_is_text(given) and _is_scalar(f.type)) or (_is_scalar(given) and _is_text(f.type)):
+        how = "without quotes" if _is_text(given) else "in quotes"
+        raise SchemaMismatchError(
+            f"column {f.name!r} in the input batch at {where} is JSON {'text' if _is_text(given) else 'numbers'} "
+            f"({given}), the stream has {f.type}; write its values {how}, as the stream's type needs")
 
 
 def _parse_times(col: pa.ChunkedArray, name: str, where: str) -> pa.ChunkedArray:

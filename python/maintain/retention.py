@@ -35,7 +35,7 @@ from ..compaction.gc import (
     macros_created,
     orphan_manifests,
 )
-from ..errors import ConfigError
+from ..errors import ConfigError, TimestampError
 from ..journal.checkpoint import entries_gc_target
 from ..journal.compaction_state import replaced_gc_start, segment_summaries
 from ..journal.entries import Chunk, Entry
@@ -61,6 +61,27 @@ def parse_size(text: str) -> int:
     return size
 
 
+#: The parts of a ``retention`` text and the fields they set.
+_RETENTION_FIELDS = {"age": "age_ms", "size": "size", "count": "count", "groups": "groups"}
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def _count(text: str, value: str) -> int:
+    word = value.strip()
+    if not word.isdigit():
+        raise ConfigError(f"retention={text!r}: count={word!r} is not a record count (a whole number, 0 or more, "
+                          "like count=1000000)", option="retention", value=text)
+    return int(word)
+
+
+def _flag(text: str, value: str) -> bool:
+    word = value.strip().lower()
+    if word not in _TRUE + _FALSE:
+        raise ConfigError(f"retention={text!r}: groups={value.strip()!r} is not true or false", option="retention",
+                          value=text)
+    return word in _TRUE
+
+
 @dataclass(frozen=True)
 class RetentionPolicy:
     """Parsed ``retention`` config."""
@@ -81,18 +102,25 @@ class RetentionPolicy:
             key, value = part.key, part.value
             if not part.sep and re.match(r"^\s*\d", part.text):  # a bare duration: age
                 key, value = "age", part.text
-            if key == "age":
-                vals["age_ms"] = parse_duration_ms(value.strip(), option="retention")
-            elif key == "size":
-                vals["size"] = parse_size(value)
-            elif key == "count":
-                vals["count"] = int(value)
-            elif key == "groups":
-                vals["groups"] = value.strip().lower() in ("true", "1", "yes")
-            else:
+            field_name = _RETENTION_FIELDS.get(key)
+            if field_name is None:
                 raise ConfigError(
                     f"retention={text!r}: unknown part {part.text!r}; use age=7d, size=10GB, count=N, groups=true",
                     option="retention", value=text)
+            if field_name in vals:  # one would silently override the other
+                raise ConfigError(f"retention={text!r}: {key} is given twice; give each of age, size, count, "
+                                  "groups at most once", option="retention", value=text)
+            if key == "age":
+                try:
+                    vals[field_name] = parse_duration_ms(value.strip(), option="age")
+                except TimestampError as e:
+                    raise ConfigError(f"retention={text!r}: {e}", option="retention", value=text) from e
+            elif key == "size":
+                vals[field_name] = parse_size(value)
+            elif key == "count":
+                vals[field_name] = _count(text, value)
+            else:
+                vals[field_name] = _flag(text, value)
         return cls(**vals)
 
 
@@ -258,7 +286,9 @@ def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: in
 
 def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, grace_ms: int) -> list[str]:
     """Data files no journal entry names (failed or duplicate task attempts), older than grace,
-    and the manifests of compactions that died before publishing.
+    and the manifests of compactions that died before publishing. Only names the stream's
+    writers make (:func:`~pyspark_tstream.store.layout.is_own_data_name`) in segment folders
+    (``data/<number>/``) are candidates: anything else there is someone else's.
 
     The one operation that lists folders (``data/<segment>/``): orphans are by definition not in
     any metadata. Run it rarely (``vacuum(orphans=True)``, ``tstream vacuum``).
@@ -280,10 +310,15 @@ def orphan_files(store: Store, journal: Journal, state: StreamState, now: int, g
              if s.bucket is not None and s.version is not None}
     out = []
     for segdir in store.list(layout.DATA):
-        if segdir.isdigit():
-            live |= live_macros(store, int(segdir), named.get(int(segdir)), now, grace_ms)
+        if not segdir.isdigit():
+            continue  # not a segment's folder: nothing this stream wrote
+        live |= live_macros(store, int(segdir), named.get(int(segdir)), now, grace_ms)
         for name in store.list(layout.data_folder(segdir)):
             rel = layout.data_file(segdir, name)
+            # only names this stream's writers make: a user's file, or a folder (another stream
+            # created inside this one), is not this stream's to delete
+            if not layout.is_own_data_name(name):
+                continue
             if rel not in referenced and rel not in live and aged(store, rel, now, grace_ms):
                 out.append(rel)
     return out + orphan_manifests(store, uncollected, live, now, grace_ms)

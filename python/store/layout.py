@@ -37,6 +37,8 @@ pins every path, and no other module may hold these names (it scans the package)
 
 from __future__ import annotations
 
+import re
+
 #: The stream's metadata folder; everything but data files lives under it.
 META = "_tstream"
 #: Hint: the exact bytes of the newest journal entry.
@@ -262,6 +264,18 @@ def macro_chunk(number: int, uid: str) -> str:
 def is_macro_chunk(rel: str) -> bool:
     """Whether data file ``rel`` is a macro-chunk compaction wrote (:func:`macro_chunk`)."""
     return rel.rsplit("/", 1)[-1].startswith(_MACRO_PREFIX)
+
+
+#: The end of every data file name a stream's writers make (chunks, re-routed chunks,
+#: macro-chunks): ``-<32 hex digits>.parquet``. Orphan cleanup deletes nothing else.
+_OWN_DATA_NAME = re.compile(r"^[^/]+-[0-9a-f]{32}\.parquet$")
+
+
+def is_own_data_name(name: str) -> bool:
+    """Whether ``name`` (a name listed in a data folder) is one this stream's writers make
+    (:func:`data_chunk`, :func:`reroute_chunk`, :func:`macro_chunk`): never a user's file
+    (``part-0000.parquet``, ``notes.txt``) nor a folder (another stream inside this one)."""
+    return bool(_OWN_DATA_NAME.match(name))
 
 
 def is_data_file(rel: str) -> bool:

@@ -57,6 +57,48 @@ def check_storage_options(protocol: str, options: Mapping[str, Any]) -> None:
                 f"storage option {key!r} is not one {protocol}:// takes{hint}; its options are "
                 f"{', '.join(sorted(valid))} (storage.<key> in Spark, --storage-option KEY=VALUE in the CLI)",
                 option=f"storage.{key}")
+    defaults = _option_defaults(protocol)
+    for key, value in options.items():
+        _check_type(protocol, key, value, defaults.get(key))
+
+
+#: Storage options whose values have one type whatever the filesystem's signature says.
+_TEXT_KEYS = ("endpoint_url",)
+#: Storage options with a boolean default that take other values too (gcsfs: a project id).
+_NOT_ONLY_BOOL = ("requester_pays",)
+
+
+def _check_type(protocol: str, key: str, value: Any, default: Any) -> None:
+    """Refuse a value of a type the option never takes (fsspec would fail later with a bare
+    ``TypeError`` or ``AttributeError``, or take ``"banana"`` for true). Values of dict-valued
+    options are never echoed: they may hold credentials."""
+    where = f"(storage.{key} in Spark, --storage-option {key}=... in the CLI)"
+    if isinstance(default, bool) and not isinstance(value, bool) and key not in _NOT_ONLY_BOOL:
+        raise ConfigError(f"storage option {key}={value!r} is not true or false; {protocol}:// takes a boolean "
+                          f"there {where}", option=f"storage.{key}", value=value)
+    if key.endswith("_kwargs") and not isinstance(value, Mapping):
+        raise ConfigError(f"storage option {key} is a {type(value).__name__}, not a JSON object; give it as "
+                          f'{{"name": "value", ...}} {where}', option=f"storage.{key}")
+    if key in _TEXT_KEYS and not isinstance(value, str):
+        raise ConfigError(f"storage option {key}={value!r} is not text; give the URL, like "
+                          f"http://127.0.0.1:9000 {where}", option=f"storage.{key}", value=value)
+
+
+@functools.cache
+def _option_defaults(protocol: str) -> dict[str, Any]:
+    """The keyword arguments of ``protocol``'s filesystem that have a default, and the default."""
+    backend = backend_class(protocol)
+    try:
+        cls = backend.fs_class() if backend is not None else None
+    except ImportError:
+        return {}
+    out: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__ if cls is not None else ()):
+        init = vars(klass).get("__init__")
+        if init is not None:
+            out.update((n, p.default) for n, p in inspect.signature(init).parameters.items()
+                       if p.default is not inspect.Parameter.empty)
+    return out
 
 
 @functools.cache

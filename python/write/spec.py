@@ -14,6 +14,7 @@ import pyarrow as pa
 from ..epochs.routing import KEY_SPACE
 from ..errors import SchemaMismatchError, TimestampError
 from ..journal.state import Segment
+from ..schema import check_reserved
 from ..store.storage import Store
 
 
@@ -88,7 +89,9 @@ class WriteSpec:
 
 def check_columns(schema: pa.Schema, *, key: str | None, timestamp: str | None) -> None:
     """Fail if the data ``schema`` lacks the ``key`` column, or lacks or cannot hold the
-    ``timestamp`` column (needs no stream: a first write checks it before creating one)."""
+    ``timestamp`` column (needs no stream: a first write checks it before creating one), or has
+    a user column named like a system column (:func:`~pyspark_tstream.schema.check_reserved`)."""
+    check_reserved(schema, timestamp=timestamp)
     names = schema.names
     if key is not None and key not in names:
         raise SchemaMismatchError(
