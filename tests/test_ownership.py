@@ -25,7 +25,7 @@ def _user_files(root: Path) -> None:
 
 
 def _vacuum_everything(s: Stream) -> int:
-    return s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True)["orphans"]
+    return s.vacuum(orphans=True, orphan_grace_ms=0, unsafe_orphan_grace=True).orphans
 
 
 @pytest.mark.parametrize("how", ["create", "open_or_create", "first write"])

@@ -48,8 +48,8 @@ def test_a_fresh_checkpoint_at_the_same_path_is_a_new_writer(tmp_path: Path) -> 
     _spark_checkpoint(ckpt, "2222")
     _commit_batch(url, ckpt, 0, range(10, 20))
     # the old query's writer stays live (its lease) and holds reads back: count what was committed
-    writers = Stream.open(url).info()["writers"]
-    assert {w: v["rows"] for w, v in writers.items()} == {"query-1111": 10, "query-2222": 10}
+    writers = Stream.open(url).info().writers
+    assert {w: v.rows for w, v in writers.items()} == {"query-1111": 10, "query-2222": 10}
 
 
 def test_a_checkpoint_from_before_pinning_keeps_its_path_writer(tmp_path: Path) -> None:

@@ -64,8 +64,8 @@ def test_stream_sink_restarted_from_a_fresh_checkpoint_at_the_same_path(spark: A
     shutil.rmtree(ckpt)
     _input_files(tmp_path / "in2", files=2, rows=50, start=2)
     _run_file_to_tstream(spark, tmp_path / "in2", url, ckpt)
-    writers = Stream.open(url).info()["writers"]
-    assert len(writers) == 2 and sum(w["rows"] for w in writers.values()) == 200
+    writers = Stream.open(url).info().writers
+    assert len(writers) == 2 and sum(w.rows for w in writers.values()) == 200
     assert sorted(spark.read.format("tstream").load(url).select("id").toPandas()["id"]) == list(range(200))
 
 
