@@ -15,7 +15,7 @@ instead of a binary search. Local chunk files are memory-mapped, not copied.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from ..arrow_arrays import int64s, numbers
 from ..chunkfile.checksums import VERIFY_CHECKSUMS, describe
-from ..chunkfile.dictionary_pages import decode_dictionaries, dictionary_read_columns
+from ..chunkfile.dictionary_pages import decode_dictionaries
 from ..chunkfile.footer import FOOTER_GUESS, footer_size, read_tail
 from ..errors import CorruptChunkError
 from ..journal.entries import Chunk
@@ -32,6 +32,17 @@ from ..schema import RAW_TSO, conform, full_schema
 from ..store.ranged_file import RangedFile
 from ..store.storage import Store
 from ..timestamps import LOGICAL_BITS, apply_floor, final_bounds
+from .grouped import (
+    GROUPED_DECODE_BYTES,
+    Layout,
+    cut,
+    dictionary_columns,
+    final_tsos,
+    first_bad,
+    grouped_bytes,
+    keep,
+    stamped,
+)
 from .ranged import Span, Sparse, fetch_ranges, fetch_spans, first_row, source, wants_ranges, wants_spans
 
 #: Chunks up to this size are fetched together in one batched call.
@@ -379,13 +390,23 @@ class FileRows:
                  columns: Sequence[str] | None = None) -> None:
         # ``columns``: the user columns to decode (None: all); a projection decodes no other
         self.store, self.views = store, views
+        self._all: pa.Table | None = None  # the user columns of every covered group, when decoded at once
         try:
             self.file = pq.ParquetFile(source(data), **VERIFY_CHECKSUMS)
             self.starts = _group_starts(self.file, first_row(data))
             self.groups = _covering(self.starts, views)
             self.base = int(self.starts[self.groups[0]]) if self.groups else 0
             names = self.file.schema_arrow.names
-            raw = self.file.read_row_groups(self.groups, columns=[RAW_TSO]) if RAW_TSO in names else None
+            self.columns = [n for n in names if n != RAW_TSO and (columns is None or n in columns)]
+            self.data = data
+            if RAW_TSO not in names:
+                raw = None
+            elif len(self.groups) > 1 and grouped_bytes(self.file.metadata, self.groups) <= GROUPED_DECODE_BYTES:
+                # a shared file of small slices: one decode of every group, not one per slice
+                whole = self._decode(self.groups, self.columns + [RAW_TSO])
+                raw, self._all = whole.select([RAW_TSO]), whole.drop_columns([RAW_TSO])
+            else:
+                raw = self.file.read_row_groups(self.groups, columns=[RAW_TSO])
         except (pa.ArrowException, OSError, ValueError) as e:
             raise _corrupt(store, views[0], e) from e
         rows = int(self.starts[-1])
@@ -393,39 +414,71 @@ class FileRows:
         if raw is None or expected > rows or (_whole(views[0], views) and rows != views[0].rows):
             raise _overwritten(store, views[0], rows, expected)
         self.raw = _checked_raw(store, views[0], raw)
-        self.columns = [n for n in names if n != RAW_TSO and (columns is None or n in columns)]
-        self.data = data
         self._by_dictionary: dict[tuple[str, ...], pq.ParquetFile] = {}
         self._group: tuple[int, pa.Table] | None = None
+        self._conformed: tuple[pa.Schema, pa.Table] | None = None
+        self.final = self._final()
+
+    def _final(self) -> np.ndarray | None:
+        """Final ``_tso`` of every decoded row, every view's checked against its commit's range
+        (None when views overlap: :meth:`tsos` then times each view alone)."""
+        raw = numbers(self.raw.column(RAW_TSO), np.int64)
+        layout = Layout.of(self.views, self.base)
+        final = final_tsos(raw, layout)
+        if final is not None and (bad := first_bad(final, layout)) is not None:
+            view = self.views[bad]
+            check_times(self.store, view, view_tsos(self.raw, view, self.base))
+        return final
 
     def group(self, g: int) -> pa.Table:
         """User columns of row group ``g`` (the last one decoded is kept)."""
         if self._group is None or self._group[0] != g:
             try:
-                self._group = (g, self._decode(g))
+                self._group = (g, self._decode([g], self.columns))
             except (pa.ArrowException, OSError, ValueError) as e:
                 raise _corrupt(self.store, self.views[0], e) from e
         return self._group[1]
 
-    def _decode(self, g: int) -> pa.Table:
+    def _decode(self, groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
         # string columns their dictionary holds whole decode as indices, then a take of the
         # dictionary: half the CPU (dictionary_pages says which columns and why)
-        schema = self.file.schema_arrow
-        names = tuple(n for n in dictionary_read_columns(self.file.metadata.row_group(g), schema)
-                      if n in self.columns)
+        names = dictionary_columns(self.file.metadata, groups, self.file.schema_arrow, self.columns)
         if not names:
-            return self.file.read_row_group(g, columns=self.columns)
+            return self.file.read_row_groups(groups, columns=columns)
         f = self._by_dictionary.get(names)
         if f is None:  # shares the footer already parsed, and the bytes (zero-copy)
             f = self._by_dictionary[names] = pq.ParquetFile(source(self.data), metadata=self.file.metadata,
                                                              read_dictionary=list(names), **VERIFY_CHECKSUMS)
-        return decode_dictionaries(f.read_row_group(g, columns=self.columns), names)
+        return decode_dictionaries(f.read_row_groups(groups, columns=columns), names)
 
     def tsos(self, view: Chunk) -> np.ndarray:
         """Final ``_tso`` of ``view``'s rows, checked against the range its commit recorded."""
+        if self.final is not None:  # checked when the file was opened
+            at = view.offset - self.base
+            return self.final[at:at + view.rows]
         tso = view_tsos(self.raw, view, self.base)
         check_times(self.store, view, tso)
         return tso
+
+    def body(self, schema: pa.Schema) -> pa.Table:
+        """The user columns of every covered row group, conformed to ``schema`` (once a file)."""
+        assert self._all is not None
+        if self._conformed is None or not (self._conformed[0] is schema or self._conformed[0].equals(schema)):
+            self._conformed = (schema, conform(self._all, schema))
+        return self._conformed[1]
+
+    def records_of(self, views: Sequence[Chunk], lo: int, hi: int, schema: pa.Schema,
+                   starts: Mapping[int, int], ends: Mapping[int, int]) -> Iterator[pa.Table]:
+        """The records of ``views`` (of this file) in range, view after view: one table for the
+        whole file when it was decoded at once (:mod:`.grouped`), else one per view and row
+        group (:meth:`records`)."""
+        if self._all is None or self.final is None:
+            for view in views:
+                yield from self.records(view, lo, hi, schema, starts.get(view.seg), ends.get(view.seg))
+            return
+        rows, seq, seg = keep(self.final, Layout.of(views, self.base), lo, hi, starts, ends)
+        if len(rows):
+            yield stamped(cut(self.body(schema), rows), self.final[rows], seq, seg, schema)
 
     def records(self, view: Chunk, lo: int, hi: int, schema: pa.Schema, first_seq: int | None,
                 end_seq: int | None, tso: np.ndarray | None = None) -> Iterator[pa.Table]:
@@ -457,15 +510,14 @@ class FileRows:
 
 
 def _records(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi: int,
-             starts: dict[int, int], ends: dict[int, int], *, again: bool = True) -> Iterator[tuple[Chunk, pa.Table]]:
+             starts: dict[int, int], ends: dict[int, int], *,
+             again: bool = True) -> Iterator[tuple[Sequence[Chunk], pa.Table]]:
     done: set[int] = set()  # chunks whose records were all yielded
     try:
         for views, data in fetch_files(store, chunks):
-            rows = FileRows(store, views, data)
-            for chunk in views:
-                for part in rows.records(chunk, lo, hi, schema, starts.get(chunk.seg), ends.get(chunk.seg)):
-                    yield chunk, part
-                done.add(id(chunk))
+            for part in FileRows(store, views, data).records_of(views, lo, hi, schema, starts, ends):
+                yield views, part
+            done.update(id(c) for c in views)
     except CorruptChunkError as e:
         # A missing file fails its fetch before any of its records is yielded. A task that
         # stalls past the grace period after its plan (85 s on an overloaded machine is enough)
@@ -501,10 +553,10 @@ def read_table(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int
     """All records of ``chunks`` in ``(lo, hi]`` as one table, in :data:`READ_ORDER`; in the
     segments ``starts``/``ends`` list, only ``_seq`` from ``starts[seg]`` and before ``ends[seg]``."""
     parts, seen, ordered = [], set(), True
-    for chunk, part in _records(store, schema, chunks, lo, hi, starts or {}, ends or {}):
+    for views, part in _records(store, schema, chunks, lo, hi, starts or {}, ends or {}):
         parts.append(part)
-        seen.add(id(chunk))
-        ordered = ordered and chunk.sorted
+        seen.update(id(c) for c in views)
+        ordered = ordered and all(c.sorted for c in views)
     if not parts:
         return full_schema(schema).empty_table()
     table = pa.concat_tables(parts)
