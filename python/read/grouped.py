@@ -18,7 +18,7 @@ file order (so a segment's records keep their commit order).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +44,7 @@ _LOWEST = np.iinfo(np.int64).min
 _HIGHEST = np.iinfo(np.int64).max
 
 
-def grouped_bytes(meta: pq.FileMetaData, groups: Sequence[int]) -> int:
+def grouped_bytes(meta: pq.FileMetaData, groups: Iterable[int]) -> int:
     """Uncompressed bytes of row groups ``groups`` (what decoding them at once holds)."""
     return sum(meta.row_group(g).total_byte_size for g in groups)
 
@@ -107,8 +107,8 @@ def final_tsos(raw: np.ndarray, layout: Layout) -> np.ndarray | None:
     if len(s) > 1 and bool((s[1:] < e[:-1]).any()):
         return None
     at = layout.at
-    if not len(at) or not bool(layout.floors.any()):
-        return raw  # macro-chunk views: floor 0, raw is final
+    if not len(at):
+        return raw
     floor = layout.per_row(layout.floors - layout.starts) + at
     stamped = raw[at]
     if bool((stamped >= floor).all()):  # the usual case: no floor lifts a record

@@ -230,18 +230,20 @@ def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Ch
         yield from zip(group, blobs)
 
     for views in by_path.values():
-        if (wants_spans(views) or wants_ranges(views)) and group:
+        spans = wants_spans(views)
+        ranges = not spans and wants_ranges(views)
+        if (spans or ranges) and group:
             # files come in the order of their first view (compaction writes its pieces in that
             # order and records them so): the batched files before this one go first
             yield from flush()
             group, size = [], 0
-        if wants_spans(views):
+        if spans:
             try:
                 yield from fetch_spans(store, views[0].path, views)
             except FileNotFoundError as e:
                 raise damaged(store, store.uri(views[0].path), "named by the journal is missing") from e
             continue
-        if wants_ranges(views):
+        if ranges:
             try:
                 yield views, fetch_ranges(store, views[0].path, views[0].file_bytes, views)
             except FileNotFoundError as e:
@@ -376,37 +378,30 @@ def chunk_records(table: pa.Table, chunk: Chunk, lo: int, hi: int, schema: pa.Sc
 
 
 class FileRows:
-    """One fetched chunk file, decoded a row group at a time.
+    """One fetched chunk file, decoded as few times as its reads need.
 
     Only the raw timestamp column of the groups a read covers is decoded up front (a read
-    needs every ``_tso`` to choose its rows); the user columns are decoded one row group at a
-    time as the kept rows reach it, so a read holds one decoded row group, not a whole
-    (macro-)chunk, and Spark starts receiving batches after the first group. String columns
-    that a row group holds dictionary-encoded decode through their dictionary
-    (:mod:`.dictionary_pages`).
+    needs every ``_tso`` to choose its rows), with every view's final ``_tso`` and their check
+    against the journal in one vectorised pass (:mod:`.grouped`). The user columns are decoded
+    where kept rows are: the row groups of a small file (a shared file's slices, a small chunk)
+    in one call, cut into the records of all its views at once (:meth:`records_of`); a big file's
+    (a macro-chunk) one row group at a time as the kept rows reach it (:meth:`records`), so a
+    read holds one decoded row group, not a whole macro-chunk, and Spark starts receiving batches
+    after the first group. String columns that a row group holds dictionary-encoded decode
+    through their dictionary (:mod:`.dictionary_pages`).
     """
 
     def __init__(self, store: Store, views: Sequence[Chunk], data: bytes | Span | Sparse,
                  columns: Sequence[str] | None = None) -> None:
         # ``columns``: the user columns to decode (None: all); a projection decodes no other
         self.store, self.views = store, views
-        self._all: pa.Table | None = None  # the user columns of every covered group, when decoded at once
         try:
             self.file = pq.ParquetFile(source(data), **VERIFY_CHECKSUMS)
             self.starts = _group_starts(self.file, first_row(data))
             self.groups = _covering(self.starts, views)
             self.base = int(self.starts[self.groups[0]]) if self.groups else 0
             names = self.file.schema_arrow.names
-            self.columns = [n for n in names if n != RAW_TSO and (columns is None or n in columns)]
-            self.data = data
-            if RAW_TSO not in names:
-                raw = None
-            elif len(self.groups) > 1 and grouped_bytes(self.file.metadata, self.groups) <= GROUPED_DECODE_BYTES:
-                # a shared file of small slices: one decode of every group, not one per slice
-                whole = self._decode(self.groups, self.columns + [RAW_TSO])
-                raw, self._all = whole.select([RAW_TSO]), whole.drop_columns([RAW_TSO])
-            else:
-                raw = self.file.read_row_groups(self.groups, columns=[RAW_TSO])
+            raw = self.file.read_row_groups(self.groups, columns=[RAW_TSO]) if RAW_TSO in names else None
         except (pa.ArrowException, OSError, ValueError) as e:
             raise _corrupt(store, views[0], e) from e
         rows = int(self.starts[-1])
@@ -414,9 +409,13 @@ class FileRows:
         if raw is None or expected > rows or (_whole(views[0], views) and rows != views[0].rows):
             raise _overwritten(store, views[0], rows, expected)
         self.raw = _checked_raw(store, views[0], raw)
+        self.columns = [n for n in names if n != RAW_TSO and (columns is None or n in columns)]
+        self.data = data
         self._by_dictionary: dict[tuple[str, ...], pq.ParquetFile] = {}
         self._group: tuple[int, pa.Table] | None = None
-        self._conformed: tuple[pa.Schema, pa.Table] | None = None
+        # the user columns of row groups [g0, g1), conformed to a schema: (g0, g1, schema, table)
+        self._decoded: tuple[int, int, pa.Schema, pa.Table] | None = None
+        self._layout: tuple[tuple[int, ...], Layout] | None = None
         self.final = self._final()
 
     def _final(self) -> np.ndarray | None:
@@ -433,23 +432,50 @@ class FileRows:
     def group(self, g: int) -> pa.Table:
         """User columns of row group ``g`` (the last one decoded is kept)."""
         if self._group is None or self._group[0] != g:
-            try:
-                self._group = (g, self._decode([g], self.columns))
-            except (pa.ArrowException, OSError, ValueError) as e:
-                raise _corrupt(self.store, self.views[0], e) from e
+            self._group = (g, self._decode(range(g, g + 1)))
         return self._group[1]
 
-    def _decode(self, groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
+    def _decode(self, groups: Sequence[int]) -> pa.Table:
         # string columns their dictionary holds whole decode as indices, then a take of the
         # dictionary: half the CPU (dictionary_pages says which columns and why)
-        names = dictionary_columns(self.file.metadata, groups, self.file.schema_arrow, self.columns)
-        if not names:
-            return self.file.read_row_groups(groups, columns=columns)
-        f = self._by_dictionary.get(names)
-        if f is None:  # shares the footer already parsed, and the bytes (zero-copy)
-            f = self._by_dictionary[names] = pq.ParquetFile(source(self.data), metadata=self.file.metadata,
-                                                             read_dictionary=list(names), **VERIFY_CHECKSUMS)
-        return decode_dictionaries(f.read_row_groups(groups, columns=columns), names)
+        try:
+            names = dictionary_columns(self.file.metadata, groups, self.file.schema_arrow, self.columns)
+            if not names:
+                return self.file.read_row_groups(list(groups), columns=self.columns)
+            f = self._by_dictionary.get(names)
+            if f is None:  # shares the footer already parsed, and the bytes (zero-copy)
+                f = self._by_dictionary[names] = pq.ParquetFile(source(self.data), metadata=self.file.metadata,
+                                                                 read_dictionary=list(names), **VERIFY_CHECKSUMS)
+            return decode_dictionaries(f.read_row_groups(list(groups), columns=self.columns), names)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise _corrupt(self.store, self.views[0], e) from e
+
+    def _body(self, first: int, last: int, schema: pa.Schema) -> tuple[int, pa.Table] | None:
+        """The user columns (conformed to ``schema``) of row groups holding decoded rows
+        ``first``..``last``, decoded in one call, and the decoded row they start at; None when
+        those groups are too big to hold at once (then :meth:`records` reads a group at a time).
+        A file of several views decodes all its covered groups on the first call (its later
+        reads, a sweep's next windows, take theirs from the same decode)."""
+        starts, base = self.starts, self.base
+        g0 = int(np.searchsorted(starts, first + base, side="right")) - 1
+        g1 = int(np.searchsorted(starts, last + base, side="right"))
+        got = self._decoded
+        if got is None or not (got[0] <= g0 and g1 <= got[1]):
+            want = (self.groups[0], self.groups[-1] + 1) if len(self.views) > 1 else (g0, g1)
+            if len(self.views) > 1 and grouped_bytes(self.file.metadata, range(*want)) > GROUPED_DECODE_BYTES:
+                want = (g0, g1)
+            if grouped_bytes(self.file.metadata, range(*want)) > GROUPED_DECODE_BYTES:
+                return None
+            self._decoded = got = (*want, schema, conform(self._decode(range(*want)), schema))
+        elif not (got[2] is schema or got[2].equals(schema)):
+            self._decoded = got = (got[0], got[1], schema, conform(self._decode(range(got[0], got[1])), schema))
+        return int(starts[got[0]]) - base, got[3]
+
+    def _layout_of(self, views: Sequence[Chunk]) -> Layout:
+        key = tuple(id(v) for v in views)
+        if self._layout is None or self._layout[0] != key:
+            self._layout = (key, Layout.of(views, self.base))
+        return self._layout[1]
 
     def tsos(self, view: Chunk) -> np.ndarray:
         """Final ``_tso`` of ``view``'s rows, checked against the range its commit recorded."""
@@ -460,25 +486,23 @@ class FileRows:
         check_times(self.store, view, tso)
         return tso
 
-    def body(self, schema: pa.Schema) -> pa.Table:
-        """The user columns of every covered row group, conformed to ``schema`` (once a file)."""
-        assert self._all is not None
-        if self._conformed is None or not (self._conformed[0] is schema or self._conformed[0].equals(schema)):
-            self._conformed = (schema, conform(self._all, schema))
-        return self._conformed[1]
-
     def records_of(self, views: Sequence[Chunk], lo: int, hi: int, schema: pa.Schema,
                    starts: Mapping[int, int], ends: Mapping[int, int]) -> Iterator[pa.Table]:
-        """The records of ``views`` (of this file) in range, view after view: one table for the
-        whole file when it was decoded at once (:mod:`.grouped`), else one per view and row
+        """The records of ``views`` (of this file) in range, view after view, each view's rows
+        in file order: one table, cut from one decode of the row groups holding them
+        (:mod:`.grouped`); from a file too big to decode at once, one table per view and row
         group (:meth:`records`)."""
-        if self._all is None or self.final is None:
-            for view in views:
-                yield from self.records(view, lo, hi, schema, starts.get(view.seg), ends.get(view.seg))
-            return
-        rows, seq, seg = keep(self.final, Layout.of(views, self.base), lo, hi, starts, ends)
-        if len(rows):
-            yield stamped(cut(self.body(schema), rows), self.final[rows], seq, seg, schema)
+        if self.final is not None:
+            rows, seq, seg = keep(self.final, self._layout_of(views), lo, hi, starts, ends)
+            if not len(rows):
+                return
+            body = self._body(int(rows.min()), int(rows.max()), schema)
+            if body is not None:
+                at, table = body
+                yield stamped(cut(table, rows - at), self.final[rows], seq, seg, schema)
+                return
+        for view in views:
+            yield from self.records(view, lo, hi, schema, starts.get(view.seg), ends.get(view.seg))
 
     def records(self, view: Chunk, lo: int, hi: int, schema: pa.Schema, first_seq: int | None,
                 end_seq: int | None, tso: np.ndarray | None = None) -> Iterator[pa.Table]:
