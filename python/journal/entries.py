@@ -138,14 +138,16 @@ class Chunk:
 
     @classmethod
     def from_json(cls, v: list[Any]) -> Chunk:
-        stored = dict(zip(cls.FIELDS, v))
-        marks: list[int] = []
-        m = stored["lo"]
-        for d in stored.get("marks", ()):
-            m += d
-            marks.append(m)
-        stored["marks"] = tuple(marks)
-        return cls(**stored)
+        # positional: the stored list's order is the fields' (a read of fresh data at 64
+        # segments decodes ~60 chunks an append)
+        values = list(v)
+        if len(values) > 10:
+            m, marks = values[6], []
+            for d in values[10]:
+                m += d
+                marks.append(m)
+            values[10] = tuple(marks)
+        return cls(*values)
 
 
 class Fold(NamedTuple):
