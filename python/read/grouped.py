@@ -113,7 +113,7 @@ def final_tsos(raw: np.ndarray, layout: Layout) -> np.ndarray | None:
     stamped = raw[at]
     if bool((stamped >= floor).all()):  # the usual case: no floor lifts a record
         return raw
-    out = raw.copy()
+    out: np.ndarray = raw.copy()
     out[at] = np.maximum(stamped, floor)
     return out
 

@@ -105,10 +105,10 @@ def wants_spans(views: Sequence[Any]) -> bool:
     """Whether ``views`` (of one file) are format-v5 slices whose spans cover little enough of
     it that fetching the spans alone pays (else the whole file is fetched, and cut into spans)."""
     size = views[0].file_bytes
-    if size <= 0 or any(v.span is None for v in views):
+    if size <= 0 or any(v.span_bytes <= 0 for v in views):
         return False
-    spans = {v.span for v in views}  # distinct spans (views of one span count once)
-    return sum(e - s for s, e in spans) < RANGED_SHARE * size
+    spans = {(v.span_start, v.span_bytes) for v in views}  # views of one span count once
+    return bool(sum(n for _, n in spans) < RANGED_SHARE * size)
 
 
 def split_spans(views: Sequence[Any], data: Any, at: int = 0) -> list[tuple[list[Any], Span]]:

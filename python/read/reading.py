@@ -193,7 +193,8 @@ def decode_file(store: Store, chunk: Chunk, data: bytes | Span | Sparse,
 def _group_starts(f: pq.ParquetFile, first: int = 0) -> np.ndarray:
     """First row of each row group, then the file's row count (rows numbered from ``first``:
     a slice's own file, :class:`~.ranged.Span`, starts at its row of the whole file)."""
-    return np.cumsum([first] + [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)])
+    meta = f.metadata
+    return np.cumsum([first] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
 
 
 def _covering(starts: np.ndarray, views: Sequence[Chunk]) -> list[int]:
@@ -400,7 +401,8 @@ class FileRows:
             self.starts = _group_starts(self.file, first_row(data))
             self.groups = _covering(self.starts, views)
             self.base = int(self.starts[self.groups[0]]) if self.groups else 0
-            names = self.file.schema_arrow.names
+            self.schema = self.file.schema_arrow
+            names = self.schema.names
             raw = self.file.read_row_groups(self.groups, columns=[RAW_TSO]) if RAW_TSO in names else None
         except (pa.ArrowException, OSError, ValueError) as e:
             raise _corrupt(store, views[0], e) from e
@@ -439,7 +441,7 @@ class FileRows:
         # string columns their dictionary holds whole decode as indices, then a take of the
         # dictionary: half the CPU (dictionary_pages says which columns and why)
         try:
-            names = dictionary_columns(self.file.metadata, groups, self.file.schema_arrow, self.columns)
+            names = dictionary_columns(self.file.metadata, groups, self.schema, self.columns)
             if not names:
                 return self.file.read_row_groups(list(groups), columns=self.columns)
             f = self._by_dictionary.get(names)
@@ -576,7 +578,9 @@ def read_table(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int
                starts: dict[int, int] | None = None, ends: dict[int, int] | None = None) -> pa.Table:
     """All records of ``chunks`` in ``(lo, hi]`` as one table, in :data:`READ_ORDER`; in the
     segments ``starts``/``ends`` list, only ``_seq`` from ``starts[seg]`` and before ``ends[seg]``."""
-    parts, seen, ordered = [], set(), True
+    parts: list[pa.Table] = []
+    seen: set[int] = set()
+    ordered = True
     for views, part in _records(store, schema, chunks, lo, hi, starts or {}, ends or {}):
         parts.append(part)
         seen.update(id(c) for c in views)
