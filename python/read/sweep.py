@@ -11,9 +11,11 @@ A window ``(a, b]`` ends before the first record of the next chunk not yet opene
 record in it lies in an open chunk) and at the ``window_rows``-th record after ``a`` of the open
 chunks. A chunk's file is fetched when the walk reaches its first record (small files in
 batches, :func:`~pyspark_tstream.read.reading.fetch_files`) and dropped once the walk passes its
-last. Memory: about ``window_rows`` records, one fetch batch of chunk files (memory-mapped when
-local), and per open file its decoded timestamps and one decoded row group of the projected
-columns (:class:`~pyspark_tstream.read.reading.FileRows`).
+last; the other views of a file open with its first (it is decoded already), so a window ends
+before the next file's first record, not the next slice's. Memory: about ``window_rows``
+records, one fetch batch of chunk files (memory-mapped when local), and per open file its
+decoded timestamps and the projected columns of a small file's row groups, or of one row group
+of a big file (:class:`~pyspark_tstream.read.reading.FileRows`).
 """
 
 from __future__ import annotations
