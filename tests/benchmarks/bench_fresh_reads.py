@@ -4,6 +4,7 @@
     python tests/benchmarks/bench_fresh_reads.py --smoke         # N = 30, 1 repeat (CI)
     python tests/benchmarks/bench_fresh_reads.py --no-spark      # the Python reads only
     python tests/benchmarks/bench_fresh_reads.py --spark-shape   # also one 1M-row df.write from 200 tasks
+    python tests/benchmarks/bench_fresh_reads.py --appends 0 --spark-shape   # that alone
 
 N appends of 256 records each (``Stream.append``, a 1000-value key, one ms per record) into a
 ``file://`` stream of 1 segment and into one of 64 segments, compaction off: the data as a live
@@ -166,7 +167,7 @@ def spark_shape(spark: Any, root: str, rounds: int) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--appends", type=int, default=300, help="N: appends of 256 records into each stream")
+    ap.add_argument("--appends", type=int, default=300, help="N: appends of 256 records into each stream (0: none)")
     ap.add_argument("--reps", type=int, default=3, help="interleaved rounds per read (best counts)")
     ap.add_argument("--smoke", action="store_true", help="N = 30, 1 round (CI)")
     ap.add_argument("--no-spark", dest="spark", action="store_false", help="the Python reads only")
@@ -175,34 +176,39 @@ def main(argv: list[str] | None = None) -> None:
     if args.smoke:
         args.appends, args.reps = 30, 1
     root = tempfile.mkdtemp(prefix="bench-fresh-")
+    spark = None
     try:
-        base = int(time.time() * 1000) - 86_400_000 - args.appends * ROWS
-        start = base + (args.appends - NEWEST) * ROWS
-        urls = {s: f"file://{root}/s{s}" for s in SEGMENTS}
-        t = time.perf_counter()
-        for s in SEGMENTS:
-            fill(urls[s], s, args.appends, base)
-        print(f"filled 2 streams with {args.appends} appends × {ROWS} records in {time.perf_counter() - t:.1f} s")
-        reads = {s: python_reads(urls[s], start) for s in SEGMENTS}
-        spark = None
         if args.spark or args.spark_shape:
             from _spark import build_session
 
             spark = build_session("tstream-bench-fresh-reads")
-        if args.spark:
-            for s in SEGMENTS:
-                reads[s].update(spark_reads(spark, urls[s], start, root))
-        print(f"\n# Fresh reads: {args.appends} appends × {ROWS} records, 1 vs 64 segments, compaction off "
-              f"(best of {args.reps})\n")
-        print(table(measure(reads, args.reps)))
+        if args.appends:
+            fresh_reads(args, root, spark if args.spark else None)
         if args.spark_shape:
             print("\n# Spark's production shape: one df.write of 1M rows from 200 tasks, 1 vs 64 segments "
                   f"(best of {args.reps})\n")
-            print(spark_shape(spark, root, args.reps))
+            print(spark_shape(spark, root, args.reps), flush=True)
+    finally:
         if spark is not None:
             spark.stop()
-    finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def fresh_reads(args: argparse.Namespace, root: str, spark: Any) -> None:
+    """The N-append streams, then each read's table: the Python reads, then Spark's."""
+    base = int(time.time() * 1000) - 86_400_000 - args.appends * ROWS
+    start = base + (args.appends - NEWEST) * ROWS
+    urls = {s: f"file://{root}/s{s}" for s in SEGMENTS}
+    t = time.perf_counter()
+    for s in SEGMENTS:
+        fill(urls[s], s, args.appends, base)
+    print(f"filled 2 streams with {args.appends} appends × {ROWS} records in {time.perf_counter() - t:.1f} s")
+    print(f"\n# Fresh reads: {args.appends} appends × {ROWS} records, 1 vs 64 segments, compaction off "
+          f"(best of {args.reps})\n")
+    print(table(measure({s: python_reads(urls[s], start) for s in SEGMENTS}, args.reps)), flush=True)
+    if spark is not None:
+        print()
+        print(table(measure({s: spark_reads(spark, urls[s], start, root) for s in SEGMENTS}, args.reps)), flush=True)
 
 
 if __name__ == "__main__":
