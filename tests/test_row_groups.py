@@ -138,14 +138,18 @@ def test_unsorted_views_across_row_groups_equal_the_mask_read(tmp_path: Path) ->
 def test_a_read_decodes_only_its_row_groups_once_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store, path = _file_with_groups(tmp_path)  # 5 groups of 8 rows, _tso 10, 20, ..., 400
     schema = pa.schema([pa.field("v", pa.int64())])
-    decoded: list[int] = []
-    real = pq.ParquetFile.read_row_group
+    decoded: list[int] = []  # row groups whose user columns were decoded
+    calls: list[list[int]] = []
+    real = pq.ParquetFile.read_row_groups
 
-    def counting(self: pq.ParquetFile, i: int, *args: object, **kwargs: object) -> pa.Table:
-        decoded.append(i)
-        return real(self, i, *args, **kwargs)
+    def counting(self: pq.ParquetFile, groups: list[int], columns: list[str] | None = None,
+                 **kwargs: object) -> pa.Table:
+        if columns is None or "v" in columns:
+            decoded.extend(groups)
+            calls.append(list(groups))
+        return real(self, groups, columns, **kwargs)
 
-    monkeypatch.setattr(pq.ParquetFile, "read_row_group", counting)
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", counting)
     whole = Chunk(seg=0, path=path, rows=40, bytes=1, seq=0, floor=1, lo=10, hi=400)
     # rows 26..29 (_tso 270..300) lie in group 3 only
     got = _grouped(store, schema, [whole], 260, 300)
@@ -158,6 +162,8 @@ def test_a_read_decodes_only_its_row_groups_once_each(tmp_path: Path, monkeypatc
     got = _grouped(store, schema, views, 0, 1000)
     assert got["v"].to_pylist() == list(range(40))
     assert decoded == [0, 1, 2, 3, 4]
+    # a small file's views: its groups decoded in one call, not one per group or view
+    assert calls[-1] == [0, 1, 2, 3, 4] and len(calls) == 2
 
 
 def test_short_or_garbage_files_still_fail_with_the_chunk_named(tmp_path: Path) -> None:

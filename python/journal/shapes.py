@@ -25,9 +25,25 @@ def is_int(v: Any) -> bool:
     return type(v) is int
 
 
+def _sound_chunk(c: list[Any]) -> bool:
+    """Whether ``c`` passes every check of :func:`check_chunk`, in one expression of exact type
+    tests (a read of fresh data at 64 segments checks ~60 chunks an append)."""
+    n = len(c)
+    return (8 <= n <= 14 and type(c[1]) is str and type(c[0]) is int and type(c[2]) is int
+            and type(c[3]) is int and type(c[4]) is int and type(c[5]) is int and type(c[6]) is int
+            and type(c[7]) is int and (n < 9 or (type(c[8]) is int and c[8] >= 0))
+            and (n < 10 or type(c[9]) is bool)
+            and (n < 11 or (type(c[10]) is list and all(type(m) is int for m in c[10])))
+            and (n < 12 or (type(c[11]) is int and c[11] >= 0))
+            and (n < 13 or (type(c[12]) is int and c[12] >= 0))
+            and (n < 14 or (type(c[13]) is int and c[13] >= 0 and c[12] + c[13] <= c[11])))
+
+
 def check_chunk(c: Any) -> None:
     """A chunk reference: 8 fields, then the optional format-v2 ``offset``, ``sorted``, ``marks``
     the format-v3 ``file_bytes`` and the format-v5 ``span_start`` and ``span_bytes``."""
+    if type(c) is list and _sound_chunk(c):
+        return
     need(isinstance(c, list) and 8 <= len(c) <= 14 and isinstance(c[1], str)
          and all(is_int(v) for i, v in enumerate(c[:8]) if i != 1), "a chunk")
     need(len(c) < 9 or (is_int(c[8]) and c[8] >= 0), "a chunk's offset")

@@ -105,8 +105,10 @@ def wants_spans(views: Sequence[Any]) -> bool:
     """Whether ``views`` (of one file) are format-v5 slices whose spans cover little enough of
     it that fetching the spans alone pays (else the whole file is fetched, and cut into spans)."""
     size = views[0].file_bytes
-    return size > 0 and all(v.span is not None for v in views) and \
-        sum(e - s for s, e in by_span(views)) < RANGED_SHARE * size
+    if size <= 0 or any(v.span_bytes <= 0 for v in views):
+        return False
+    spans = {(v.span_start, v.span_bytes) for v in views}  # views of one span count once
+    return bool(sum(n for _, n in spans) < RANGED_SHARE * size)
 
 
 def split_spans(views: Sequence[Any], data: Any, at: int = 0) -> list[tuple[list[Any], Span]]:
@@ -145,10 +147,12 @@ def fetch_spans(store: Store, rel: str, views: Sequence[Any]) -> list[tuple[list
 
 
 def wants_ranges(views: Sequence[Any]) -> bool:
-    """Whether ``views`` (of one file) are slices of a shared file covering little enough of
-    it that fetching their row groups alone pays."""
+    """Whether ``views`` (of one file) are format-v3/v4 slices of a shared file (no span)
+    covering little enough of it that fetching their row groups alone pays. Format-v5 slices
+    that :func:`wants_spans` declines cover most of their file (their spans are the file but
+    its footers): one read of the whole file costs less than a footer read and a ranged one."""
     size = views[0].file_bytes
-    return size > 0 and all(v.file_bytes == size for v in views) and \
+    return size > 0 and all(v.file_bytes == size and v.span is None for v in views) and \
         sum(v.bytes for v in views) + footer_guess(size) < RANGED_SHARE * size
 
 

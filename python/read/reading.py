@@ -15,7 +15,7 @@ instead of a binary search. Local chunk files are memory-mapped, not copied.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from ..arrow_arrays import int64s, numbers
 from ..chunkfile.checksums import VERIFY_CHECKSUMS, describe
-from ..chunkfile.dictionary_pages import decode_dictionaries, dictionary_read_columns
+from ..chunkfile.dictionary_pages import decode_dictionaries
 from ..chunkfile.footer import FOOTER_GUESS, footer_size, read_tail
 from ..errors import CorruptChunkError
 from ..journal.entries import Chunk
@@ -32,6 +32,17 @@ from ..schema import RAW_TSO, conform, full_schema
 from ..store.ranged_file import RangedFile
 from ..store.storage import Store
 from ..timestamps import LOGICAL_BITS, apply_floor, final_bounds
+from .grouped import (
+    GROUPED_DECODE_BYTES,
+    Layout,
+    cut,
+    dictionary_columns,
+    final_tsos,
+    first_bad,
+    grouped_bytes,
+    keep,
+    stamped,
+)
 from .ranged import Span, Sparse, fetch_ranges, fetch_spans, first_row, source, wants_ranges, wants_spans
 
 #: Chunks up to this size are fetched together in one batched call.
@@ -182,7 +193,8 @@ def decode_file(store: Store, chunk: Chunk, data: bytes | Span | Sparse,
 def _group_starts(f: pq.ParquetFile, first: int = 0) -> np.ndarray:
     """First row of each row group, then the file's row count (rows numbered from ``first``:
     a slice's own file, :class:`~.ranged.Span`, starts at its row of the whole file)."""
-    return np.cumsum([first] + [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)])
+    meta = f.metadata
+    return np.cumsum([first] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
 
 
 def _covering(starts: np.ndarray, views: Sequence[Chunk]) -> list[int]:
@@ -219,18 +231,20 @@ def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Ch
         yield from zip(group, blobs)
 
     for views in by_path.values():
-        if (wants_spans(views) or wants_ranges(views)) and group:
+        spans = wants_spans(views)
+        ranges = not spans and wants_ranges(views)
+        if (spans or ranges) and group:
             # files come in the order of their first view (compaction writes its pieces in that
             # order and records them so): the batched files before this one go first
             yield from flush()
             group, size = [], 0
-        if wants_spans(views):
+        if spans:
             try:
                 yield from fetch_spans(store, views[0].path, views)
             except FileNotFoundError as e:
                 raise damaged(store, store.uri(views[0].path), "named by the journal is missing") from e
             continue
-        if wants_ranges(views):
+        if ranges:
             try:
                 yield views, fetch_ranges(store, views[0].path, views[0].file_bytes, views)
             except FileNotFoundError as e:
@@ -365,14 +379,17 @@ def chunk_records(table: pa.Table, chunk: Chunk, lo: int, hi: int, schema: pa.Sc
 
 
 class FileRows:
-    """One fetched chunk file, decoded a row group at a time.
+    """One fetched chunk file, decoded as few times as its reads need.
 
     Only the raw timestamp column of the groups a read covers is decoded up front (a read
-    needs every ``_tso`` to choose its rows); the user columns are decoded one row group at a
-    time as the kept rows reach it, so a read holds one decoded row group, not a whole
-    (macro-)chunk, and Spark starts receiving batches after the first group. String columns
-    that a row group holds dictionary-encoded decode through their dictionary
-    (:mod:`.dictionary_pages`).
+    needs every ``_tso`` to choose its rows), with every view's final ``_tso`` and their check
+    against the journal in one vectorised pass (:mod:`.grouped`). The user columns are decoded
+    where kept rows are: the row groups of a small file (a shared file's slices, a small chunk)
+    in one call, cut into the records of all its views at once (:meth:`records_of`); a big file's
+    (a macro-chunk) one row group at a time as the kept rows reach it (:meth:`records`), so a
+    read holds one decoded row group, not a whole macro-chunk, and Spark starts receiving batches
+    after the first group. String columns that a row group holds dictionary-encoded decode
+    through their dictionary (:mod:`.dictionary_pages`).
     """
 
     def __init__(self, store: Store, views: Sequence[Chunk], data: bytes | Span | Sparse,
@@ -384,7 +401,8 @@ class FileRows:
             self.starts = _group_starts(self.file, first_row(data))
             self.groups = _covering(self.starts, views)
             self.base = int(self.starts[self.groups[0]]) if self.groups else 0
-            names = self.file.schema_arrow.names
+            self.schema = self.file.schema_arrow
+            names = self.schema.names
             raw = self.file.read_row_groups(self.groups, columns=[RAW_TSO]) if RAW_TSO in names else None
         except (pa.ArrowException, OSError, ValueError) as e:
             raise _corrupt(store, views[0], e) from e
@@ -397,35 +415,96 @@ class FileRows:
         self.data = data
         self._by_dictionary: dict[tuple[str, ...], pq.ParquetFile] = {}
         self._group: tuple[int, pa.Table] | None = None
+        # the user columns of row groups [g0, g1), conformed to a schema: (g0, g1, schema, table)
+        self._decoded: tuple[int, int, pa.Schema, pa.Table] | None = None
+        self._layout: tuple[tuple[int, ...], Layout] | None = None
+        self.final = self._final()
+
+    def _final(self) -> np.ndarray | None:
+        """Final ``_tso`` of every decoded row, every view's checked against its commit's range
+        (None when views overlap: :meth:`tsos` then times each view alone)."""
+        raw = numbers(self.raw.column(RAW_TSO), np.int64)
+        layout = Layout.of(self.views, self.base)
+        final = final_tsos(raw, layout)
+        if final is not None and (bad := first_bad(final, layout)) is not None:
+            view = self.views[bad]
+            check_times(self.store, view, view_tsos(self.raw, view, self.base))
+        return final
 
     def group(self, g: int) -> pa.Table:
         """User columns of row group ``g`` (the last one decoded is kept)."""
         if self._group is None or self._group[0] != g:
-            try:
-                self._group = (g, self._decode(g))
-            except (pa.ArrowException, OSError, ValueError) as e:
-                raise _corrupt(self.store, self.views[0], e) from e
+            self._group = (g, self._decode(range(g, g + 1)))
         return self._group[1]
 
-    def _decode(self, g: int) -> pa.Table:
+    def _decode(self, groups: Sequence[int]) -> pa.Table:
         # string columns their dictionary holds whole decode as indices, then a take of the
         # dictionary: half the CPU (dictionary_pages says which columns and why)
-        schema = self.file.schema_arrow
-        names = tuple(n for n in dictionary_read_columns(self.file.metadata.row_group(g), schema)
-                      if n in self.columns)
-        if not names:
-            return self.file.read_row_group(g, columns=self.columns)
-        f = self._by_dictionary.get(names)
-        if f is None:  # shares the footer already parsed, and the bytes (zero-copy)
-            f = self._by_dictionary[names] = pq.ParquetFile(source(self.data), metadata=self.file.metadata,
-                                                             read_dictionary=list(names), **VERIFY_CHECKSUMS)
-        return decode_dictionaries(f.read_row_group(g, columns=self.columns), names)
+        try:
+            names = dictionary_columns(self.file.metadata, groups, self.schema, self.columns)
+            if not names:
+                return self.file.read_row_groups(list(groups), columns=self.columns)
+            f = self._by_dictionary.get(names)
+            if f is None:  # shares the footer already parsed, and the bytes (zero-copy)
+                f = self._by_dictionary[names] = pq.ParquetFile(source(self.data), metadata=self.file.metadata,
+                                                                 read_dictionary=list(names), **VERIFY_CHECKSUMS)
+            return decode_dictionaries(f.read_row_groups(list(groups), columns=self.columns), names)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise _corrupt(self.store, self.views[0], e) from e
+
+    def _body(self, first: int, last: int, schema: pa.Schema) -> tuple[int, pa.Table] | None:
+        """The user columns (conformed to ``schema``) of row groups holding decoded rows
+        ``first``..``last``, decoded in one call, and the decoded row they start at; None when
+        those groups are too big to hold at once (then :meth:`records` reads a group at a time).
+        A file of several views decodes all its covered groups on the first call (its later
+        reads, a sweep's next windows, take theirs from the same decode)."""
+        starts, base = self.starts, self.base
+        g0 = int(np.searchsorted(starts, first + base, side="right")) - 1
+        g1 = int(np.searchsorted(starts, last + base, side="right"))
+        got = self._decoded
+        if got is None or not (got[0] <= g0 and g1 <= got[1]):
+            want = (self.groups[0], self.groups[-1] + 1) if len(self.views) > 1 else (g0, g1)
+            if len(self.views) > 1 and grouped_bytes(self.file.metadata, range(*want)) > GROUPED_DECODE_BYTES:
+                want = (g0, g1)
+            if grouped_bytes(self.file.metadata, range(*want)) > GROUPED_DECODE_BYTES:
+                return None
+            self._decoded = got = (*want, schema, conform(self._decode(range(*want)), schema))
+        elif not (got[2] is schema or got[2].equals(schema)):
+            self._decoded = got = (got[0], got[1], schema, conform(self._decode(range(got[0], got[1])), schema))
+        return int(starts[got[0]]) - base, got[3]
+
+    def _layout_of(self, views: Sequence[Chunk]) -> Layout:
+        key = tuple(id(v) for v in views)
+        if self._layout is None or self._layout[0] != key:
+            self._layout = (key, Layout.of(views, self.base))
+        return self._layout[1]
 
     def tsos(self, view: Chunk) -> np.ndarray:
         """Final ``_tso`` of ``view``'s rows, checked against the range its commit recorded."""
+        if self.final is not None:  # checked when the file was opened
+            at = view.offset - self.base
+            return self.final[at:at + view.rows]
         tso = view_tsos(self.raw, view, self.base)
         check_times(self.store, view, tso)
         return tso
+
+    def records_of(self, views: Sequence[Chunk], lo: int, hi: int, schema: pa.Schema,
+                   starts: Mapping[int, int], ends: Mapping[int, int]) -> Iterator[pa.Table]:
+        """The records of ``views`` (of this file) in range, view after view, each view's rows
+        in file order: one table, cut from one decode of the row groups holding them
+        (:mod:`.grouped`); from a file too big to decode at once, one table per view and row
+        group (:meth:`records`)."""
+        if self.final is not None:
+            rows, seq, seg = keep(self.final, self._layout_of(views), lo, hi, starts, ends)
+            if not len(rows):
+                return
+            body = self._body(int(rows.min()), int(rows.max()), schema)
+            if body is not None:
+                at, table = body
+                yield stamped(cut(table, rows - at), self.final[rows], seq, seg, schema)
+                return
+        for view in views:
+            yield from self.records(view, lo, hi, schema, starts.get(view.seg), ends.get(view.seg))
 
     def records(self, view: Chunk, lo: int, hi: int, schema: pa.Schema, first_seq: int | None,
                 end_seq: int | None, tso: np.ndarray | None = None) -> Iterator[pa.Table]:
@@ -457,15 +536,14 @@ class FileRows:
 
 
 def _records(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi: int,
-             starts: dict[int, int], ends: dict[int, int], *, again: bool = True) -> Iterator[tuple[Chunk, pa.Table]]:
+             starts: dict[int, int], ends: dict[int, int], *,
+             again: bool = True) -> Iterator[tuple[Sequence[Chunk], pa.Table]]:
     done: set[int] = set()  # chunks whose records were all yielded
     try:
         for views, data in fetch_files(store, chunks):
-            rows = FileRows(store, views, data)
-            for chunk in views:
-                for part in rows.records(chunk, lo, hi, schema, starts.get(chunk.seg), ends.get(chunk.seg)):
-                    yield chunk, part
-                done.add(id(chunk))
+            for part in FileRows(store, views, data).records_of(views, lo, hi, schema, starts, ends):
+                yield views, part
+            done.update(id(c) for c in views)
     except CorruptChunkError as e:
         # A missing file fails its fetch before any of its records is yielded. A task that
         # stalls past the grace period after its plan (85 s on an overloaded machine is enough)
@@ -500,11 +578,13 @@ def read_table(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int
                starts: dict[int, int] | None = None, ends: dict[int, int] | None = None) -> pa.Table:
     """All records of ``chunks`` in ``(lo, hi]`` as one table, in :data:`READ_ORDER`; in the
     segments ``starts``/``ends`` list, only ``_seq`` from ``starts[seg]`` and before ``ends[seg]``."""
-    parts, seen, ordered = [], set(), True
-    for chunk, part in _records(store, schema, chunks, lo, hi, starts or {}, ends or {}):
+    parts: list[pa.Table] = []
+    seen: set[int] = set()
+    ordered = True
+    for views, part in _records(store, schema, chunks, lo, hi, starts or {}, ends or {}):
         parts.append(part)
-        seen.add(id(chunk))
-        ordered = ordered and chunk.sorted
+        seen.update(id(c) for c in views)
+        ordered = ordered and all(c.sorted for c in views)
     if not parts:
         return full_schema(schema).empty_table()
     table = pa.concat_tables(parts)

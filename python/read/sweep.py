@@ -11,9 +11,11 @@ A window ``(a, b]`` ends before the first record of the next chunk not yet opene
 record in it lies in an open chunk) and at the ``window_rows``-th record after ``a`` of the open
 chunks. A chunk's file is fetched when the walk reaches its first record (small files in
 batches, :func:`~pyspark_tstream.read.reading.fetch_files`) and dropped once the walk passes its
-last. Memory: about ``window_rows`` records, one fetch batch of chunk files (memory-mapped when
-local), and per open file its decoded timestamps and one decoded row group of the projected
-columns (:class:`~pyspark_tstream.read.reading.FileRows`).
+last; the other views of a file open with its first (it is decoded already), so a window ends
+before the next file's first record, not the next slice's. Memory: about ``window_rows``
+records, one fetch batch of chunk files (memory-mapped when local), and per open file its
+decoded timestamps and the projected columns of a small file's row groups, or of one row group
+of a big file (:class:`~pyspark_tstream.read.reading.FileRows`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ class _Files:
                 self.open[id(v)] = got
         return got
 
+    def walked(self, rows: FileRows) -> list[Chunk]:
+        """The views of the walk that ``rows`` holds (a file's, or a span's), in the walk's order."""
+        return [v for v in rows.views if id(v) in self.left]
+
     def refetch(self, views: Sequence[Chunk]) -> None:
         """Fetch ``views`` (the walk's unopened rest, substituted after a missing file) from now on."""
         self.fetched = fetch_files(self.store, views)
@@ -101,13 +107,21 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
     views = sorted((c for c in chunks if c.hi > lo and c.lo <= hi), key=lambda c: c.lo)
     files = _Files(store, views, columns)
     open_views: list[tuple[Chunk, FileRows, np.ndarray]] = []
+    opened: set[int] = set()  # views opened with an earlier view of their file
     pending: list[pa.Table] = []
     i, a = 0, lo
     replanned = False
-    while a < hi and (open_views or i < len(views)):
+    while a < hi:
+        while i < len(views) and id(views[i]) in opened:
+            i += 1
+        if not open_views and i >= len(views):
+            break
         if not open_views:  # nothing before the next chunk's first record
             a = max(a, views[i].lo - 1)
-        while i < len(views) and views[i].lo <= a + 1:
+        while i < len(views) and (id(views[i]) in opened or views[i].lo <= a + 1):
+            if id(views[i]) in opened:
+                i += 1
+                continue
             try:
                 rows = files.rows(views[i])
             except CorruptChunkError as e:
@@ -116,23 +130,33 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
                 # the rest reads from the macro-chunks that hold those records now (once; a file
                 # no compaction replaced still fails, naming it), as read_table's tasks do
                 fresh = None if replanned or not isinstance(e.__cause__, FileNotFoundError) else \
-                    compacted_since(store, views[i:])
+                    compacted_since(store, [v for v in views[i:] if id(v) not in opened])
                 if fresh is None:
                     raise
                 replanned = True
                 views[i:] = sorted((c for c in fresh if c.hi > lo and c.lo <= hi), key=lambda c: c.lo)
                 files.refetch(views[i:])
                 continue
-            open_views.append((views[i], rows, rows.tsos(views[i])))
+            # the other views of its file open with it: the file is decoded already, and a window
+            # then ends before the next file's first record, not before the next slice's
+            for view in files.walked(rows):
+                if id(view) not in opened:
+                    opened.add(id(view))
+                    open_views.append((view, rows, rows.tsos(view)))
+            i += 1
+        while i < len(views) and id(views[i]) in opened:
             i += 1
         b = min(hi, views[i].lo - 1 if i < len(views) else hi)
         kth = _kth_after(open_views, a, window_rows)
         b = b if kth is None else min(b, kth)
         parts, sources = [], []
-        for view, rows, tso in open_views:
-            got = list(rows.records(view, a, b, schema, starts.get(view.seg), ends.get(view.seg), tso))
+        by_file: dict[int, tuple[FileRows, list[Chunk]]] = {}
+        for view, rows, _ in open_views:
+            by_file.setdefault(id(rows), (rows, []))[1].append(view)
+        for rows, file_views in by_file.values():
+            got = list(rows.records_of(file_views, a, b, schema, starts, ends))
             parts += got
-            sources += [view] if got else []
+            sources += file_views if got else []
         if parts:
             window = pa.concat_tables(parts)
             if len(sources) > 1 or not sources[0].sorted:

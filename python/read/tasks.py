@@ -4,6 +4,13 @@ Invariant: chunks in, :class:`~pyspark_tstream.read.reading.ReadTask` s out, no 
 no Spark: how many tasks follows from the bytes planned and the parallelism
 (:func:`partition_count`), and chunks go largest first into the emptiest task, a segment's
 chunks staying in commit order inside a task (:func:`pack_tasks`).
+
+The unit a task takes is a file, as Delta's and Iceberg's planners take one (:func:`file_units`):
+the slices a read needs of one shared file (one per segment its writer wrote) go to one task,
+which fetches and decodes the file once; spread over tasks, every task would fetch the file's
+footer or its spans and decode its slices one by one. A task still holds one file at a time.
+Views of a macro-chunk stay separate units: a macro-chunk is big, and its views spread the
+decode of one big file over tasks.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ def partition_count(total_bytes: int, chunks: int, *, parallelism: int | None = 
 
     One per ``TARGET_PARTITION_BYTES``, and at least ``parallelism`` (Spark's default
     parallelism, else ``DEFAULT_PARALLELISM``) while each still gets ``MIN_PARTITION_BYTES``;
-    then at least ``min_partitions`` and at most ``max_partitions``; never more than chunks.
+    then at least ``min_partitions`` and at most ``max_partitions``; never more than ``chunks``
+    (the units of a plan, :func:`file_units`: a task takes whole shared files).
     """
     slots = parallelism or DEFAULT_PARALLELISM
     n = max(-(-total_bytes // TARGET_PARTITION_BYTES), min(slots, total_bytes // MIN_PARTITION_BYTES), 1)
@@ -42,19 +50,38 @@ def partition_count(total_bytes: int, chunks: int, *, parallelism: int | None = 
     return max(1, min(n, chunks))
 
 
+def file_units(chunks: Sequence[Chunk]) -> list[list[int]]:
+    """Indexes of ``chunks`` that go to one task together: the slices of one shared file, in
+    plan order; any other chunk (a plain chunk, a view of a macro-chunk) alone."""
+    units: list[list[int]] = []
+    by_file: dict[str, list[int]] = {}
+    for i, c in enumerate(chunks):
+        if not c.shared:
+            units.append([i])
+        elif c.path in by_file:
+            by_file[c.path].append(i)
+        else:
+            by_file[c.path] = [i]
+            units.append(by_file[c.path])
+    return units
+
+
 def pack_tasks(chunks: Sequence[Chunk], lo: int, hi: int, *, max_tasks: int,
                start_cut: dict[int, int] | None = None, end_cut: dict[int, int] | None = None) -> list[ReadTask]:
-    """Group chunks into at most ``max_tasks`` tasks of similar size (largest first into the
-    emptiest); a segment's chunks stay in commit order inside a task."""
+    """Group chunks into at most ``max_tasks`` tasks of similar size (largest unit first into
+    the emptiest; a unit is a file, :func:`file_units`); a segment's chunks stay in commit
+    order inside a task."""
     if not chunks:
         return []
-    n = max(1, min(max_tasks, len(chunks)))
+    units = file_units(chunks)
+    n = max(1, min(max_tasks, len(units)))
     sizes = [0] * n
     placed: list[list[int]] = [[] for _ in range(n)]
-    for i in sorted(range(len(chunks)), key=lambda i: -chunks[i].bytes):
+    weight = [sum(max(chunks[i].bytes, 1) for i in u) for u in units]
+    for u in sorted(range(len(units)), key=lambda u: -weight[u]):
         b = sizes.index(min(sizes))
-        placed[b].append(i)
-        sizes[b] += max(chunks[i].bytes, 1)
+        placed[b].extend(units[u])
+        sizes[b] += weight[u]
     sc = tuple(sorted((start_cut or {}).items()))
     ec = tuple(sorted((end_cut or {}).items()))
     return [ReadTask(tuple(chunks[i] for i in sorted(p)), lo, hi, sc, ec) for p in placed if p]
@@ -63,8 +90,8 @@ def pack_tasks(chunks: Sequence[Chunk], lo: int, hi: int, *, max_tasks: int,
 def plan_tasks(chunks: Sequence[Chunk], lo: int, hi: int, *, parallelism: int | None = None,
                min_partitions: int | None = None, max_partitions: int | None = None,
                start_cut: dict[int, int] | None = None, end_cut: dict[int, int] | None = None) -> list[ReadTask]:
-    """The read tasks of a plan (see :func:`partition_count` for how many)."""
+    """The read tasks of a plan (see :func:`partition_count` for how many: at most one a file)."""
     total = sum(max(c.bytes, 1) for c in chunks)
-    n = partition_count(total, len(chunks), parallelism=parallelism, min_partitions=min_partitions,
+    n = partition_count(total, len(file_units(chunks)), parallelism=parallelism, min_partitions=min_partitions,
                         max_partitions=max_partitions)
     return pack_tasks(chunks, lo, hi, max_tasks=n, start_cut=start_cut, end_cut=end_cut)
