@@ -26,6 +26,7 @@ from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
 from . import checkpoint
 from .checkpoint_mark import CheckpointMark
+from .crosscheck import Replayed, checkpoint_problem
 from .delta import apply, apply_all
 from .packing import expand, pack
 from .shapes import check_delta, check_entry, is_int, need
@@ -341,6 +342,8 @@ class EntryLog:
         #: states this handle built or was given, by position (format v6: a change entry is
         #: decoded on the state before it, so a poll applies one change, not a rebuild)
         self._states: dict[int, StreamState] = {}
+        #: the newest position this handle knows only through the head hint (:meth:`confirm`)
+        self._unconfirmed: int | None = None
 
     def remember(self, pos: int, data: bytes) -> None:
         """Keep the stored bytes of committed entry ``pos`` (entries are immutable) for
@@ -394,7 +397,26 @@ class EntryLog:
                 pass  # entries before the checkpoint were collected (or damaged): rebuild from it
         if base is not None:
             return self._rebuild(pos, self._states[base], base)
-        return self._rebuild(pos, self._checkpoint(start), start)
+        return self._from_checkpoint(pos, start)
+
+    def _from_checkpoint(self, pos: int, start: int) -> StreamState:
+        """The state after entry ``pos`` rebuilt from checkpoint ``start``, which is first
+        cross-checked against the entries replayed after it (:mod:`.crosscheck`: no store call):
+        one that contradicts them is not used, and the state is rebuilt from the checkpoint
+        before it, as for a lost one."""
+        state, size = self._checkpoint(start)
+        if size is None:  # not read from a checkpoint object: nothing to cross-check
+            return self._rebuild(pos, state, start)
+        seen = Replayed()
+        after = self._rebuild(pos, state, start, seen)
+        problem = checkpoint_problem(state, size, after, seen)
+        if problem is None:
+            return after
+        for p in [p for p in self._states if p >= start]:  # built on the damaged checkpoint
+            self._states.pop(p, None)
+        return self._rebuild(pos, self._older(start, CorruptMetadataError(
+            f"it contradicts the journal entries after it: {problem}",
+            path=self.store.uri(layout.checkpoint(start)))), start)
 
     @staticmethod
     def _entries_cheaper(kept: StreamState, start: int) -> bool:
@@ -406,27 +428,36 @@ class EntryLog:
             return False
         return (start - kept.pos) * m.since < m.bytes * (kept.pos - m.pos)
 
-    def _rebuild(self, pos: int, state: StreamState, base: int) -> StreamState:
+    def _rebuild(self, pos: int, state: StreamState, base: int, seen: Replayed | None = None) -> StreamState:
         """The state after entry ``pos`` from ``state``, the state after entry ``base``: one
-        batched read of the entries between that this handle has not kept."""
+        batched read of the entries between that this handle has not kept. ``seen`` collects
+        the chunks the entries commit (a checkpoint's cross-check, :mod:`.crosscheck`)."""
         todo = list(range(base + 1, pos + 1))
         raws = dict((p, self._recent[p]) for p in todo if p in self._recent)
         missing = [p for p in todo if p not in raws]
         if missing:
-            raws.update(zip(missing, self.store.read_many([layout.entry(p) for p in missing])))
+            for p, raw in zip(missing, self.store.read_present([layout.entry(p) for p in missing])):
+                if raw is None:  # nothing else holds its change: no state after it can be built
+                    gone = self.store.uri(layout.entry(p))
+                    raise corrupt("journal entry", gone, FileNotFoundError(gone), layout.stream_url(gone))
+                raws[p] = raw
         changes: list[dict[str, Any]] = []
         for p in todo:  # changes are applied together; an entry holding the whole state restarts
             path = self.store.uri(layout.entry(p))
             d = _change_of(raws[p], p, path)  # its chunks are not needed (nor unpacked) here
             if CHANGE in d:
                 changes.append(d[CHANGE])
+                if seen is not None:
+                    seen.add(expand(d).get("chunks", []))
             else:
                 state, changes = Entry.build(Entry.parse(raws[p], path=path), path=path).state, []
+                if seen is not None:
+                    seen.restarted = True
         if changes:
             try:
                 state = apply_all(state, changes)
             except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-                where = self.store.uri(layout.entry(pos))
+                where = self.store.uri(layout.entry(self._culprit(state, changes, pos)))
                 raise corrupt("journal entry", where, e, layout.stream_url(where)) from e
             if state.pos != pos:
                 where = self.store.uri(layout.entry(pos))
@@ -434,6 +465,17 @@ class EntryLog:
                               layout.stream_url(where))
         self.keep(state)
         return state
+
+    @staticmethod
+    def _culprit(state: StreamState, changes: list[dict[str, Any]], pos: int) -> int:
+        """The position of the first of ``changes`` (those of the entries up to ``pos``) that
+        does not apply: an error names the damaged entry, not the one being rebuilt."""
+        for i, ch in enumerate(changes):
+            try:
+                state = apply(state, ch)
+            except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+                return pos - len(changes) + 1 + i
+        return pos
 
     def mark_of(self, pos: int) -> CheckpointMark | None:
         """The checkpoint mark entry ``pos`` holds (format v6), None if it holds none or is
@@ -449,25 +491,38 @@ class EntryLog:
         except (TypeError, ValueError) as e:
             raise corrupt("journal entry", self.store.uri(rel), e, self.store.display_url) from e
 
-    def _checkpoint(self, pos: int) -> StreamState:
-        """The state after entry ``pos`` from its checkpoint, or from the entry itself when it
-        holds the whole state, or rebuilt from the checkpoint before it."""
+    def _checkpoint(self, pos: int) -> tuple[StreamState, int | None]:
+        """The state after entry ``pos`` and its checkpoint's stored size: from its checkpoint,
+        or (size None) from the entry itself when it holds the whole state, or rebuilt from the
+        checkpoint before it."""
+        rel = layout.checkpoint(pos)
         try:
-            return checkpoint.read(self.store, pos)
+            data = self.store.read(rel)
+            return checkpoint.decode(data, pos, self.store.uri(rel)), len(data)
         except (FileNotFoundError, CorruptMetadataError) as e:
-            problem = e
+            return self._older(pos, e), None
+
+    def _older(self, pos: int, problem: BaseException) -> StreamState:
+        """The state after entry ``pos`` without its checkpoint (lost, unreadable or
+        contradicting the journal: ``problem``): from the entry itself when it holds the whole
+        state, else rebuilt from the checkpoint that entry names."""
         rel = layout.entry(pos)
-        d = Entry.parse(self.store.read(rel), path=self.store.uri(rel))
+        where = self.store.uri(layout.checkpoint(pos))
+        try:
+            d = Entry.parse(self.store.read(rel), path=self.store.uri(rel))
+        except FileNotFoundError:
+            d = {CHANGE: {"checkpoint": [pos]}}  # collected: no older checkpoint is named
         if CHANGE not in d:
             return Entry.build(d, path=self.store.uri(rel)).state
         older = Entry.checkpoint_of(d)
         if older >= pos:
             raise CorruptMetadataError(
-                f"checkpoint {self.store.uri(layout.checkpoint(pos))} is unreadable ({problem}) and no older "
-                f"checkpoint can rebuild it; run `tstream fsck {self.store.display_url}`",
-                path=self.store.uri(layout.checkpoint(pos)))
-        logger.warning("checkpoint %s is missing or unreadable (%s); rebuilding the state from checkpoint %d "
-                       "(`tstream repair` rewrites it)", self.store.uri(layout.checkpoint(pos)), problem, older)
+                f"checkpoint {where} cannot be used ({problem}) and no older checkpoint can rebuild it (the "
+                f"entries from one were collected); run `tstream fsck {self.store.display_url}` and `tstream "
+                f"repair {self.store.display_url}`, which rewrites it when the journal holds its state",
+                path=where)
+        logger.warning("checkpoint %s cannot be used (%s); rebuilding the state from checkpoint %d "
+                       "(`tstream repair` rewrites it)", where, problem, older)
         return self.state_at(pos, older)
 
     def read_entries(self, positions: Sequence[int]) -> list[Entry]:
@@ -517,14 +572,17 @@ class EntryLog:
         positions, O(log n) reads (see :meth:`_search_newest`), and the next commit rewrites it.
         """
         entry: Entry | None = None
+        hint: Entry | None = None
         try:
             data = self.store.read(layout.HEAD)
             if known is None or _stored_pos(data) > known.pos:  # else the hint is no news
-                entry = self.decode(data, layout.HEAD)
+                entry = hint = self.decode(data, layout.HEAD)
                 self.remember(entry.pos, data)  # the hint is a copy of that entry's stored bytes
         except FileNotFoundError:
             pass
         except CorruptMetadataError as e:
+            if e.path != self.store.uri(layout.HEAD):
+                raise  # the hint is sound: an entry its state is rebuilt from is not (named)
             logger.warning("head hint %s is unreadable (%s); finding the newest journal entry by "
                            "search instead (the next commit rewrites the head)",
                            self.store.uri(layout.HEAD), e.__cause__)
@@ -532,7 +590,35 @@ class EntryLog:
             entry = known
         if entry is None:
             entry = self._search_newest()
-        return probe_past(entry, lambda e: self.try_entry(e.pos + 1))
+        newest = probe_past(entry, lambda e: self.try_entry(e.pos + 1))
+        if newest is hint:  # known through the hint alone: a commit confirms its slot first
+            self._unconfirmed = newest.pos
+        return newest
+
+    def confirm(self, pos: int) -> None:
+        """Before a commit at ``pos + 1``: when this handle knows entry ``pos`` only through the
+        head hint's copy (one read, once), check that the entry itself is there and sound.
+        Committing past a missing or torn newest entry would leave a hole in the journal, and
+        the commit's head write would overwrite the only copy that restores it; so this refuses
+        (CorruptMetadataError naming the entry and ``tstream repair``, which restores it from
+        the hint)."""
+        if self._unconfirmed != pos:
+            return
+        rel = layout.entry(pos)
+        path = self.store.uri(rel)
+        try:
+            data = self.store.read(rel)
+            copy = self._recent.get(pos)
+            if data != copy and (copy is None or Entry.parse(data, path=path).get("nonce") !=
+                                 Entry.parse(copy, path=path).get("nonce")):
+                raise CorruptMetadataError(f"journal entry {path} differs from the head hint's copy of it", path=path)
+        except (FileNotFoundError, CorruptMetadataError) as e:
+            what = "is missing" if isinstance(e, FileNotFoundError) else f"is torn or edited ({e.__cause__ or e})"
+            raise CorruptMetadataError(
+                f"journal entry {path} {what}: the head hint {self.store.uri(layout.HEAD)} holds the only copy of "
+                f"it, so nothing was committed (a commit would overwrite that copy); run `tstream repair "
+                f"{self.store.display_url}`, which restores the entry from it", path=path) from e
+        self._unconfirmed = None
 
     def _present(self, pos: int) -> bool:
         try:

@@ -167,6 +167,9 @@ class Journal:
         """One try at position ``state.pos + 1``: the outcome, or the winner's entry if lost
         (a group committer looks in it for the requests it folded)."""
         pos = state.pos + 1
+        # damage (#58): never commit past a newest entry known only through the head hint's
+        # copy without seeing it is there (one read, once per handle): refuses, naming repair
+        self.log.confirm(state.pos)
         self.log.keep(state)  # the winner of a lost race is decoded on it (one change applied)
         work = state_copy(state)
         entry = build(work, pos)

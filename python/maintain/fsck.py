@@ -74,6 +74,7 @@ class _Checker:
         self.checked: dict[str, int] = {}
         self.macro_fixes: dict[tuple[int, int], Expected] = {}  # (segment, bucket) -> the map repair writes
         self.listed: tuple[set[str], dict[str, int]] = (set(), {})  # the data folders chunks() listed, their files
+        self.hinted: Entry | None = None  # the newest entry as the head hint copies it
 
     # -- helpers --------------------------------------------------------------------------------
     def _tick(self, n: int = 1) -> None:
@@ -103,12 +104,15 @@ class _Checker:
             hint = None
             self._problem("head", layout.HEAD, f"head hint {self.store.uri(layout.HEAD)} is missing; `tstream repair` "
                           "rewrites it (readers find the newest entry without it)", True)
-        except CorruptMetadataError:
+        except CorruptMetadataError as e:
+            if e.path != self.store.uri(layout.HEAD):
+                raise  # the hint is sound: an entry its state is built from is not (verify reports it)
             hint = None
             self._problem("head", layout.HEAD, f"head hint {self.store.uri(layout.HEAD)} is unreadable; "
                           "`tstream repair` rewrites it (readers find the newest entry without it)", True)
         self._count("hints")
         newest = self.journal.head(known=hint)
+        self.hinted = hint if hint is not None and hint.pos == newest.pos else None
         if hint is not None and hint.pos > newest.pos:  # cannot happen with a sane store
             self._problem("head", layout.HEAD, f"head hint names position {hint.pos} beyond the journal "
                           f"({newest.pos}); `tstream repair` rewrites it", True)
@@ -247,10 +251,12 @@ class _Checker:
         for p in range(state.head_pos, state.pos + 1):
             if p in entries:
                 deltas.append(Delta.of(entries[p]))
+            elif p == state.pos and self.hinted is not None:  # lost or torn: the head hint copies it
+                deltas.append(Delta.of(self.hinted))
             else:  # an unreadable entry (reported): its delta may be in a level-1 node
                 try:
                     deltas += self.journal.deltas(state, p, p)
-                except CorruptMetadataError:
+                except (CorruptMetadataError, FileNotFoundError):
                     continue
         live = [c for d in deltas for c in d.chunks if c.hi > state.head_tso]
         sizes: dict[str, int] = {}  # macro-chunks live in their segment's data folder too
@@ -543,7 +549,10 @@ def verify(store: Store, progress: Progress | None = None, *, pages: bool = True
     :func:`~pyspark_tstream.maintain.repair.repair` can rewrite. ``pages=False`` checks chunk
     files from their footers alone (see the module docstring: a damaged page goes unseen)."""
     ck = _Checker(store, progress, pages)
-    newest = ck.newest()
+    try:
+        newest = ck.newest()
+    except CorruptMetadataError as e:
+        return _unbuildable(ck, e)
     state = newest.state
     ck.total = (state.pos - max(state.meta_gc_pos, 1) + 2) + state.chunks + state.epoch
     ck.anchor(state)
@@ -569,6 +578,28 @@ def verify(store: Store, progress: Progress | None = None, *, pages: bool = True
                   shards=shards, macros=ck.macro_fixes, manifests=manifests, groups=groups,
                   checkpoints=checkpoints)
     return report, fixes
+
+
+def _unbuildable(ck: _Checker, e: CorruptMetadataError) -> tuple[Report, Fixes]:
+    """The report when the newest state cannot be built: the object ``e`` names (an entry
+    missing or torn between the newest checkpoint and the head, or a checkpoint no older one
+    rebuilds) stops every read and commit, and nothing else holds what it held."""
+    store = ck.store
+    rel = e.path.removeprefix(store.display_url.rstrip("/") + "/")
+    newest = ck.journal.log.newest_stored()
+    ck._count("journal entries")
+    what = "missing" if "it is missing" in str(e) else "unreadable"
+    if rel.startswith(layout.JOURNAL):
+        message = (f"journal entry {e.path} is {what}: the stream state after it is rebuilt from its change, which "
+                   "nothing else holds (the index node that copies it keeps only its records), so no read or "
+                   "commit can pass it. Put the object back from a backup or snapshot of the store; `tstream "
+                   "repair` cannot rebuild it")
+    else:
+        message = f"{e}; `tstream repair` cannot rebuild it: put the object back from a backup of the store"
+    ck._problem("entry" if rel.startswith(layout.JOURNAL) else "checkpoint", rel, message, False, fatal=True)
+    report = Report(url=store.display_url, position=-1 if newest is None else newest, checked=ck.checked,
+                    problems=ck.problems, pages=ck.pages)
+    return report, Fixes(newest=None, head=None)
 
 
 __all__ = ["Problem", "Report", "verify"]
