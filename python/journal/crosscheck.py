@@ -9,7 +9,9 @@ only where it contradicts what the entries after it say on their own:
   0, whose mark is sized before the mark is set in it);
 * each active segment's next ``_seq`` against the chunks the entries after it commit there
   (each chunk stores the absolute ``_seq`` of its first record: they must continue exactly
-  where the checkpoint's segment ends, and end where the rebuilt state's does);
+  where the checkpoint's segment ends), and each entry's change against its own chunks (it
+  moves a segment's next ``_seq`` by exactly the records it commits there): a contradiction
+  names the checkpoint or the entry, whichever it is;
 * invariants every committed state keeps: a truncation head is the newest recorded truncation's
   (``truncations``), a segment's first ``_seq`` is not past its next one.
 
@@ -19,8 +21,9 @@ docs/operations.md ("Damaged metadata").
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .state import StreamState
 
@@ -31,15 +34,23 @@ class Replayed:
     rows)``, and whether an entry holding the whole state restarted the rebuild (then the
     checkpoint was not used past it, and there is nothing to check)."""
 
-    chunks: list[tuple[int, int, int]] = field(default_factory=list)
+    steps: list[tuple[int, dict[str, Any], list[Piece]]] = field(default_factory=list)
     restarted: bool = False
 
-    def add(self, stored: Iterable[list[object]]) -> None:
-        """Note the chunks of one entry (stored lists: segment at 0, rows at 2, ``_seq`` at 4)."""
-        for c in stored:
-            seg, rows, seq = c[0], c[2], c[4]
-            if isinstance(seg, int) and isinstance(rows, int) and isinstance(seq, int):
-                self.chunks.append((seg, seq, rows))
+    def add(self, pos: int, change: dict[str, Any], stored: Iterable[Any]) -> None:
+        """Note one entry: its position, change and chunks (stored lists: segment at 0, rows at
+        2, ``_seq`` at 4)."""
+        self.steps.append((pos, change, pieces(stored)))
+
+
+def pieces(stored: Iterable[Any]) -> list[Piece]:
+    """``(segment, first _seq, rows)`` of stored chunk lists (malformed ones left out: the
+    entry's own shape check reports them)."""
+    out = []
+    for c in stored:
+        if isinstance(c, list) and len(c) > 4 and all(isinstance(c[i], int) for i in (0, 2, 4)):
+            out.append((c[0], c[4], c[2]))
+    return out
 
 
 def state_problem(state: StreamState) -> str | None:
@@ -57,31 +68,75 @@ def state_problem(state: StreamState) -> str | None:
     return None
 
 
-def checkpoint_problem(ckpt: StreamState, size: int, after: StreamState, seen: Replayed) -> str | None:
-    """What in checkpoint ``ckpt`` (``size`` stored bytes) contradicts ``after``, the state the
-    entries after it rebuild from it, and the chunks they commit (``seen``); None: nothing."""
+#: A chunk as the checks see it: ``(segment id, first _seq, rows)``.
+Piece = tuple[int, int, int]
+
+
+def step_problem(before: Mapping[int, int], after: Mapping[int, int], chunks: Iterable[Piece]) -> tuple[str, str] | None:
+    """What contradicts one entry's chunks, given each segment's next ``_seq`` before and after
+    it (by segment id): ``("entry", what)`` when its change moves a segment's next ``_seq`` by
+    other than the records it commits there (the entry is damaged), ``("before", what)`` when
+    its chunks do not start at the next ``_seq`` before it (the state before it is). None: sound."""
+    runs: dict[int, list[tuple[int, int]]] = {}
+    for seg, seq, rows in chunks:
+        runs.setdefault(seg, []).append((seq, rows))
+    for seg, end in after.items():
+        if seg not in before:
+            continue  # created by this entry (a scale): nothing to compare with
+        mine = sorted(runs.get(seg, []))
+        committed = sum(rows for _, rows in mine)
+        if end - before[seg] != committed:
+            return "entry", (f"its change moves segment {seg}'s next _seq by {end - before[seg]}, but it commits "
+                             f"{committed} record(s) there")
+        if mine and mine[0][0] != before[seg]:
+            return "before", (f"segment {seg}'s next _seq is {before[seg]} before it, but the entry after it "
+                              f"commits its _seq from {mine[0][0]}")
+    return None
+
+
+def next_seqs(state: StreamState) -> dict[int, int]:
+    """Each active segment's next ``_seq``, by id."""
+    return {g.id: g.next_seq for g in state.segments}
+
+
+def replay_problem(ckpt: StreamState, steps: Sequence[tuple[int, dict[str, Any], list[Piece]]]) -> tuple[int, str] | None:
+    """The first contradiction in replaying ``steps`` (each entry's position, change and chunks)
+    from checkpoint ``ckpt``: ``(position of the damaged object, what)``, the checkpoint's
+    own position when it is the checkpoint. Only each segment's next ``_seq`` is followed
+    (the field the changes move by differences). None: nothing found."""
+    order = [g.id for g in ckpt.segments]
+    nxt = next_seqs(ckpt)
+    at = ckpt.pos
+    try:
+        for pos, ch, chunks in steps:
+            before = dict(nxt)
+            if isinstance(ch.get("segments"), list):  # stored whole: the segments changed
+                order = [g[0] for g in ch["segments"]]
+                nxt = {g[0]: g[3] for g in ch["segments"]}
+            for row in ch.get("segs", []):
+                for j, diff in zip(row[1::2], row[2::2]):
+                    if j == 3:
+                        nxt[order[row[0]]] += diff
+            found = step_problem(before, nxt, chunks)
+            if found is not None:
+                return (pos if found[0] == "entry" else at), found[1]
+            at = pos
+    except (TypeError, IndexError, KeyError):
+        return None  # not a change applying the state would accept: that reports it
+    return None
+
+
+def checkpoint_problem(ckpt: StreamState, size: int, after: StreamState, seen: Replayed) -> tuple[int, str] | None:
+    """What in checkpoint ``ckpt`` (``size`` stored bytes), or in an entry after it, contradicts
+    ``after``, the state the entries after it rebuild from it, and what they hold (``seen``):
+    ``(position of the damaged object, what)``, ``ckpt.pos`` for the checkpoint; None: nothing."""
     mark = after.checkpoint
     # checkpoint 0's mark is sized before the mark is set in it (entry 0 holds the same state)
     if mark is not None and mark.pos == ckpt.pos > 0 and mark.bytes != size:
-        return f"it holds {size} bytes where the journal entries after it name {mark.bytes}"
-    problem = state_problem(ckpt) or (None if seen.restarted else state_problem(after))
-    if problem is not None or seen.restarted:
-        return problem
-    runs: dict[int, list[tuple[int, int]]] = {}
-    for seg, seq, rows in seen.chunks:
-        runs.setdefault(seg, []).append((seq, rows))
-    end = {s.id: s.next_seq for s in after.segments}
-    for s in ckpt.segments:
-        if s.id not in end:
-            continue  # sealed since: its chunks are checked against its sealed record by fsck
-        want = s.next_seq
-        for seq, rows in sorted(runs.get(s.id, [])):
-            if seq != want:
-                return (f"segment {s.id}'s next _seq is {s.next_seq} there, but the journal entries after it "
-                        f"commit its _seq from {seq}" if want == s.next_seq else
-                        f"segment {s.id}'s chunks after it do not continue at _seq {want} ({seq})")
-            want = seq + rows
-        if want != end[s.id]:
-            return (f"segment {s.id}'s next _seq is {s.next_seq} there, and the entries after it commit "
-                    f"{want - s.next_seq} record(s) there, but the state they rebuild says {end[s.id]}")
-    return None
+        return ckpt.pos, f"it holds {size} bytes where the journal entries after it name {mark.bytes}"
+    problem = state_problem(ckpt)
+    if problem is not None:
+        return ckpt.pos, problem
+    if seen.restarted:
+        return None
+    return replay_problem(ckpt, seen.steps)

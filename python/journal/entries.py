@@ -26,7 +26,7 @@ from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
 from . import checkpoint
 from .checkpoint_mark import CheckpointMark
-from .crosscheck import Replayed, checkpoint_problem
+from .crosscheck import Replayed, checkpoint_problem, next_seqs, step_problem
 from .delta import apply, apply_all
 from .packing import expand, pack
 from .shapes import check_delta, check_entry, is_int, need
@@ -373,6 +373,11 @@ class EntryLog:
             pos = d["pos"]
             base = (built or {}).get(pos - 1) or self.state_at(pos - 1, Entry.checkpoint_of(d))
         entry = Entry.build(d, path=path, base=base)
+        if base is not None:  # its change against its own chunks (no store call)
+            found = step_problem(next_seqs(base), next_seqs(entry.state),
+                                 ((c.seg, c.seq, c.rows) for c in entry.chunks))
+            if found is not None and found[0] == "entry":
+                raise corrupt("journal entry", path, ValueError(found[1]), layout.stream_url(path))
         self.keep(entry.state)
         return entry
 
@@ -409,11 +414,15 @@ class EntryLog:
             return self._rebuild(pos, state, start)
         seen = Replayed()
         after = self._rebuild(pos, state, start, seen)
-        problem = checkpoint_problem(state, size, after, seen)
-        if problem is None:
+        found = checkpoint_problem(state, size, after, seen)
+        if found is None:
             return after
-        for p in [p for p in self._states if p >= start]:  # built on the damaged checkpoint
+        for p in [p for p in self._states if p >= start]:  # built on damaged metadata
             self._states.pop(p, None)
+        culprit, problem = found
+        if culprit != start:  # an entry contradicts its own chunks: nothing else holds its change
+            where = self.store.uri(layout.entry(culprit))
+            raise corrupt("journal entry", where, ValueError(problem), layout.stream_url(where))
         return self._rebuild(pos, self._older(start, CorruptMetadataError(
             f"it contradicts the journal entries after it: {problem}",
             path=self.store.uri(layout.checkpoint(start)))), start)
@@ -448,7 +457,7 @@ class EntryLog:
             if CHANGE in d:
                 changes.append(d[CHANGE])
                 if seen is not None:
-                    seen.add(expand(d).get("chunks", []))
+                    seen.add(p, d[CHANGE], expand(d).get("chunks", []))
             else:
                 state, changes = Entry.build(Entry.parse(raws[p], path=path), path=path).state, []
                 if seen is not None:
