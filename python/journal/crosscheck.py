@@ -27,20 +27,42 @@ from typing import Any
 
 from .state import StreamState
 
+#: A chunk as the checks see it: ``(segment id, first _seq, rows)``.
+Piece = tuple[int, int, int]
+
 
 @dataclass
 class Replayed:
-    """What a rebuild saw of the entries it replayed: each chunk's ``(segment, first _seq,
-    rows)``, and whether an entry holding the whole state restarted the rebuild (then the
-    checkpoint was not used past it, and there is nothing to check)."""
+    """What a rebuild saw of the entries it replayed (a :class:`Step` each, in order), and
+    whether an entry holding the whole state restarted the rebuild (then the checkpoint was not
+    used past it, and there is nothing to check). It accumulates, so it is not frozen."""
 
-    steps: list[tuple[int, dict[str, Any], list[Piece]]] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
     restarted: bool = False
 
-    def add(self, pos: int, change: dict[str, Any], stored: Iterable[Any]) -> None:
-        """Note one entry: its position, change and chunks (stored lists: segment at 0, rows at
-        2, ``_seq`` at 4)."""
-        self.steps.append((pos, change, pieces(stored)))
+    def add(self, pos: int, change: Any, stored: Iterable[Any]) -> None:
+        """Note one entry, before its change is applied (applying it may share its lists): its
+        position, what its change does to each segment's next ``_seq``, and its chunks (stored
+        lists: segment at 0, rows at 2, ``_seq`` at 4)."""
+        whole, moves = None, []
+        try:
+            if isinstance(change.get("segments"), list):  # stored whole: the segments changed
+                whole = [(int(g[0]), int(g[3])) for g in change["segments"]]
+            for row in change.get("segs", []):
+                moves += [(int(row[0]), int(diff)) for j, diff in zip(row[1::2], row[2::2]) if j == 3]
+        except (TypeError, IndexError, KeyError, ValueError, AttributeError):
+            whole, moves = None, []  # not a change applying it accepts: that reports it
+        self.steps.append(Step(pos, whole, moves, pieces(stored)))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One replayed entry as the checks see it."""
+
+    pos: int
+    whole: list[tuple[int, int]] | None  # each segment's (id, next _seq) when stored whole
+    moves: list[tuple[int, int]]  # (index in the segment list, difference of its next _seq)
+    chunks: list[Piece]
 
 
 def pieces(stored: Iterable[Any]) -> list[Piece]:
@@ -66,10 +88,6 @@ def state_problem(state: StreamState) -> str | None:
         if not 0 <= s.first_seq <= s.next_seq:
             return f"segment {s.id}'s first _seq {s.first_seq} is past its next _seq {s.next_seq}"
     return None
-
-
-#: A chunk as the checks see it: ``(segment id, first _seq, rows)``.
-Piece = tuple[int, int, int]
 
 
 def step_problem(before: Mapping[int, int], after: Mapping[int, int], chunks: Iterable[Piece]) -> tuple[str, str] | None:
@@ -99,30 +117,27 @@ def next_seqs(state: StreamState) -> dict[int, int]:
     return {g.id: g.next_seq for g in state.segments}
 
 
-def replay_problem(ckpt: StreamState, steps: Sequence[tuple[int, dict[str, Any], list[Piece]]]) -> tuple[int, str] | None:
-    """The first contradiction in replaying ``steps`` (each entry's position, change and chunks)
-    from checkpoint ``ckpt``: ``(position of the damaged object, what)``, the checkpoint's
-    own position when it is the checkpoint. Only each segment's next ``_seq`` is followed
-    (the field the changes move by differences). None: nothing found."""
+def replay_problem(ckpt: StreamState, steps: Sequence[Step]) -> tuple[int, str] | None:
+    """The first contradiction in replaying ``steps`` from checkpoint ``ckpt``: ``(position of
+    the damaged object, what)``, the checkpoint's own position when it is the checkpoint. Only
+    each segment's next ``_seq`` is followed (the field changes move by differences). None:
+    nothing found."""
     order = [g.id for g in ckpt.segments]
     nxt = next_seqs(ckpt)
     at = ckpt.pos
-    try:
-        for pos, ch, chunks in steps:
-            before = dict(nxt)
-            if isinstance(ch.get("segments"), list):  # stored whole: the segments changed
-                order = [g[0] for g in ch["segments"]]
-                nxt = {g[0]: g[3] for g in ch["segments"]}
-            for row in ch.get("segs", []):
-                for j, diff in zip(row[1::2], row[2::2]):
-                    if j == 3:
-                        nxt[order[row[0]]] += diff
-            found = step_problem(before, nxt, chunks)
-            if found is not None:
-                return (pos if found[0] == "entry" else at), found[1]
-            at = pos
-    except (TypeError, IndexError, KeyError):
-        return None  # not a change applying the state would accept: that reports it
+    for step in steps:
+        before = dict(nxt)
+        if step.whole is not None:
+            order = [g for g, _ in step.whole]
+            nxt = dict(step.whole)
+        for i, diff in step.moves:
+            if not 0 <= i < len(order):
+                return None  # applying the change fails, and reports it
+            nxt[order[i]] += diff
+        found = step_problem(before, nxt, step.chunks)
+        if found is not None:
+            return (step.pos if found[0] == "entry" else at), found[1]
+        at = step.pos
     return None
 
 
