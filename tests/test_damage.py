@@ -278,3 +278,22 @@ def test_damage_to_any_metadata_object(stream: tuple[Path, str], kind: str, dama
     assert _values(url) == want
     _seqs_sound(url)
     assert verify(Store(url, None))[0].ok
+
+
+def test_only_a_handles_first_commit_after_a_hint_reads_the_newest_entry(stream: tuple[Path, str]) -> None:
+    """The check that refuses to commit past a lost newest entry costs one read, once: a
+    handle that committed (or read) the newest entry itself never pays it again."""
+    from conftest import CallLog
+
+    _, url = stream
+    s = Stream.open(url)
+    first = s.state.pos
+    log = CallLog()
+    s.store.observer = log
+    s.append(_batch(COMMITS), writer_id="w", batch_id=COMMITS, key="k")
+    assert ("read", layout.entry(first)) in log.calls
+    log.reset()
+    s.refresh()  # reads the head hint: a copy of the entry this handle committed
+    s.append(_batch(COMMITS + 1), writer_id="w", batch_id=COMMITS + 1, key="k")
+    assert ("read", layout.entry(first + 1)) not in log.calls, log.calls
+    s.store.observer = None

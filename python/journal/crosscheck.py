@@ -90,7 +90,8 @@ def state_problem(state: StreamState) -> str | None:
     return None
 
 
-def step_problem(before: Mapping[int, int], after: Mapping[int, int], chunks: Iterable[Piece]) -> tuple[str, str] | None:
+def step_problem(before: Mapping[int, int], after: Mapping[int, int],
+                 chunks: Iterable[Piece]) -> tuple[str, str] | None:
     """What contradicts one entry's chunks, given each segment's next ``_seq`` before and after
     it (by segment id): ``("entry", what)`` when its change moves a segment's next ``_seq`` by
     other than the records it commits there (the entry is damaged), ``("before", what)`` when

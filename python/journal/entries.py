@@ -344,13 +344,20 @@ class EntryLog:
         self._states: dict[int, StreamState] = {}
         #: the newest position this handle knows only through the head hint (:meth:`confirm`)
         self._unconfirmed: int | None = None
+        self._hint_only: set[int] = set()  # positions whose remembered bytes are the hint's copy
 
-    def remember(self, pos: int, data: bytes) -> None:
+    def remember(self, pos: int, data: bytes, *, hint: bool = False) -> None:
         """Keep the stored bytes of committed entry ``pos`` (entries are immutable) for
-        :meth:`read_deltas`; the oldest beyond :data:`RECENT_ENTRIES` are dropped."""
+        :meth:`read_deltas`; the oldest beyond :data:`RECENT_ENTRIES` are dropped. ``hint``:
+        they are the head hint's copy, not read from the entry's own slot (:meth:`confirm`)."""
         recent = self._recent
+        if not hint:
+            self._hint_only.discard(pos)
+        elif pos not in recent or pos in self._hint_only:
+            self._hint_only.add(pos)
         recent[pos] = data
         while len(recent) > RECENT_ENTRIES:
+            self._hint_only.discard(next(iter(recent)))
             recent.pop(next(iter(recent)), None)
 
     def keep(self, state: StreamState) -> None:
@@ -586,7 +593,7 @@ class EntryLog:
             data = self.store.read(layout.HEAD)
             if known is None or _stored_pos(data) > known.pos:  # else the hint is no news
                 entry = hint = self.decode(data, layout.HEAD)
-                self.remember(entry.pos, data)  # the hint is a copy of that entry's stored bytes
+                self.remember(entry.pos, data, hint=True)  # a copy of that entry's stored bytes
         except FileNotFoundError:
             pass
         except CorruptMetadataError as e:
@@ -600,8 +607,8 @@ class EntryLog:
         if entry is None:
             entry = self._search_newest()
         newest = probe_past(entry, lambda e: self.try_entry(e.pos + 1))
-        if newest is hint:  # known through the hint alone: a commit confirms its slot first
-            self._unconfirmed = newest.pos
+        if newest is hint and newest.pos in self._hint_only:  # known through the hint alone: a
+            self._unconfirmed = newest.pos  # commit confirms its slot first
         return newest
 
     def confirm(self, pos: int) -> None:
