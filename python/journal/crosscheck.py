@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .delta import apply
 from .state import StreamState
 
 #: A chunk as the checks see it: ``(segment id, first _seq, rows)``.
@@ -156,3 +157,14 @@ def checkpoint_problem(ckpt: StreamState, size: int, after: StreamState, seen: R
     if seen.restarted:
         return None
     return replay_problem(ckpt, seen.steps)
+
+
+def culprit(state: StreamState, changes: list[dict[str, Any]], pos: int) -> int:
+    """The position of the first of ``changes`` (those of the entries up to ``pos``, from
+    ``state``) that does not apply: an error names the damaged entry, not the one rebuilt."""
+    for i, ch in enumerate(changes):
+        try:
+            state = apply(state, ch)
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+            return pos - len(changes) + 1 + i
+    return pos

@@ -53,7 +53,7 @@ from ..store.storage import Store
 from ..timestamps import iso, physical
 from .fixes import Fixes, ShardFix
 from .fsck_checkpoints import check_checkpoints, first_base
-from .fsck_report import Problem, Report
+from .fsck_report import Problem, Report, unbuildable
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
 
 #: Metadata records read per batched call.
@@ -583,25 +583,15 @@ def verify(store: Store, progress: Progress | None = None, *, pages: bool = True
 
 
 def _unbuildable(ck: _Checker, e: CorruptMetadataError) -> tuple[Report, Fixes]:
-    """The report when the newest state cannot be built: the object ``e`` names (an entry
-    missing or torn between the newest checkpoint and the head, or a checkpoint no older one
-    rebuilds) stops every read and commit, and nothing else holds what it held."""
-    store = ck.store
-    rel = e.path.removeprefix(store.display_url.rstrip("/") + "/")
+    """The report when no newest state can be built: the object ``e`` names (an entry lost or torn
+    between the newest checkpoint and the head, or a checkpoint nothing older rebuilds) stops
+    every read and commit, and nothing else holds what it held."""
     newest = ck.journal.log.newest_stored()
+    rel = e.path.removeprefix(ck.store.display_url.rstrip("/") + "/")
     ck._count("journal entries")
-    what = "missing" if "it is missing" in str(e) else "unreadable"
-    if rel.startswith(layout.JOURNAL):
-        message = (f"journal entry {e.path} is {what}: the stream state after it is rebuilt from its change, which "
-                   "nothing else holds (the index node that copies it keeps only its records), so no read or "
-                   "commit can pass it. Put the object back from a backup or snapshot of the store; `tstream "
-                   "repair` cannot rebuild it")
-    else:
-        message = f"{e}; `tstream repair` cannot rebuild it: put the object back from a backup of the store"
-    ck._problem("entry" if rel.startswith(layout.JOURNAL) else "checkpoint", rel, message, False, fatal=True)
-    report = Report(url=store.display_url, position=-1 if newest is None else newest, checked=ck.checked,
-                    problems=ck.problems, pages=ck.pages)
-    return report, Fixes(newest=None, head=None)
+    ck._problem(*unbuildable(rel, e), False, fatal=True)
+    return Report(url=ck.store.display_url, position=-1 if newest is None else newest, checked=ck.checked,
+                  problems=ck.problems, pages=ck.pages), Fixes(newest=None, head=None)
 
 
 __all__ = ["Problem", "Report", "verify"]
