@@ -233,6 +233,10 @@ def _digit(path: Path, kind: str) -> None:
     d = json.loads(path.read_bytes())
     if kind == "checkpoint":
         d["state"]["segments"][0][3] -= 5
+    elif kind.endswith("entry"):
+        row = d["change"]["segs"][0]
+        at = next(i for i in range(1, len(row), 2) if row[i] == 3)  # [index, field, difference, ...]
+        row[at + 1] += 1  # its next _seq moved by one more than it commits: the next append skips one
     elif kind == "index node":
         d["items"][3][1] += 1  # a summary's max _tso
     path.write_bytes(json.dumps(d, separators=(",", ":")).encode())
@@ -240,10 +244,11 @@ def _digit(path: Path, kind: str) -> None:
 
 #: Damage that nothing in the stream holds a copy of, without a checksum of each object: reads and
 #: appends fail naming the object, fsck reports it, and repair cannot rebuild it (a backup can).
-LOST_FOR_GOOD = {("older entry", "delete"), ("older entry", "truncate")}
+LOST_FOR_GOOD = {("older entry", "delete"), ("older entry", "truncate"), ("older entry", "digit")}
 
 CASES = [(k, d) for k in ("newest entry", "older entry", "checkpoint", "head", "index node", "epoch record")
-         for d in ("truncate", "delete")] + [("checkpoint", "digit"), ("index node", "digit")]
+         for d in ("truncate", "delete")] + [("checkpoint", "digit"), ("index node", "digit"),
+                                              ("newest entry", "digit"), ("older entry", "digit")]
 
 
 @pytest.mark.parametrize(("kind", "damage"), CASES, ids=[f"{k}-{d}".replace(" ", "_") for k, d in CASES])

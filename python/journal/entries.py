@@ -514,8 +514,10 @@ class EntryLog:
         try:
             data = self.store.read(rel)
             copy = self._recent.get(pos)
-            if data != copy and (copy is None or Entry.parse(data, path=path).get("nonce") !=
-                                 Entry.parse(copy, path=path).get("nonce")):
+            # other bytes are sound only where repair wrote the hint holding the whole state
+            # (from a format-5 entry) and the entry parses as the same commit
+            if data != copy and (copy is None or CHANGE in Entry.parse(copy, path=path) or
+                                 Entry.parse(data, path=path).get("nonce") != Entry.parse(copy, path=path)["nonce"]):
                 raise CorruptMetadataError(f"journal entry {path} differs from the head hint's copy of it", path=path)
         except (FileNotFoundError, CorruptMetadataError) as e:
             what = "is missing" if isinstance(e, FileNotFoundError) else f"is torn or edited ({e.__cause__ or e})"
