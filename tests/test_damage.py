@@ -233,6 +233,8 @@ def _digit(path: Path, kind: str) -> None:
     d = json.loads(path.read_bytes())
     if kind == "checkpoint":
         d["state"]["segments"][0][3] -= 5
+    elif kind == "head":
+        d["wall"] += 1  # the commit's wall time, in the copy only
     elif kind.endswith("entry"):
         row = d["change"]["segs"][0]
         at = next(i for i in range(1, len(row), 2) if row[i] == 3)  # [index, field, difference, ...]
@@ -248,7 +250,7 @@ LOST_FOR_GOOD = {("older entry", "delete"), ("older entry", "truncate"), ("older
 
 CASES = [(k, d) for k in ("newest entry", "older entry", "checkpoint", "head", "index node", "epoch record")
          for d in ("truncate", "delete")] + [("checkpoint", "digit"), ("index node", "digit"),
-                                              ("newest entry", "digit"), ("older entry", "digit")]
+                                              ("newest entry", "digit"), ("older entry", "digit"), ("head", "digit")]
 
 
 @pytest.mark.parametrize(("kind", "damage"), CASES, ids=[f"{k}-{d}".replace(" ", "_") for k, d in CASES])

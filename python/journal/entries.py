@@ -518,14 +518,24 @@ class EntryLog:
             # (from a format-5 entry) and the entry parses as the same commit
             if data != copy and (copy is None or CHANGE in Entry.parse(copy, path=path) or
                                  Entry.parse(data, path=path).get("nonce") != Entry.parse(copy, path=path)["nonce"]):
-                raise CorruptMetadataError(f"journal entry {path} differs from the head hint's copy of it", path=path)
-        except (FileNotFoundError, CorruptMetadataError) as e:
-            what = "is missing" if isinstance(e, FileNotFoundError) else f"is torn or edited ({e.__cause__ or e})"
-            raise CorruptMetadataError(
-                f"journal entry {path} {what}: the head hint {self.store.uri(layout.HEAD)} holds the only copy of "
-                f"it, so nothing was committed (a commit would overwrite that copy); run `tstream repair "
-                f"{self.store.display_url}`, which restores the entry from it", path=path) from e
+                raise CorruptMetadataError(
+                    f"journal entry {path} differs from the head hint {self.store.uri(layout.HEAD)}, which copies it: "
+                    "one of them was edited, and a commit would overwrite the hint; nothing was committed. Run "
+                    f"`tstream fsck {self.store.display_url}` and `tstream repair {self.store.display_url}`",
+                    path=path)
+        except FileNotFoundError as e:
+            raise self._only_copy(path, "is missing") from e
+        except CorruptMetadataError as e:
+            if e.path == path and "differs from the head hint" in str(e):
+                raise
+            raise self._only_copy(path, f"is torn or edited ({e.__cause__ or e})") from e
         self._unconfirmed = None
+
+    def _only_copy(self, path: str, what: str) -> CorruptMetadataError:
+        return CorruptMetadataError(
+            f"journal entry {path} {what}: the head hint {self.store.uri(layout.HEAD)} holds the only copy of "
+            f"it, so nothing was committed (a commit would overwrite that copy); run `tstream repair "
+            f"{self.store.display_url}`, which restores the entry from it", path=path)
 
     def _present(self, pos: int) -> bool:
         try:

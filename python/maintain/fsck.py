@@ -179,6 +179,11 @@ class _Checker:
                     continue
                 out[p] = e
                 built[p] = e.state
+                if head_copy and raw != head_raw and "change" in Entry.parse(head_raw or b"", path=layout.HEAD):
+                    # both parse: the entry, created once by its commit, is what the hint copies
+                    self._problem("head", layout.HEAD, f"head hint {self.store.uri(layout.HEAD)} differs from "
+                                  f"the newest journal entry {self.store.uri(rel)}, which it copies; readers may "
+                                  "use it: `tstream repair` rewrites it from the entry", True)
         return out
 
     # -- index nodes ----------------------------------------------------------------------------

@@ -114,8 +114,8 @@ def repair(store: Store, progress: Progress | None = None, *, drop_torn_entry: b
     if "entry" in kinds and fixes.head is not None:
         store.write(layout.entry(state.pos), fixes.head)
         done.append(f"journal entry {state.pos} restored from the head hint")
-    if "head" in kinds or "entry" in kinds:
-        store.write(layout.HEAD, newest.encode())
+    if "head" in kinds or "entry" in kinds:  # the entry's own bytes when it is sound: the hint copies it
+        store.write(layout.HEAD, store.read(layout.entry(state.pos)) if sound(store, state.pos) else newest.encode())
         done.append(f"head hint rewritten (position {state.pos})")
     if "anchor" in kinds:
         lowest = Journal(store).lowest_listed() if state.meta_gc_pos > 1 else 0
