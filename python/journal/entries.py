@@ -23,7 +23,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple
+from typing import Any
 
 from ..errors import CorruptMetadataError, corrupt, error
 from ..store import layout
@@ -31,6 +31,10 @@ from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
 from . import checkpoint
 from .checkpoint_mark import CheckpointMark
+from .chunk import Chunk as Chunk
+from .chunk import Fold as Fold
+from .chunk import check_folds as check_folds
+from .crosscheck import Replayed, checkpoint_problem, culprit, next_seqs, step_problem
 from .delta import apply, apply_all
 from .features import WRITES, check_object, check_reader
 from .packing import expand, pack
@@ -53,98 +57,6 @@ PACK_MIN = 8
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Chunk:
-    """A committed data chunk, or a view of part of one: where it is, how its records are
-    numbered and timed.
-
-    Trailing optional fields (format v2; v1 lists decode with the defaults): ``offset`` is the
-    row inside the Parquet file where this chunk's records start (views into macro-chunks);
-    ``sorted`` says final ``_tso`` strictly increases along the rows (else ``lo``/``hi`` are the
-    min/max); ``marks`` is the final ``_tso`` of rows ``0, step, 2*step, …`` with
-    ``step = timestamps.mark_step(rows)``, so a planner can cut inside the chunk without reading
-    it (empty when unknown). Serialized only when not default; ``marks`` as differences from the
-    previous mark (from ``lo`` for the first).
-
-    Format v3: ``file_bytes`` > 0 makes the chunk a *slice* of a shared file (a Spark task's one
-    file holding the rows of every segment it wrote, each segment's rows in row groups of their
-    own): its rows are ``[offset, offset + rows)`` of that ``file_bytes``-byte file and ``bytes``
-    is the compressed size of its row groups. ``floor`` counts the chunk's own rows
-    (``tso_i = max(raw_i, floor + i)``, ``i`` from 0 at ``offset``), as for any chunk.
-
-    Format v5: ``span_bytes`` > 0 says the slice's bytes ``[span_start, span_start +
-    span_bytes)`` of its shared file are a Parquet file of their own (its row groups and its own
-    footer), whose first row is row ``offset`` of the whole file: a read fetches that span alone
-    (python/write/shared.py, python/read/ranged.py). A slice without a span (v3, v4) reads
-    through the whole file's footer.
-    """
-
-    seg: int
-    path: str
-    rows: int
-    bytes: int
-    seq: int  # _seq of the first record
-    floor: int  # tso_i = max(raw_i, floor + i)
-    lo: int  # first _tso
-    hi: int  # last _tso
-    offset: int = 0
-    sorted: bool = True
-    marks: tuple[int, ...] = ()
-    file_bytes: int = 0
-    span_start: int = 0
-    span_bytes: int = 0
-
-    #: The stored list's positions, in order (one definition for both directions).
-    FIELDS: ClassVar[tuple[str, ...]] = ("seg", "path", "rows", "bytes", "seq", "floor", "lo", "hi", "offset",
-                                         "sorted", "marks", "file_bytes", "span_start", "span_bytes")
-    #: The trailing fields stored only when not default, with their stored defaults.
-    OPTIONAL: ClassVar[dict[str, Any]] = {"offset": 0, "sorted": True, "marks": [], "file_bytes": 0,
-                                          "span_start": 0, "span_bytes": 0}
-
-    @property
-    def shared(self) -> bool:
-        """Whether this chunk is a slice of a file other chunks (of other segments) share."""
-        return self.file_bytes > 0
-
-    @property
-    def span(self) -> tuple[int, int] | None:
-        """The byte range ``[start, end)`` of its shared file holding this slice as a Parquet
-        file of its own (format v5), None when it has none."""
-        return (self.span_start, self.span_start + self.span_bytes) if self.span_bytes > 0 else None
-
-    def to_json(self) -> list[Any]:
-        stored = {name: getattr(self, name) for name in self.FIELDS}
-        stored["marks"] = [m - p for m, p in zip(self.marks, (self.lo,) + self.marks[:-1])]
-        values = [stored[name] for name in self.FIELDS]
-        while len(values) > len(self.FIELDS) - len(self.OPTIONAL) and \
-                values[-1] == self.OPTIONAL[self.FIELDS[len(values) - 1]]:
-            values.pop()
-        return values
-
-    @classmethod
-    def from_json(cls, v: list[Any]) -> Chunk:
-        # positional: the stored list's order is the fields' (a read of fresh data at 64
-        # segments decodes ~60 chunks an append)
-        values = list(v)
-        if len(values) > 10:
-            m, marks = values[6], []
-            for d in values[10]:
-                m += d
-                marks.append(m)
-            values[10] = tuple(marks)
-        return cls(*values)
-
-
-class Fold(NamedTuple):
-    """One request a group-commit entry folded (format v4), stored as the list
-    ``[rid, writer, batch, chunks, info]``: its id, its dedupe key, how many of the entry's
-    chunks are its (consecutive, in fold order) and its own ``info``."""
-
-    rid: str
-    writer: str | None
-    batch: Any
-    chunks: int
-    info: dict[str, Any]
 
 
 @dataclass
@@ -287,17 +199,6 @@ def _with_folds(d: dict[str, Any], folds: list[list[Any]]) -> dict[str, Any]:
     return d
 
 
-def check_folds(folds: Any, chunks: int) -> list[list[Any]]:
-    """The ``folds`` of an entry, shape-checked: ``[id, writer, batch, chunk count, info]`` each,
-    whose chunk counts add up to the entry's ``chunks`` (TypeError otherwise)."""
-    need(isinstance(folds, list) and all(
-        isinstance(f, list) and len(f) == 5 and isinstance(f[0], str) and (f[1] is None or isinstance(f[1], str))
-        and is_int(f[3]) and f[3] >= 0 and isinstance(f[4], dict) for f in folds), "the entry's folds")
-    need(not folds or sum(f[3] for f in folds) == chunks, "the entry's folds (chunk counts)")
-    checked: list[list[Any]] = folds
-    return checked
-
-
 #: Stored bytes of this many entries are kept after this handle read or committed them: a
 #: time-index flush needs the deltas of the last FANOUT positions, which a lone writer committed
 #: itself (reading them back was a batched GET every 32 commits on its critical path).
@@ -338,13 +239,22 @@ class EntryLog:
         #: states this handle built or was given, by position (format v6: a change entry is
         #: decoded on the state before it, so a poll applies one change, not a rebuild)
         self._states: dict[int, StreamState] = {}
+        #: the newest position this handle knows only through the head hint (:meth:`confirm`)
+        self._unconfirmed: int | None = None
+        self._hint_only: set[int] = set()  # positions whose remembered bytes are the hint's copy
 
-    def remember(self, pos: int, data: bytes) -> None:
+    def remember(self, pos: int, data: bytes, *, hint: bool = False) -> None:
         """Keep the stored bytes of committed entry ``pos`` (entries are immutable) for
-        :meth:`read_deltas`; the oldest beyond :data:`RECENT_ENTRIES` are dropped."""
+        :meth:`read_deltas`; the oldest beyond :data:`RECENT_ENTRIES` are dropped. ``hint``:
+        they are the head hint's copy, not read from the entry's own slot (:meth:`confirm`)."""
         recent = self._recent
+        if not hint:
+            self._hint_only.discard(pos)
+        elif pos not in recent or pos in self._hint_only:
+            self._hint_only.add(pos)
         recent[pos] = data
         while len(recent) > RECENT_ENTRIES:
+            self._hint_only.discard(next(iter(recent)))
             recent.pop(next(iter(recent)), None)
 
     def keep(self, state: StreamState) -> None:
@@ -367,6 +277,11 @@ class EntryLog:
             pos = d["pos"]
             base = (built or {}).get(pos - 1) or self.state_at(pos - 1, Entry.checkpoint_of(d))
         entry = Entry.build(d, path=path, base=base)
+        if base is not None:  # its change against its own chunks (no store call)
+            found = step_problem(next_seqs(base), next_seqs(entry.state),
+                                 ((c.seg, c.seq, c.rows) for c in entry.chunks))
+            if found is not None and found[0] == "entry":
+                raise corrupt("journal entry", path, ValueError(found[1]), layout.stream_url(path))
         self.keep(entry.state)
         return entry
 
@@ -391,7 +306,30 @@ class EntryLog:
                 pass  # entries before the checkpoint were collected (or damaged): rebuild from it
         if base is not None:
             return self._rebuild(pos, self._states[base], base)
-        return self._rebuild(pos, self._checkpoint(start), start)
+        return self._from_checkpoint(pos, start)
+
+    def _from_checkpoint(self, pos: int, start: int) -> StreamState:
+        """The state after entry ``pos`` rebuilt from checkpoint ``start``, which is first
+        cross-checked against the entries replayed after it (:mod:`.crosscheck`: no store call):
+        one that contradicts them is not used, and the state is rebuilt from the checkpoint
+        before it, as for a lost one."""
+        state, size = self._checkpoint(start)
+        if size is None:  # not read from a checkpoint object: nothing to cross-check
+            return self._rebuild(pos, state, start)
+        seen = Replayed()
+        after = self._rebuild(pos, state, start, seen)
+        found = checkpoint_problem(state, size, after, seen)
+        if found is None:
+            return after
+        for p in [p for p in self._states if p >= start]:  # built on damaged metadata
+            self._states.pop(p, None)
+        culprit, problem = found
+        if culprit != start:  # an entry contradicts its own chunks: nothing else holds its change
+            where = self.store.uri(layout.entry(culprit))
+            raise corrupt("journal entry", where, ValueError(problem), layout.stream_url(where))
+        return self._rebuild(pos, self._older(start, CorruptMetadataError(
+            f"it contradicts the journal entries after it: {problem}",
+            path=self.store.uri(layout.checkpoint(start)))), start)
 
     @staticmethod
     def _entries_cheaper(kept: StreamState, start: int) -> bool:
@@ -403,27 +341,36 @@ class EntryLog:
             return False
         return (start - kept.pos) * m.since < m.bytes * (kept.pos - m.pos)
 
-    def _rebuild(self, pos: int, state: StreamState, base: int) -> StreamState:
+    def _rebuild(self, pos: int, state: StreamState, base: int, seen: Replayed | None = None) -> StreamState:
         """The state after entry ``pos`` from ``state``, the state after entry ``base``: one
-        batched read of the entries between that this handle has not kept."""
+        batched read of the entries between that this handle has not kept. ``seen`` collects
+        the chunks the entries commit (a checkpoint's cross-check, :mod:`.crosscheck`)."""
         todo = list(range(base + 1, pos + 1))
         raws = dict((p, self._recent[p]) for p in todo if p in self._recent)
         missing = [p for p in todo if p not in raws]
         if missing:
-            raws.update(zip(missing, self.store.read_many([layout.entry(p) for p in missing])))
+            for p, raw in zip(missing, self.store.read_present([layout.entry(p) for p in missing])):
+                if raw is None:  # nothing else holds its change: no state after it can be built
+                    gone = self.store.uri(layout.entry(p))
+                    raise corrupt("journal entry", gone, FileNotFoundError(gone), layout.stream_url(gone))
+                raws[p] = raw
         changes: list[dict[str, Any]] = []
         for p in todo:  # changes are applied together; an entry holding the whole state restarts
             path = self.store.uri(layout.entry(p))
             d = _change_of(raws[p], p, path)  # its chunks are not needed (nor unpacked) here
             if CHANGE in d:
                 changes.append(d[CHANGE])
+                if seen is not None:
+                    seen.add(p, d[CHANGE], expand(d).get("chunks", []))
             else:
                 state, changes = Entry.build(Entry.parse(raws[p], path=path), path=path).state, []
+                if seen is not None:
+                    seen.restarted = True
         if changes:
             try:
                 state = apply_all(state, changes)
             except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-                where = self.store.uri(layout.entry(pos))
+                where = self.store.uri(layout.entry(culprit(state, changes, pos)))
                 raise corrupt("journal entry", where, e, layout.stream_url(where)) from e
             if state.pos != pos:
                 where = self.store.uri(layout.entry(pos))
@@ -446,25 +393,38 @@ class EntryLog:
         except (TypeError, ValueError) as e:
             raise corrupt("journal entry", self.store.uri(rel), e, self.store.display_url) from e
 
-    def _checkpoint(self, pos: int) -> StreamState:
-        """The state after entry ``pos`` from its checkpoint, or from the entry itself when it
-        holds the whole state, or rebuilt from the checkpoint before it."""
+    def _checkpoint(self, pos: int) -> tuple[StreamState, int | None]:
+        """The state after entry ``pos`` and its checkpoint's stored size: from its checkpoint,
+        or (size None) from the entry itself when it holds the whole state, or rebuilt from the
+        checkpoint before it."""
+        rel = layout.checkpoint(pos)
         try:
-            return checkpoint.read(self.store, pos)
+            data = self.store.read(rel)
+            return checkpoint.decode(data, pos, self.store.uri(rel)), len(data)
         except (FileNotFoundError, CorruptMetadataError) as e:
-            problem = e
+            return self._older(pos, e), None
+
+    def _older(self, pos: int, problem: BaseException) -> StreamState:
+        """The state after entry ``pos`` without its checkpoint (lost, unreadable or
+        contradicting the journal: ``problem``): from the entry itself when it holds the whole
+        state, else rebuilt from the checkpoint that entry names."""
         rel = layout.entry(pos)
-        d = Entry.parse(self.store.read(rel), path=self.store.uri(rel))
+        where = self.store.uri(layout.checkpoint(pos))
+        try:
+            d = Entry.parse(self.store.read(rel), path=self.store.uri(rel))
+        except FileNotFoundError:
+            d = {CHANGE: {"checkpoint": [pos]}}  # collected: no older checkpoint is named
         if CHANGE not in d:
             return Entry.build(d, path=self.store.uri(rel)).state
         older = Entry.checkpoint_of(d)
         if older >= pos:
             raise CorruptMetadataError(
-                f"checkpoint {self.store.uri(layout.checkpoint(pos))} is unreadable ({problem}) and no older "
-                f"checkpoint can rebuild it; run `tstream fsck {self.store.display_url}`",
-                path=self.store.uri(layout.checkpoint(pos)))
-        logger.warning("checkpoint %s is missing or unreadable (%s); rebuilding the state from checkpoint %d "
-                       "(`tstream repair` rewrites it)", self.store.uri(layout.checkpoint(pos)), problem, older)
+                f"checkpoint {where} cannot be used ({problem}) and no older checkpoint can rebuild it (the "
+                f"entries from one were collected); run `tstream fsck {self.store.display_url}` and `tstream "
+                f"repair {self.store.display_url}`, which rewrites it when the journal holds its state",
+                path=where)
+        logger.warning("checkpoint %s cannot be used (%s); rebuilding the state from checkpoint %d "
+                       "(`tstream repair` rewrites it)", where, problem, older)
         return self.state_at(pos, older)
 
     def read_entries(self, positions: Sequence[int]) -> list[Entry]:
@@ -514,14 +474,17 @@ class EntryLog:
         positions, O(log n) reads (see :meth:`_search_newest`), and the next commit rewrites it.
         """
         entry: Entry | None = None
+        hint: Entry | None = None
         try:
             data = self.store.read(layout.HEAD)
             if known is None or _stored_pos(data) > known.pos:  # else the hint is no news
-                entry = self.decode(data, layout.HEAD)
-                self.remember(entry.pos, data)  # the hint is a copy of that entry's stored bytes
+                entry = hint = self.decode(data, layout.HEAD)
+                self.remember(entry.pos, data, hint=True)  # a copy of that entry's stored bytes
         except FileNotFoundError:
             pass
         except CorruptMetadataError as e:
+            if e.path != self.store.uri(layout.HEAD):
+                raise  # the hint is sound: an entry its state is rebuilt from is not (named)
             logger.warning("head hint %s is unreadable (%s); finding the newest journal entry by "
                            "search instead (the next commit rewrites the head)",
                            self.store.uri(layout.HEAD), e.__cause__)
@@ -529,7 +492,47 @@ class EntryLog:
             entry = known
         if entry is None:
             entry = self._search_newest()
-        return probe_past(entry, lambda e: self.try_entry(e.pos + 1))
+        newest = probe_past(entry, lambda e: self.try_entry(e.pos + 1))
+        if newest is hint and newest.pos in self._hint_only:  # known through the hint alone: a
+            self._unconfirmed = newest.pos  # commit confirms its slot first
+        return newest
+
+    def confirm(self, pos: int) -> None:
+        """Before a commit at ``pos + 1``: when this handle knows entry ``pos`` only through the
+        head hint's copy (one read, once), check that the entry itself is there and sound.
+        Committing past a missing or torn newest entry would leave a hole in the journal, and
+        the commit's head write would overwrite the only copy that restores it; so this refuses
+        (CorruptMetadataError naming the entry and ``tstream repair``, which restores it from
+        the hint)."""
+        if self._unconfirmed != pos:
+            return
+        rel = layout.entry(pos)
+        path = self.store.uri(rel)
+        try:
+            data = self.store.read(rel)
+            copy = self._recent.get(pos)
+            # other bytes are sound only where repair wrote the hint holding the whole state
+            # (from a format-5 entry) and the entry parses as the same commit
+            if data != copy and (copy is None or CHANGE in Entry.parse(copy, path=path) or
+                                 Entry.parse(data, path=path).get("nonce") != Entry.parse(copy, path=path)["nonce"]):
+                raise CorruptMetadataError(
+                    f"journal entry {path} differs from the head hint {self.store.uri(layout.HEAD)}, which copies it: "
+                    "one of them was edited, and a commit would overwrite the hint; nothing was committed. Run "
+                    f"`tstream fsck {self.store.display_url}` and `tstream repair {self.store.display_url}`",
+                    path=path)
+        except FileNotFoundError as e:
+            raise self._only_copy(path, "is missing") from e
+        except CorruptMetadataError as e:
+            if e.path == path and "differs from the head hint" in str(e):
+                raise
+            raise self._only_copy(path, f"is torn or edited ({e.__cause__ or e})") from e
+        self._unconfirmed = None
+
+    def _only_copy(self, path: str, what: str) -> CorruptMetadataError:
+        return CorruptMetadataError(
+            f"journal entry {path} {what}: the head hint {self.store.uri(layout.HEAD)} holds the only copy of "
+            f"it, so nothing was committed (a commit would overwrite that copy); run `tstream repair "
+            f"{self.store.display_url}`, which restores the entry from it", path=path)
 
     def _present(self, pos: int) -> bool:
         try:

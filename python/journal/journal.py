@@ -172,6 +172,9 @@ class Journal:
         pos = state.pos + 1
         if state.features:  # a stream needing a feature this build does not know is not written
             check_writer(state.features, FORMAT_VERSION, self.store.display_url)
+        # never commit past a newest entry known only through the head hint's
+        # copy without seeing it is there (one read, once per handle): refuses, naming repair
+        self.log.confirm(state.pos)
         self.log.keep(state)  # the winner of a lost race is decoded on it (one change applied)
         work = state_copy(state)
         entry = build(work, pos)

@@ -37,7 +37,8 @@ class Fixes:
     :func:`~pyspark_tstream.maintain.fsck.verify` found it: every field is derived from the
     journal (or a copy of it), keyed by what it replaces."""
 
-    newest: Entry  # the newest readable journal entry: its state is what repair rebuilds for
+    newest: Entry | None  # the newest readable journal entry: its state is what repair rebuilds for (None:
+    # no state can be built, an entry it needs is lost: nothing to rewrite)
     head: bytes | None  # the head hint's bytes when they copy the newest entry (restore a lost one)
     nodes: dict[tuple[int, int], bytes] = field(default_factory=dict)  # (level, node) -> content
     epochs: dict[int, bytes] = field(default_factory=dict)  # epoch -> its record

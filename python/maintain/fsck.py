@@ -53,7 +53,7 @@ from ..store.storage import Store
 from ..timestamps import iso, physical
 from .fixes import Fixes, ShardFix
 from .fsck_checkpoints import check_checkpoints, first_base
-from .fsck_report import Problem, Report
+from .fsck_report import Problem, Report, unbuildable
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
 
 #: Metadata records read per batched call.
@@ -74,6 +74,7 @@ class _Checker:
         self.checked: dict[str, int] = {}
         self.macro_fixes: dict[tuple[int, int], Expected] = {}  # (segment, bucket) -> the map repair writes
         self.listed: tuple[set[str], dict[str, int]] = (set(), {})  # the data folders chunks() listed, their files
+        self.hinted: Entry | None = None  # the newest entry as the head hint copies it
 
     # -- helpers --------------------------------------------------------------------------------
     def _tick(self, n: int = 1) -> None:
@@ -103,12 +104,15 @@ class _Checker:
             hint = None
             self._problem("head", layout.HEAD, f"head hint {self.store.uri(layout.HEAD)} is missing; `tstream repair` "
                           "rewrites it (readers find the newest entry without it)", True)
-        except CorruptMetadataError:
+        except CorruptMetadataError as e:
+            if e.path != self.store.uri(layout.HEAD):
+                raise  # the hint is sound: an entry its state is built from is not (verify reports it)
             hint = None
             self._problem("head", layout.HEAD, f"head hint {self.store.uri(layout.HEAD)} is unreadable; "
                           "`tstream repair` rewrites it (readers find the newest entry without it)", True)
         self._count("hints")
         newest = self.journal.head(known=hint)
+        self.hinted = hint if hint is not None and hint.pos == newest.pos else None
         if hint is not None and hint.pos > newest.pos:  # cannot happen with a sane store
             self._problem("head", layout.HEAD, f"head hint names position {hint.pos} beyond the journal "
                           f"({newest.pos}); `tstream repair` rewrites it", True)
@@ -175,6 +179,11 @@ class _Checker:
                     continue
                 out[p] = e
                 built[p] = e.state
+                if head_copy and raw != head_raw and "change" in Entry.parse(head_raw or b"", path=layout.HEAD):
+                    # both parse: the entry, created once by its commit, is what the hint copies
+                    self._problem("head", layout.HEAD, f"head hint {self.store.uri(layout.HEAD)} differs from "
+                                  f"the newest journal entry {self.store.uri(rel)}, which it copies; readers may "
+                                  "use it: `tstream repair` rewrites it from the entry", True)
         return out
 
     # -- index nodes ----------------------------------------------------------------------------
@@ -247,10 +256,12 @@ class _Checker:
         for p in range(state.head_pos, state.pos + 1):
             if p in entries:
                 deltas.append(Delta.of(entries[p]))
+            elif p == state.pos and self.hinted is not None:  # lost or torn: the head hint copies it
+                deltas.append(Delta.of(self.hinted))
             else:  # an unreadable entry (reported): its delta may be in a level-1 node
                 try:
                     deltas += self.journal.deltas(state, p, p)
-                except CorruptMetadataError:
+                except (CorruptMetadataError, FileNotFoundError):
                     continue
         live = [c for d in deltas for c in d.chunks if c.hi > state.head_tso]
         sizes: dict[str, int] = {}  # macro-chunks live in their segment's data folder too
@@ -543,17 +554,22 @@ def verify(store: Store, progress: Progress | None = None, *, pages: bool = True
     :func:`~pyspark_tstream.maintain.repair.repair` can rewrite. ``pages=False`` checks chunk
     files from their footers alone (see the module docstring: a damaged page goes unseen)."""
     ck = _Checker(store, progress, pages)
-    newest = ck.newest()
+    try:
+        newest = ck.newest()
+    except CorruptMetadataError as e:
+        return _unbuildable(ck, e)
     state = newest.state
     ck.total = (state.pos - max(state.meta_gc_pos, 1) + 2) + state.chunks + state.epoch
     ck.anchor(state)
-    head_raw: bytes | None
-    try:
-        head_raw = store.read(layout.HEAD)
-        if Entry.parse(head_raw, path=layout.HEAD)["pos"] != state.pos:
+    head_raw: bytes | None = None
+    if ck.hinted is not None:  # a copy repair may restore from: it decoded on the state before it and
+        # passed the checks a read makes (its change against its chunks); an edit they miss stays unseen
+        try:
+            head_raw = store.read(layout.HEAD)
+            if Entry.parse(head_raw, path=layout.HEAD)["pos"] != state.pos:
+                head_raw = None
+        except (FileNotFoundError, CorruptMetadataError):
             head_raw = None
-    except (FileNotFoundError, CorruptMetadataError):
-        head_raw = None
     entries = ck.entries(state, head_raw)
     checkpoints = check_checkpoints(store, state, entries, ck._problem, ck._count)
     nodes = ck.index(state, entries)
@@ -569,6 +585,18 @@ def verify(store: Store, progress: Progress | None = None, *, pages: bool = True
                   shards=shards, macros=ck.macro_fixes, manifests=manifests, groups=groups,
                   checkpoints=checkpoints)
     return report, fixes
+
+
+def _unbuildable(ck: _Checker, e: CorruptMetadataError) -> tuple[Report, Fixes]:
+    """The report when no newest state can be built: the object ``e`` names (an entry lost or torn
+    between the newest checkpoint and the head, or a checkpoint nothing older rebuilds) stops
+    every read and commit, and nothing else holds what it held."""
+    newest = ck.journal.log.newest_stored()
+    rel = e.path.removeprefix(ck.store.display_url.rstrip("/") + "/")
+    ck._count("journal entries")
+    ck._problem(*unbuildable(rel, e), False, fatal=True)
+    return Report(url=ck.store.display_url, position=-1 if newest is None else newest, checked=ck.checked,
+                  problems=ck.problems, pages=ck.pages), Fixes(newest=None, head=None)
 
 
 __all__ = ["Problem", "Report", "verify"]

@@ -72,7 +72,9 @@ def check_checkpoints(store: Store, state: StreamState, entries: dict[int, Entry
             fixes[pos] = checkpoint.encode(known.state)
             problem("checkpoint", rel, f"checkpoint {store.uri(rel)} is {what}; the journal holds its state: "
                     "`tstream repair` rewrites it (until then, readers rebuild the state from the one "
-                    "before it)", True, pos=pos)
+                    "before it when it is missing or unreadable, or when it contradicts the entries after it: "
+                    "its size, a segment's next _seq, its truncation head; any other edit they use as it "
+                    "is)", True, pos=pos)
         else:
             problem("checkpoint", rel, f"checkpoint {store.uri(rel)} is {what} and the journal entries that "
                     "rebuild it were collected; the entries after it cannot be checked: truncate the stream "

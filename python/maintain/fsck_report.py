@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import CorruptMetadataError
+from ..store import layout
+
 
 @dataclass
 class Problem:
@@ -47,3 +50,17 @@ class Report:
         lines = [head + f"; {len(self.problems)} problem(s):"]
         lines += [f"  [{p.kind}] {p.message}" for p in self.problems]
         return "\n".join(lines)
+
+
+def unbuildable(rel: str, e: CorruptMetadataError) -> tuple[str, str, str]:
+    """``(kind, rel, message)`` of the object ``e`` names when no newest state can be built
+    without it (see :func:`~pyspark_tstream.maintain.fsck.verify`): not repairable."""
+    if not rel.startswith(layout.JOURNAL):
+        return "checkpoint", rel, f"{e}; `tstream repair` cannot rebuild it: put the object back from a backup"
+    cause = e.__cause__
+    what = "missing" if "it is missing" in str(e) else \
+        f"unreadable ({type(cause).__name__}: {cause})" if cause is not None else f"unreadable ({str(e).split(';')[0]})"
+    return "entry", rel, (
+        f"journal entry {e.path} is {what}: the stream state after it is rebuilt from its change, which nothing "
+        "else holds (the index node that copies it keeps only its records), so no read or commit can pass it. "
+        "Put the object back from a backup or snapshot of the store; `tstream repair` cannot rebuild it")

@@ -43,11 +43,17 @@ def torn_newest(store: Store) -> int | None:
     pos = journal.log.newest_stored()
     if pos is None:
         return None
+    return None if sound(store, pos) else pos  # sound: the damage is elsewhere, and verify names it
+
+
+def sound(store: Store, pos: int) -> bool:
+    """Whether the entry object at ``pos`` parses as the entry of that position, on its own
+    (its state is not built: an older damaged entry must not make a sound newer one look torn)."""
+    rel = layout.entry(pos)
     try:
-        journal.read_entry(pos)
-        return None  # readable: the damage is elsewhere, and verify names it
-    except CorruptMetadataError:
-        return pos
+        return bool(Entry.parse(store.read(rel), path=store.uri(rel))["pos"] == pos)
+    except (CorruptMetadataError, FileNotFoundError):
+        return False
 
 
 def _refuse_older_readers(store: Store, partial: list[tuple[int, int]]) -> str:
@@ -69,6 +75,11 @@ def drop_torn_newest(store: Store, pos: int) -> str:
     entry before it becomes the newest. The commit it held is lost; its data files stay as
     orphans for ``vacuum(orphans=True)``."""
     rel = layout.entry(pos)
+    if sound(store, pos):
+        raise CorruptMetadataError(
+            f"journal entry {store.uri(rel)} parses as the entry of position {pos}: it is not torn, and dropping "
+            f"it would lose a sound commit; nothing was set aside (`tstream fsck {store.display_url}` names "
+            "what is damaged)", path=store.uri(rel))
     store.write(layout.damaged_entry(pos), store.read(rel))
     store.delete([rel])
     return (f"journal entry {pos} was torn and no hint held a copy: set aside as {layout.damaged_entry(pos)}; "
@@ -95,13 +106,16 @@ def repair(store: Store, progress: Progress | None = None, *, drop_torn_entry: b
         done.append(drop_torn_newest(store, torn))
     report, fixes = verify(store, progress)
     newest = fixes.newest
+    if newest is None:  # an entry the newest state is built from is lost: nothing derives from it
+        report.repaired = done
+        return report
     state = newest.state
     kinds = {p.kind for p in report.problems if p.repairable}
     if "entry" in kinds and fixes.head is not None:
         store.write(layout.entry(state.pos), fixes.head)
         done.append(f"journal entry {state.pos} restored from the head hint")
-    if "head" in kinds or "entry" in kinds:
-        store.write(layout.HEAD, newest.encode())
+    if "head" in kinds or "entry" in kinds:  # the entry's own bytes when it is sound: the hint copies it
+        store.write(layout.HEAD, store.read(layout.entry(state.pos)) if sound(store, state.pos) else newest.encode())
         done.append(f"head hint rewritten (position {state.pos})")
     if "anchor" in kinds:
         lowest = Journal(store).lowest_listed() if state.meta_gc_pos > 1 else 0

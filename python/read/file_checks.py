@@ -21,7 +21,9 @@ from typing import Any
 from ..chunkfile.checksums import page_problem
 from ..errors import StorageError
 from ..journal.entries import Chunk
+from ..schema import RAW_TSO
 from ..store.storage import Store
+from ..timestamps import final_bounds
 from .ranged import group_span, source
 from .reading import damaged, footer, footer_times, times_problem
 
@@ -31,11 +33,13 @@ THREADS = 16
 PAGE_THREADS = 4
 
 
-def file_problem(store: Store, chunk: Chunk, size: int | None) -> str | None:
+def file_problem(store: Store, chunk: Chunk, size: int | None, slices: Sequence[Chunk] = ()) -> str | None:
     """What is wrong with the ``size``-byte file (None: absent) holding ``chunk``, judged from
     its footer: None when nothing is; else that it is missing, not Parquet, or holds other rows,
     bytes or times than the journal recorded. For a view of rows ``[offset, offset + rows)``
-    of a larger file (a macro-chunk), that the file has those rows."""
+    of a larger file (a macro-chunk), that the file has those rows. For a shared file, each of
+    its ``slices`` (the journal's chunks in it) must be whole row groups of its own, timed as
+    the journal says (:func:`slice_problem`)."""
     if size is None:
         return "missing"
     offset = int(getattr(chunk, "offset", 0))  # (a macro map entry has none)
@@ -58,7 +62,37 @@ def file_problem(store: Store, chunk: Chunk, size: int | None) -> str | None:
         return f"has {size} bytes, the journal says {chunk.bytes}"
     if (bad := span_problem(meta, chunk)) is not None:
         return bad
+    for piece in slices if shared else ():
+        if (bad := span_problem(meta, piece) or slice_problem(meta, piece)) is not None:
+            return bad
     return times_problem(chunk, *times) if times is not None else None
+
+
+def slice_problem(meta: Any, chunk: Chunk) -> str | None:
+    """What is wrong with a slice of a shared file (format v3+: its rows are whole row groups
+    of their own), judged from the file's footer ``meta``: its row groups must start at its
+    ``offset`` and hold exactly its rows, and their raw timestamps' statistics must give the
+    final times the journal recorded. Another file of the same size (another task's) fails this."""
+    names = meta.schema.to_arrow_schema().names
+    at, groups = 0, []
+    for g in range(meta.num_row_groups):
+        n = meta.row_group(g).num_rows
+        if at < chunk.offset + chunk.rows and at + n > chunk.offset:
+            groups.append(g)
+            if at < chunk.offset or at + n > chunk.offset + chunk.rows:
+                return (f"has rows {at}..{at + n - 1} in one row group where the journal says rows "
+                        f"{chunk.offset}..{chunk.offset + chunk.rows - 1} are a slice of their own")
+        at += n
+    if not groups or RAW_TSO not in names:
+        return None if groups else f"has no rows {chunk.offset}..{chunk.offset + chunk.rows - 1}"
+    col = names.index(RAW_TSO)
+    stats = [meta.row_group(g).column(col).statistics for g in groups]
+    if any(st is None or not st.has_min_max for st in stats):
+        return None
+    first, last = final_bounds(min(int(st.min) for st in stats), max(int(st.max) for st in stats), chunk.rows,
+                               chunk.floor)
+    bad = times_problem(chunk, first if chunk.sorted else None, last)
+    return None if bad is None else f"rows {chunk.offset}..{chunk.offset + chunk.rows - 1} " + bad
 
 
 def span_problem(meta: Any, chunk: Chunk) -> str | None:
@@ -97,17 +131,21 @@ def file_problems(store: Store, chunks: Sequence[Chunk], sizes: Mapping[str, int
     :func:`pages_problem` of each file whose footer is sound). File sizes come from ``sizes``
     (a listing), else from the journal (a chunk alone in its file) or a size call."""
     furthest: dict[str, Chunk] = {}
+    slices: dict[str, list[Chunk]] = {}  # a shared file's slices, each checked against its row groups
     for c in chunks:
         had = furthest.get(c.path)
         if had is None or _end(c) > _end(had):
             furthest[c.path] = c
+        if int(getattr(c, "file_bytes", 0)):
+            slices.setdefault(c.path, []).append(c)
 
     def judge(c: Chunk) -> tuple[Chunk, str | None]:
+        mine = slices.get(c.path, ())
         if sizes is not None:
-            return c, file_problem(store, c, sizes.get(c.path))
+            return c, file_problem(store, c, sizes.get(c.path), mine)
         if _alone(c) or int(getattr(c, "file_bytes", 0)):
             try:
-                if file_problem(store, c, int(getattr(c, "file_bytes", 0)) or c.bytes) is None:
+                if file_problem(store, c, int(getattr(c, "file_bytes", 0)) or c.bytes, mine) is None:
                     # its footer read at the size the journal recorded: one call where all is well
                     return c, None
             except StorageError:
@@ -116,7 +154,7 @@ def file_problems(store: Store, chunks: Sequence[Chunk], sizes: Mapping[str, int
             size: int | None = store.size(c.path)
         except FileNotFoundError:
             size = None
-        return c, file_problem(store, c, size)
+        return c, file_problem(store, c, size, mine)
 
     with ThreadPoolExecutor(THREADS) as pool:
         verdicts = {c.path: (c, bad) for c, bad in pool.map(judge, furthest.values())}

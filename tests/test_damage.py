@@ -1,0 +1,306 @@
+"""Damaged metadata is found before it is used, and repair never makes it worse (#58).
+
+The stream of the issue's measurements, smaller: 2 segments, a few hundred records in many
+commits (each reaching both segments: their data files are shared), a scale (an epoch record),
+checkpoints, and entries after the newest one. Each test damages one metadata object as an
+operator, a disk or a stray script might, and checks what reads, appends, fsck and repair do:
+reads give the full answer or an error naming the object, an append never takes a ``_seq``
+twice or leaves one out, and after ``tstream repair`` every committed record reads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.errors import CorruptChunkError, CorruptMetadataError
+from pyspark_tstream.maintain.repair import drop_torn_newest
+from pyspark_tstream.read.file_checks import check_files
+from pyspark_tstream.store import layout
+
+COMMITS = 150
+SCALE_AT = 40
+
+
+def _batch(b: int) -> pa.Table:
+    return pa.table({"k": [f"k{b % 7}", f"j{b % 5}", "x"], "v": [3 * b, 3 * b + 1, 3 * b + 2]})
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The undamaged stream, built once (copied by each test)."""
+    root = tmp_path_factory.mktemp("damage") / "s"
+    s = Stream.create(f"file://{root}", segments=2, compaction="off")
+    for b in range(COMMITS):
+        s.append(_batch(b), writer_id="w", batch_id=b, key="k")
+        if b == SCALE_AT:
+            s.scale(split=s.state.segments[0].id, parts=2)
+    m = s.state.checkpoint
+    assert m is not None and 0 < m.prev < m.pos < s.state.pos - 10  # entries after the newest checkpoint
+    return root
+
+
+@pytest.fixture()
+def stream(built: Path, tmp_path: Path) -> tuple[Path, str]:
+    root = tmp_path / "s"
+    shutil.copytree(built, root)
+    return root, f"file://{root}"
+
+
+def _values(url: str) -> list[int]:
+    return sorted(Stream.open(url).read()["v"].to_pylist())
+
+
+ALL = list(range(3 * COMMITS))
+
+
+def _seqs_sound(url: str) -> None:
+    """Every segment's ``_seq`` runs 0, 1, 2, ... with no value twice and none left out."""
+    t = Stream.open(url).read()
+    for seg in pc.unique(t["_segment"]).to_pylist():
+        seqs = sorted(t.filter(pc.equal(t["_segment"], seg))["_seq"].to_pylist())
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), (seg, seqs)
+
+
+def _newest(root: Path) -> int:
+    return int(json.loads((root / layout.HEAD).read_bytes())["pos"])
+
+
+def _between(root: Path) -> int:
+    """An entry between the newest checkpoint and the head."""
+    url = f"file://{root}"
+    m = Stream.open(url).state.checkpoint
+    assert m is not None
+    return (m.pos + _newest(root)) // 2
+
+
+def _tear(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+# -- loss 2: an entry between the newest checkpoint and the head is lost -------------------------
+@pytest.mark.parametrize("damage", ["delete", "truncate"])
+def test_a_lost_entry_below_the_head_is_named_everywhere(stream: tuple[Path, str], damage: str,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """Before: a bare FileNotFoundError from every read, append, fsck and repair (deleted), or an
+    error blaming the intact head hint and a repair naming a sound newer entry as torn."""
+    root, url = stream
+    pos = _between(root)
+    entry = root / layout.entry(pos)
+    (entry.unlink if damage == "delete" else lambda: _tear(entry))()
+    named = rf"journal entry {url}/{layout.entry(pos)} .*tstream repair"
+    with caplog.at_level(logging.WARNING), pytest.raises(CorruptMetadataError, match=named):
+        Stream.open(url)
+    assert "head hint" not in caplog.text  # the hint is sound: it is not blamed
+    report = Stream.repair_url(url)  # fsck's report: repair has nothing to rebuild it from
+    (problem,) = report.problems
+    assert problem.kind == "entry" and problem.path == f"{url}/{layout.entry(pos)}" and not problem.repairable
+    assert "backup" in problem.message and not report.repaired
+    # --drop-torn-entry sets nothing aside: the newest entry is sound
+    report = Stream.repair_url(url, drop_torn_entry=True)
+    assert not report.repaired and not (root / layout.DAMAGED).exists()
+    assert (root / layout.entry(_newest(root))).exists()
+
+
+def test_drop_torn_entry_refuses_an_entry_that_parses(stream: tuple[Path, str]) -> None:
+    root, url = stream
+    pos = _newest(root)
+    with pytest.raises(CorruptMetadataError, match="is not torn"):
+        drop_torn_newest(Stream.open(url).store, pos)
+    assert (root / layout.entry(pos)).exists() and _values(url) == ALL
+
+
+# -- losses 4 and 5: the newest entry torn or lost, then an append ------------------------------
+@pytest.mark.parametrize("damage", ["delete", "truncate"])
+def test_an_append_past_a_lost_newest_entry_refuses_and_repair_restores_it(stream: tuple[Path, str],
+                                                                            damage: str) -> None:
+    """Before: the append was acknowledged at the next position (leaving a hole where the lost
+    commit was) and overwrote the head hint, the only copy; repair then dropped commits."""
+    root, url = stream
+    pos = _newest(root)
+    hint = (root / layout.HEAD).read_bytes()
+    entry = root / layout.entry(pos)
+    (entry.unlink if damage == "delete" else lambda: _tear(entry))()
+    assert _values(url) == ALL  # the head hint holds the whole of it
+    with pytest.raises(CorruptMetadataError, match=rf"journal entry .*{pos:012d}.json .*head hint .*tstream repair"):
+        Stream.open(url).append(_batch(COMMITS), writer_id="w", batch_id=COMMITS, key="k")
+    assert (root / layout.HEAD).read_bytes() == hint  # the only copy is untouched
+    assert not (root / layout.entry(pos + 1)).exists()
+    (problem,) = Stream.open(url).verify().problems
+    assert problem.kind == "entry" and problem.repairable
+    report = Stream.repair_url(url)
+    assert report.ok, report.summary()
+    assert entry.read_bytes() == hint
+    Stream.open(url).append(_batch(COMMITS), writer_id="w", batch_id=COMMITS, key="k")
+    assert _values(url) == list(range(3 * COMMITS + 3))
+    _seqs_sound(url)
+    assert Stream.open(url).verify().ok
+
+
+# -- loss 1: a number changed inside the newest checkpoint --------------------------------------
+def _edit_checkpoint(root: Path, edit: Callable[[dict[str, object]], None]) -> Path:
+    m = Stream.open(f"file://{root}").state.checkpoint
+    assert m is not None
+    path = root / layout.checkpoint(m.pos)
+    d = json.loads(path.read_bytes())
+    edit(d["state"])
+    path.write_bytes(json.dumps(d, separators=(",", ":")).encode())
+    return path
+
+
+def _lower_next_seq(state: dict[str, object]) -> None:
+    segments = state["segments"]
+    assert isinstance(segments, list)
+    segments[0][3] -= 5  # its next _seq: e.g. 245 -> 240, the same size
+
+
+def test_a_checkpoint_whose_next_seq_was_lowered_is_not_used(stream: tuple[Path, str],
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    """Before: reads and appends used it; the append reused 5 _seq values; fsck said readers
+    rebuild from the one before it (they did not); after repair fsck said no problems."""
+    root, url = stream
+    size = (root / layout.checkpoint(Stream.open(url).state.checkpoint.pos)).stat().st_size  # type: ignore[union-attr]
+    path = _edit_checkpoint(root, _lower_next_seq)
+    with caplog.at_level(logging.WARNING):
+        assert _values(url) == ALL
+    assert f"checkpoint {url}/{path.relative_to(root)} cannot be used" in caplog.text
+    assert "next _seq" in caplog.text
+    report = Stream.open(url).verify()
+    assert [p.kind for p in report.problems] == ["checkpoint"]
+    Stream.open(url).append(_batch(COMMITS), writer_id="w", batch_id=COMMITS, key="k")
+    _seqs_sound(url)
+    assert Stream.repair_url(url).ok
+    assert _values(url) == list(range(3 * COMMITS + 3)) and Stream.open(url).verify().ok
+    assert size > 0
+
+
+def test_a_checkpoint_edited_to_claim_a_truncation_is_not_used(stream: tuple[Path, str]) -> None:
+    """Before: Stream.read returned the records after the claimed head with no warning."""
+    root, url = stream
+
+    def truncated(state: dict[str, object]) -> None:
+        state["head_pos"], state["head_tso"] = 9, 9  # one digit each: the checkpoint keeps its size
+
+    _edit_checkpoint(root, truncated)
+    assert _values(url) == ALL
+    assert [p.kind for p in Stream.open(url).verify().problems] == ["checkpoint"]
+    assert Stream.repair_url(url).ok and _values(url) == ALL
+
+
+# -- loss 6: a shared data file replaced by another append's of the same size and layout ----------
+def test_a_shared_file_swapped_for_another_of_the_same_layout_is_found(stream: tuple[Path, str]) -> None:
+    """Before: a read raised CorruptChunkError, but fsck, fsck --footers-only and repair said
+    sound, and read_native (which checks files as check_files does) returned wrong records."""
+    root, url = stream
+    s = Stream.open(url)
+    chunks = s.plan(0, 1 << 62)
+    files: dict[str, list[object]] = {}
+    for c in chunks:
+        if c.shared:
+            files.setdefault(c.path, []).append((c.file_bytes, c.rows, c.offset, c.span_start, c.span_bytes))
+    layouts: dict[tuple[object, ...], list[str]] = {}
+    for path, slices in files.items():
+        layouts.setdefault(tuple(sorted(slices, key=str)), []).append(path)
+    other, victim = next(paths for paths in layouts.values() if len(paths) > 1)[:2]
+    (root / victim).write_bytes((root / other).read_bytes())
+    for footers_only in (False, True):
+        problems = Stream.open(url).verify(footers_only=footers_only).problems
+        assert problems and all(p.kind == "chunk" and victim in p.path for p in problems), problems
+    with pytest.raises(CorruptChunkError, match=victim):
+        check_files(s.store, chunks)  # what read_native runs before Spark opens the files
+    assert not Stream.repair_url(url).ok
+
+
+# -- every metadata object kind x damage ---------------------------------------------------------
+def _object(root: Path, kind: str) -> str:
+    """The relative path of the object of ``kind`` the matrix damages."""
+    state = Stream.open(f"file://{root}").state
+    assert state.checkpoint is not None
+    return {"newest entry": layout.entry(_newest(root)), "older entry": layout.entry(_between(root)),
+            "checkpoint": layout.checkpoint(state.checkpoint.pos), "head": layout.HEAD,
+            "index node": layout.index_node(1, 2), "epoch record": layout.epoch_record(1)}[kind]
+
+
+def _digit(path: Path, kind: str) -> None:
+    """Change one digit of a number inside the object, keeping it valid JSON and its size."""
+    d = json.loads(path.read_bytes())
+    if kind == "checkpoint":
+        d["state"]["segments"][0][3] -= 5
+    elif kind == "head":
+        d["wall"] += 1  # the commit's wall time, in the copy only
+    elif kind.endswith("entry"):
+        row = d["change"]["segs"][0]
+        at = next(i for i in range(1, len(row), 2) if row[i] == 3)  # [index, field, difference, ...]
+        row[at + 1] += 1  # its next _seq moved by one more than it commits: the next append skips one
+    elif kind == "index node":
+        d["items"][3][1] += 1  # a summary's max _tso
+    path.write_bytes(json.dumps(d, separators=(",", ":")).encode())
+
+
+#: Damage that nothing in the stream holds a copy of, without a checksum of each object: reads and
+#: appends fail naming the object, fsck reports it, and repair cannot rebuild it (a backup can).
+LOST_FOR_GOOD = {("older entry", "delete"), ("older entry", "truncate"), ("older entry", "digit")}
+
+CASES = [(k, d) for k in ("newest entry", "older entry", "checkpoint", "head", "index node", "epoch record")
+         for d in ("truncate", "delete")] + [("checkpoint", "digit"), ("index node", "digit"),
+                                              ("newest entry", "digit"), ("older entry", "digit"), ("head", "digit")]
+
+
+@pytest.mark.parametrize(("kind", "damage"), CASES, ids=[f"{k}-{d}".replace(" ", "_") for k, d in CASES])
+def test_damage_to_any_metadata_object(stream: tuple[Path, str], kind: str, damage: str) -> None:
+    """fsck reports it; a read gives the full answer or an error naming the object; an append
+    takes no _seq twice and leaves none out; after repair every committed record reads and
+    fsck is clean (or, for what nothing holds a copy of, repair says so and nothing changes)."""
+    from pyspark_tstream.maintain.fsck import verify
+    from pyspark_tstream.store.storage import Store
+
+    root, url = stream
+    rel = _object(root, kind)
+    path = root / rel
+    assert path.exists()
+    {"truncate": lambda: _tear(path), "delete": path.unlink, "digit": lambda: _digit(path, kind)}[damage]()
+    assert not verify(Store(url, None))[0].ok
+    try:
+        assert _values(url) == ALL
+    except CorruptMetadataError as e:
+        assert rel in str(e) and "tstream repair" in str(e)
+    want = ALL
+    try:
+        Stream.open(url).append(_batch(COMMITS), writer_id="w", batch_id=COMMITS, key="k")
+        want = list(range(3 * COMMITS + 3))
+    except CorruptMetadataError as e:
+        assert rel in str(e) and "tstream repair" in str(e)
+    report = Stream.repair_url(url)
+    if (kind, damage) in LOST_FOR_GOOD:
+        assert not report.ok and all(not p.repairable and p.path.endswith(rel) for p in report.problems)
+        return
+    assert report.ok, report.summary()
+    assert _values(url) == want
+    _seqs_sound(url)
+    assert verify(Store(url, None))[0].ok
+
+
+def test_only_a_handles_first_commit_after_a_hint_reads_the_newest_entry(stream: tuple[Path, str]) -> None:
+    """The check that refuses to commit past a lost newest entry costs one read, once: a
+    handle that committed (or read) the newest entry itself never pays it again."""
+    from conftest import CallLog
+
+    _, url = stream
+    s = Stream.open(url)
+    first = s.state.pos
+    log = CallLog()
+    s.store.observer = log
+    s.append(_batch(COMMITS), writer_id="w", batch_id=COMMITS, key="k")
+    assert ("read", layout.entry(first)) in log.calls
+    log.reset()
+    s.refresh()  # reads the head hint: a copy of the entry this handle committed
+    s.append(_batch(COMMITS + 1), writer_id="w", batch_id=COMMITS + 1, key="k")
+    assert ("read", layout.entry(first + 1)) not in log.calls, log.calls
+    s.store.observer = None
