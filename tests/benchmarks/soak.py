@@ -55,7 +55,7 @@ What runs, on its own SeaweedFS (``weed mini`` on loopback, stopped by PID at th
   reader plans its micro-batches) 30 s in and at the end.
 
 At the end the producers are stopped (sessions closed), the consumer catches up to the tick, and
-the table prints records in (``info()["rows"]``) and out, lost (committed, never delivered) and
+the table prints records in (``info().rows``) and out, lost (committed, never delivered) and
 duplicated (delivered twice), RSS, chunk and metadata object counts (compaction is on, as by
 default: macro-chunks are counted apart), and the tick lag (now - tick) seen while running.
 Exit code 1 if anything was lost or duplicated, if the Spark producer's ids have a gap, if one
