@@ -363,7 +363,7 @@ def run_round(store: str, where: Where, order: list[str], args: argparse.Namespa
         systems[name].settle()
         return out, wall, counter.count()
 
-    for name, s in systems.items():
+    for s in systems.values():
         s.create(schema)
     for name, s in systems.items():  # small appends
         lat = []
@@ -428,7 +428,7 @@ def _writer(kind: str, where: Where, table: str, seconds: float, first: int, bas
             s.append(records(first + i * SMALL_ROWS, SMALL_ROWS, base_ts))
             acked += 1
             lat.append(time.perf_counter() - a)
-        except Exception:  # what a user sees: the library gave up on this commit
+        except Exception:  # noqa: BLE001 - what a user sees: the library gave up on this commit
             failed += 1
         i += 1
     s.settle()
@@ -473,7 +473,6 @@ def run_writers(s: System, args: argparse.Namespace, base_ts: int, counter: Coun
 def versions() -> str:
     import deltalake
     import pyiceberg
-
     from pyspark_tstream import __version__ as tv
 
     return (f"tstream {tv}, deltalake {deltalake.__version__}, pyiceberg {pyiceberg.__version__}, "
@@ -526,10 +525,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--writer-seconds", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--latency-ms", type=float, default=30.0, help="added per request on S3")
+    ap.add_argument("--warmup", type=int, default=1, help="uncounted rounds first")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, 1 round, no warm-up (CI)")
     args = ap.parse_args(argv)
     if args.smoke:
         args.small_appends, args.bulk_rows, args.writers, args.writer_seconds, args.rounds = 8, 20_000, 2, 2.0, 1
+        args.warmup = 0
     stores = ["file", "s3"] if args.store in (None, "both") else [args.store]
     started = time.perf_counter()
     base_ts = time.time_ns() // 1_000_000 - 86_400_000 - 100_000_000
@@ -559,8 +560,8 @@ def folder(work: str, tag: str) -> str:
 
 def measure(store: str, where: Callable[[str], Where], counter: Counter, args: argparse.Namespace,
             base_ts: int, results: Results) -> None:
-    """An uncounted warm-up round (full runs), then ``--rounds`` rounds, the order rotating."""
-    warm = 0 if args.smoke else 1
+    """``--warmup`` uncounted rounds, then ``--rounds`` rounds, the order rotating."""
+    warm = args.warmup
     for r in range(warm + args.rounds):
         k = r % len(SYSTEMS)
         order = list(SYSTEMS[k:] + SYSTEMS[:k])
