@@ -413,7 +413,10 @@ class EntryLog:
         raws = dict((p, self._recent[p]) for p in todo if p in self._recent)
         missing = [p for p in todo if p not in raws]
         if missing:
-            raws.update(zip(missing, self.store.read_many([layout.entry(p) for p in missing])))
+            read = self.store.read_many([layout.entry(p) for p in missing])
+            raws.update(zip(missing, read))
+            for p, data in zip(missing[-RECENT_ENTRIES:], read[-RECENT_ENTRIES:]):
+                self.remember(p, data)  # a cold read's window needs the newest entries' chunks
         changes: list[dict[str, Any]] = []
         for p in todo:  # changes are applied together; an entry holding the whole state restarts
             path = self.store.uri(layout.entry(p))
@@ -490,7 +493,10 @@ class EntryLog:
         kept = dict(self._recent)
         missing = [p for p in positions if p not in kept]
         if missing:
-            kept.update(zip(missing, self.store.read_many([layout.entry(p) for p in missing])))
+            read = self.store.read_many([layout.entry(p) for p in missing])
+            kept.update(zip(missing, read))
+            for p, data in sorted(zip(missing, read))[-RECENT_ENTRIES:]:
+                self.remember(p, data)  # a read plans twice (its bound, then its chunks)
         return [Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p))) for p in positions]
 
     def read_entry(self, pos: int) -> Entry:
