@@ -315,9 +315,12 @@ class FaultProxy:
                 pass  # keep test output clean
 
             def _handle(self) -> None:
-                # botocore sends bytes bodies with Content-Length, never chunked
+                # botocore sends bytes bodies with Content-Length; the AWS SDK for C++ (pyarrow)
+                # streams an upload part chunked (its aws-chunked framing is the same as HTTP's,
+                # trailers included): read the chunks whole, forward them byte for byte
+                chunked = "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
                 length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
+                body = self._read_chunked() if chunked else self.rfile.read(length) if length else b""
                 action = proxy._during_outage(self.command, self.path) or proxy._next(self.command, self.path)
                 if proxy.latency:
                     time.sleep(proxy.latency)
@@ -350,10 +353,26 @@ class FaultProxy:
                     if key.lower() not in ("connection", "transfer-encoding", "content-length",
                                            "server", "date"):
                         self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
+                # a HEAD answer has no body but the object's length (pyarrow reads that many bytes)
+                length = resp.getheader("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", length or str(len(data)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
+
+            def _read_chunked(self) -> bytes:
+                raw = []
+                while True:
+                    line = self.rfile.readline()
+                    raw.append(line)
+                    size = int(line.split(b";", 1)[0].strip() or b"0", 16)
+                    if size == 0:
+                        while True:  # trailers, up to the empty line that ends the body
+                            line = self.rfile.readline()
+                            raw.append(line)
+                            if line in (b"\r\n", b"\n", b""):
+                                return b"".join(raw)
+                    raw.append(self.rfile.read(size + 2))  # the chunk and its CRLF
 
             def _drop(self) -> None:
                 # RST instead of FIN: what a crashed load balancer looks like to the client

@@ -10,6 +10,10 @@ and a lost race has written only a committed fact) before its conditional create
   at least :data:`MIN_BYTES`): writing checkpoints then costs at most half the entries' own
   bytes again, and a rebuild reads at most about three checkpoints' bytes; or
 * :data:`MAX_ENTRIES` entries followed it (a bound on the objects a rebuild reads); or
+* :data:`SMALL_EVERY` entries followed a checkpoint of at most :data:`SMALL_BYTES` (as Delta's
+  every 10 commits): a cold open then reads one small checkpoint and a few entries, a few store
+  requests, and the checkpoints cost at most ``SMALL_BYTES / SMALL_EVERY`` per commit; a stream
+  whose state is larger (many writers) keeps the byte rule above; or
 * the state has no checkpoint (a stream written by format 5 or older: its first v6 commit).
 
 Its entry's state then names it (:class:`~pyspark_tstream.journal.checkpoint_mark.CheckpointMark`),
@@ -38,6 +42,10 @@ MAX_ENTRIES = 200
 MIN_BYTES = 64 * 1024
 #: ... nor before they hold this many times the last checkpoint's bytes.
 GROWTH = 2
+#: A checkpoint of at most this many bytes is written again after :data:`SMALL_EVERY` entries.
+SMALL_BYTES = 16 * 1024
+#: See :data:`SMALL_BYTES`.
+SMALL_EVERY = 10
 #: This object kind's name in :data:`~pyspark_tstream.journal.features.VERSIONS`.
 KIND = "checkpoint"
 #: The format a checkpoint object is written in (a newer one is refused, as every object's is).
@@ -52,7 +60,9 @@ def due(state: StreamState) -> bool:
         return True
     if m.pos == state.pos:
         return False
-    return state.pos - m.pos >= MAX_ENTRIES or m.since >= max(MIN_BYTES, GROWTH * m.bytes)
+    since = state.pos - m.pos
+    return (since >= MAX_ENTRIES or m.since >= max(MIN_BYTES, GROWTH * m.bytes)
+            or (since >= SMALL_EVERY and m.bytes <= SMALL_BYTES))
 
 
 def encode(state: StreamState) -> bytes:

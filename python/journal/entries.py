@@ -354,6 +354,8 @@ class EntryLog:
                     gone = self.store.uri(layout.entry(p))
                     raise corrupt("journal entry", gone, FileNotFoundError(gone), layout.stream_url(gone))
                 raws[p] = raw
+            for p in missing[-RECENT_ENTRIES:]:
+                self.remember(p, raws[p])  # a cold read's window needs the newest entries' chunks
         changes: list[dict[str, Any]] = []
         for p in todo:  # changes are applied together; an entry holding the whole state restarts
             path = self.store.uri(layout.entry(p))
@@ -447,7 +449,10 @@ class EntryLog:
         kept = dict(self._recent)
         missing = [p for p in positions if p not in kept]
         if missing:
-            kept.update(zip(missing, self.store.read_many([layout.entry(p) for p in missing])))
+            read = self.store.read_many([layout.entry(p) for p in missing])
+            kept.update(zip(missing, read))
+            for p, data in sorted(zip(missing, read))[-RECENT_ENTRIES:]:
+                self.remember(p, data)  # a read plans twice (its bound, then its chunks)
         return [Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p))) for p in positions]
 
     def read_entry(self, pos: int) -> Entry:

@@ -1,0 +1,78 @@
+"""A cold open (a fresh handle's first seek or tail) reads a bounded number of store objects.
+
+On an object store every object is a request; a cold seek or tail that replayed every journal
+entry since the newest checkpoint (up to 200) and read the time index's newest entries twice
+sent 58-99 requests at 30 ms each (issue #62). Now a small state is checkpointed every
+``SMALL_EVERY`` entries and the entries a read fetched are kept for its second look: what is
+left is the head, one checkpoint, at most ``SMALL_EVERY`` entries, the entries of the time
+index's node the read falls in (at most ``FANOUT``: their chunk lists live only there) and the
+data. Counted through the store observer: a batched read of n objects counts n.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pytest
+from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal.checkpoint import SMALL_EVERY
+from pyspark_tstream.journal.timeindex import FANOUT
+from pyspark_tstream.store.storage import Store
+
+#: Data objects a read of these few records may open (4 segments, fresh small chunks).
+DATA_OBJECTS = 8
+#: What a cold seek or tail may read: head, checkpoint, replayed entries, one index node's
+#: entries, the newest entry once more (the read looks for a newer commit), the data.
+COLD_OBJECTS = 2 + SMALL_EVERY + FANOUT + 1 + DATA_OBJECTS
+_PLUS = re.compile(r" \(\+(\d+)\)$")
+
+
+class Objects:
+    """Store objects touched through ``Store.observer`` (``read_many`` labels "<first> (+n)")."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.batches: list[str] = []
+
+    def __call__(self, op: str, rel: str) -> None:
+        extra = _PLUS.search(rel)
+        self.n += 1 + (int(extra.group(1)) if extra else 0)
+        if op == "read_many" and rel.startswith("_tstream/journal/"):
+            self.batches.append(rel)
+
+    def check(self, what: str) -> None:
+        assert self.n <= COLD_OBJECTS, f"a cold {what} read {self.n} objects"
+        # the same entries are never fetched twice by one read
+        assert len(set(self.batches)) == len(self.batches), f"a cold {what} read {self.batches}"
+
+
+def _rows(first: int, n: int) -> pa.Table:
+    return pa.table({"key": [f"k{i % 8}" for i in range(first, first + n)],
+                     "ts": pa.array(range(1_000_000 + first, 1_000_000 + first + n), pa.int64()),
+                     "v": pa.array(range(first, first + n), pa.int64())})
+
+
+@pytest.mark.parametrize("appends", [15, 60, 150])
+def test_cold_seek_and_tail_read_few_objects(tmp_path: object, appends: int) -> None:
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=4)
+    for i in range(appends):
+        s.append(_rows(i * 20, 20), key="key", timestamp="ts")
+    s.upkeep.settle(60)
+    total = appends * 20
+
+    seen = Objects()
+    store = Store(url)
+    store.observer = seen
+    tail = Stream.at(store).read(tail=30, columns=["v"])
+    assert sorted(tail["v"].to_pylist()) == list(range(total - 30, total))
+    seen.check("tail")
+
+    seen = Objects()
+    store = Store(url)
+    store.observer = seen
+    start = total // 2
+    got = Stream.at(store).read(start=1_000_000 + start, limit=25, columns=["v"])
+    assert sorted(got["v"].to_pylist()) == list(range(start, start + 25))
+    seen.check("seek")
