@@ -57,6 +57,8 @@ FOUND = {
     # planted, never shipped: floors above the writer's lane alone, not the tick; only the
     # readers' check that no record appears at or below a tick they were given catches it
     "floor": Found("default-planted-floor", 20, "appeared at or below tick"),
+    # planted: expiry drops a declared writer like any other; the journal's history catches it
+    "declared": Found("declared-planted-expired", 10, "dropped declared writer"),
 }
 
 

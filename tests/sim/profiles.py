@@ -65,6 +65,9 @@ SESSIONS = Profile(name="sessions", writers=2, producers=2, batches=5, reads=4, 
 #: Writer expiry beside a crowd: crashed writers replay their batch (twins of a published
 #: request) while others lead folds, so an entry of others' requests can leave out a settled
 #: request of its own committer that a fold after its writer's expiry may still take.
+#: ``expiry``'s retentions and late restarts with two declared writers (the stream's ``writers``:
+#: a writer and the sink), which no commit may drop however long they are silent.
+DECLARED = replace(EXPIRY, name="declared", declared=("w0", "sink0"))
 EXPIRY_CROWD = replace(EXPIRY, name="expiry-crowd", writers=5, sinks=2, batches=4, crowd=1)
 
 PROFILES = {p.name: p for p in (
@@ -83,6 +86,7 @@ PROFILES = {p.name: p for p in (
     CROWD,
     EXPIRY_CROWD,
     SESSIONS,
+    DECLARED,
     replace(SINKS, name="sinks-old-abort", switch="old-abort"),
     replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
     replace(REQUESTS, name="requests-old-orphans", switch="old-orphans"),
@@ -93,4 +97,5 @@ PROFILES = {p.name: p for p in (
     replace(EXPIRY_CROWD, name="expiry-crowd-old-settled", switch="old-settled"),
     replace(EXPIRY_CROWD, name="expiry-crowd-old-unowned", switch="old-unowned"),
     replace(DEFAULT, name="default-planted-floor", switch="planted-floor"),
+    replace(DECLARED, name="declared-planted-expired", switch="planted-expired"),
 )}

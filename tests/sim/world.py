@@ -91,6 +91,8 @@ class Profile:
     first_writers: int = 0  # writes through Stream.for_write, each with its own segments config
     producers: int = 0  # producer sessions (Stream.writer): heartbeats, closes mid-run
     crowd: int = 0  # group commit's CROWD for the run (0: the product's)
+    declared: tuple[str, ...] = ()  # the stream's declared writers (``writers``): never expired
+    first_sinks: int = 0  # Spark sinks whose driver opens the stream through Stream.for_write
 
 
 @dataclass
@@ -261,6 +263,7 @@ class World:
         """Every writer dropped by the rule; the (writer, batch) committed more than once, each
         repeat after a drop of its writer (:mod:`.history`), with how many times."""
         self.notes["writers expired"] += history.check_drops(entries)
+        self.notes["declared writers kept past the retention"] += history.kept_declared(entries)
         repeats = history.allowed_repeats(history.commits_and_drops(entries))
         assert self.profile.writer_retention_ms or not repeats, \
             f"batches committed twice with no writer retention set: {sorted(repeats)[:5]}"
@@ -312,8 +315,11 @@ class World:
         assert not skipped, f"group g never delivered {len(skipped)} readable record(s): {skipped[:5]}"
 
     def _session_names(self) -> list[str]:
-        """The writers that commit as sessions: each holds the tick until it is closed."""
-        return [f"sink{i}" for i in range(self.profile.sinks)] + [f"p{i}" for i in range(self.profile.producers)]
+        """The writers that commit as sessions, and the declared writers (live once they
+        committed): each holds the tick until it is closed."""
+        names = [f"sink{i}" for i in range(self.profile.sinks)] + [f"fs{i}" for i in range(self.profile.first_sinks)]
+        names += [f"p{i}" for i in range(self.profile.producers)]
+        return names + [w for w in self.profile.declared if w not in names]
 
     def _seen_tsos(self, writer: str, batch: int) -> list[int]:
         return [tso for seen in self._seen.values() for (w, b, _i), tso in seen.items() if (w, b) == (writer, batch)]
@@ -422,6 +428,8 @@ def simulate(seed: int, profile: Profile = Profile(),
                 config["writer_retention_ms"] = profile.writer_retention_ms
             if profile.writer_lease_ms:
                 config["writer_lease_ms"] = profile.writer_lease_ms
+            if profile.declared:
+                config["writers"] = profile.declared
             if profile.created:
                 Stream.create(world.url, segments=profile.segments, compaction="target=4KB,min=3", **config)
             if tweak is not None:
