@@ -31,7 +31,7 @@ SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "220"))
 #: producer sessions): in the default set,
 #: the few seeds until each acts (:func:`test_the_newer_actors_act`); a quarter of
 #: ``SLOW_SEEDS`` each in the slow set.
-NEWER = ["checkpoints", "expiry", "first-writes", "crowd", "expiry-crowd", "sessions", "declared"]
+NEWER = ["checkpoints", "expiry", "first-writes", "crowd", "expiry-crowd", "sessions", "declared", "first-sinks"]
 
 
 def _run_seeds(profile: Profile, seeds: range) -> None:
@@ -76,6 +76,7 @@ def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     ("expiry", 3, "writers expired"),
     pytest.param("expiry", 10, "batches appended again after expiry", marks=pytest.mark.slow),
     ("first-writes", 10, "re-creations"),
+    ("first-sinks", 10, "re-creations"),
     ("crowd", 3, "folded by another"),
     ("expiry-crowd", 20, "entries without their settled request"),
     ("sessions", 3, "sessions closed mid-run"),

@@ -53,6 +53,11 @@ EXPIRY = Profile(name="expiry", batches=5, restart_delay_ms=15_000, writer_reten
 #: has landed, and commit; compaction, vacuum and a reader wait for it.
 FIRST_WRITES = Profile(name="first-writes", created=False, first_writers=3, writers=0, sinks=0, compactions=1,
                        vacuums=1)
+#: ``first-writes`` with Spark sinks among the first writes: two ``Stream.for_write`` writes
+#: (1 and 2 segments) and two sink drivers (3 and 2 segments) whose tasks write files for the
+#: stream they opened, race its creation and re-creation, and commit (``JournalCommitter``) or
+#: abort when their commit raised.
+FIRST_SINKS = replace(FIRST_WRITES, name="first-sinks", first_writers=2, first_sinks=2, sink_batches=2, batches=2)
 #: Five writers and two sinks contending, a contended writer publishing first once one other
 #: request is pending (:mod:`.knobs`): leaders fold, waiters poll, and leaders that die or lag
 #: leave waiters to race once out of patience.
@@ -87,6 +92,7 @@ PROFILES = {p.name: p for p in (
     EXPIRY_CROWD,
     SESSIONS,
     DECLARED,
+    FIRST_SINKS,
     replace(SINKS, name="sinks-old-abort", switch="old-abort"),
     replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
     replace(REQUESTS, name="requests-old-orphans", switch="old-orphans"),

@@ -438,6 +438,8 @@ def simulate(seed: int, profile: Profile = Profile(),
                 sched.add(f"w{i}", actors.appender(world, f"w{i}", profile.batches, random.Random(rng.random())))
             for i in range(profile.sinks):
                 sched.add(f"sink{i}", actors.sink(world, f"sink{i}", profile.sink_batches))
+            for i in range(profile.first_sinks):
+                sched.add(f"fs{i}", actors.sink(world, f"fs{i}", profile.sink_batches, segments=3 - i % 3))
             for i in range(profile.producers):
                 sched.add(f"p{i}", actors.producer(world, f"p{i}", profile.batches, random.Random(rng.random())))
             for i in range(profile.first_writers):
