@@ -59,6 +59,9 @@ FOUND = {
     "floor": Found("default-planted-floor", 20, "appeared at or below tick"),
     # planted: expiry drops a declared writer like any other; the journal's history catches it
     "declared": Found("declared-planted-expired", 10, "dropped declared writer"),
+    # planted: the cloud backends miss a lost create's 409/412; the backends profile's check that
+    # every injected failure is translated (retriable, or "exists") catches it
+    "conflict": Found("backends-planted-conflict", 10, "did not classify"),
 }
 
 

@@ -58,6 +58,13 @@ FIRST_WRITES = Profile(name="first-writes", created=False, first_writers=3, writ
 #: stream they opened, race its creation and re-creation, and commit (``JournalCommitter``) or
 #: abort when their commit raised.
 FIRST_SINKS = replace(FIRST_WRITES, name="first-sinks", first_writers=2, first_sinks=2, sink_batches=2, batches=2)
+#: The store fails as Azure or GCS does (drawn per seed; :mod:`.cloud`): conflicts as 409/412,
+#: throttling (429/503) on 5 % of calls in runs the retries absorb, outages past them, and
+#: creates applied whose answer timed out on 15 % of conditional creates, beside two sinks,
+#: compaction (its macro-maps), consumer-group members (their group versions), vacuum, a reader
+#: and 2 % crashes.
+BACKENDS = Profile(name="backends", sinks=2, consumers=2, backend="cloud",
+                   faults=Faults(crash=0.02, error=0.02, transient=0.03, ambiguous=0.15, throttle=0.05))
 #: Five writers and two sinks contending, a contended writer publishing first once one other
 #: request is pending (:mod:`.knobs`): leaders fold, waiters poll, and leaders that die or lag
 #: leave waiters to race once out of patience.
@@ -93,6 +100,7 @@ PROFILES = {p.name: p for p in (
     SESSIONS,
     DECLARED,
     FIRST_SINKS,
+    BACKENDS,
     replace(SINKS, name="sinks-old-abort", switch="old-abort"),
     replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
     replace(REQUESTS, name="requests-old-orphans", switch="old-orphans"),
@@ -104,4 +112,5 @@ PROFILES = {p.name: p for p in (
     replace(EXPIRY_CROWD, name="expiry-crowd-old-unowned", switch="old-unowned"),
     replace(DEFAULT, name="default-planted-floor", switch="planted-floor"),
     replace(DECLARED, name="declared-planted-expired", switch="planted-expired"),
+    replace(BACKENDS, name="backends-planted-conflict", switch="planted-conflict"),
 )}

@@ -30,6 +30,10 @@ the number of seeds ``docs/operations.md`` states.
 * ``planted-expired`` (planted, never shipped: it proves the declared-writer check of
   :mod:`.history`): expiry drops a declared writer silent past the retention like any other
   (``journal.expiry.expired`` and ``_due`` without their ``declared`` exception).
+* ``planted-conflict`` (planted: it proves the ``backends`` profile's translation check): the
+  Azure and GCS backends know a lost conditional create only as ``FileExistsError`` (their
+  ``is_precondition_failed`` without the 409 ``BlobAlreadyExists``/412 codes), so a create
+  that lost fails as a permanent store error instead of reading "exists".
 * ``old-unowned``: the second way alone, which outlived the first's fix: an entry of others'
   requests without the committer's settled own kept none of its files
   (``GroupCommit._created_without_own``).
@@ -54,6 +58,8 @@ from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.journal.state import StreamState
 from pyspark_tstream.maps.macromap import Macro
+from pyspark_tstream.store.backends.azure import AzureBackend
+from pyspark_tstream.store.backends.gcs import GCSBackend
 from pyspark_tstream.store.storage import Store
 from pyspark_tstream.write.group import Committed, GroupCommit, Part
 
@@ -151,6 +157,10 @@ def _patches(switch: str, sched: Scheduler) -> list[Patch]:
         return [(GroupCommit, "_created_without_own", _old_created_without_own)]
     if switch == "planted-expired":
         return [(expiry_mod, "expired", _expired_declared_too), (expiry_mod, "_due", _due_declared_too)]
+    if switch == "planted-conflict":
+        only_exists = lambda self, exc: isinstance(exc, FileExistsError)  # noqa: E731
+        return [(AzureBackend, "is_precondition_failed", only_exists),
+                (GCSBackend, "is_precondition_failed", only_exists)]
     if switch == "old-listing":
         listing = _old_listing(sched)
         mods = _store_modules_with("memory_list")
@@ -161,7 +171,7 @@ def _patches(switch: str, sched: Scheduler) -> list[Patch]:
 
 #: The switches :func:`switched` knows.
 SWITCHES = ("old-abort", "old-adopt", "old-orphans", "old-aged", "old-listing", "old-settled", "old-unowned",
-            "planted-floor", "planted-expired")
+            "planted-floor", "planted-expired", "planted-conflict")
 
 
 @contextmanager

@@ -42,15 +42,18 @@ from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.journal.state import StreamState
 from pyspark_tstream.maintain.repair import torn_newest
 from pyspark_tstream.store import layout
-from pyspark_tstream.store.storage import Store
+from pyspark_tstream.store.storage import RetryPolicy, Store
 from pyspark_tstream.write.commit import CommitIntent
 
-from . import actors, history
+from . import actors, cloud, history
 from .knobs import checkpointing, crowding, expiring
 from .scheduler import Faults, Scheduler, patched
 from .switches import switched
 
 Record = tuple[str, int, int]  # (writer, batch, i)
+#: A cloud run's store attempts per call (the product's default): throttling runs shorter than
+#: this are absorbed by the retries.
+CLOUD_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,8 @@ class Profile:
     crowd: int = 0  # group commit's CROWD for the run (0: the product's)
     declared: tuple[str, ...] = ()  # the stream's declared writers (``writers``): never expired
     first_sinks: int = 0  # Spark sinks whose driver opens the stream through Stream.for_write
+    #: the store fails as a cloud service does (:mod:`.cloud`): "azure", "gcs", or "cloud" (drawn per seed)
+    backend: str = ""
 
 
 @dataclass
@@ -418,11 +423,16 @@ def simulate(seed: int, profile: Profile = Profile(),
     sched = Scheduler(seed, faults=profile.faults, restart_delay_ms=profile.restart_delay_ms,
                       faults_off=frozenset(profile.faults_off))
     world = World(seed, sched, profile)
+    service = cloud.flavour(seed, profile.backend) if profile.backend else ""
+    if service:
+        sched.retry = RetryPolicy(attempts=CLOUD_ATTEMPTS, base_delay=0.0, max_delay=0.0)
+        sched.errors = cloud.errors(service, random.Random(seed ^ 0xE770))
+        world.notes[f"store: {service}"] += 1
     rng = random.Random(seed ^ 0xAC7)
     started = time.perf_counter()
     try:
         with patched(sched), switched(profile.switch, sched), checkpointing(profile.checkpoint_entries), \
-                expiring(world), crowding(world):
+                expiring(world), crowding(world), cloud.cloud_store(service, random.Random(seed ^ 0x409)):
             config: dict[str, Any] = {"scaling": profile.scaling} if profile.scaling else {}
             if profile.writer_retention_ms:
                 config["writer_retention_ms"] = profile.writer_retention_ms
@@ -479,8 +489,10 @@ def simulate(seed: int, profile: Profile = Profile(),
     finally:
         _forget(world.url)
     for _actor, op, _rel in sched.trace:
-        if op in ("CRASH", "ERROR", "AMBIGUOUS", "TORN"):
+        if op in ("CRASH", "ERROR", "AMBIGUOUS", "TORN", "THROTTLED"):
             world.notes[f"faults: {op.lower()}"] += 1
+        if op == "AMBIGUOUS":  # by the kind of object: the journal, a macro-map, a group version...
+            world.notes[f"ambiguous creates of {layout_kind(_rel)}"] += 1
     return Outcome(seed, sched.trace, world.notes, time.perf_counter() - started)
 
 
@@ -505,6 +517,12 @@ def replay_command(seed: int, profile: Profile, tweak: str = "") -> str:
 def _tail(trace: list[tuple[str, str, str]], n: int = 40) -> str:
     return "\n".join(f"  {i:5d} {a:8s} {op:13s} {rel}" for i, (a, op, rel) in
                      enumerate(trace[-n:], start=max(0, len(trace) - n)))
+
+
+def layout_kind(rel: str) -> str:
+    """The kind of object at ``rel``: its folders without their numbered parts."""
+    parts = rel.split("/")[:-1]
+    return "/".join(p for p in parts if not p.isdigit()) or rel
 
 
 def _forget(url: str) -> None:
