@@ -31,7 +31,8 @@ SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "220"))
 #: producer sessions): in the default set,
 #: the few seeds until each acts (:func:`test_the_newer_actors_act`); a quarter of
 #: ``SLOW_SEEDS`` each in the slow set.
-NEWER = ["checkpoints", "expiry", "first-writes", "crowd", "expiry-crowd", "sessions", "declared", "first-sinks", "backends"]
+NEWER = ["checkpoints", "expiry", "first-writes", "crowd", "expiry-crowd", "sessions", "declared", "first-sinks",
+         "backends", "buggify"]
 
 
 def _run_seeds(profile: Profile, seeds: range) -> None:
@@ -82,7 +83,8 @@ def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     ("sessions", 3, "sessions closed mid-run"),
     ("sessions", 3, "leases ended by a commit attempt"),
     ("declared", 3, "declared writers kept past the retention"),
-    ("backends", 3, "ambiguous creates of _tstream/groups/g/log")])
+    ("backends", 3, "ambiguous creates of _tstream/groups/g/log"),
+    ("buggify", 5, "compaction parts adopted")])
 def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
     """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run,
     auto-scaling's splits and merges, checkpoints collected with the journal entries before
@@ -93,7 +95,7 @@ def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
     entry of others' requests that left out its committer's own, settled by a twin, a producer
     session closed mid-run and one whose lease a commit ended, a declared writer silent past
     the retention that a commit kept, a consumer group's version created on a cloud store whose
-    answer timed out:
+    answer timed out, a dead compaction's macro-chunks adopted under buggify's knobs:
     each loses nothing on the first seed where it happens (searched, not pinned: any change
     to the store calls a seed makes moves where a fault lands)."""
     for seed in range(within):

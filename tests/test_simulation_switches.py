@@ -61,6 +61,9 @@ FOUND = {
     "declared": Found("declared-planted-expired", 10, "dropped declared writer"),
     # planted: the cloud backends miss a lost create's 409/412; the backends profile's check that
     # every injected failure is translated (retriable, or "exists") catches it
+    # the orphan-cleanup race again, under buggify's knobs (a 1.5 s grace, a crash after half the
+    # publications, waiters racing after one poll): found within a few seeds, not 60
+    "orphans-buggify": Found("buggify-old-orphans", 10, "named by the journal is missing"),
     "conflict": Found("backends-planted-conflict", 10, "did not classify"),
 }
 

@@ -65,6 +65,16 @@ FIRST_SINKS = replace(FIRST_WRITES, name="first-sinks", first_writers=2, first_s
 #: and 2 % crashes.
 BACKENDS = Profile(name="backends", sinks=2, consumers=2, backend="cloud",
                    faults=Faults(crash=0.02, error=0.02, transient=0.03, ambiguous=0.15, throttle=0.05))
+#: Buggify (:func:`.knobs.buggified`): per seed, waiters that race their leader after one poll,
+#: automatic compaction considered every other position, checkpoints every 2 entries; and
+#: always a 1.5 s vacuum grace with vacuums every few seconds, writers expiring after 2 s,
+#: a crowd publishing first, a crash right after half the publications, macro-map creates
+#: and checkpoint writes (a later compaction adopts the dead one's map version): folds race
+#: garbage collection, compactions adopt, expiry meets a checkpoint.
+BUGGIFY = Profile(name="buggify", writers=4, batches=4, sinks=1, compactions=3, compact_targets=("4KB", "2KB"),
+                  vacuums=4, grace_ms=1_500,
+                  buggify=True, crowd=1, writer_retention_ms=2_000, writer_lease_ms=3_000, restart_delay_ms=6_000,
+                  faults=Faults(crash=0.02, published=0.5, placed=0.5))
 #: Five writers and two sinks contending, a contended writer publishing first once one other
 #: request is pending (:mod:`.knobs`): leaders fold, waiters poll, and leaders that die or lag
 #: leave waiters to race once out of patience.
@@ -101,6 +111,7 @@ PROFILES = {p.name: p for p in (
     DECLARED,
     FIRST_SINKS,
     BACKENDS,
+    BUGGIFY,
     replace(SINKS, name="sinks-old-abort", switch="old-abort"),
     replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
     replace(REQUESTS, name="requests-old-orphans", switch="old-orphans"),
@@ -113,4 +124,5 @@ PROFILES = {p.name: p for p in (
     replace(DEFAULT, name="default-planted-floor", switch="planted-floor"),
     replace(DECLARED, name="declared-planted-expired", switch="planted-expired"),
     replace(BACKENDS, name="backends-planted-conflict", switch="planted-conflict"),
+    replace(BUGGIFY, name="buggify-old-orphans", switch="old-orphans"),
 )}

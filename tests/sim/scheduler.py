@@ -45,7 +45,7 @@ from typing import Any
 import fsspec.implementations.memory as fsspec_memory
 from pyspark_tstream import timestamps
 from pyspark_tstream.read import file_checks
-from pyspark_tstream.store.layout import REQUESTS
+from pyspark_tstream.store.layout import CHECKPOINTS, MACROS, REQUESTS
 from pyspark_tstream.store.storage import RetryPolicy, Store
 from pyspark_tstream.write.group import GroupCommit
 
@@ -81,10 +81,15 @@ class Faults:
     #: the call is throttled (429/503) a few times in a row before it succeeds: the store's
     #: retries absorb it (drawn only when set; a run with it sets more attempts: ``retry``)
     throttle: float = 0.0
+    #: the actor dies at the store call right after creating a macro-map version or writing a
+    #: checkpoint of the state (placed, as ``published``; drawn only when set): a later
+    #: compaction adopts the dead one's map version, a rebuild starts from the checkpoint
+    placed: float = 0.0
 
     @classmethod
     def none(cls) -> Faults:
-        return cls(crash=0.0, error=0.0, transient=0.0, ambiguous=0.0, torn=0.0, published=0.0, throttle=0.0)
+        return cls(crash=0.0, error=0.0, transient=0.0, ambiguous=0.0, torn=0.0, published=0.0, throttle=0.0,
+                   placed=0.0)
 
 
 @dataclass
@@ -97,6 +102,7 @@ class _Actor:
     wake: int | None = None  # sleeping until this simulated time
     dead: bool = False  # crashed: every store call raises Crash until the body restarts
     published: bool = False  # its last store call published a group-commit request
+    placed: bool = False  # its last store call created a macro-map version or wrote a checkpoint
     error: BaseException | None = None
     error_tb: str = ""
     baton: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
@@ -153,9 +159,13 @@ class Scheduler:
         f, r = self.faults, self.rng.random()
         kind = None
         just_published, actor.published = actor.published, op == "write" and rel.startswith(REQUESTS)
+        just_placed, actor.placed = actor.placed, ((op == "put_if_absent" and rel.startswith(MACROS))
+                                                   or (op == "write" and rel.startswith(CHECKPOINTS)))
         if actor.crashable and r < f.crash:
             kind = "CRASH"
         elif f.published and just_published and actor.crashable and self.rng.random() < f.published:
+            kind = "CRASH"
+        elif f.placed and just_placed and actor.crashable and self.rng.random() < f.placed:
             kind = "CRASH"
         elif r - f.crash < f.error:
             kind = "ERROR"

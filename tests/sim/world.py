@@ -46,7 +46,7 @@ from pyspark_tstream.store.storage import RetryPolicy, Store
 from pyspark_tstream.write.commit import CommitIntent
 
 from . import actors, cloud, history
-from .knobs import checkpointing, crowding, expiring
+from .knobs import buggified, checkpointing, crowding, expiring
 from .scheduler import Faults, Scheduler, patched
 from .switches import switched
 
@@ -98,6 +98,7 @@ class Profile:
     first_sinks: int = 0  # Spark sinks whose driver opens the stream through Stream.for_write
     #: the store fails as a cloud service does (:mod:`.cloud`): "azure", "gcs", or "cloud" (drawn per seed)
     backend: str = ""
+    buggify: bool = False  # each buggify knob on with even odds per seed (:func:`.knobs.buggified`)
 
 
 @dataclass
@@ -248,6 +249,8 @@ class World:
         for entry in entries:
             if entry.op == "scale":
                 self.notes["scales committed"] += 1
+            if entry.op == "compact" and isinstance(entry.info, dict):  # a dead compaction's parts committed
+                self.notes["compaction parts adopted"] += sum(bool(p.get("adopted")) for p in entry.info.get("parts", ()))
             if entry.folds:
                 self.notes["entries folding requests"] += 1
                 self.notes["requests folded by others"] += len(entry.folds) - 1
@@ -432,7 +435,7 @@ def simulate(seed: int, profile: Profile = Profile(),
     started = time.perf_counter()
     try:
         with patched(sched), switched(profile.switch, sched), checkpointing(profile.checkpoint_entries), \
-                expiring(world), crowding(world), cloud.cloud_store(service, random.Random(seed ^ 0x409)):
+                expiring(world), crowding(world), buggified(world), cloud.cloud_store(service, random.Random(seed ^ 0x409)):
             config: dict[str, Any] = {"scaling": profile.scaling} if profile.scaling else {}
             if profile.writer_retention_ms:
                 config["writer_retention_ms"] = profile.writer_retention_ms
