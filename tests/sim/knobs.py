@@ -22,11 +22,10 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
-
-import random
 
 import pyspark_tstream.api.upkeep as upkeep_mod
 import pyspark_tstream.journal.checkpoint as checkpoint_mod

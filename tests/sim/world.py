@@ -250,7 +250,8 @@ class World:
             if entry.op == "scale":
                 self.notes["scales committed"] += 1
             if entry.op == "compact" and isinstance(entry.info, dict):  # a dead compaction's parts committed
-                self.notes["compaction parts adopted"] += sum(bool(p.get("adopted")) for p in entry.info.get("parts", ()))
+                parts = entry.info.get("parts", ())
+                self.notes["compaction parts adopted"] += sum(bool(p.get("adopted")) for p in parts)
             if entry.folds:
                 self.notes["entries folding requests"] += 1
                 self.notes["requests folded by others"] += len(entry.folds) - 1
@@ -435,7 +436,8 @@ def simulate(seed: int, profile: Profile = Profile(),
     started = time.perf_counter()
     try:
         with patched(sched), switched(profile.switch, sched), checkpointing(profile.checkpoint_entries), \
-                expiring(world), crowding(world), buggified(world), cloud.cloud_store(service, random.Random(seed ^ 0x409)):
+                expiring(world), crowding(world), buggified(world), \
+                cloud.cloud_store(service, random.Random(seed ^ 0x409)):
             config: dict[str, Any] = {"scaling": profile.scaling} if profile.scaling else {}
             if profile.writer_retention_ms:
                 config["writer_retention_ms"] = profile.writer_retention_ms
