@@ -195,6 +195,15 @@ class Scheduler:
                 self._local.throttles = 1 + self.rng.randrange(max(1, self.retry.attempts - 1))
         self._switch(actor)
 
+    def die(self) -> None:
+        """The calling actor's process dies here (its next store call raises :class:`Crash`)."""
+        self._by_thread[threading.get_ident()].dead = True
+
+    def is_dead(self) -> bool:
+        """Whether the calling actor's process died (:meth:`die`) and has not restarted."""
+        actor = self._by_thread.get(threading.get_ident())
+        return actor is not None and actor.dead
+
     def yield_point(self, op: str, rel: str) -> None:
         """A scheduling point inside a store call (no fault): another actor may run here, as
         another thread could inside a store call that is not atomic."""

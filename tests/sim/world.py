@@ -47,6 +47,7 @@ from pyspark_tstream.write.commit import CommitIntent
 
 from . import actors, cloud, history
 from .knobs import buggified, checkpointing, crowding, expiring
+from .mount import mounted
 from .scheduler import Faults, Scheduler, patched
 from .switches import switched
 
@@ -98,6 +99,13 @@ class Profile:
     first_sinks: int = 0  # Spark sinks whose driver opens the stream through Stream.for_write
     #: the store fails as a cloud service does (:mod:`.cloud`): "azure", "gcs", or "cloud" (drawn per seed)
     backend: str = ""
+    #: conditional creates through a FUSE mount's claim path (:mod:`.mount`): holders that die
+    #: before their rename, or stall past the claim grace after their checks, and actors whose
+    #: clocks run up to ``mount_skew`` fast or slow
+    mount: bool = False
+    mount_die: float = 0.0
+    mount_stall: float = 0.0
+    mount_skew: float = 0.0
     buggify: bool = False  # each buggify knob on with even odds per seed (:func:`.knobs.buggified`)
 
 
@@ -436,7 +444,7 @@ def simulate(seed: int, profile: Profile = Profile(),
     started = time.perf_counter()
     try:
         with patched(sched), switched(profile.switch, sched), checkpointing(profile.checkpoint_entries), \
-                expiring(world), crowding(world), buggified(world), \
+                expiring(world), crowding(world), buggified(world), mounted(world), \
                 cloud.cloud_store(service, random.Random(seed ^ 0x409)):
             config: dict[str, Any] = {"scaling": profile.scaling} if profile.scaling else {}
             if profile.writer_retention_ms:
