@@ -7,7 +7,10 @@ threads on one ``memory://`` stream, one at a time, switching at every store cal
 the clock, every id and every fault (a crash between any two store calls, a store error past
 the retries, a transient error the retry absorbs, a conditional create applied with its answer
 lost) come from the seed (``tests/sim``). Profiles write checkpoints of the state every few
-entries, let writers expire mid-run, and start with no stream for first writes to race. A
+entries, let writers expire mid-run (declared writers never), start with no stream for first
+writes and first sinks to race, fail as Azure or GCS do, turn buggify's knobs, and commit
+through a FUSE mount's claims (whose one documented hole, a holder stalled past the grace, a
+test here pins). A
 failing seed's message holds the line that replays it and the last store calls.
 ``TSTREAM_SIM_SEEDS`` sets how many seeds the default set runs, ``TSTREAM_SIM_SLOW_SEEDS`` the
 ``slow`` set.
