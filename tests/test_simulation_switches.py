@@ -57,6 +57,14 @@ FOUND = {
     # planted, never shipped: floors above the writer's lane alone, not the tick; only the
     # readers' check that no record appears at or below a tick they were given catches it
     "floor": Found("default-planted-floor", 20, "appeared at or below tick"),
+    # planted: expiry drops a declared writer like any other; the journal's history catches it
+    "declared": Found("declared-planted-expired", 10, "dropped declared writer"),
+    # planted: the cloud backends miss a lost create's 409/412; the backends profile's check that
+    # every injected failure is translated (retriable, or "exists") catches it
+    # the orphan-cleanup race again, under buggify's knobs (a 1.5 s grace, a crash after half the
+    # publications, waiters racing after one poll): found within a few seeds, not 60
+    "orphans-buggify": Found("buggify-old-orphans", 10, "named by the journal is missing"),
+    "conflict": Found("backends-planted-conflict", 10, "did not classify"),
 }
 
 

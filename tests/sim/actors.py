@@ -154,16 +154,31 @@ def _messages(writer: Any, name: str, batch: int, rows: int) -> list[TaskCommitM
     return out
 
 
-def sink(world: World, name: str, batches: int) -> Any:
+def sink(world: World, name: str, batches: int, segments: int = 0) -> Any:
     """The Spark sink's micro-batches: tasks write, the driver commits, and aborts when commit
     raised (then replays the batch, as a restarted query does from its checkpoint). A crash of
-    the driver replays the batch it was on without an abort."""
-    at = {"batch": 0}
+    the driver replays the batch it was on without an abort. With ``segments``, the driver opens
+    its stream as the sink's ``writer`` does (``Stream.for_write`` with that config): it may
+    create the stream, re-create it while no commit has landed, or find another write's
+    re-creation under its tasks' files; once a commit fixed the config (a ConfigError) its
+    user drops the option."""
+    at = {"batch": 0, "config": bool(segments)}
+
+    def opened() -> Stream:
+        if not segments:
+            return world.open()
+        config = {"segments": segments} if at["config"] else None
+        return Stream.for_write(Store(world.url), SCHEMA, config=config, key="key")[0]
 
     def body() -> bool:
         while at["batch"] < batches:
             b = at["batch"]
-            stream = world.open()
+            try:
+                stream = opened()
+            except ConfigError:
+                world.note("first writes refused: the config was fixed")
+                at["config"] = False
+                continue
             opts = SinkOptions.from_options({"path": stream.url, "writerId": name, "keyColumn": "key"})
             spec = stream.write_spec(SCHEMA, key="key")
             w = TStreamStreamWriter(TaskChunkWriter(spec, SCHEMA),

@@ -71,6 +71,19 @@ def check_drops(entries: Sequence[Entry]) -> int:
     return n
 
 
+def kept_declared(entries: Sequence[Entry]) -> int:
+    """How many times a commit kept a declared writer silent longer than the retention (what
+    :func:`check_drops` holds it to: a run where this stays 0 never tested the rule)."""
+    n = 0
+    for prev, entry in zip(entries, entries[1:]):
+        cfg = entry.state.config
+        if prev.pos + 1 != entry.pos or not cfg.writer_retention_ms:
+            continue
+        n += sum(1 for wid in cfg.writers if wid in prev.state.writers and wid in entry.state.writers
+                 and entry.wall - prev.state.writers[wid].wall > cfg.writer_retention_ms)
+    return n
+
+
 def allowed_repeats(history: History) -> dict[tuple[str, int], int]:
     """(writer, batch) -> how many times it was committed, for those committed more than once;
     AssertionError for a repeat no drop of its writer preceded (after the commit before it)."""

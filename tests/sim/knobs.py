@@ -11,14 +11,23 @@
 * :func:`expiring`: records the writers a commit attempt drops as expired (the ledger's
   in-run allowance for a replay that appends again; the journal's history decides at the end,
   :mod:`.history`), and counts the sessions whose lease a commit attempt ended.
+* :func:`buggified`: FoundationDB's "buggify" for a profile that asks for it: each knob below
+  is on for a seed with even odds (drawn from the seed, named in ``world.notes``), making a rare
+  path common: a waiter races its leader after one poll (``group.PATIENCE``; folds racing
+  each other, orphan cleanup and expiry), automatic compaction is considered at every other
+  journal position (``upkeep.COMPACT_EVERY``; commits compact while vacuums collect), and a
+  checkpoint is due every 2 entries (expiry and collection meet a checkpoint at almost every
+  commit).
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import pyspark_tstream.api.upkeep as upkeep_mod
 import pyspark_tstream.journal.checkpoint as checkpoint_mod
 import pyspark_tstream.journal.journal as journal_mod
 import pyspark_tstream.write.commit as commit_mod
@@ -104,3 +113,32 @@ def crowding(world: World) -> Iterator[None]:
         yield
     finally:
         group_mod.CROWD, cls._poll, cls._folded, cls._created_without_own = saved  # type: ignore[method-assign]
+
+
+#: The buggify knobs: (name, module, attribute, the value that makes the rare path common).
+BUGGIFY = (
+    ("waiters race after one poll", group_mod, "PATIENCE", 1),
+    ("compaction considered every 2 positions", upkeep_mod, "COMPACT_EVERY", 2),
+    ("checkpoints every 2 entries", checkpoint_mod, "MAX_ENTRIES", 2),
+)
+
+
+@contextmanager
+def buggified(world: World) -> Iterator[None]:
+    """The :data:`BUGGIFY` knobs a seed draws, each on with even odds (none unless
+    ``world.profile.buggify``)."""
+    if not world.profile.buggify:
+        yield
+        return
+    rng = random.Random(world.seed ^ 0xB06)
+    on = [(name, mod, attr, value) for name, mod, attr, value in BUGGIFY if rng.random() < 0.5]
+    saved = [(mod, attr, getattr(mod, attr)) for _name, mod, attr, _value in on]
+    for name, mod, attr, value in on:
+        assert hasattr(mod, attr), f"buggify knob {name!r}: {mod.__name__}.{attr} is gone; update sim/knobs.py"
+        setattr(mod, attr, value)
+        world.note(f"buggify: {name}")
+    try:
+        yield
+    finally:
+        for mod, attr, value in saved:
+            setattr(mod, attr, value)

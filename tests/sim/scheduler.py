@@ -45,7 +45,7 @@ from typing import Any
 import fsspec.implementations.memory as fsspec_memory
 from pyspark_tstream import timestamps
 from pyspark_tstream.read import file_checks
-from pyspark_tstream.store.layout import REQUESTS
+from pyspark_tstream.store.layout import CHECKPOINTS, MACROS, REQUESTS
 from pyspark_tstream.store.storage import RetryPolicy, Store
 from pyspark_tstream.write.group import GroupCommit
 
@@ -78,10 +78,18 @@ class Faults:
     #: the actor dies at the store call right after publishing a group-commit request (a fault
     #: placed where it matters, as FoundationDB's BUGGIFY places them; drawn only when set)
     published: float = 0.0
+    #: the call is throttled (429/503) a few times in a row before it succeeds: the store's
+    #: retries absorb it (drawn only when set; a run with it sets more attempts: ``retry``)
+    throttle: float = 0.0
+    #: the actor dies at the store call right after creating a macro-map version or writing a
+    #: checkpoint of the state (placed, as ``published``; drawn only when set): a later
+    #: compaction adopts the dead one's map version, a rebuild starts from the checkpoint
+    placed: float = 0.0
 
     @classmethod
     def none(cls) -> Faults:
-        return cls(crash=0.0, error=0.0, transient=0.0, ambiguous=0.0, torn=0.0, published=0.0)
+        return cls(crash=0.0, error=0.0, transient=0.0, ambiguous=0.0, torn=0.0, published=0.0, throttle=0.0,
+                   placed=0.0)
 
 
 @dataclass
@@ -94,6 +102,7 @@ class _Actor:
     wake: int | None = None  # sleeping until this simulated time
     dead: bool = False  # crashed: every store call raises Crash until the body restarts
     published: bool = False  # its last store call published a group-commit request
+    placed: bool = False  # its last store call created a macro-map version or wrote a checkpoint
     error: BaseException | None = None
     error_tb: str = ""
     baton: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
@@ -109,6 +118,10 @@ class Scheduler:
     max_step_ms: int = 40
     restart_delay_ms: int = 0  # a crashed actor restarts after up to this long (others run meanwhile)
     faults_off: frozenset[int] = frozenset()  # numbers (from 1, in draw order) of faults not applied
+    retry: RetryPolicy = NO_WAIT  # every store's retry policy during the run
+    #: the exception a faulty attempt raises, by (kind, op, path): "transient", "error",
+    #: "ambiguous", "throttled" (None: a dropped connection, as every store may see)
+    errors: Callable[[str, str, str], BaseException] | None = None
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -146,9 +159,13 @@ class Scheduler:
         f, r = self.faults, self.rng.random()
         kind = None
         just_published, actor.published = actor.published, op == "write" and rel.startswith(REQUESTS)
+        just_placed, actor.placed = actor.placed, ((op == "put_if_absent" and rel.startswith(MACROS))
+                                                   or (op == "write" and rel.startswith(CHECKPOINTS)))
         if actor.crashable and r < f.crash:
             kind = "CRASH"
         elif f.published and just_published and actor.crashable and self.rng.random() < f.published:
+            kind = "CRASH"
+        elif f.placed and just_placed and actor.crashable and self.rng.random() < f.placed:
             kind = "CRASH"
         elif r - f.crash < f.error:
             kind = "ERROR"
@@ -159,6 +176,8 @@ class Scheduler:
         elif (op == "put_if_absent" and actor.crashable and rel.startswith("_tstream/journal/")
               and r - f.crash < f.error + f.transient + f.ambiguous + f.torn):
             kind = "TORN"
+        elif f.throttle and r - f.crash < f.error + f.transient + f.ambiguous + f.torn + f.throttle:
+            kind = "THROTTLED"
         if kind is not None:
             self.faults_drawn += 1
             if self.faults_drawn in self.faults_off:  # shrinking: this fault left out
@@ -172,7 +191,18 @@ class Scheduler:
             if kind != "transient":
                 self.trace.append((actor.name, kind, rel))
             self._local.plan = kind.lower()
+            if kind == "THROTTLED":  # a run the retries absorb: fewer than the attempts
+                self._local.throttles = 1 + self.rng.randrange(max(1, self.retry.attempts - 1))
         self._switch(actor)
+
+    def die(self) -> None:
+        """The calling actor's process dies here (its next store call raises :class:`Crash`)."""
+        self._by_thread[threading.get_ident()].dead = True
+
+    def is_dead(self) -> bool:
+        """Whether the calling actor's process died (:meth:`die`) and has not restarted."""
+        actor = self._by_thread.get(threading.get_ident())
+        return actor is not None and actor.dead
 
     def yield_point(self, op: str, rel: str) -> None:
         """A scheduling point inside a store call (no fault): another actor may run here, as
@@ -195,14 +225,24 @@ class Scheduler:
             raise Crash(f"{self.actor_name()} died writing {rel}, leaving it torn")
         if plan == "transient":
             self._local.plan = None
-            raise ConnectionResetError(f"simulated dropped connection: {op} {rel}")
+            raise self._error("transient", op, rel, "simulated dropped connection")
         if plan == "error":  # every attempt fails: the call raises a retriable StorageError
-            raise ConnectionResetError(f"simulated outage: {op} {rel}")
+            raise self._error("error", op, rel, "simulated outage")
         if plan == "ambiguous":
             self._local.plan = None
             fn()  # applied ...
-            raise ConnectionResetError(f"simulated lost answer: {op} {rel}")  # ... answer lost
+            raise self._error("ambiguous", op, rel, "simulated lost answer")  # ... answer lost
+        if plan == "throttled":
+            self._local.throttles -= 1
+            if self._local.throttles <= 0:
+                self._local.plan = None
+            raise self._error("throttled", op, rel, "simulated throttling")
         return fn()
+
+    def _error(self, kind: str, op: str, rel: str, what: str) -> BaseException:
+        if self.errors is not None:
+            return self.errors(kind, op, rel)
+        return ConnectionResetError(f"{what}: {op} {rel}")
 
     def sleep_until(self, ms: int) -> None:
         """The calling actor waits until the simulated clock reaches ``ms``: the others run
@@ -356,7 +396,7 @@ def patched(sched: Scheduler) -> Iterator[None]:
 
     def store_init(self: Store, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
-        self.retry = NO_WAIT
+        self.retry = sched.retry
         self.observer = sched.observe
 
     def store_call(self: Store, op: str, rel: str, fn: Callable[[], Any]) -> Any:

@@ -27,6 +27,13 @@ the number of seeds ``docs/operations.md`` states.
   commit floors records above the writer's lane alone, not above the tick
   (``write.commit.floor_after``), so records committed late land at or below a tick readers
   were already given.
+* ``planted-expired`` (planted, never shipped: it proves the declared-writer check of
+  :mod:`.history`): expiry drops a declared writer silent past the retention like any other
+  (``journal.expiry.expired`` and ``_due`` without their ``declared`` exception).
+* ``planted-conflict`` (planted: it proves the ``backends`` profile's translation check): the
+  Azure and GCS backends know a lost conditional create only as ``FileExistsError`` (their
+  ``is_precondition_failed`` without the 409 ``BlobAlreadyExists``/412 codes), so a create
+  that lost fails as a permanent store error instead of reading "exists".
 * ``old-unowned``: the second way alone, which outlived the first's fix: an entry of others'
   requests without the committer's settled own kept none of its files
   (``GroupCommit._created_without_own``).
@@ -42,6 +49,7 @@ from typing import Any
 import pyspark_tstream.api.truncate as truncate_mod
 import pyspark_tstream.compaction.compact as compact_mod
 import pyspark_tstream.compaction.gc as gc_mod
+import pyspark_tstream.journal.expiry as expiry_mod
 import pyspark_tstream.maintain.retention as retention_mod
 import pyspark_tstream.write.commit as commit_mod
 import pyspark_tstream.write.requests as requests_mod
@@ -50,6 +58,8 @@ from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.journal.state import StreamState
 from pyspark_tstream.maps.macromap import Macro
+from pyspark_tstream.store.backends.azure import AzureBackend
+from pyspark_tstream.store.backends.gcs import GCSBackend
 from pyspark_tstream.store.storage import Store
 from pyspark_tstream.write.group import Committed, GroupCommit, Part
 
@@ -93,6 +103,21 @@ def _old_created_without_own(self: GroupCommit, own: Part, entry: Entry) -> Comm
     return Committed(self._folded_before(own, entry.state), True)
 
 
+def _expired_declared_too(state: StreamState, now: int) -> list[str]:
+    """``expiry.expired`` with no exception for declared writers (planted)."""
+    retention, lease = state.config.writer_retention_ms, state.config.writer_lease_ms
+    return [wid for wid, w in state.writers.items()
+            if now - w.wall > retention and not (w.live and now - w.wall <= lease)]
+
+
+def _due_declared_too(wid: str, w: Any, config: tuple[int, int, frozenset[str]]) -> tuple[float, float]:
+    """``expiry._due`` with no exception for declared writers (planted)."""
+    return _saved_due(wid, w, (config[0], config[1], frozenset()))
+
+
+_saved_due = expiry_mod._due
+
+
 def _old_listing(sched: Scheduler) -> Callable[[Any, str], list[str]]:
     def memory_list(fs: Any, path: str) -> list[str]:
         """fsspec's ``MemoryFileSystem.ls`` as it was used: a snapshot of the keys, a point where
@@ -130,6 +155,12 @@ def _patches(switch: str, sched: Scheduler) -> list[Patch]:
         return [(commit_mod, "floor_after", lambda lane, tick: lane + 1)]
     if switch == "old-unowned":
         return [(GroupCommit, "_created_without_own", _old_created_without_own)]
+    if switch == "planted-expired":
+        return [(expiry_mod, "expired", _expired_declared_too), (expiry_mod, "_due", _due_declared_too)]
+    if switch == "planted-conflict":
+        only_exists = lambda self, exc: isinstance(exc, FileExistsError)  # noqa: E731
+        return [(AzureBackend, "is_precondition_failed", only_exists),
+                (GCSBackend, "is_precondition_failed", only_exists)]
     if switch == "old-listing":
         listing = _old_listing(sched)
         mods = _store_modules_with("memory_list")
@@ -140,7 +171,7 @@ def _patches(switch: str, sched: Scheduler) -> list[Patch]:
 
 #: The switches :func:`switched` knows.
 SWITCHES = ("old-abort", "old-adopt", "old-orphans", "old-aged", "old-listing", "old-settled", "old-unowned",
-            "planted-floor")
+            "planted-floor", "planted-expired", "planted-conflict")
 
 
 @contextmanager

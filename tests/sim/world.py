@@ -42,15 +42,19 @@ from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.journal.state import StreamState
 from pyspark_tstream.maintain.repair import torn_newest
 from pyspark_tstream.store import layout
-from pyspark_tstream.store.storage import Store
+from pyspark_tstream.store.storage import RetryPolicy, Store
 from pyspark_tstream.write.commit import CommitIntent
 
-from . import actors, history
-from .knobs import checkpointing, crowding, expiring
+from . import actors, cloud, history
+from .knobs import buggified, checkpointing, crowding, expiring
+from .mount import mounted
 from .scheduler import Faults, Scheduler, patched
 from .switches import switched
 
 Record = tuple[str, int, int]  # (writer, batch, i)
+#: A cloud run's store attempts per call (the product's default): throttling runs shorter than
+#: this are absorbed by the retries.
+CLOUD_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,18 @@ class Profile:
     first_writers: int = 0  # writes through Stream.for_write, each with its own segments config
     producers: int = 0  # producer sessions (Stream.writer): heartbeats, closes mid-run
     crowd: int = 0  # group commit's CROWD for the run (0: the product's)
+    declared: tuple[str, ...] = ()  # the stream's declared writers (``writers``): never expired
+    first_sinks: int = 0  # Spark sinks whose driver opens the stream through Stream.for_write
+    #: the store fails as a cloud service does (:mod:`.cloud`): "azure", "gcs", or "cloud" (drawn per seed)
+    backend: str = ""
+    #: conditional creates through a FUSE mount's claim path (:mod:`.mount`): holders that die
+    #: before their rename, or stall past the claim grace after their checks, and actors whose
+    #: clocks run up to ``mount_skew`` fast or slow
+    mount: bool = False
+    mount_die: float = 0.0
+    mount_stall: float = 0.0
+    mount_skew: float = 0.0
+    buggify: bool = False  # each buggify knob on with even odds per seed (:func:`.knobs.buggified`)
 
 
 @dataclass
@@ -241,6 +257,9 @@ class World:
         for entry in entries:
             if entry.op == "scale":
                 self.notes["scales committed"] += 1
+            if entry.op == "compact" and isinstance(entry.info, dict):  # a dead compaction's parts committed
+                parts = entry.info.get("parts", ())
+                self.notes["compaction parts adopted"] += sum(bool(p.get("adopted")) for p in parts)
             if entry.folds:
                 self.notes["entries folding requests"] += 1
                 self.notes["requests folded by others"] += len(entry.folds) - 1
@@ -261,6 +280,7 @@ class World:
         """Every writer dropped by the rule; the (writer, batch) committed more than once, each
         repeat after a drop of its writer (:mod:`.history`), with how many times."""
         self.notes["writers expired"] += history.check_drops(entries)
+        self.notes["declared writers kept past the retention"] += history.kept_declared(entries)
         repeats = history.allowed_repeats(history.commits_and_drops(entries))
         assert self.profile.writer_retention_ms or not repeats, \
             f"batches committed twice with no writer retention set: {sorted(repeats)[:5]}"
@@ -312,8 +332,11 @@ class World:
         assert not skipped, f"group g never delivered {len(skipped)} readable record(s): {skipped[:5]}"
 
     def _session_names(self) -> list[str]:
-        """The writers that commit as sessions: each holds the tick until it is closed."""
-        return [f"sink{i}" for i in range(self.profile.sinks)] + [f"p{i}" for i in range(self.profile.producers)]
+        """The writers that commit as sessions, and the declared writers (live once they
+        committed): each holds the tick until it is closed."""
+        names = [f"sink{i}" for i in range(self.profile.sinks)] + [f"fs{i}" for i in range(self.profile.first_sinks)]
+        names += [f"p{i}" for i in range(self.profile.producers)]
+        return names + [w for w in self.profile.declared if w not in names]
 
     def _seen_tsos(self, writer: str, batch: int) -> list[int]:
         return [tso for seen in self._seen.values() for (w, b, _i), tso in seen.items() if (w, b) == (writer, batch)]
@@ -412,16 +435,24 @@ def simulate(seed: int, profile: Profile = Profile(),
     sched = Scheduler(seed, faults=profile.faults, restart_delay_ms=profile.restart_delay_ms,
                       faults_off=frozenset(profile.faults_off))
     world = World(seed, sched, profile)
+    service = cloud.flavour(seed, profile.backend) if profile.backend else ""
+    if service:
+        sched.retry = RetryPolicy(attempts=CLOUD_ATTEMPTS, base_delay=0.0, max_delay=0.0)
+        sched.errors = cloud.errors(service, random.Random(seed ^ 0xE770))
+        world.notes[f"store: {service}"] += 1
     rng = random.Random(seed ^ 0xAC7)
     started = time.perf_counter()
     try:
         with patched(sched), switched(profile.switch, sched), checkpointing(profile.checkpoint_entries), \
-                expiring(world), crowding(world):
+                expiring(world), crowding(world), buggified(world), mounted(world), \
+                cloud.cloud_store(service, random.Random(seed ^ 0x409)):
             config: dict[str, Any] = {"scaling": profile.scaling} if profile.scaling else {}
             if profile.writer_retention_ms:
                 config["writer_retention_ms"] = profile.writer_retention_ms
             if profile.writer_lease_ms:
                 config["writer_lease_ms"] = profile.writer_lease_ms
+            if profile.declared:
+                config["writers"] = profile.declared
             if profile.created:
                 Stream.create(world.url, segments=profile.segments, compaction="target=4KB,min=3", **config)
             if tweak is not None:
@@ -430,6 +461,8 @@ def simulate(seed: int, profile: Profile = Profile(),
                 sched.add(f"w{i}", actors.appender(world, f"w{i}", profile.batches, random.Random(rng.random())))
             for i in range(profile.sinks):
                 sched.add(f"sink{i}", actors.sink(world, f"sink{i}", profile.sink_batches))
+            for i in range(profile.first_sinks):
+                sched.add(f"fs{i}", actors.sink(world, f"fs{i}", profile.sink_batches, segments=3 - i % 3))
             for i in range(profile.producers):
                 sched.add(f"p{i}", actors.producer(world, f"p{i}", profile.batches, random.Random(rng.random())))
             for i in range(profile.first_writers):
@@ -469,8 +502,10 @@ def simulate(seed: int, profile: Profile = Profile(),
     finally:
         _forget(world.url)
     for _actor, op, _rel in sched.trace:
-        if op in ("CRASH", "ERROR", "AMBIGUOUS", "TORN"):
+        if op in ("CRASH", "ERROR", "AMBIGUOUS", "TORN", "THROTTLED"):
             world.notes[f"faults: {op.lower()}"] += 1
+        if op == "AMBIGUOUS":  # by the kind of object: the journal, a macro-map, a group version...
+            world.notes[f"ambiguous creates of {layout_kind(_rel)}"] += 1
     return Outcome(seed, sched.trace, world.notes, time.perf_counter() - started)
 
 
@@ -495,6 +530,12 @@ def replay_command(seed: int, profile: Profile, tweak: str = "") -> str:
 def _tail(trace: list[tuple[str, str, str]], n: int = 40) -> str:
     return "\n".join(f"  {i:5d} {a:8s} {op:13s} {rel}" for i, (a, op, rel) in
                      enumerate(trace[-n:], start=max(0, len(trace) - n)))
+
+
+def layout_kind(rel: str) -> str:
+    """The kind of object at ``rel``: its folders without their numbered parts."""
+    parts = rel.split("/")[:-1]
+    return "/".join(p for p in parts if not p.isdigit()) or rel
 
 
 def _forget(url: str) -> None:
