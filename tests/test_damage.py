@@ -25,7 +25,7 @@ from pyspark_tstream.maintain.repair import drop_torn_newest
 from pyspark_tstream.read.file_checks import check_files
 from pyspark_tstream.store import layout
 
-COMMITS = 150
+COMMITS = 157
 SCALE_AT = 40
 
 
@@ -43,7 +43,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if b == SCALE_AT:
             s.scale(split=s.state.segments[0].id, parts=2)
     m = s.state.checkpoint
-    assert m is not None and 0 < m.prev < m.pos < s.state.pos - 10  # entries after the newest checkpoint
+    assert m is not None and 0 < m.prev < m.pos < s.state.pos - 5  # entries after the newest checkpoint
     return root
 
 

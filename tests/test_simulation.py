@@ -122,7 +122,10 @@ def test_a_mount_holder_stalled_past_the_claim_grace_overwrites() -> None:
         try:
             simulate(seed, PROFILES["mount-stalls"])
         except AssertionError as e:
-            assert "returned twice" in str(e) or "acknowledged batch" in str(e), str(e)[:2000]
+            # lost as two commits sharing ``_seq``, or named earlier as damage: the overwritten
+            # entry's successor no longer continues the state it left (journal/crosscheck.py)
+            assert any(sign in str(e) for sign in ("returned twice", "acknowledged batch",
+                                                   "CorruptMetadataError")), str(e)[:2000]
             assert "TSTREAM_SIM_PROFILE=mount-stalls" in str(e)
             assert simulate(seed, PROFILES["mount"]).notes["mount claims taken over"] >= 0
             return

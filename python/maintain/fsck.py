@@ -36,7 +36,7 @@ from ..epochs.scaling import (
     epoch_chunk_bytes,
     read_epoch,
 )
-from ..errors import CorruptMetadataError, GroupNotFoundError
+from ..errors import CorruptMetadataError
 from ..journal.compaction_state import compact_parts, compacted_upto, replaced_gc_start, segment_summaries
 from ..journal.entries import Chunk, Entry
 from ..journal.journal import Journal
@@ -44,7 +44,6 @@ from ..journal.scale_records import EpochRecord, SealedRecord
 from ..journal.state import StreamState, segment_number
 from ..journal.summary import Summary
 from ..journal.timeindex import FANOUT, Delta, decode_node, summary
-from ..maps.grouplog import GroupLog, GroupState
 from ..maps.sealed import ShardVersion, shard_of
 from ..read.compacted import substitute
 from ..read.file_checks import file_problems
@@ -53,6 +52,7 @@ from ..store.storage import Store
 from ..timestamps import iso, physical
 from .fixes import Fixes, ShardFix
 from .fsck_checkpoints import check_checkpoints, first_base
+from .fsck_groups import check_groups
 from .fsck_report import Problem, Report, unbuildable
 from .rebuild import node_counts, rebuild_epoch, rebuild_sealed
 
@@ -513,42 +513,6 @@ class _Checker:
         return plans
 
 
-    def groups(self) -> dict[str, bytes]:
-        """Each consumer group's head hint and newest version decode; returns versions that
-        repair restores from the head's copy."""
-        restore: dict[str, bytes] = {}
-        for name in self.store.list(layout.GROUPS):
-            self._count("consumer groups")
-            log = GroupLog(self.store, name)
-            head_raw: bytes | None = None
-            try:
-                head_raw = self.store.read(log.head_path)
-                head = GroupState.decode(head_raw, path=self.store.uri(log.head_path))
-            except FileNotFoundError:
-                head = None
-            except CorruptMetadataError:
-                head = None
-                self._problem("group", log.head_path, f"consumer-group head hint {self.store.uri(log.head_path)} "
-                              "is unreadable; `tstream repair` rewrites it (readers search the versions "
-                              "without it)", True, group=name)
-            try:
-                newest = log.head()
-            except (CorruptMetadataError, GroupNotFoundError) as e:
-                rel = e.path.removeprefix(self.store.display_url + "/") if isinstance(e, CorruptMetadataError) \
-                    else log.head_path
-                copy = head is not None and rel == log.version_path(head.pos)
-                if copy and head_raw is not None:
-                    restore[rel] = head_raw
-                self._problem("group", rel, f"consumer-group record {self.store.uri(rel)} is unreadable; "
-                              + ("`tstream repair` restores it from the group's head copy" if copy else
-                                 f"no copy exists: start a new group where this one was (`tstream group "
-                                 f"{self.store.display_url} create NAME --start ID`)"), copy, group=name)
-                continue
-            if head is None or head.pos != newest.pos:
-                restore[log.head_path] = newest.encode()
-        return restore
-
-
 def verify(store: Store, progress: Progress | None = None, *, pages: bool = True) -> tuple[Report, Fixes]:
     """Check the stream at ``store``; returns the report and what
     :func:`~pyspark_tstream.maintain.repair.repair` can rewrite. ``pages=False`` checks chunk
@@ -578,7 +542,7 @@ def verify(store: Store, progress: Progress | None = None, *, pages: bool = True
     epochs, records = ck.epochs(state, entries)
     epoch_chunks = ck.epoch_chunks(state, records)
     shards = ck.shards(state, records, entries)
-    groups = ck.groups()
+    groups = check_groups(store, ck._problem, ck._count)
     report = Report(url=store.display_url, position=state.pos, checked=ck.checked, problems=ck.problems,
                     pages=pages)
     fixes = Fixes(newest=newest, head=head_raw, nodes=nodes, epochs=epochs, epoch_chunks=epoch_chunks,
