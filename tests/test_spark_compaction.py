@@ -109,6 +109,6 @@ def test_live_pipeline_with_compaction(spark: Any, tmp_path: Path) -> None:
     assert set(expected) - set(streamed) <= {max(expected)}
     # compaction ran during the pipeline and kept the number of files a full read opens bounded
     ops = [d.op for d in s.journal.deltas(state, 1, state.pos)]
-    assert ops.count("compact") >= 3 and sum(r["macros"] for r in runs) + ops.count("compact") >= 3
+    assert ops.count("compact") >= 3 and sum(r.macros for r in runs) + ops.count("compact") >= 3
     files = {c.path for c in s.plan(state.head_tso, state.tick)}
     assert state.chunks >= 3 * len(files), (state.chunks, len(files))
