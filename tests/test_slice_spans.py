@@ -27,8 +27,8 @@ from pyspark_tstream.journal.packing import pack, unpack
 from pyspark_tstream.read.reading import read_table
 from pyspark_tstream.store import layout
 from pyspark_tstream.store.storage import Store
-from pyspark_tstream.write.spec import ChunkInfo
 from pyspark_tstream.write import shared
+from pyspark_tstream.write.spec import ChunkInfo
 from test_wide_writes import SCHEMA, _task, _vals, _write
 
 

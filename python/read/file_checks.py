@@ -104,7 +104,8 @@ def slice_problem(meta: Any, chunk: Chunk, slices: Sequence[Chunk] = ()) -> str 
         return None if bad is None else f"{rows} " + bad
     # a raw time is at most its final one; the last is a raw time unless the floor made it
     if least > chunk.lo or (chunk.hi > chunk.floor + chunk.rows - 1 and most < chunk.hi):
-        return f"{rows} lie in row groups timed {least}..{most} (raw _tso), not holding the {chunk.lo}..{chunk.hi} the journal says"
+        return (f"{rows} lie in row groups timed {least}..{most} (raw _tso), not holding the "
+                f"{chunk.lo}..{chunk.hi} the journal says")
     lo, hi = groups[0][1], groups[-1][2]
     inside = [c for c in slices if lo <= c.offset and c.offset + c.rows <= hi]
     if sum(c.rows for c in inside) == hi - lo and most > max(c.hi for c in inside):
