@@ -440,7 +440,7 @@ class FileRows:
         """Whether decoding ``groups`` pays for pyarrow's thread pool: not for a few thousand rows
         (a fresh append's file), whose decode costs less than handing its columns to threads."""
         meta = self.file.metadata
-        return sum(meta.row_group(g).num_rows for g in groups) >= THREADED_DECODE_ROWS
+        return bool(sum(meta.row_group(g).num_rows for g in groups) >= THREADED_DECODE_ROWS)
 
     def group(self, g: int) -> pa.Table:
         """User columns of row group ``g`` (the last one decoded is kept)."""
