@@ -25,7 +25,7 @@ A *small* shared file (at most :data:`ROW_RANGE_ROWS` rows and :data:`ROW_RANGE_
 in memory: an append's leftovers, or a task's, across many segments) is instead one row group
 holding every slice's rows, in order (format v3's layout: a slice is rows ``[offset, offset +
 rows)`` of the file), with no span. Parquet's fixed cost per row group (footer entries, pages,
-a decode each) made a 256-row append to 64 segments cost ×6.5 the same rows in one row group to
+a decode each) made a few rows a segment cost several times the same rows in one row group to
 open and decode; a read of one segment of so small a file reads it whole anyway. Builds that
 read format v3 read these slices unchanged: they always selected a slice's rows by row number
 inside the row groups covering them. Parts are held in memory until the file is known to be
@@ -54,11 +54,11 @@ SHARED_FILE_BYTES = 256 << 20
 SLICE_MARKS_MIN_ROWS = 4096
 
 #: A shared file of at most this many rows (and :data:`ROW_RANGE_BYTES`) is one row group, its
-#: slices row ranges of it: decoding 64k rows of a few columns costs a few ms, about what
-#: opening a few dozen tiny row groups does.
-ROW_RANGE_ROWS = 65_536
+#: slices row ranges of it. A read of one segment decodes the whole row group: past this size
+#: it costs more than the row groups of its own it replaces save a read of all segments.
+ROW_RANGE_ROWS = 16_384
 #: ... and at most this many bytes of rows in memory (wide rows reach it first).
-ROW_RANGE_BYTES = 4 << 20
+ROW_RANGE_BYTES = 2 << 20
 
 #: Opens a shared file's output for a segment index: (output, path).
 OpenOutput = Callable[[int], tuple[Any, str]]
