@@ -42,6 +42,7 @@ from .grouped import (
     grouped_bytes,
     keep,
     stamped,
+    threaded,
 )
 from .ranged import Span, Sparse, fetch_ranges, fetch_spans, first_row, source, wants_ranges, wants_spans
 
@@ -378,10 +379,6 @@ def chunk_records(table: pa.Table, chunk: Chunk, lo: int, hi: int, schema: pa.Sc
     return assemble(body.take(int64s(idx + at)), tso[idx], idx.astype(np.int64) + chunk.seq, chunk.seg, schema)
 
 
-#: Row groups of fewer rows than this (together) decode on the calling thread.
-THREADED_DECODE_ROWS = 65_536
-
-
 class FileRows:
     """One fetched chunk file, decoded as few times as its reads need.
 
@@ -407,8 +404,8 @@ class FileRows:
             self.base = int(self.starts[self.groups[0]]) if self.groups else 0
             self.schema = self.file.schema_arrow
             names = self.schema.names
-            raw = self.file.read_row_groups(self.groups, columns=[RAW_TSO], use_threads=self._threads(self.groups)) \
-                if RAW_TSO in names else None
+            raw = self.file.read_row_groups(self.groups, columns=[RAW_TSO], use_threads=threaded(
+                self.file.metadata, self.groups)) if RAW_TSO in names else None
         except (pa.ArrowException, OSError, ValueError) as e:
             raise _corrupt(store, views[0], e) from e
         rows = int(self.starts[-1])
@@ -436,12 +433,6 @@ class FileRows:
             check_times(self.store, view, view_tsos(self.raw, view, self.base))
         return final
 
-    def _threads(self, groups: Sequence[int]) -> bool:
-        """Whether decoding ``groups`` pays for pyarrow's thread pool: not for a few thousand rows
-        (a fresh append's file), whose decode costs less than handing its columns to threads."""
-        meta = self.file.metadata
-        return bool(sum(meta.row_group(g).num_rows for g in groups) >= THREADED_DECODE_ROWS)
-
     def group(self, g: int) -> pa.Table:
         """User columns of row group ``g`` (the last one decoded is kept)."""
         if self._group is None or self._group[0] != g:
@@ -453,15 +444,15 @@ class FileRows:
         # dictionary: half the CPU (dictionary_pages says which columns and why)
         try:
             names = dictionary_columns(self.file.metadata, groups, self.schema, self.columns)
-            threads = self._threads(groups)
+            threads = threaded(self.file.metadata, groups)
             if not names:
                 return self.file.read_row_groups(list(groups), columns=self.columns, use_threads=threads)
             f = self._by_dictionary.get(names)
             if f is None:  # shares the footer already parsed, and the bytes (zero-copy)
                 f = self._by_dictionary[names] = pq.ParquetFile(source(self.data), metadata=self.file.metadata,
                                                                  read_dictionary=list(names), **VERIFY_CHECKSUMS)
-            return decode_dictionaries(f.read_row_groups(list(groups), columns=self.columns, use_threads=threads),
-                                       names)
+            table = f.read_row_groups(list(groups), columns=self.columns, use_threads=threads)
+            return decode_dictionaries(table, names)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise _corrupt(self.store, self.views[0], e) from e
 
