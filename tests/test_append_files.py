@@ -8,6 +8,7 @@ files as it handles the sink's; each test here fails if the slicing of an append
 
 from __future__ import annotations
 
+import io
 import json
 from collections import Counter
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from conftest import CallLog
 from helpers import T0, check_segments, orphans, run_cli
@@ -72,7 +74,9 @@ def test_an_append_to_64_segments_writes_one_data_file(url: str) -> None:
     assert len(written) == 1, written  # ...in one data file
     chunks = Stream.open(url).plan(0, 1 << 62)
     assert {c.path for c in chunks} == set(written) and len(chunks) == len(ack.segments)
-    assert all(c.shared and c.span_bytes > 0 for c in chunks)  # format-v5 slices, as the sink's
+    # a small file: one row group, each slice a row range of it (no span)
+    assert all(c.shared and c.span is None for c in chunks)
+    assert pq.ParquetFile(io.BytesIO(s.store.read(written[0]))).metadata.num_row_groups == 1
 
 
 def test_the_cli_append_writes_one_data_file_per_batch(url: str, tmp_path: Path,
@@ -274,6 +278,7 @@ def test_segments_that_fill_a_row_group_get_files_of_their_own(url: str, monkeyp
     assert len({c.path for c in chunks if c.shared}) == 1  # every other segment: one file
     assert len(_data_files(s)) == 2 and len(ack.segments) == 8
     monkeypatch.setattr(shared, "SHARED_FILE_BYTES", 1)  # every slice fills a file: one each
+    monkeypatch.setattr(shared, "ROW_RANGE_ROWS", 0)  # (a small file is written whole, never split)
     second = _records(160, first=10_000, keys=40)
     s.append(second, key="key", timestamp="ts")
     fresh = Stream.open(url)

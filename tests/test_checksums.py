@@ -17,6 +17,7 @@ from pyspark_tstream.errors import CorruptChunkError
 from pyspark_tstream.journal.entries import Chunk
 from pyspark_tstream.read.ranged import wants_spans
 from pyspark_tstream.read.reading import ReadTask, read_table, read_task
+from pyspark_tstream.write import shared
 from pyspark_tstream.write.writing import write_batches
 
 #: The logic here sits above the store: its memory:// cases run by default, its file:// cases
@@ -113,7 +114,8 @@ def test_a_damaged_macro_chunk_is_caught_and_repair_reads_around_it(url: str) ->
     assert Stream.open(url).read().equals(before)
 
 
-def test_a_damaged_page_of_a_slice_of_a_shared_file_is_caught(url: str) -> None:
+def test_a_damaged_page_of_a_slice_of_a_shared_file_is_caught(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shared, "ROW_RANGE_ROWS", 0)  # self-contained slices (spans), not one row group
     s = Stream.create(url, schema=SCHEMA, segments=8)
     spec = s.write_spec(SCHEMA, key="key", timestamp="ts")
     s.commit([c for t in range(2) for c in write_batches(spec, [_rows(t, 2000)], task=f"t{t}")])

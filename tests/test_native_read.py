@@ -434,3 +434,21 @@ def test_checking_the_files_costs_one_call_per_chunk_file(spark: Any, tmp_path: 
     (macro,) = {c.path for c in Stream.open(url).plan(s.state.head_tso, s.state.tick)}
     monkeypatch.setattr(Store, "__init__", observed)
     assert sorted(data_calls()) == [("read_range", macro), ("size", macro)]
+
+
+def test_row_range_slices_of_a_small_shared_file(spark: Any, tmp_path: Path) -> None:
+    """An append to many segments writes one row group holding every segment's rows
+    (python/write/shared.py): each chunk is a row range inside a row group it shares."""
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=16)
+    for batch in range(3):
+        s.append(pa.table({"k": [f"k{(batch * 7 + i) % 40}" for i in range(200)],
+                           "t": [T0 + batch * 1_000 + i for i in range(200)],
+                           "v": [batch * 1000 + i for i in range(200)]}), key="k", timestamp="t")
+    chunks = Stream.open(url).plan(0, 1 << 62)
+    assert len({c.path for c in chunks}) == 3 and all(c.shared and c.span is None for c in chunks)
+    assert len(_same(spark, url)) == 600
+    segs = sorted({c.seg for c in chunks})
+    assert len(_same(spark, url, startingOffsets={str(segs[0]): 3, str(segs[1]): 5},
+                     endingOffsets={str(segs[0]): 20, str(segs[2]): 4})) > 0
+    _same(spark, url, startingTimestamp=T0 + 150, endingTimestamp=iso(T0 + 2_050))

@@ -27,8 +27,16 @@ from pyspark_tstream.journal.packing import pack, unpack
 from pyspark_tstream.read.reading import read_table
 from pyspark_tstream.store import layout
 from pyspark_tstream.store.storage import Store
+from pyspark_tstream.write import shared
 from pyspark_tstream.write.spec import ChunkInfo
 from test_wide_writes import SCHEMA, _task, _vals, _write
+
+
+@pytest.fixture(autouse=True)
+def _self_contained(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about self-contained slices: no shared file is small enough to be one
+    row group (test_row_range_slices.py covers those)."""
+    monkeypatch.setattr(shared, "ROW_RANGE_ROWS", 0)
 
 EVERYTHING = (0, 1 << 62)
 

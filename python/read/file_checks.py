@@ -38,8 +38,8 @@ def file_problem(store: Store, chunk: Chunk, size: int | None, slices: Sequence[
     its footer: None when nothing is; else that it is missing, not Parquet, or holds other rows,
     bytes or times than the journal recorded. For a view of rows ``[offset, offset + rows)``
     of a larger file (a macro-chunk), that the file has those rows. For a shared file, each of
-    its ``slices`` (the journal's chunks in it) must be whole row groups of its own, timed as
-    the journal says (:func:`slice_problem`)."""
+    its ``slices`` (the journal's chunks in it) must be its row groups or row ranges of them,
+    timed as the journal says (:func:`slice_problem`)."""
     if size is None:
         return "missing"
     offset = int(getattr(chunk, "offset", 0))  # (a macro map entry has none)
@@ -63,36 +63,55 @@ def file_problem(store: Store, chunk: Chunk, size: int | None, slices: Sequence[
     if (bad := span_problem(meta, chunk)) is not None:
         return bad
     for piece in slices if shared else ():
-        if (bad := span_problem(meta, piece) or slice_problem(meta, piece)) is not None:
+        if (bad := span_problem(meta, piece) or slice_problem(meta, piece, slices)) is not None:
             return bad
     return times_problem(chunk, *times) if times is not None else None
 
 
-def slice_problem(meta: Any, chunk: Chunk) -> str | None:
-    """What is wrong with a slice of a shared file (format v3+: its rows are whole row groups
-    of their own), judged from the file's footer ``meta``: its row groups must start at its
-    ``offset`` and hold exactly its rows, and their raw timestamps' statistics must give the
-    final times the journal recorded. Another file of the same size (another task's) fails this."""
+def slice_problem(meta: Any, chunk: Chunk, slices: Sequence[Chunk] = ()) -> str | None:
+    """What is wrong with a slice of a shared file, judged from the file's footer ``meta``
+    (``slices``: the journal's slices of that file). A self-contained slice (format v5, a span)
+    is whole row groups of its own: they must start at its ``offset`` and hold exactly its rows,
+    and their raw timestamps' statistics give the final times the journal recorded. A slice
+    without a span may be a row range of row groups it shares with other slices (a small shared
+    file is one row group): their statistics must hold a time at or before its first and,
+    unless its floor set it, its last time; and where the journal's slices fill those row groups,
+    none later than the latest of them. Another file of the same size (another task's) fails this."""
     names = meta.schema.to_arrow_schema().names
-    at, groups = 0, []
+    end = chunk.offset + chunk.rows
+    at, groups, whole = 0, [], True
     for g in range(meta.num_row_groups):
         n = meta.row_group(g).num_rows
-        if at < chunk.offset + chunk.rows and at + n > chunk.offset:
-            groups.append(g)
-            if at < chunk.offset or at + n > chunk.offset + chunk.rows:
-                return (f"has rows {at}..{at + n - 1} in one row group where the journal says rows "
-                        f"{chunk.offset}..{chunk.offset + chunk.rows - 1} are a slice of their own")
+        if at < end and at + n > chunk.offset:
+            groups.append((g, at, at + n))
+            whole = whole and chunk.offset <= at and at + n <= end
         at += n
-    if not groups or RAW_TSO not in names:
-        return None if groups else f"has no rows {chunk.offset}..{chunk.offset + chunk.rows - 1}"
+    rows = f"rows {chunk.offset}..{end - 1}"
+    if not groups:
+        return f"has no {rows}"
+    if not whole and chunk.span is not None:
+        return f"has {rows} in row groups shared with other rows where the journal says they are a slice of their own"
+    if RAW_TSO not in names:
+        return None
     col = names.index(RAW_TSO)
-    stats = [meta.row_group(g).column(col).statistics for g in groups]
+    stats = [meta.row_group(g).column(col).statistics for g, _, _ in groups]
     if any(st is None or not st.has_min_max for st in stats):
         return None
-    first, last = final_bounds(min(int(st.min) for st in stats), max(int(st.max) for st in stats), chunk.rows,
-                               chunk.floor)
-    bad = times_problem(chunk, first if chunk.sorted else None, last)
-    return None if bad is None else f"rows {chunk.offset}..{chunk.offset + chunk.rows - 1} " + bad
+    least, most = min(int(st.min) for st in stats), max(int(st.max) for st in stats)
+    if whole:
+        first, last = final_bounds(least, most, chunk.rows, chunk.floor)
+        bad = times_problem(chunk, first if chunk.sorted else None, last)
+        return None if bad is None else f"{rows} " + bad
+    # a raw time is at most its final one; the last is a raw time unless the floor made it
+    if least > chunk.lo or (chunk.hi > chunk.floor + chunk.rows - 1 and most < chunk.hi):
+        return (f"{rows} lie in row groups timed {least}..{most} (raw _tso), not holding the "
+                f"{chunk.lo}..{chunk.hi} the journal says")
+    lo, hi = groups[0][1], groups[-1][2]
+    inside = [c for c in slices if lo <= c.offset and c.offset + c.rows <= hi]
+    if sum(c.rows for c in inside) == hi - lo and most > max(c.hi for c in inside):
+        return (f"{rows} lie in row groups timed up to {most} (raw _tso), later than any of their slices the "
+                f"journal records ({max(c.hi for c in inside)})")
+    return None
 
 
 def span_problem(meta: Any, chunk: Chunk) -> str | None:

@@ -49,6 +49,16 @@ def grouped_bytes(meta: pq.FileMetaData, groups: Iterable[int]) -> int:
     return sum(meta.row_group(g).total_byte_size for g in groups)
 
 
+#: Row groups of fewer rows than this (together) decode on the calling thread.
+THREADED_DECODE_ROWS = 65_536
+
+
+def threaded(meta: pq.FileMetaData, groups: Iterable[int]) -> bool:
+    """Whether decoding row groups ``groups`` pays for pyarrow's thread pool: not for a few
+    thousand rows (a fresh append's file), which decode in less time than the hand-off costs."""
+    return bool(sum(meta.row_group(g).num_rows for g in groups) >= THREADED_DECODE_ROWS)
+
+
 def dictionary_columns(meta: pq.FileMetaData, groups: Sequence[int], schema: pa.Schema,
                        columns: Sequence[str]) -> tuple[str, ...]:
     """Columns of ``columns`` to read through their dictionary in every row group of ``groups``

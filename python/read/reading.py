@@ -42,6 +42,7 @@ from .grouped import (
     grouped_bytes,
     keep,
     stamped,
+    threaded,
 )
 from .ranged import Span, Sparse, fetch_ranges, fetch_spans, first_row, source, wants_ranges, wants_spans
 
@@ -403,7 +404,8 @@ class FileRows:
             self.base = int(self.starts[self.groups[0]]) if self.groups else 0
             self.schema = self.file.schema_arrow
             names = self.schema.names
-            raw = self.file.read_row_groups(self.groups, columns=[RAW_TSO]) if RAW_TSO in names else None
+            raw = self.file.read_row_groups(self.groups, columns=[RAW_TSO], use_threads=threaded(
+                self.file.metadata, self.groups)) if RAW_TSO in names else None
         except (pa.ArrowException, OSError, ValueError) as e:
             raise _corrupt(store, views[0], e) from e
         rows = int(self.starts[-1])
@@ -442,13 +444,15 @@ class FileRows:
         # dictionary: half the CPU (dictionary_pages says which columns and why)
         try:
             names = dictionary_columns(self.file.metadata, groups, self.schema, self.columns)
+            threads = threaded(self.file.metadata, groups)
             if not names:
-                return self.file.read_row_groups(list(groups), columns=self.columns)
+                return self.file.read_row_groups(list(groups), columns=self.columns, use_threads=threads)
             f = self._by_dictionary.get(names)
             if f is None:  # shares the footer already parsed, and the bytes (zero-copy)
                 f = self._by_dictionary[names] = pq.ParquetFile(source(self.data), metadata=self.file.metadata,
                                                                  read_dictionary=list(names), **VERIFY_CHECKSUMS)
-            return decode_dictionaries(f.read_row_groups(list(groups), columns=self.columns), names)
+            table = f.read_row_groups(list(groups), columns=self.columns, use_threads=threads)
+            return decode_dictionaries(table, names)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise _corrupt(self.store, self.views[0], e) from e
 

@@ -21,6 +21,16 @@ files (64 PUTs on an object store). What a task or an append still buffers when 
   of its row groups), ``file_bytes`` (the file's size) and its span; small slices carry no
   marks (:data:`SLICE_MARKS_MIN_ROWS`).
 
+A *small* shared file (at most :data:`ROW_RANGE_ROWS` rows and :data:`ROW_RANGE_BYTES` bytes
+in memory: an append's leftovers, or a task's, across many segments) is instead one row group
+holding every slice's rows, in order (format v3's layout: a slice is rows ``[offset, offset +
+rows)`` of the file), with no span. Parquet's fixed cost per row group (footer entries, pages,
+a decode each) made a few rows a segment cost several times the same rows in one row group to
+open and decode; a read of one segment of so small a file reads it whole anyway. Builds that
+read format v3 read these slices unchanged: they always selected a slice's rows by row number
+inside the row groups covering them. Parts are held in memory until the file is known to be
+small; past the limit they are written as self-contained slices as above.
+
 Segments that already streamed a file of their own keep it (those files hold at least a row
 group). A task or an append with one segment to write writes a plain chunk.
 """
@@ -42,6 +52,13 @@ SHARED_FILE_BYTES = 256 << 20
 #: journal bytes, and a planner cutting inside so small a slice reads its raw timestamps (one
 #: ranged read of its row group) instead.
 SLICE_MARKS_MIN_ROWS = 4096
+
+#: A shared file of at most this many rows (and :data:`ROW_RANGE_BYTES`) is one row group, its
+#: slices row ranges of it. A read of one segment decodes the whole row group: past this size
+#: it costs more than the row groups of its own it replaces save a read of all segments.
+ROW_RANGE_ROWS = 16_384
+#: ... and at most this many bytes of rows in memory (wide rows reach it first).
+ROW_RANGE_BYTES = 2 << 20
 
 #: Opens a shared file's output for a segment index: (output, path).
 OpenOutput = Callable[[int], tuple[Any, str]]
@@ -107,8 +124,18 @@ class _Part:
         self.footer = b""
         self.rows = 0
         self.ended = False
+        self.held: list[pa.Table] = []  # its rows while the file may still be one row group
 
     def write_table(self, table: pa.Table, row_group_size: int | None = None) -> None:
+        self.rows += table.num_rows
+        if self.shared.holding:
+            self.held.append(table)
+            self.shared.hold(table)
+            return
+        self._write(table, row_group_size)
+
+    def _write(self, table: pa.Table, row_group_size: int | None = None) -> None:
+        """Write rows into the slice's own Parquet file (opened on the first)."""
         if self.writer is None:
             # pyarrow records offsets from where its writer started, whatever the output's
             # tell(): the slice's bytes read alone as a Parquet file
@@ -117,19 +144,32 @@ class _Part:
             self.kept = _Kept(self.shared.file)
             self.writer = self.shared.new_writer(self.kept)
         self.writer.write_table(table, row_group_size=row_group_size)
-        self.rows += table.num_rows
+
+    def spill(self) -> None:
+        """Write the rows held so far as a self-contained slice (the file outgrew one row group)."""
+        self.start = self.shared.file.tell()
+        held, self.held = self.held, []
+        for table in held:
+            self._write(table)
 
     def close(self) -> None:
         # ChunkWriter closes a chunk's writer, then its output: both are this part
         if not self.ended:
             self.ended = True
-            if self.writer is not None and self.kept is not None:
-                self.kept.caught = bytearray()
-                self.writer.close()
-                # its footer, as written (a serialization of the writer's metadata costs as much again)
-                self.footer = footer_of(bytes(self.kept.caught))
-                self.kept.caught = None
-            self.shared.end_part(self)
+            if self.shared.holding:
+                self.shared.end_held(self)
+                return
+            self._finish()
+
+    def _finish(self) -> None:
+        """Close the slice's own Parquet file and record it."""
+        if self.writer is not None and self.kept is not None:
+            self.kept.caught = bytearray()
+            self.writer.close()
+            # its footer, as written (a serialization of the writer's metadata costs as much again)
+            self.footer = footer_of(bytes(self.kept.caught))
+            self.kept.caught = None
+        self.shared.end_part(self)
 
     def tell(self) -> int:
         return 0  # the slice's bytes come from its footer, once the file is closed
@@ -147,6 +187,10 @@ class SharedFiles:
         self.closed: list[tuple[str, int, list[_Slice]]] = []  # (path, size, its slices)
         self.parts: list[_Slice] = []  # slices of the open file, in order
         self.at_row = 0  # rows of the open file so far
+        self.holding = True  # the open file may still be one row group: parts are held
+        self.held: list[_Part] = []  # ended parts held, in order
+        self.live: _Part | None = None  # the part being written
+        self.held_rows = self.held_bytes = 0
 
     def open(self, idx: int, table: pa.Table) -> tuple[Any, Any, str]:
         """An output for segment ``idx``'s part, in the open shared file (opened on the first)."""
@@ -155,7 +199,45 @@ class SharedFiles:
         if self.file is None:
             self.file, self.rel = self.open_output(idx)
         part = _Part(self)
+        self.live = part
         return part, part, self.rel
+
+    def hold(self, table: pa.Table) -> None:
+        """Count rows held; past the limits, write every part as a self-contained slice."""
+        self.held_rows += table.num_rows
+        self.held_bytes += table.nbytes
+        if self.held_rows > ROW_RANGE_ROWS or self.held_bytes > ROW_RANGE_BYTES:
+            self.holding = False
+            for part in self.held:
+                part.spill()
+                part._finish()
+            self.held = []
+            if self.live is not None and not self.live.ended:
+                self.live.spill()
+
+    def end_held(self, part: _Part) -> None:
+        """A part ended while its rows are held: its slice comes when the file is written."""
+        if part.rows:
+            self.held.append(part)
+        if self.live is part:
+            self.live = None
+
+    def _write_held(self) -> None:
+        """Write the held parts as one row group, each slice a row range of it (no span)."""
+        tables = [t for part in self.held for t in part.held]
+        if not tables:
+            return
+        whole = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        writer = self.open_writer(whole)(_Kept(self.file))  # the output closes with the file
+        writer.write_table(whole, row_group_size=whole.num_rows)
+        writer.close()
+        nbytes = self.file.tell()
+        for part in self.held:
+            # a slice's share of the file's bytes, by its rows: what a read of it costs
+            self.parts.append(_Slice(part.rows, self.at_row, max(1, nbytes * part.rows // whole.num_rows), 0, 0, b""))
+            self.at_row += part.rows
+            part.held = []
+        self.held = []
 
     def end_part(self, part: _Part) -> None:
         if not part.rows:
@@ -168,7 +250,9 @@ class SharedFiles:
         self.at_row += part.rows
 
     def _close(self) -> None:
-        if self.parts:
+        if self.holding:
+            self._write_held()
+        elif self.parts:
             # the outer footer: every slice's row groups at their place in the object
             self.file.write(tail(join([(p.footer, p.span_start) for p in self.parts])))
         size = self.file.tell()
@@ -176,6 +260,7 @@ class SharedFiles:
         self.closed.append((self.rel, size, self.parts))
         self.file = self.new_writer = None
         self.parts, self.at_row = [], 0
+        self.holding, self.held_rows, self.held_bytes = True, 0, 0
 
     def close(self) -> None:
         if self.file is not None:
