@@ -20,7 +20,7 @@ from pyspark_tstream.read.ends import Limits
 from pyspark_tstream.read.reading import chunk_tsos, read_table
 from pyspark_tstream.read.window import Window
 from pyspark_tstream.schema import RAW_TSO
-from pyspark_tstream.timestamps import raw_hybrid, raw_marks
+from pyspark_tstream.timestamps import pack, raw_hybrid, raw_marks
 from pyspark_tstream.write.spec import ChunkInfo, WriteSpec
 from pyspark_tstream.write.writing import write_batches
 
@@ -28,6 +28,18 @@ from pyspark_tstream.write.writing import write_batches
 SCHEMA = pa.schema([("v", pa.int64())])
 
 HISTORY_T0 = 1_000_000
+
+
+def three_writer_history(n: int, name: str) -> Stream:
+    """A ``memory://`` stream of 4 segments with ``n`` metadata-only commits by writers ``w0``-``w2``
+    in turn (batch ids 0, 1, ...), one 5-record chunk each, a segment each in turn, 10 ms apart."""
+    s = Stream.create(f"memory://{name}-{uuid.uuid4().hex}/s", segments=4)
+    for i in range(n):
+        ms = HISTORY_T0 + i * 10
+        seg = s.state.segments[i % 4].id
+        s.commit([ChunkInfo(seg=seg, path=f"data/{seg}/fake-{i}.parquet", rows=5, bytes=500,
+                            raw_lo=pack(ms), raw_hi=pack(ms + 4))], writer_id=f"w{i % 3}", batch_id=i)
+    return s
 
 
 def commit_history(n: int, url: str | None = None, segments: int = 4, real: Collection[int] = ()) -> Stream:

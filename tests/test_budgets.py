@@ -7,12 +7,12 @@ measured here never open data files), so 4,096 commits take seconds: two levels 
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 
 import numpy as np
 import pytest
 from conftest import CallLog
+from histories import three_writer_history
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.journal.timeindex import COL_MAX_TSO, FANOUT
@@ -24,19 +24,11 @@ from pyspark_tstream.write.spec import ChunkInfo
 COMMITS_SMALL, COMMITS_LARGE = 10, 4_096
 
 
-def _history(n: int) -> Stream:
-    s = Stream.create(f"memory://budget-{uuid.uuid4().hex}/s", segments=4)
-    for i in range(n):
-        ms = 1_000_000 + i * 10
-        seg = s.state.segments[i % 4].id
-        s.commit([ChunkInfo(seg=seg, path=f"data/{seg}/fake-{i}.parquet", rows=5, bytes=500,
-                            raw_lo=pack(ms), raw_hi=pack(ms + 4))], writer_id=f"w{i % 3}", batch_id=i)
-    return s
 
 
 @pytest.fixture(scope="module")
 def histories() -> dict[int, Stream]:
-    return {n: _history(n) for n in (COMMITS_SMALL, COMMITS_LARGE)}
+    return {n: three_writer_history(n, "budget") for n in (COMMITS_SMALL, COMMITS_LARGE)}
 
 
 def _measure(stream: Stream) -> dict[str, float]:

@@ -5,20 +5,18 @@ that read part of it (tests/metadata_history.py); what each table reads (store c
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from conftest import CallLog
 from group_requests import publish, rows
+from histories import three_writer_history
 from metadata_history import Built, build
 from pyspark_tstream.api.metadata import HISTORY_LIMIT, KINDS, SCHEMAS
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import ConfigError
 from pyspark_tstream.journal.timeindex import FANOUT
-from pyspark_tstream.timestamps import pack
-from pyspark_tstream.write.spec import ChunkInfo
 
 
 @pytest.fixture(scope="module")
@@ -143,14 +141,6 @@ def test_a_bad_kind_names_the_valid_ones(built: Built) -> None:
         built.stream.metadata("snapshots")
 
 
-def _long_history(n: int) -> Stream:
-    s = Stream.create(f"memory://meta-{uuid.uuid4().hex}/s", segments=4)
-    for i in range(n):
-        ms = 1_000_000 + i * 10
-        seg = s.state.segments[i % 4].id
-        s.commit([ChunkInfo(seg=seg, path=f"data/{seg}/fake-{i}.parquet", rows=5, bytes=500,
-                            raw_lo=pack(ms), raw_hi=pack(ms + 4))], writer_id=f"w{i % 3}", batch_id=i)
-    return s
 
 
 def _objects(log: CallLog) -> int:
@@ -166,7 +156,7 @@ def test_history_reads_one_node_per_32_positions_and_stops_at_1000() -> None:
     """Cost: the newest 1,000 positions of a 1,500-commit history are a refresh and two batched
     reads of ~1,000/32 index nodes plus the open entries, never an entry per flushed position,
     nor the older positions' nodes."""
-    s = _long_history(1_500)
+    s = three_writer_history(1_500, "meta")
     fresh = Stream.open(f"memory://{s.store.root}")
     log = CallLog()
     fresh.store.observer = log
