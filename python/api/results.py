@@ -13,11 +13,28 @@ entry stores; ``sealed_info`` returns the sealed map's
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 __all__ = ["CompactResult", "Cut", "ScaleResult", "SchemaChange", "SegmentInfo", "SegmentRange", "StreamInfo",
-           "WriterInfo"]
+           "WriterInfo", "to_plain"]
+
+
+def to_plain(value: Any) -> Any:
+    """The JSON form of a result record, derived from its fields in their order: records become
+    dicts, tuples lists, mappings dicts (so no record spells its fields twice)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return record_dict(value)
+    if isinstance(value, (tuple, list)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: to_plain(v) for k, v in value.items()}
+    return value
+
+
+def record_dict(record: Any) -> dict[str, Any]:
+    """A result record's fields, in order, as :func:`to_plain` values."""
+    return {f.name: to_plain(getattr(record, f.name)) for f in fields(record)}
 
 
 @dataclass(frozen=True)
@@ -40,9 +57,7 @@ class SegmentInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``key_range`` a list)."""
-        return {"id": self.id, "epoch": self.epoch, "number": self.number, "key_range": list(self.key_range),
-                "rows": self.rows, "bytes": self.bytes, "chunks": self.chunks, "first_seq": self.first_seq,
-                "next_seq": self.next_seq, "last_id": self.last_id, "compacted_seq": self.compacted_seq}
+        return record_dict(self)
 
 
 @dataclass(frozen=True)
@@ -58,8 +73,7 @@ class WriterInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
-        return {"live": self.live, "last_id": self.last_id, "last_commit": self.last_commit,
-                "commits": self.commits, "rows": self.rows}
+        return record_dict(self)
 
 
 @dataclass(frozen=True)
@@ -73,7 +87,7 @@ class SchemaChange:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``columns`` a list)."""
-        return {"position": self.position, "time": self.time, "columns": list(self.columns)}
+        return record_dict(self)
 
 
 @dataclass(frozen=True)
@@ -111,18 +125,7 @@ class StreamInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form ``tstream info --json`` prints."""
-        return {
-            "url": self.url, "position": self.position, "epoch": self.epoch, "tick": self.tick,
-            "tick_id": self.tick_id, "tick_time": self.tick_time, "first_id": self.first_id,
-            "last_id": self.last_id, "first_time": self.first_time, "last_time": self.last_time,
-            "rows": self.rows, "bytes": self.bytes, "chunks": self.chunks,
-            "segments": [g.to_dict() for g in self.segments],
-            "writers": {wid: w.to_dict() for wid, w in self.writers.items()},
-            "sealed_segments": self.sealed_segments,
-            "schema": list(self.schema) if self.schema is not None else None,
-            "schema_history": [c.to_dict() for c in self.schema_history],
-            "config": dict(self.config), "created": self.created,
-        }
+        return record_dict(self)
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,7 @@ class ScaleResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
-        return {"epoch": self.epoch, "sealed": list(self.sealed), "created": list(self.created)}
+        return record_dict(self)
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,7 @@ class SegmentRange:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``key_range`` a list)."""
-        return {"id": self.id, "key_range": list(self.key_range)}
+        return record_dict(self)
 
 
 @dataclass(frozen=True)
@@ -167,10 +170,9 @@ class CompactResult:
     lost: int = 0
     unreadable: int = 0
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
-        return {"macros": self.macros, "chunks": self.chunks, "rows": self.rows, "bytes": self.bytes,
-                "adopted": self.adopted, "lost": self.lost, "unreadable": self.unreadable}
+        return record_dict(self)
 
 
 @dataclass(frozen=True, eq=False)
