@@ -6,6 +6,7 @@ The records are a function of their index only, so any slice can be rebuilt to c
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +70,7 @@ class Where:
         return f"{self.root}/{name}" if self.s3 else f"file://{self.root}/{name}"
 
 
-class System:
+class System(ABC):
     """One library's way of doing each phase (a fresh handle for every read: cold)."""
 
     name = ""
@@ -77,23 +78,29 @@ class System:
     def __init__(self, where: Where, table: str) -> None:
         self.where, self.table = where, table
 
+    @abstractmethod
     def create(self, schema: pa.Schema) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def append(self, data: pa.Table) -> None:
-        raise NotImplementedError
+        ...
 
     def settle(self) -> None:
         """Wait for work the library left running after an append (none by default)."""
+        return None
 
+    @abstractmethod
     def scan(self) -> int:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def seek(self, t: int, n: int) -> pa.Table:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def tail(self, n: int) -> pa.Table:
-        raise NotImplementedError
+        ...
 
 
 class Tstream(System):
