@@ -277,7 +277,7 @@ def test_sealed_records_name_each_key_once_and_round_trip() -> None:
     rec = SealedRecord.from_json(stored)
     assert json.dumps(rec.to_json()) == json.dumps(stored)
     assert rec.successors == (8589934594,) and rec.sealed_pos == 40
-    assert SealedRecord.FIELDS == tuple(f.name for f in fields(SealedRecord))
+    assert SealedRecord.STORED == tuple(f.name for f in fields(SealedRecord))
 
 
 @pytest.mark.parametrize("stored", [

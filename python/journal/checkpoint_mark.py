@@ -12,27 +12,19 @@ lost newest checkpoint can be rebuilt from the older one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from ..codec import NAT, ListRecord, record, stored
 
 
+@record
 @dataclass(frozen=True)
-class CheckpointMark:
+class CheckpointMark(ListRecord):
     """The newest checkpoint at or before a state: position ``pos`` (the state after entry
     ``pos`` is stored whole there), its size ``bytes``, the stored bytes of the entries after
-    it up to this state (``since``), and the checkpoint before it (``prev``)."""
+    it up to this state (``since``), and the checkpoint before it (``prev``); stored as the
+    list of the four, each a non-negative integer."""
 
-    pos: int
-    bytes: int = 0
-    since: int = 0
-    prev: int = 0
-
-    def to_json(self) -> list[int]:
-        return [self.pos, self.bytes, self.since, self.prev]
-
-    @classmethod
-    def from_json(cls, v: Any) -> CheckpointMark:
-        pos, size, since, prev = v
-        for x in (pos, size, since, prev):
-            if type(x) is not int or x < 0:
-                raise TypeError(f"state.checkpoint holds {x!r}, not a non-negative integer")
-        return cls(pos, size, since, prev)
+    pos: int = stored(NAT)
+    bytes: int = stored(NAT, default=0, required=True)
+    since: int = stored(NAT, default=0, required=True)
+    prev: int = stored(NAT, default=0, required=True)

@@ -8,13 +8,14 @@ re-exports both names); every reader of a plan uses :class:`Chunk`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
-from .shapes import is_int, need
+from ..codec import BOOL, DEFAULT, INT, NAT, STR, ListRecord, diffs_from, is_int, need, record, stored
 
 
+@record(invariants={"span_bytes": "{span_start} + {span_bytes} <= {file_bytes}"})
 @dataclass(frozen=True)
-class Chunk:
+class Chunk(ListRecord):
     """A committed data chunk, or a view of part of one: where it is, how its records are
     numbered and timed.
 
@@ -23,8 +24,9 @@ class Chunk:
     ``sorted`` says final ``_tso`` strictly increases along the rows (else ``lo``/``hi`` are the
     min/max); ``marks`` is the final ``_tso`` of rows ``0, step, 2*step, …`` with
     ``step = timestamps.mark_step(rows)``, so a planner can cut inside the chunk without reading
-    it (empty when unknown). Serialized only when not default; ``marks`` as differences from the
-    previous mark (from ``lo`` for the first).
+    it (empty when unknown). Stored as the list of the fields in this order, the trailing ones
+    left out while they are default; ``marks`` as differences from the previous mark (from
+    ``lo`` for the first).
 
     Format v3: ``file_bytes`` > 0 makes the chunk a *slice* of a shared file (a Spark task's one
     file holding the rows of every segment it wrote, each segment's rows in row groups of their
@@ -39,27 +41,20 @@ class Chunk:
     through the whole file's footer.
     """
 
-    seg: int
-    path: str
-    rows: int
-    bytes: int
-    seq: int  # _seq of the first record
-    floor: int  # tso_i = max(raw_i, floor + i)
-    lo: int  # first _tso
-    hi: int  # last _tso
-    offset: int = 0
-    sorted: bool = True
-    marks: tuple[int, ...] = ()
-    file_bytes: int = 0
-    span_start: int = 0
-    span_bytes: int = 0
-
-    #: The stored list's positions, in order (one definition for both directions).
-    FIELDS: ClassVar[tuple[str, ...]] = ("seg", "path", "rows", "bytes", "seq", "floor", "lo", "hi", "offset",
-                                         "sorted", "marks", "file_bytes", "span_start", "span_bytes")
-    #: The trailing fields stored only when not default, with their stored defaults.
-    OPTIONAL: ClassVar[dict[str, Any]] = {"offset": 0, "sorted": True, "marks": [], "file_bytes": 0,
-                                          "span_start": 0, "span_bytes": 0}
+    seg: int = stored(INT)
+    path: str = stored(STR)
+    rows: int = stored(INT)
+    bytes: int = stored(INT)
+    seq: int = stored(INT)  # _seq of the first record
+    floor: int = stored(INT)  # tso_i = max(raw_i, floor + i)
+    lo: int = stored(INT)  # first _tso
+    hi: int = stored(INT)  # last _tso
+    offset: int = stored(NAT, default=0, omit=DEFAULT)
+    sorted: bool = stored(BOOL, default=True, omit=DEFAULT)
+    marks: tuple[int, ...] = stored(diffs_from("lo"), default=(), omit=DEFAULT)
+    file_bytes: int = stored(NAT, default=0, omit=DEFAULT)
+    span_start: int = stored(NAT, default=0, omit=DEFAULT)
+    span_bytes: int = stored(NAT, default=0, omit=DEFAULT)
 
     @property
     def shared(self) -> bool:
@@ -71,28 +66,6 @@ class Chunk:
         """The byte range ``[start, end)`` of its shared file holding this slice as a Parquet
         file of its own (format v5), None when it has none."""
         return (self.span_start, self.span_start + self.span_bytes) if self.span_bytes > 0 else None
-
-    def to_json(self) -> list[Any]:
-        stored = {name: getattr(self, name) for name in self.FIELDS}
-        stored["marks"] = [m - p for m, p in zip(self.marks, (self.lo,) + self.marks[:-1])]
-        values = [stored[name] for name in self.FIELDS]
-        while len(values) > len(self.FIELDS) - len(self.OPTIONAL) and \
-                values[-1] == self.OPTIONAL[self.FIELDS[len(values) - 1]]:
-            values.pop()
-        return values
-
-    @classmethod
-    def from_json(cls, v: list[Any]) -> Chunk:
-        # positional: the stored list's order is the fields' (a read of fresh data at many
-        # segments decodes every slice's chunk)
-        values = list(v)
-        if len(values) > 10:
-            m, marks = values[6], []
-            for d in values[10]:
-                m += d
-                marks.append(m)
-            values[10] = tuple(marks)
-        return cls(*values)
 
 
 class Fold(NamedTuple):

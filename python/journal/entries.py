@@ -390,8 +390,11 @@ class EntryLog:
         except FileNotFoundError:
             return None
         ch = d.get(CHANGE)
+        if ch is None:
+            return None
         try:
-            return None if ch is None else CheckpointMark.from_json(ch.get("checkpoint"))
+            CheckpointMark.check_json(ch.get("checkpoint"), "state.checkpoint")
+            return CheckpointMark.from_json(ch["checkpoint"])
         except (TypeError, ValueError) as e:
             raise corrupt("journal entry", self.store.uri(rel), e, self.store.display_url) from e
 

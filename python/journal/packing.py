@@ -31,9 +31,9 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-#: Positions in a chunk's stored list (``Chunk.FIELDS``).
+#: Positions in a chunk's stored list (``Chunk.STORED``).
 SEG, PATH, ROWS, BYTES, SEQ, FLOOR, LO, HI, OFFSET, SORTED, MARKS, FILE_BYTES, SPAN_START, SPAN_BYTES = range(14)
-#: The stored defaults of the trailing optional fields (``Chunk.OPTIONAL``), by position.
+#: The stored defaults of the trailing optional fields (``Chunk``'s defaults), by position.
 _DEFAULTS: tuple[Any, ...] = (0, True, [], 0, 0, 0)
 
 

@@ -11,15 +11,18 @@ decoded record gives the same bytes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import KW_ONLY, dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..codec import INT, NONE, DictRecord, dict_of, opt, record, stored, tuple_of
 
 if TYPE_CHECKING:  # the state holds these records: it imports this module
     from .state import Segment, StreamState
 
 
+@record
 @dataclass(frozen=True)
-class SealedRecord:
+class SealedRecord(DictRecord):
     """The final facts of a sealed segment (docs/protocol.md §7).
 
     Parameters
@@ -38,22 +41,18 @@ class SealedRecord:
         The segments created by that scale whose key ranges overlap it.
     """
 
-    id: int
-    lo: int
-    hi: int
-    rows: int
-    bytes: int
-    chunks: int
-    first_seq: int
-    next_seq: int
-    last_tso: int
-    sealed_epoch: int
-    sealed_pos: int
-    successors: tuple[int, ...]
-
-    #: The stored keys, in stored order (the field names).
-    FIELDS: ClassVar[tuple[str, ...]] = ("id", "lo", "hi", "rows", "bytes", "chunks", "first_seq", "next_seq",
-                                         "last_tso", "sealed_epoch", "sealed_pos", "successors")
+    id: int = stored(INT)
+    lo: int = stored(INT)
+    hi: int = stored(INT)
+    rows: int = stored(INT)
+    bytes: int = stored(INT)
+    chunks: int = stored(INT)
+    first_seq: int = stored(INT)
+    next_seq: int = stored(INT)
+    last_tso: int = stored(INT)
+    sealed_epoch: int = stored(INT)
+    sealed_pos: int = stored(INT)
+    successors: tuple[int, ...] = stored(tuple_of(INT))
 
     @classmethod
     def of(cls, s: Segment, epoch: int, pos: int, created: Sequence[Segment]) -> SealedRecord:
@@ -62,22 +61,14 @@ class SealedRecord:
         return cls(s.id, s.lo, s.hi, s.rows, s.bytes, s.chunks, s.first_seq, s.next_seq, s.last_tso, epoch, pos,
                    tuple(c.id for c in created if c.lo < s.hi and s.lo < c.hi))
 
-    def to_json(self) -> dict[str, Any]:
-        """The stored object."""
-        return {name: list(self.successors) if name == "successors" else getattr(self, name) for name in self.FIELDS}
-
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (the stored object's)."""
         return self.to_json()
 
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> SealedRecord:
-        stored: dict[str, Any] = {name: d[name] for name in cls.FIELDS}
-        return cls(**{**stored, "successors": tuple(stored["successors"])})
 
-
+@record
 @dataclass(frozen=True)
-class EpochRecord:
+class EpochRecord(DictRecord):
     """What the scale that began ``epoch`` did (docs/protocol.md §8).
 
     Parameters
@@ -95,47 +86,26 @@ class EpochRecord:
         Per created segment, the sealed segments it replaced; None only in that epoch-0 record.
     """
 
-    epoch: int
-    pos: int
-    sealed: tuple[int, ...]
-    created: tuple[int, ...]
-    segments: tuple[tuple[int, int, int], ...] | None
-    wall: int | None = None
-    tick: int | None = None
-    predecessors: dict[int, tuple[int, ...]] | None = None
-
-    #: The stored keys, in stored order.
-    KEYS: ClassVar[tuple[str, ...]] = ("epoch", "pos", "wall", "tick", "sealed", "created", "predecessors",
-                                       "segments")
-    #: The keys left out when None (``segments`` is stored as null instead).
-    OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"wall", "tick", "predecessors"})
+    epoch: int = stored(INT)
+    pos: int = stored(INT)
+    _: KW_ONLY
+    wall: int | None = stored(opt(INT), default=None, omit=NONE)
+    tick: int | None = stored(opt(INT), default=None, omit=NONE)
+    sealed: tuple[int, ...] = stored(tuple_of(INT))
+    created: tuple[int, ...] = stored(tuple_of(INT))
+    predecessors: dict[int, tuple[int, ...]] | None = stored(opt(dict_of(tuple_of(INT), int_keys=True)), default=None,
+                                                             omit=NONE)
+    #: (stored as null, not left out, when None)
+    segments: tuple[tuple[int, int, int], ...] | None = stored(opt(tuple_of(tuple_of(INT))), missing=None)
 
     @classmethod
     def initial(cls) -> EpochRecord:
         """The stand-in record of epoch 0 of a stream never scaled (no object on the store)."""
-        return cls(0, 0, (), (), None)
+        return cls(0, 0, sealed=(), created=(), segments=None)
 
     @classmethod
     def of(cls, after: StreamState, pos: int, sealed: Sequence[Segment], created: Sequence[Segment]) -> EpochRecord:
         """The record of the scale at ``pos`` (``after``: the state it committed)."""
-        return cls(after.epoch, pos, tuple(s.id for s in sealed), tuple(c.id for c in created),
-                   tuple((s.id, s.lo, s.hi) for s in after.segments), after.wall, after.tick,
-                   {c.id: tuple(s.id for s in sealed if s.lo < c.hi and c.lo < s.hi) for c in created})
-
-    def to_json(self) -> dict[str, Any]:
-        """The stored object."""
-        stored: dict[str, Any] = {
-            "epoch": self.epoch, "pos": self.pos, "wall": self.wall, "tick": self.tick,
-            "sealed": list(self.sealed), "created": list(self.created),
-            "predecessors": None if self.predecessors is None else {
-                str(k): list(v) for k, v in self.predecessors.items()},
-            "segments": None if self.segments is None else [list(g) for g in self.segments]}
-        return {k: stored[k] for k in self.KEYS if not (k in self.OMITTED_WHEN_NONE and stored[k] is None)}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> EpochRecord:
-        preds, segs = d.get("predecessors"), d.get("segments")
-        return cls(epoch=d["epoch"], pos=d["pos"], sealed=tuple(d["sealed"]), created=tuple(d["created"]),
-                   segments=None if segs is None else tuple((int(i), int(lo), int(hi)) for i, lo, hi in segs),
-                   wall=d.get("wall"), tick=d.get("tick"),
-                   predecessors=None if preds is None else {int(k): tuple(v) for k, v in preds.items()})
+        return cls(after.epoch, pos, sealed=tuple(s.id for s in sealed), created=tuple(c.id for c in created),
+                   segments=tuple((s.id, s.lo, s.hi) for s in after.segments), wall=after.wall, tick=after.tick,
+                   predecessors={c.id: tuple(s.id for s in sealed if s.lo < c.hi and c.lo < s.hi) for c in created})

@@ -26,7 +26,7 @@ from ..store.storage import Store
 from ..store.versions import newest_version
 
 SHARD_WIDTH = 256
-_RECORD_INTS = tuple(k for k in SealedRecord.FIELDS if k != "successors")
+_RECORD_INTS = tuple(k for k in SealedRecord.STORED if k != "successors")
 
 
 def shard_of(segment_id: int) -> int:
