@@ -150,6 +150,7 @@ def test_group_commands(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and out.strip() == "2"
     code, out, _ = run_cli(capsys, "group", url, "pending", "billing", "--json")
     pending = lines(out)
+    assert [list(p) for p in pending] == [["id", "segment", "seq", "tso", "consumer", "idle_ms", "deliveries"]] * 4
     assert sorted(p["id"] for p in pending) == sorted([r["_id"] for r in alice[2:]] + [r["_id"] for r in bob])
     code, out, _ = run_cli(capsys, "group", url, "pending", "billing", "--consumer", "bob")
     assert out.splitlines()[0].split() == ["id", "consumer", "idle", "ms", "deliveries"]
@@ -162,9 +163,12 @@ def test_group_commands(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     info = json.loads(out)
     assert info["pending"] == 4 and info["acked"] == 2 and info["lag"] == 0
     assert [c["name"] for c in info["consumers"]] == ["alice", "bob", "carol"]
+    assert list(info) == ["name", "last_delivered_id", "pending", "entries_read", "acked", "lag", "lag_ms",
+                          "low_water_id", "committed_id", "consumers", "version", "created"]
+    assert list(info["consumers"][0]) == ["name", "pending", "idle_ms", "inactive_ms"]
     code, out, _ = run_cli(capsys, "group", url, "info")
     assert out.splitlines()[1].split()[0] == "billing"
-    assert [p["consumer"] for p in Group.open(Stream.open(url), "billing").pending()].count("carol") == 1
+    assert [p.consumer for p in Group.open(Stream.open(url), "billing").pending()].count("carol") == 1
 
 
 def test_info_text_and_json(url: str, capsys: pytest.CaptureFixture[str]) -> None:

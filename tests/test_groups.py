@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import FrozenInstanceError
 
 import pyarrow as pa
 import pytest
 from pyspark_tstream.api.groups import Group, record_ids
+from pyspark_tstream.api.results import GroupInfo, PendingEntry
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.epochs.routing import KEY_SPACE, key_hash, route
 from pyspark_tstream.errors import ConfigError, EntryIdError, GroupExistsError, GroupNotFoundError, InvalidPathError
@@ -45,7 +47,7 @@ def test_two_consumers_share_a_group_without_overlap(url: str) -> None:
     assert len(got["alice"]) > 0 and len(got["bob"]) > 0
     pending = a.pending()
     assert len(pending) == 100
-    assert {p["consumer"] for p in pending} == {"alice", "bob"}
+    assert {p.consumer for p in pending} == {"alice", "bob"}
     assert len(a.pending(consumer="bob")) == len(got["bob"])
 
 
@@ -76,11 +78,11 @@ def test_records_sharing_a_tso_in_two_segments_are_each_delivered_once(url: str)
             break
         seen += _storage_keys(part)
     assert sorted(seen) == sorted(_storage_keys(everything))
-    shared = [p["id"].split("@")[0] for p in g.pending()]
+    shared = [p.id.split("@")[0] for p in g.pending()]
     ambiguous = next(i for i in shared if shared.count(i) > 1)
     with pytest.raises(EntryIdError, match="several segments"):
         g.ack([ambiguous])
-    assert g.ack([p["id"] for p in g.pending() if p["id"].startswith(ambiguous + "@")][:1]) == 1
+    assert g.ack([p.id for p in g.pending() if p.id.startswith(ambiguous + "@")][:1]) == 1
 
 
 def test_count_cut_between_segments_sharing_a_tso_skips_nothing(url: str) -> None:
@@ -120,12 +122,16 @@ def test_ack_removes_from_pending(url: str) -> None:
     assert g.ack(part.slice(4, 1)) == 1  # a table of records
     assert g.ack([(part["_segment"][5].as_py(), part["_seq"][5].as_py())]) == 1
     left = g.pending()
-    assert [p["id"] for p in left] == ids[5:]
+    assert [p.id for p in left] == ids[5:]
     reopened = Group.open(Stream.open(url), "g")
-    assert [p["id"] for p in reopened.pending()] == ids[5:]
+    assert [p.id for p in reopened.pending()] == ids[5:]
     info = reopened.info()
-    assert info["pending"] == 4 and info["acked"] == 6 and info["entries_read"] == 10
-    assert info["lag"] == 10
+    assert isinstance(info, GroupInfo) and all(isinstance(p, PendingEntry) for p in left)
+    with pytest.raises(FrozenInstanceError):
+        info.lag = 0  # type: ignore[misc]
+    assert info.pending == 4 and info.acked == 6 and info.entries_read == 10
+    assert info.lag == 10
+    assert info.to_dict()["consumers"] == [c.to_dict() for c in info.consumers]
 
 
 def test_claim_redelivers_idle_entries(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -142,14 +148,14 @@ def test_claim_redelivers_idle_entries(url: str, monkeypatch: pytest.MonkeyPatch
     assert claimed["v"].to_pylist() == lost["v"].to_pylist()
     assert claimed.column_names == lost.column_names
     pending = g.pending()
-    assert {p["consumer"] for p in pending} == {"rescuer"}
-    assert {p["deliveries"] for p in pending} == {2}
+    assert {p.consumer for p in pending} == {"rescuer"}
+    assert {p.deliveries for p in pending} == {2}
     # a claimed entry is fresh again: nobody else can take it at once
     assert g.claim("third", min_idle_ms=50).num_rows == 0
     one = record_ids(claimed)[2]
     took = g.claim("third", min_idle_ms=0, ids=[one])
     assert record_ids(took) == [one]
-    assert [p["consumer"] for p in g.pending() if p["id"] == one] == ["third"]
+    assert [p.consumer for p in g.pending() if p.id == one] == ["third"]
     assert g.claim("fourth", min_idle_ms=0, count=2)["v"].to_pylist() == lost["v"].to_pylist()[:2]
     assert g.ack(record_ids(claimed)) == 5
     assert g.claim("fifth", min_idle_ms=0).num_rows == 0
@@ -249,8 +255,8 @@ def test_start_positions(url: str) -> None:
     after.set_position("0")
     assert after.read("other").num_rows == 13
     pending = after.pending()  # records 6..12 were pending already: moved, not duplicated
-    assert len(pending) == 13 and {p["consumer"] for p in pending} == {"other"}
-    assert sorted(p["deliveries"] for p in pending) == [1] * 6 + [2] * 7
+    assert len(pending) == 13 and {p.consumer for p in pending} == {"other"}
+    assert sorted(p.deliveries for p in pending) == [1] * 6 + [2] * 7
 
 
 def test_block_waits_for_new_records(url: str) -> None:
@@ -283,7 +289,7 @@ def test_commit_position_and_low_water_marks(url: str) -> None:
     workers.ack(record_ids(part)[:3])  # records 3..7 stay pending
     positions = Group.positions(s)
     assert positions == {"spark-query": tsos[14], "workers": tsos[3] - 1}
-    assert Group.open(s, "spark-query").info()["committed_id"] is not None
+    assert Group.open(s, "spark-query").info().committed_id is not None
     version = Group.open(s, "spark-query").state.pos
     Group.commit_position(s, "spark-query", tsos[14])  # the same position again writes nothing
     assert Group.open(s, "spark-query").state.pos == version

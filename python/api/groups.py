@@ -51,6 +51,7 @@ from ..maps.grouplog import (
 from ..read.reading import READ_ORDER
 from ..store.races import LOST, Lost, until_won
 from ..timestamps import iso, now_ms, pack, physical, to_ms, tso_id
+from .results import ConsumerInfo, GroupInfo, PendingEntry
 from .scan import count_after, empty_records, fetch, read_after
 from .stream import Stream
 
@@ -284,12 +285,12 @@ class Group:
         return removed
 
     # -- XPENDING -----------------------------------------------------------------------------
-    def pending(self, consumer: str | None = None) -> list[dict[str, Any]]:
-        """Pending entries, oldest first: id, segment, seq, consumer, idle ms, deliveries."""
+    def pending(self, consumer: str | None = None) -> list[PendingEntry]:
+        """Pending entries (of ``consumer``, or all), oldest first (:class:`PendingEntry`)."""
         state = self.refresh()
         now = now_ms()
-        return [{"id": p.id, "segment": p.segment, "seq": p.seq, "tso": p.tso, "consumer": p.consumer,
-                 "idle_ms": max(now - p.delivered, 0), "deliveries": p.count}
+        return [PendingEntry(id=p.id, segment=p.segment, seq=p.seq, tso=p.tso, consumer=p.consumer,
+                             idle_ms=max(now - p.delivered, 0), deliveries=p.count)
                 for p in state.pending if consumer is None or p.consumer == consumer]
 
     # -- XCLAIM / XAUTOCLAIM ------------------------------------------------------------------
@@ -347,8 +348,8 @@ class Group:
         cursor = start_cursor(self.stream, start)
         self._change(lambda s: None if s.last == cursor else s.next("setid", now_ms(), last=cursor))
 
-    def info(self) -> dict[str, Any]:
-        """Cursor, pending count, consumers and lag (records and time behind the tick).
+    def info(self) -> GroupInfo:
+        """Cursor, pending count, consumers and lag (records and time behind the tick): :class:`GroupInfo`.
 
         Lag counts records after the cursor at or below the tick; computing it reads journal
         metadata between the cursor and now (see :func:`~pyspark_tstream.api.scan.count_after`).
@@ -360,17 +361,17 @@ class Group:
         per: dict[str, int] = {}
         for p in s.pending:
             per[p.consumer] = per.get(p.consumer, 0) + 1
-        return {
-            "name": s.name, "last_delivered_id": _cursor_id(s.last),
-            "pending": len(s.pending), "entries_read": s.delivered, "acked": s.acked,
-            "lag": lag, "lag_ms": max(physical(tick) - physical(max(s.last.tso, 0)), 0) if lag else 0,
-            "low_water_id": tso_id(s.low_water),
-            "committed_id": None if s.committed is None else tso_id(s.committed),
-            "consumers": [{"name": c, "pending": per.get(c, 0), "idle_ms": max(now - seen, 0),
-                           "inactive_ms": max(now - active, 0)}
-                          for c, (seen, active) in sorted(s.consumers.items())],
-            "version": s.pos, "created": iso(s.created),
-        }
+        return GroupInfo(
+            name=s.name, last_delivered_id=_cursor_id(s.last),
+            pending=len(s.pending), entries_read=s.delivered, acked=s.acked,
+            lag=lag, lag_ms=max(physical(tick) - physical(max(s.last.tso, 0)), 0) if lag else 0,
+            low_water_id=tso_id(s.low_water),
+            committed_id=None if s.committed is None else tso_id(s.committed),
+            consumers=tuple(ConsumerInfo(name=c, pending=per.get(c, 0), idle_ms=max(now - seen, 0),
+                                         inactive_ms=max(now - active, 0))
+                            for c, (seen, active) in sorted(s.consumers.items())),
+            version=s.pos, created=iso(s.created),
+        )
 
 
 def _select(table: pa.Table, keys: set[tuple[int, int]]) -> pa.Table:

@@ -7,7 +7,9 @@ One job: the shape of each result, defined once. Every record is frozen and has 
 ``Mapping[int, int]`` (segment id to first ``_seq`` kept), since that is what a stream cut is.
 ``vacuum`` returns :class:`~pyspark_tstream.journal.op_info.GcInfo`, the record its journal
 entry stores; ``sealed_info`` returns the sealed map's
-:class:`~pyspark_tstream.journal.scale_records.SealedRecord`.
+:class:`~pyspark_tstream.journal.scale_records.SealedRecord`. A consumer group's
+:meth:`~pyspark_tstream.api.groups.Group.info` and ``pending`` return :class:`GroupInfo` and
+:class:`PendingEntry` records (``tstream group info`` / ``pending --json`` print their ``to_dict()``).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
-__all__ = ["CompactResult", "Cut", "ScaleResult", "SchemaChange", "SegmentInfo", "SegmentRange", "StreamInfo",
-           "WriterInfo", "to_plain"]
+__all__ = ["CompactResult", "ConsumerInfo", "Cut", "GroupInfo", "PendingEntry", "ScaleResult", "SchemaChange",
+           "SegmentInfo", "SegmentRange", "StreamInfo", "WriterInfo", "to_plain"]
 
 
 def to_plain(value: Any) -> Any:
@@ -201,3 +203,63 @@ class Cut(Mapping[int, int]):
     def to_dict(self) -> dict[str, int]:
         """The JSON form ``tstream cut`` prints (segment ids as text keys)."""
         return {str(k): v for k, v in self.positions.items()}
+
+
+@dataclass(frozen=True)
+class PendingEntry:
+    """A delivered, not yet acknowledged record of a consumer group (``Group.pending()``): its
+    entry ``id``, where the record is (``segment``, ``seq``, ``tso``), the ``consumer`` it was
+    delivered to, how long ago (``idle_ms``) and how many times (``deliveries``)."""
+
+    id: str
+    segment: int
+    seq: int
+    tso: int
+    consumer: str
+    idle_ms: int
+    deliveries: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``tstream group pending --json`` prints one a line)."""
+        return record_dict(self)
+
+
+@dataclass(frozen=True)
+class ConsumerInfo:
+    """One consumer of a group in :class:`GroupInfo`: its pending count, ms since it was last
+    seen (``idle_ms``) and since it last got records (``inactive_ms``)."""
+
+    name: str
+    pending: int
+    idle_ms: int
+    inactive_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        return record_dict(self)
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """A consumer group (``Group.info()``): its cursor (``last_delivered_id``), pending count,
+    records delivered (``entries_read``) and acknowledged, lag (records after the cursor at or
+    below the tick, and how far behind the tick in ms), the oldest id it still needs
+    (``low_water_id``), the id a Spark query committed (None: none), its consumers, the version
+    of its log and when it was created (ISO-8601)."""
+
+    name: str
+    last_delivered_id: str
+    pending: int
+    entries_read: int
+    acked: int
+    lag: int
+    lag_ms: int
+    low_water_id: str
+    committed_id: str | None
+    consumers: tuple[ConsumerInfo, ...]
+    version: int
+    created: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form ``tstream group info --json`` prints (``consumers`` a list of dicts)."""
+        return record_dict(self)

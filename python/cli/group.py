@@ -37,7 +37,7 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def _say_position(group: Group) -> None:
-    sys.stdout.write(f"group {group.name}: delivers records after {group.info()['last_delivered_id']}\n")
+    sys.stdout.write(f"group {group.name}: delivers records after {group.info().last_delivered_id}\n")
 
 
 def _print_delivery(table: Any, args: argparse.Namespace) -> None:
@@ -63,10 +63,10 @@ def run_pending(args: argparse.Namespace) -> int:
     rows = _open(args).pending(consumer=args.consumer)
     if args.json:
         for row in rows:
-            sys.stdout.write(json.dumps(row) + "\n")
+            sys.stdout.write(json.dumps(row.to_dict()) + "\n")
     elif rows:
-        print_table([{"id": r["id"], "consumer": r["consumer"], "idle ms": r["idle_ms"],
-                      "deliveries": r["deliveries"]} for r in rows], sys.stdout)
+        print_table([{"id": r.id, "consumer": r.consumer, "idle ms": r.idle_ms, "deliveries": r.deliveries}
+                     for r in rows], sys.stdout)
     else:
         sys.stderr.write("no pending entries\n")
     return 0
@@ -91,13 +91,14 @@ def run_info(args: argparse.Namespace) -> int:
     names = [args.name] if args.name else Group.names(stream)
     infos = [Group.open(stream, n).info() for n in names]
     if args.json:
-        sys.stdout.write(json.dumps(infos[0] if args.name else infos, indent=2, default=json_default) + "\n")
+        plain = [i.to_dict() for i in infos]
+        sys.stdout.write(json.dumps(plain[0] if args.name else plain, indent=2, default=json_default) + "\n")
     elif not infos:
         sys.stderr.write(f"no consumer groups on {stream.url}\n")
     else:
-        print_table([{"group": i["name"], "last delivered": i["last_delivered_id"], "pending": i["pending"],
-                      "lag": i["lag"], "lag ms": i["lag_ms"], "read": i["entries_read"],
-                      "consumers": ",".join(c["name"] for c in i["consumers"]) or "-"} for i in infos],
+        print_table([{"group": i.name, "last delivered": i.last_delivered_id, "pending": i.pending,
+                      "lag": i.lag, "lag ms": i.lag_ms, "read": i.entries_read,
+                      "consumers": ",".join(c.name for c in i.consumers) or "-"} for i in infos],
                     sys.stdout)
     return 0
 
