@@ -23,29 +23,30 @@ from pyspark_tstream.codec import INT, NONE, ListRecord, opt, record, stored
 from pyspark_tstream.errors import CorruptMetadataError
 from pyspark_tstream.journal.checkpoint_mark import CheckpointMark
 from pyspark_tstream.journal.chunk import Chunk
+from pyspark_tstream.journal.compaction_state import CompactInfo, CompactPart, SegmentSummary
 from pyspark_tstream.journal.entries import FORMAT_VERSION, Entry
+from pyspark_tstream.journal.op_info import GcInfo, RepairInfo, ScaleInfo, TruncateInfo
 from pyspark_tstream.journal.scale_records import EpochRecord, SealedRecord
 from pyspark_tstream.journal.shapes import check_chunk, check_entry
 from pyspark_tstream.journal.state import FoldedAt, SchemaChange, Segment, StreamState, Truncation, Writer
+from pyspark_tstream.maps.macromap import Macro
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 #: Classes that still write their stored form by hand, each with its own naming convention.
 #: Convert one to the codec and delete it here; a new record must use the codec.
 NOT_YET_CONVERTED = {
-    "pyspark_tstream.journal.compaction_state.CompactPart",
-    "pyspark_tstream.journal.compaction_state.SegmentSummary",
+    # these two keep what the codec does not model: the stored order of their keys, whatever it
+    # was (CompactionProgress), and keys a later version added (ConfigRecord)
     "pyspark_tstream.journal.compaction_state.CompactionProgress",
     "pyspark_tstream.journal.config.ConfigRecord",
-    "pyspark_tstream.journal.op_info.GcInfo",
-    "pyspark_tstream.maps.macromap.Macro",
     "pyspark_tstream.write.commit.SegmentAck",
 }
 #: The class attributes of a hand-written stored shape.
 CONVENTIONS = ("FIELDS", "OPTIONAL", "KEYS", "OMITTED_WHEN_NONE")
 
 CONVERTED = (StreamState, Segment, Writer, Truncation, SchemaChange, FoldedAt, Chunk, CheckpointMark, SealedRecord,
-             EpochRecord)
+             EpochRecord, SegmentSummary, CompactPart, CompactInfo, GcInfo, ScaleInfo, TruncateInfo, RepairInfo, Macro)
 
 
 def _package_classes() -> list[type]:

@@ -275,7 +275,7 @@ class CompactRequest:
         state.compaction = comp.advanced(segs, max(comp.scan_pos, self.scan_pos))
         state.wall = max(state.wall, self.now)
         return Entry(pos=pos, op=Operation.COMPACT, wall=self.now, state=state,
-                     info=CompactInfo(tuple(kept)).encode())
+                     info=CompactInfo(parts=tuple(kept)).encode())
 
 
 # -- one compaction ------------------------------------------------------------------------------

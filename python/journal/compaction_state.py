@@ -14,15 +14,18 @@ as they were.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..codec import BOOL, DEFAULT, INT, NONE, STR, DictRecord, ListRecord, opt, rec, record, stored, tuple_of
 
 if TYPE_CHECKING:  # the state holds these records: it imports this module
     from .state import StreamState
 
 
+@record
 @dataclass(frozen=True)
-class SegmentSummary:
+class SegmentSummary(ListRecord):
     """One segment's summary: compaction's progress there, and where plans look its records up.
 
     Parameters
@@ -42,27 +45,22 @@ class SegmentSummary:
         the 5-field form, whose map need not list every compacted ``_seq``.
     """
 
-    settled_to: int
-    last_pos: int = -1
-    chunks: int = 0
-    bucket: int | None = None
-    version: int | None = None
-    macro_end: int | None = None
-
-    #: The stored list's positions, in order (the trailing ones may be absent in older forms).
-    FIELDS: ClassVar[tuple[str, ...]] = ("settled_to", "last_pos", "chunks", "bucket", "version", "macro_end")
+    settled_to: int = stored(INT)
+    last_pos: int = stored(INT, default=-1, required=True)
+    chunks: int = stored(INT, default=0, required=True)
+    bucket: int | None = stored(opt(INT), default=None, omit=NONE)
+    version: int | None = stored(opt(INT), default=None, omit=NONE)
+    macro_end: int | None = stored(opt(INT), default=None, omit=NONE)
 
     @classmethod
-    def decode(cls, v: list[Any]) -> SegmentSummary:
-        """The summary stored as ``v`` (3, 5 or 6 integers, in :data:`FIELDS` order)."""
-        return cls(**{name: int(x) for name, x in zip(cls.FIELDS, v)})
+    def decode(cls, v: Any) -> SegmentSummary:
+        """The summary stored as ``v`` (3, 5 or 6 integers, in field order); TypeError if it is not one."""
+        cls.check_json(v, "a segment's compaction summary")
+        return cls.from_json(v)
 
     def encode(self) -> list[int]:
         """The stored list: every field up to the last one present (the form it was read in)."""
-        values = [getattr(self, f.name) for f in fields(self)]
-        while values and values[-1] is None:
-            values.pop()
-        return values
+        return self.to_json()
 
     @property
     def map_version(self) -> tuple[int, int] | None:
@@ -166,8 +164,9 @@ class CompactionProgress:
         return replace(new, key_order=self.key_order + added)
 
 
+@record
 @dataclass(frozen=True)
-class CompactPart:
+class CompactPart(DictRecord):
     """One macro-chunk a ``compact`` entry commits: an item of its ``info["parts"]``.
 
     A part is either merged by that compaction (``replaced``: how many files it replaces) or
@@ -175,47 +174,34 @@ class CompactPart:
     journal); the stored object has exactly one of the two keys.
     """
 
-    seg: int
-    first: int  # the macro-chunk holds _seq [first, end) of segment seg
-    end: int
-    macro: str  # the macro-chunk's file
-    manifest: str  # the manifest naming the files it replaces
-    rows: int
-    bytes: int
-    replaced: int | None = None
-    adopted: bool = False
-
-    #: Field name -> stored key, in stored order (one definition for both directions).
-    KEYS: ClassVar[dict[str, str]] = {"seg": "seg", "first": "from", "end": "to", "macro": "macro",
-                                      "manifest": "manifest", "rows": "rows", "bytes": "bytes",
-                                      "replaced": "replaced", "adopted": "adopted"}
-    #: The trailing fields stored only when not default, with their defaults.
-    OPTIONAL: ClassVar[dict[str, Any]] = {"replaced": None, "adopted": False}
-
-    def to_json(self) -> dict[str, Any]:
-        """The stored object."""
-        return {key: getattr(self, name) for name, key in self.KEYS.items()
-                if name not in self.OPTIONAL or getattr(self, name) != self.OPTIONAL[name]}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> CompactPart:
-        return cls(**{name: d[key] for name, key in cls.KEYS.items() if key in d})
+    seg: int = stored(INT)
+    first: int = stored(INT, key="from")  # the macro-chunk holds _seq [first, end) of segment seg
+    end: int = stored(INT, key="to")
+    macro: str = stored(STR)  # the macro-chunk's file
+    manifest: str = stored(STR)  # the manifest naming the files it replaces
+    rows: int = stored(INT)
+    bytes: int = stored(INT)
+    replaced: int | None = stored(opt(INT), default=None, omit=NONE)
+    adopted: bool = stored(BOOL, default=False, omit=DEFAULT)
 
 
+@record
 @dataclass(frozen=True)
-class CompactInfo:
+class CompactInfo(DictRecord):
     """A ``compact`` entry's info: the macro-chunks it commits (``rows`` is 0: it adds no records)."""
 
-    parts: tuple[CompactPart, ...]
-    rows: int = 0
+    rows: int = stored(INT, default=0)
+    _: KW_ONLY
+    parts: tuple[CompactPart, ...] = stored(tuple_of(rec(CompactPart)), default=())
 
     def encode(self) -> dict[str, Any]:
         """The stored ``info``."""
-        return {"rows": self.rows, "parts": [p.to_json() for p in self.parts]}
+        return self.to_json()
 
     @classmethod
     def decode(cls, info: Mapping[str, Any]) -> CompactInfo:
-        return cls(parts=tuple(CompactPart.from_json(p) for p in info.get("parts", [])), rows=int(info.get("rows", 0)))
+        """The info of a ``compact`` entry (or the empty one of another op's ``info``)."""
+        return cls.from_json(dict(info))
 
 
 def compact_parts(info: Mapping[str, Any]) -> list[CompactPart]:

@@ -12,50 +12,53 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
+
+from ..codec import INT, NONE, STR, DictRecord, dict_of, opt, record, stored, tuple_of
 
 
+@record
 @dataclass(frozen=True)
-class ScaleInfo:
+class ScaleInfo(DictRecord):
     """A ``scale`` entry's info: the segments it sealed and created (ids, in key order) and why
     (``manual``, or ``auto`` from the scaling policy)."""
 
-    sealed: tuple[int, ...]
-    created: tuple[int, ...]
-    reason: str
+    sealed: tuple[int, ...] = stored(tuple_of(INT), default=())
+    created: tuple[int, ...] = stored(tuple_of(INT), default=())
+    reason: str = stored(STR, default="manual")
 
     def encode(self) -> dict[str, Any]:
         """The stored ``info``."""
-        return {"sealed": list(self.sealed), "created": list(self.created), "reason": self.reason}
+        return self.to_json()
 
     @classmethod
     def decode(cls, info: Mapping[str, Any]) -> ScaleInfo:
-        return cls(sealed=tuple(int(s) for s in info.get("sealed", ())),
-                   created=tuple(int(c) for c in info.get("created", ())), reason=str(info.get("reason", "manual")))
+        return cls.from_json(dict(info))
 
 
+@record
 @dataclass(frozen=True)
-class TruncateInfo:
+class TruncateInfo(DictRecord):
     """A ``truncate`` entry's info: the new head (records with ``_tso <= head_tso`` are gone),
     each segment's first ``_seq`` kept (``cut``, stored keyed by the segment id as text) and why
     (``manual`` or ``retention``)."""
 
-    head_tso: int
-    cut: Mapping[int, int]
-    reason: str
+    head_tso: int = stored(INT)
+    cut: Mapping[int, int] = stored(dict_of(INT, int_keys=True), factory=dict)
+    reason: str = stored(STR, default="manual")
 
     def encode(self) -> dict[str, Any]:
         """The stored ``info``."""
-        return {"head_tso": self.head_tso, "cut": {str(k): v for k, v in self.cut.items()}, "reason": self.reason}
+        return self.to_json()
 
     @classmethod
     def decode(cls, info: Mapping[str, Any]) -> TruncateInfo:
-        return cls(head_tso=int(info["head_tso"]), cut={int(k): int(v) for k, v in info.get("cut", {}).items()},
-                   reason=str(info.get("reason", "manual")))
+        return cls.from_json(dict(info))
 
 
+@record
 @dataclass(frozen=True)
-class GcInfo:
+class GcInfo(DictRecord):
     """A ``gc`` entry's info, and what ``vacuum`` returns: how many objects it deleted of each kind.
 
     ``chunks`` (data files of truncated positions), ``entries`` and ``nodes`` (journal entries and
@@ -64,19 +67,16 @@ class GcInfo:
     any more) and ``orphans`` (unreferenced data files, when asked for).
     """
 
-    chunks: int = 0
-    entries: int = 0
-    nodes: int = 0
-    replaced: int | None = None
-    requests: int | None = None
-    orphans: int | None = None
-
-    #: The stored keys, in stored order (the field names); a None count is not stored.
-    KEYS: ClassVar[tuple[str, ...]] = ("chunks", "entries", "nodes", "replaced", "requests", "orphans")
+    chunks: int = stored(INT, default=0)
+    entries: int = stored(INT, default=0)
+    nodes: int = stored(INT, default=0)
+    replaced: int | None = stored(opt(INT), default=None, omit=NONE)
+    requests: int | None = stored(opt(INT), default=None, omit=NONE)
+    orphans: int | None = stored(opt(INT), default=None, omit=NONE)
 
     def encode(self) -> dict[str, int]:
-        """The stored ``info`` (and ``vacuum``'s result)."""
-        return {k: v for k in self.KEYS if (v := getattr(self, k)) is not None}
+        """The stored ``info`` (and ``vacuum``'s result): a None count is not stored."""
+        return self.to_json()
 
     def to_dict(self) -> dict[str, int]:
         """The JSON form ``tstream vacuum`` prints (the stored ``info``: a None count is left out)."""
@@ -84,16 +84,17 @@ class GcInfo:
 
     @classmethod
     def decode(cls, info: Mapping[str, Any]) -> GcInfo:
-        return cls(**{k: int(info[k]) for k in cls.KEYS if k in info})
+        return cls.from_json(dict(info))
 
 
+@record
 @dataclass(frozen=True)
-class RepairInfo:
+class RepairInfo(DictRecord):
     """A ``repair`` entry's info (no records): the (segment number, bucket) macro-map buckets the
     repair was about to mark partial, the reason it committed an entry at this format."""
 
-    partial: tuple[tuple[int, int], ...]
+    partial: tuple[tuple[int, int], ...] = stored(tuple_of(tuple_of(INT)))
 
     def encode(self) -> dict[str, list[list[int]]]:
         """The stored ``info``."""
-        return {"partial": [list(k) for k in self.partial]}
+        return self.to_json()

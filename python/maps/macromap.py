@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
+from ..codec import DEFAULT, INT, STR, ListRecord, custom, record, stored
 from ..errors import CorruptMetadataError, corrupt
 from ..journal.entries import Chunk
 from ..journal.features import WRITES, check_object
@@ -58,39 +59,31 @@ def listable(chunk: Chunk) -> bool:
     return not chunk.shared
 
 
+#: ``sorted``, stored as 0 or 1.
+_FLAG = custom(int, bool, lambda v: type(v) is int)
+
+
+@record
 @dataclass(frozen=True)
-class Macro:
+class Macro(ListRecord):
     """One macro-chunk: records ``[first, first + rows)`` of its segment, in ``_seq`` order."""
 
-    first: int
-    rows: int
-    path: str
-    bytes: int
-    lo: int  # min _tso
-    hi: int  # max _tso
-    sorted: bool  # _tso strictly increasing along the rows
-    level: int  # merge generation: 1 for a macro of small chunks, +1 per merge of macros
+    first: int = stored(INT)
+    rows: int = stored(INT)
+    path: str = stored(STR)
+    bytes: int = stored(INT)
+    lo: int = stored(INT)  # min _tso
+    hi: int = stored(INT)  # max _tso
+    sorted: bool = stored(_FLAG)  # _tso strictly increasing along the rows
+    level: int = stored(INT)  # merge generation: 1 for a macro of small chunks, +1 per merge of macros
     #: not 0: a chunk left as it is (too big to merge, or passed over), listed so that the map
     #: covers every compacted ``_seq``; its records keep their floor
-    floor: int = 0
+    floor: int = stored(INT, default=0, omit=DEFAULT)
 
     @property
     def end(self) -> int:
         return self.first + self.rows
 
-    #: The stored list's positions, in order (``sorted`` as 0/1; ``floor`` only when not 0).
-    FIELDS: ClassVar[tuple[str, ...]] = ("first", "rows", "path", "bytes", "lo", "hi", "sorted", "level", "floor")
-
-    def to_json(self) -> list[Any]:
-        v = [int(self.sorted) if name == "sorted" else getattr(self, name) for name in self.FIELDS]
-        return v if self.floor else v[:-1]
-
-    @classmethod
-    def from_json(cls, v: list[Any]) -> Macro:
-        """The entry stored as ``v``; TypeError or ValueError when it is not one."""
-        args: dict[str, Any] = {name: x if name == "path" else bool(x) if name == "sorted" else int(x)
-                                for name, x in zip(cls.FIELDS, v)}
-        return cls(**args)
 
 
 @dataclass(frozen=True)
@@ -119,6 +112,11 @@ class Bucket:
         return json.dumps(doc, separators=(",", ":")).encode()
 
 
+def _macro(v: Any) -> Macro:
+    Macro.check_json(v, "a macro-chunk entry")
+    return Macro.from_json(v)
+
+
 class MacroMap:
     """Reads and updates the macro map of one stream."""
 
@@ -135,7 +133,7 @@ class MacroMap:
                 raise TypeError(f"format {fmt!r} is not an integer")
             check_object(MACRO_KIND, fmt, self.store.uri(rel))
             return Bucket(int(d["seg"]), int(d["bucket"]), int(d["v"]),
-                          tuple(Macro.from_json(m) for m in d["macros"]), bool(d.get("partial", 0)))
+                          tuple(_macro(m) for m in d["macros"]), bool(d.get("partial", 0)))
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
             raise corrupt("macro map bucket", self.store.uri(rel), e, self.store.display_url) from e
 
