@@ -29,7 +29,9 @@ from pyspark_tstream.journal.op_info import GcInfo, RepairInfo, ScaleInfo, Trunc
 from pyspark_tstream.journal.scale_records import EpochRecord, SealedRecord
 from pyspark_tstream.journal.shapes import check_chunk, check_entry
 from pyspark_tstream.journal.state import FoldedAt, SchemaChange, Segment, StreamState, Truncation, Writer
+from pyspark_tstream.maps.grouplog import Pending
 from pyspark_tstream.maps.macromap import Macro
+from pyspark_tstream.write.commit import Moved
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -46,7 +48,8 @@ NOT_YET_CONVERTED = {
 CONVENTIONS = ("FIELDS", "OPTIONAL", "KEYS", "OMITTED_WHEN_NONE")
 
 CONVERTED = (StreamState, Segment, Writer, Truncation, SchemaChange, FoldedAt, Chunk, CheckpointMark, SealedRecord,
-             EpochRecord, SegmentSummary, CompactPart, CompactInfo, GcInfo, ScaleInfo, TruncateInfo, RepairInfo, Macro)
+             EpochRecord, SegmentSummary, CompactPart, CompactInfo, GcInfo, ScaleInfo, TruncateInfo, RepairInfo, Macro,
+             Pending, Moved)
 
 
 def _package_classes() -> list[type]:

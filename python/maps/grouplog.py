@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from ..codec import INT, STR, ListRecord, record, stored
 from ..errors import (
     ConfigError,
     CorruptMetadataError,
@@ -116,16 +117,17 @@ class Cursor(NamedTuple):
     segment: int
     seq: int
 
+@record
 @dataclass(frozen=True)
-class Pending:
-    """A delivered, not yet acknowledged record (a PEL entry)."""
+class Pending(ListRecord):
+    """A delivered, not yet acknowledged record (a PEL entry), stored as the list of its fields."""
 
-    segment: int
-    seq: int
-    tso: int
-    consumer: str
-    delivered: int  # wall ms of the last delivery
-    count: int  # deliveries so far
+    segment: int = stored(INT)
+    seq: int = stored(INT)
+    tso: int = stored(INT)
+    consumer: str = stored(STR)
+    delivered: int = stored(INT)  # wall ms of the last delivery
+    count: int = stored(INT)  # deliveries so far
 
     @property
     def key(self) -> tuple[int, int]:
@@ -134,13 +136,6 @@ class Pending:
     @property
     def id(self) -> str:
         return entry_id(self.tso, self.segment, self.seq)
-
-    def to_json(self) -> list[Any]:
-        return [self.segment, self.seq, self.tso, self.consumer, self.delivered, self.count]
-
-    @classmethod
-    def from_json(cls, v: list[Any]) -> Pending:
-        return cls(*v)
 
 
 @dataclass(frozen=True)

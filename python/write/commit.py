@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
+from ..codec import DEFAULT, INT, DictRecord, record, stored
 from ..errors import SegmentSealedError
 from ..journal.entries import Chunk, Entry
 from ..journal.expiry import end_leases, quiet
@@ -45,15 +46,16 @@ def floor_after(lane: int, tick: int) -> int:
 CountRaised = Callable[[ChunkInfo, int], int]
 
 
+@record
 @dataclass(frozen=True)
-class Moved:
+class Moved(DictRecord):
     """How many records each rule that may move a record's time moved (docs/design.md §3.2):
     ``lane`` (raised above the same writer's earlier records in its segment), ``tick`` (raised
     above the published tick) and ``cap`` (client time lowered to arrival time)."""
 
-    lane: int = 0
-    tick: int = 0
-    cap: int = 0
+    lane: int = stored(INT, default=0, omit=DEFAULT)
+    tick: int = stored(INT, default=0, omit=DEFAULT)
+    cap: int = stored(INT, default=0, omit=DEFAULT)
 
     @property
     def raised(self) -> int:
@@ -69,11 +71,11 @@ class Moved:
 
     def encode(self) -> dict[str, int]:
         """The stored form: the rules that moved something, in :data:`MOVE_RULES` order."""
-        return {rule: n for rule, n in self.counts().items() if n}
+        return self.to_json()
 
     @classmethod
     def decode(cls, stored: Mapping[str, Any]) -> Moved:
-        return cls(*(int(stored.get(rule, 0)) for rule in MOVE_RULES))
+        return cls.from_json(dict(stored))
 
 
 #: The rules that may move a record's time, as counted in acks and journal entries.
