@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from itertools import accumulate
 from typing import Any, ClassVar, TypeVar, cast, overload
 
 #: Field metadata key of a stored field's :class:`Spec`.
@@ -130,10 +131,6 @@ class _Optional(Type):
         return f"({e} is None or {self.t.ok(e, g)})"
 
 
-def _types(t: type, g: _Gen) -> str:
-    return g.ref(frozenset({t}))
-
-
 def opt(t: Type) -> Type:
     """``t`` or JSON null (None)."""
     return _Optional(t)
@@ -164,7 +161,7 @@ class _List(Type):
         if self.t is ANY:
             return f"type({e}) is list"
         if self.t.exact is not None:  # one C-level type test of the elements
-            return f"(type({e}) is list and {_types(self.t.exact, g)}.issuperset(map(type, {e})))"
+            return f"(type({e}) is list and {g.ref(frozenset({self.t.exact}))}.issuperset(map(type, {e})))"
         x = g.var()
         return f"(type({e}) is list and all({self.t.ok(x, g)} for {x} in {e}))"
 
@@ -183,24 +180,22 @@ class _Dict(Type):
     def __init__(self, int_keys: bool, t: Type) -> None:
         self.int_keys, self.t = int_keys, t
 
-    def dec(self, e: str, g: _Gen) -> str:
-        k, v = g.var(), g.var()
+    def _each(self, e: str, g: _Gen, key: str, value: Callable[[str, _Gen], str]) -> str:
         if not self.int_keys and self.t.identity:
             return f"dict({e})"
-        key = f"int({k})" if self.int_keys else k
-        return f"{{{key}: {self.t.dec(v, g)} for {k}, {v} in {e}.items()}}"
+        k, v = g.var(), g.var()
+        return f"{{{key.format(k) if self.int_keys else k}: {value(v, g)} for {k}, {v} in {e}.items()}}"
+
+    def dec(self, e: str, g: _Gen) -> str:
+        return self._each(e, g, "int({})", self.t.dec)
 
     def enc(self, e: str, g: _Gen) -> str:
-        k, v = g.var(), g.var()
-        if not self.int_keys and self.t.identity:
-            return f"dict({e})"
-        key = f"str({k})" if self.int_keys else k
-        return f"{{{key}: {self.t.enc(v, g)} for {k}, {v} in {e}.items()}}"
+        return self._each(e, g, "str({})", self.t.enc)
 
     def ok(self, e: str, g: _Gen) -> str:
         if self.t.exact is not None:
-            return (f"(type({e}) is dict and {_types(str, g)}.issuperset(map(type, {e})) and "
-                    f"{_types(self.t.exact, g)}.issuperset(map(type, {e}.values())))")
+            return (f"(type({e}) is dict and {g.ref(frozenset({str}))}.issuperset(map(type, {e})) and "
+                    f"{g.ref(frozenset({self.t.exact}))}.issuperset(map(type, {e}.values())))")
         k, v = g.var(), g.var()
         return f"(type({e}) is dict and all(type({k}) is str and {self.t.ok(v, g)} for {k}, {v} in {e}.items()))"
 
@@ -269,11 +264,7 @@ class _Diffs(Type):
 
 
 def _undiff(diffs: list[int], base: int) -> tuple[int, ...]:
-    out = []
-    for d in diffs:
-        base += d
-        out.append(base)
-    return tuple(out)
+    return tuple(accumulate(diffs, initial=base))[1:]
 
 
 def _diff(values: tuple[int, ...], base: int) -> list[int]:
@@ -333,7 +324,7 @@ class _Field:
         return self.spec.type
 
 
-def _fields(cls: type, g: _Gen, positional: bool) -> list[_Field]:
+def _fields(cls: type, g: _Gen) -> list[_Field]:
     out: list[_Field] = []
     for f in dataclasses.fields(cls):
         if CODEC not in f.metadata:
@@ -547,7 +538,7 @@ def record(cls: _C | None = None, *, invariants: dict[str, str] | None = None) -
                                 f"define {name} by hand")
         g = _Gen()
         init = [f.name for f in dataclasses.fields(c) if f.init and not f.kw_only]
-        fields = _fields(c, g, issubclass(c, ListRecord))
+        fields = _fields(c, g)
         if issubclass(c, ListRecord):
             _positional(c, fields, g, init, invariants or {})
         else:
@@ -559,57 +550,50 @@ def record(cls: _C | None = None, *, invariants: dict[str, str] | None = None) -
     return wrap if cls is None else wrap(cls)
 
 
-class DictRecord:
-    """A record stored as a JSON object (the typed face of what :func:`record` generates)."""
+class _Record:
+    """What :func:`record` generates on a class, typed (each stub is replaced)."""
 
-    #: The stored keys, in stored order.
+    #: The stored keys (a :class:`ListRecord`'s field names), in stored order.
     STORED: ClassVar[tuple[str, ...]] = ()
+
+    @staticmethod
+    def json_ok(stored: Any) -> bool:
+        """Whether ``stored`` has the record's stored shape."""
+        raise NotImplementedError
+
+    @staticmethod
+    def check_json(stored: Any, what: str) -> None:
+        """``TypeError`` naming ``what`` (and the field) unless ``stored`` has the stored shape."""
+        raise NotImplementedError
+
+    @classmethod
+    def checked(cls: type[_R], stored: Any, what: str) -> _R:
+        """The record of ``stored`` after :meth:`check_json` (``TypeError`` naming ``what``)."""
+        cls.check_json(stored, what)  # type: ignore[attr-defined]
+        return cls.from_json(stored)  # type: ignore[attr-defined,no-any-return]
+
+
+class DictRecord(_Record):
+    """A record stored as a JSON object."""
 
     def to_json(self) -> dict[str, Any]:
         """The stored object."""
-        raise NotImplementedError  # replaced by record()
+        raise NotImplementedError
 
     @classmethod
     def from_json(cls: type[_R], d: dict[str, Any]) -> _R:
         """The record of a stored object that passed :meth:`check_json`."""
         raise NotImplementedError
 
-    @staticmethod
-    def json_ok(d: Any) -> bool:
-        """Whether ``d`` has the stored shape."""
-        raise NotImplementedError
 
-    @staticmethod
-    def check_json(d: Any, what: str) -> None:
-        """``TypeError`` naming ``what`` (and the field) unless ``d`` has the stored shape."""
-        raise NotImplementedError
-
-
-class ListRecord:
+class ListRecord(_Record):
     """A record stored as a JSON list in field order (trailing fields may be left out)."""
-
-    STORED: ClassVar[tuple[str, ...]] = ()
 
     def to_json(self) -> list[Any]:
         """The stored list."""
-        raise NotImplementedError  # replaced by record()
+        raise NotImplementedError
 
     @classmethod
     def from_json(cls: type[_R], v: list[Any]) -> _R:
         """The record of a stored list that passed :meth:`check_json`."""
         raise NotImplementedError
-
-    @staticmethod
-    def json_ok(v: Any) -> bool:
-        """Whether ``v`` has the stored shape."""
-        raise NotImplementedError
-
-    @staticmethod
-    def check_json(v: Any, what: str) -> None:
-        """``TypeError`` naming ``what`` (and the field) unless ``v`` has the stored shape."""
-        raise NotImplementedError
-
-
-def records(module_objects: Iterable[Any]) -> list[type]:
-    """The codec records among ``module_objects`` (for tests walking the package)."""
-    return [o for o in module_objects if isinstance(o, type) and generated(vars(o).get("to_json"))]

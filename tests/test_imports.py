@@ -180,7 +180,7 @@ def test_no_import_cycles_between_packages() -> None:
 #: The layers, bottom first: a unit imports only units of lower layers, never one beside or above
 #: it. ``pyspark_tstream`` is the package's own ``__init__`` (the facade Spark's discovery loads).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "keys", "units", "policytext", "arrow_arrays", "version", "exits"),
+    ("errors", "keys", "units", "policytext", "arrow_arrays", "version", "exits", "codec"),
     ("timestamps", "schema"),
     ("store",),
     ("journal",),

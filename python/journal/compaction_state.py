@@ -55,8 +55,7 @@ class SegmentSummary(ListRecord):
     @classmethod
     def decode(cls, v: Any) -> SegmentSummary:
         """The summary stored as ``v`` (3, 5 or 6 integers, in field order); TypeError if it is not one."""
-        cls.check_json(v, "a segment's compaction summary")
-        return cls.from_json(v)
+        return cls.checked(v, "a segment's compaction summary")
 
     def encode(self) -> list[int]:
         """The stored list: every field up to the last one present (the form it was read in)."""

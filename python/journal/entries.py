@@ -390,11 +390,8 @@ class EntryLog:
         except FileNotFoundError:
             return None
         ch = d.get(CHANGE)
-        if ch is None:
-            return None
         try:
-            CheckpointMark.check_json(ch.get("checkpoint"), "state.checkpoint")
-            return CheckpointMark.from_json(ch["checkpoint"])
+            return None if ch is None else CheckpointMark.checked(ch.get("checkpoint"), "state.checkpoint")
         except (TypeError, ValueError) as e:
             raise corrupt("journal entry", self.store.uri(rel), e, self.store.display_url) from e
 

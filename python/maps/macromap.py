@@ -112,11 +112,6 @@ class Bucket:
         return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def _macro(v: Any) -> Macro:
-    Macro.check_json(v, "a macro-chunk entry")
-    return Macro.from_json(v)
-
-
 class MacroMap:
     """Reads and updates the macro map of one stream."""
 
@@ -132,8 +127,8 @@ class MacroMap:
             if not isinstance(fmt, int) or isinstance(fmt, bool):
                 raise TypeError(f"format {fmt!r} is not an integer")
             check_object(MACRO_KIND, fmt, self.store.uri(rel))
-            return Bucket(int(d["seg"]), int(d["bucket"]), int(d["v"]),
-                          tuple(_macro(m) for m in d["macros"]), bool(d.get("partial", 0)))
+            macros = tuple(Macro.checked(m, "a macro-chunk entry") for m in d["macros"])
+            return Bucket(int(d["seg"]), int(d["bucket"]), int(d["v"]), macros, bool(d.get("partial", 0)))
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
             raise corrupt("macro map bucket", self.store.uri(rel), e, self.store.display_url) from e
 
