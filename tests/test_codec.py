@@ -13,6 +13,7 @@ import inspect
 import json
 import pkgutil
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pytest
 from pyspark_tstream import codec
 from pyspark_tstream.codec import INT, NONE, ListRecord, opt, record, stored
 from pyspark_tstream.errors import CorruptMetadataError
+from pyspark_tstream.journal import packing
 from pyspark_tstream.journal.checkpoint_mark import CheckpointMark
 from pyspark_tstream.journal.chunk import Chunk
 from pyspark_tstream.journal.compaction_state import CompactInfo, CompactPart, SegmentSummary
@@ -200,3 +202,13 @@ def test_golden_states_pass_the_check_and_reencode_as_they_always_did() -> None:
         if d.get("chunks") and "packed" not in d:  # (a packed entry's are expanded whole)
             assert [Chunk.from_json(c).to_json() for c in d["chunks"]] == d["chunks"], path
     assert any(d.get("v") == FORMAT_VERSION for _, d in found)
+
+
+def test_packed_chunks_use_the_positions_and_defaults_chunk_declares() -> None:
+    """packing.py works on stored lists by position (it runs before any Chunk is built): its
+    positions and the stored defaults of the trailing fields are Chunk's declaration's."""
+    assert [getattr(packing, name.upper()) for name in Chunk.STORED] == list(range(len(Chunk.STORED)))
+    declared = {f.name: f.default for f in dataclass_fields(Chunk)}
+    tail = Chunk.STORED[packing.OFFSET:]
+    assert packing._DEFAULTS == tuple([] if name == "marks" else declared[name] for name in tail)
+    assert declared["marks"] == ()
