@@ -24,7 +24,7 @@ from pyspark_tstream.codec import INT, NONE, ListRecord, opt, record, stored
 from pyspark_tstream.errors import CorruptMetadataError
 from pyspark_tstream.journal import packing
 from pyspark_tstream.journal.checkpoint_mark import CheckpointMark
-from pyspark_tstream.journal.chunk import Chunk
+from pyspark_tstream.journal.chunk import Chunk, Fold
 from pyspark_tstream.journal.compaction_state import CompactInfo, CompactPart, SegmentSummary
 from pyspark_tstream.journal.entries import FORMAT_VERSION, Entry
 from pyspark_tstream.journal.op_info import GcInfo, RepairInfo, ScaleInfo, TruncateInfo
@@ -51,7 +51,7 @@ CONVENTIONS = ("FIELDS", "OPTIONAL", "KEYS", "OMITTED_WHEN_NONE")
 
 CONVERTED = (StreamState, Segment, Writer, Truncation, SchemaChange, FoldedAt, Chunk, CheckpointMark, SealedRecord,
              EpochRecord, SegmentSummary, CompactPart, CompactInfo, GcInfo, ScaleInfo, TruncateInfo, RepairInfo, Macro,
-             Pending, Moved)
+             Pending, Moved, Fold)
 
 
 def _package_classes() -> list[type]:

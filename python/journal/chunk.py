@@ -8,9 +8,9 @@ re-exports both names); every reader of a plan uses :class:`Chunk`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
-from ..codec import BOOL, DEFAULT, INT, NAT, STR, ListRecord, diffs_from, is_int, need, record, stored
+from ..codec import ANY, BOOL, DEFAULT, INT, NAT, STR, ListRecord, dict_of, diffs_from, need, opt, record, stored
 
 
 @record(invariants={"span_bytes": "{span_start} + {span_bytes} <= {file_bytes}"})
@@ -68,24 +68,24 @@ class Chunk(ListRecord):
         return (self.span_start, self.span_start + self.span_bytes) if self.span_bytes > 0 else None
 
 
-class Fold(NamedTuple):
+@record
+@dataclass(frozen=True)
+class Fold(ListRecord):
     """One request a group-commit entry folded (format v4), stored as the list
     ``[rid, writer, batch, chunks, info]``: its id, its dedupe key, how many of the entry's
     chunks are its (consecutive, in fold order) and its own ``info``."""
 
-    rid: str
-    writer: str | None
-    batch: Any
-    chunks: int
-    info: dict[str, Any]
+    rid: str = stored(STR)
+    writer: str | None = stored(opt(STR))
+    batch: Any = stored(ANY)
+    chunks: int = stored(NAT)
+    info: dict[str, Any] = stored(dict_of(ANY))
 
 
 def check_folds(folds: Any, chunks: int) -> list[list[Any]]:
-    """The ``folds`` of an entry, shape-checked: ``[id, writer, batch, chunk count, info]`` each,
-    whose chunk counts add up to the entry's ``chunks`` (TypeError otherwise)."""
-    need(isinstance(folds, list) and all(
-        isinstance(f, list) and len(f) == 5 and isinstance(f[0], str) and (f[1] is None or isinstance(f[1], str))
-        and is_int(f[3]) and f[3] >= 0 and isinstance(f[4], dict) for f in folds), "the entry's folds")
+    """The ``folds`` of an entry, shape-checked (:class:`Fold`'s stored lists), whose chunk
+    counts add up to the entry's ``chunks`` (TypeError otherwise)."""
+    need(isinstance(folds, list) and all(map(Fold.json_ok, folds)), "the entry's folds")
     need(not folds or sum(f[3] for f in folds) == chunks, "the entry's folds (chunk counts)")
     checked: list[list[Any]] = folds
     return checked

@@ -85,7 +85,7 @@ class Entry:
 
     def delta_json(self) -> dict[str, Any]:
         return _with_folds(_delta(self.pos, self.op, self.wall, self.nonce, self.chunks, self.writer, self.batch,
-                                  self.info), [list(f) for f in self.folds])  # the stored form: lists
+                                  self.info), [f.to_json() for f in self.folds])
 
     def encode(self, delta: dict[str, Any] | None = None) -> bytes:
         """The stored bytes (``delta``: :meth:`delta_json` if the caller has it: packing a
@@ -168,7 +168,7 @@ class Entry:
             return cls(pos=d["pos"], op=d["op"], wall=d["wall"], nonce=d["nonce"],
                        writer=d.get("writer"), batch=d.get("batch"),
                        chunks=chunks, info=d.get("info", {}), state=state,
-                       folds=[Fold(*f) for f in check_folds(d.get("folds", []), len(chunks))], change=change)
+                       folds=[Fold.from_json(f) for f in check_folds(d.get("folds", []), len(chunks))], change=change)
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
             raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
 

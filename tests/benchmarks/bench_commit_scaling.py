@@ -286,7 +286,7 @@ def run_spark(endpoint: str, proxy_endpoint: str, queries: int, seconds: float, 
     parts: list[tuple[str, Any]] = []
     for e in stream.journal.log.read_entries(range(1, stream.state.pos + 1)):
         if e.op == "append" and e.chunks:
-            parts += [(f[1], f[2]) for f in e.folds] if e.folds else [(e.writer, e.batch)]
+            parts += [(f.writer, f.batch) for f in e.folds] if e.folds else [(e.writer, e.batch)]
     dup += len(parts) - len(set(parts))
     entries = sum(1 for e in stream.journal.log.read_entries(range(1, stream.state.pos + 1))
                   if e.op == "append" and e.chunks)
