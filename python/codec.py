@@ -318,10 +318,7 @@ class _Field:
     absent: str | None  # source of the value an absent field reads as (None: absent is corrupt)
     absent_value: Any  # that value (a fresh one, when made by a factory)
     omit_test: str | None  # source testing stored value ``{v}`` for omission
-
-    @property
-    def t(self) -> Type:
-        return self.spec.type
+    t: Type
 
 
 def _fields(cls: type, g: _Gen) -> list[_Field]:
@@ -346,7 +343,7 @@ def _fields(cls: type, g: _Gen) -> list[_Field]:
         omit_test = {NEVER: None, EMPTY: "not {v}", NONE: "{v} is None"}.get(spec.omit)
         if spec.omit == DEFAULT:
             omit_test = "{v} == " + g.ref(_encode_value(spec.type, _default(f.name, cls)))
-        out.append(_Field(f.name, spec.key or f.name, spec, absent, value, omit_test))
+        out.append(_Field(f.name, spec.key or f.name, spec, absent, value, omit_test, spec.type))
     return out
 
 
@@ -426,11 +423,12 @@ def _term(f: _Field, x: str, test: str, g: _Gen) -> str:
     the value read once, and absent passing unless the field is required."""
     probe = _compile(g, f"def _probe({x}):\n    return {test}", "_probe")
     absent = None if f.absent is None else _encode_value(f.t, f.absent_value)
-    once = len(re.findall(rf"\b{x}\b", test)) == 1
+    name = re.compile(rf"\b{x}\b")
+    once = len(name.findall(test)) == 1
     if once and f.absent is None and not probe(None):  # absent reads as None, which fails
-        return test.replace(x, f"d.get({f.key!r})")
+        return name.sub(lambda _: f"d.get({f.key!r})", test)
     if once and f.absent is not None and probe(absent):  # absent reads as a value that passes
-        return test.replace(x, f"d.get({f.key!r}, {g.ref(absent)})")
+        return name.sub(lambda _: f"d.get({f.key!r}, {g.ref(absent)})", test)
     if f.absent is None:
         return f"(({x} := d.get({f.key!r}, _MISS)) is not _MISS and {test})"
     return f"(({x} := d.get({f.key!r}, _MISS)) is _MISS or {test})"
