@@ -112,8 +112,9 @@ INT: Type = _Scalar("type({e}) is int", int)
 NAT: Type = _Scalar("(type({e}) is int and {e} >= 0)")
 STR: Type = _Scalar("type({e}) is str", str)
 BOOL: Type = _Scalar("type({e}) is bool", bool)
-#: Any JSON value, stored as it is and not checked.
+#: Any JSON value, stored as it is and not checked; ``LIST`` any JSON list, so (shared, not copied).
 ANY: Type = _Scalar("True")
+LIST: Type = _Scalar("type({e}) is list", list)
 
 
 class _Optional(Type):

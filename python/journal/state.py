@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..codec import (
-    ANY,
     BOOL,
     EMPTY,
     INT,
     INT_TYPES,
+    LIST,
     NONE,
     STR,
     TRANSIENT,
@@ -116,7 +116,9 @@ class Writer(DictRecord):
     wall: int = stored(INT, default=0, required=True)
     live: bool = stored(BOOL, default=False, required=True)
     seen: bool = stored(BOOL, default=False, missing=True)
-    batches: list[list[Any]] = stored(list_of(list_of(ANY)), factory=list)  # [[batch_id, pos], ...] oldest first
+    #: [[batch_id, pos], ...] oldest first; a pair is never changed in place (:meth:`remember`
+    #: appends and evicts whole pairs), so decoding copies the list, not each pair
+    batches: list[list[Any]] = stored(list_of(LIST), factory=list)
     commits: int = stored(INT, default=0)
     rows: int = stored(INT, default=0)
     floor: int | None = stored(opt(INT), default=None, omit=NONE)  # largest integer batch id evicted from the window
