@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..codec import INT_TYPES
 from .expiry import merged as merged_quiet
 from .shapes import check_entry, need
 from .state import StreamState, Writer
@@ -97,15 +98,11 @@ def _segment_diff(i: int, old: list[int], new: list[int]) -> list[int]:
     return row
 
 
-#: The element types a ``segs`` row may hold: JSON integers (:func:`~.shapes.is_int`).
-_INT_TYPES = frozenset({int})
-
-
 def _apply_segs(segments: list[list[int]], rows: Any) -> None:
     need(isinstance(rows, list), "the change's segs")
     for row in rows:
         # one C-level type test a row: catching up applies every segment row of every entry
-        need(type(row) is list and len(row) % 2 == 1 and _INT_TYPES.issuperset(map(type, row)), "the change's segs")
+        need(type(row) is list and len(row) % 2 == 1 and INT_TYPES.issuperset(map(type, row)), "the change's segs")
         seg = segments[row[0]]
         for j, diff in zip(row[1::2], row[2::2]):
             seg[j] += diff
