@@ -1,4 +1,4 @@
-"""Each stored record's shape is defined once, by its fields (python/codec.py): encoding, decoding
+"""Each stored record's shape is defined once, by its fields (python/codec/): encoding, decoding
 and the shape check come from the same declaration.
 
 What a damaged or foreign object must still give: a ``TypeError`` naming the field (a decoder
