@@ -44,6 +44,7 @@ NOT_YET_CONVERTED = {
     # was (CompactionProgress), and keys a later version added (ConfigRecord)
     "pyspark_tstream.journal.compaction_state.CompactionProgress",
     "pyspark_tstream.journal.config.ConfigRecord",
+    # not stored: its KEYS are the keys of its read-only mapping view (an append's result)
     "pyspark_tstream.write.commit.SegmentAck",
 }
 #: The class attributes of a hand-written stored shape.
