@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..journal import seal
 from ..store import layout
 
 
@@ -43,7 +44,7 @@ class Manifest:
         """The manifest in ``raw``; ``ValueError``/``TypeError`` if it is not one, or if it lists
         a file that is not a data file. A ``shared`` list that does not decode reads as empty
         (it only names candidates, each checked again before it goes)."""
-        doc = json.loads(raw)
+        doc = seal.unseal(raw)
         if not isinstance(doc, dict):
             raise TypeError("a manifest is a JSON object")
         replaced = doc.get("replaced")

@@ -29,14 +29,14 @@ from ..errors import CorruptMetadataError, corrupt, error
 from ..store import layout
 from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
-from . import checkpoint
+from . import checkpoint, seal
 from .checkpoint_mark import CheckpointMark
 from .chunk import Chunk as Chunk
 from .chunk import Fold as Fold
 from .chunk import check_folds as check_folds
 from .crosscheck import Replayed, checkpoint_problem, culprit, next_seqs, step_problem
 from .delta import apply, apply_all
-from .features import WRITES, check_object, check_reader
+from .features import WRITES, check_object, check_reader, checksummed
 from .packing import expand, pack
 from .shapes import check_delta, check_entry, is_int, need
 from .state import StreamState
@@ -96,7 +96,7 @@ class Entry:
             d[CHANGE] = self.change
         else:
             d["state"] = self.state.to_json()
-        return json.dumps(d, separators=(",", ":")).encode()
+        return seal.encode(d, checksummed(self.state.features))
 
     @staticmethod
     def decode_delta(data: bytes, *, path: str) -> dict[str, Any]:
@@ -104,7 +104,7 @@ class Entry:
         index flush copies what entries did, and decoding their states was half a commit's
         CPU); CorruptMetadataError (naming ``path``) if the delta is not one."""
         try:
-            stored = json.loads(data)
+            stored = seal.unseal(data)
             d = expand(stored)
             check_delta(d)
             check_object(ENTRY, d.get("v"), path)
@@ -122,7 +122,7 @@ class Entry:
         """The stored entry in ``data`` (chunks expanded, shape and version checked, its state or
         change not yet built); CorruptMetadataError (naming ``path``) if it is not one."""
         try:
-            d = expand(json.loads(data))
+            d = expand(seal.unseal(data))
             check_delta(d)
             check_object(ENTRY, d.get("v"), path)
             if CHANGE in d:
@@ -211,13 +211,22 @@ def _change_of(data: bytes, pos: int, path: str) -> dict[str, Any]:
     """The stored entry ``pos`` in ``data`` as JSON, its version and position checked (its chunks
     neither unpacked nor checked: rebuilding a state needs only the changes)."""
     try:
-        d = json.loads(data)
+        d = seal.unseal(data)
         need(isinstance(d, dict) and d.get("pos") == pos, f"the entry (position {pos})")
         check_object(ENTRY, d.get("v"), path)
         need(CHANGE not in d or isinstance(d[CHANGE], dict), "the entry's change")
         stored: dict[str, Any] = d
         return stored
     except (ValueError, TypeError) as e:
+        raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
+
+
+def _check_sealed(data: bytes, state: StreamState, path: str) -> None:
+    """Refuse entry ``path`` (stored ``data``) without a checksum when its stream declares them
+    (``state``: the state after it): a copy that skipped verification is never trusted."""
+    try:
+        seal.check_declared(data, checksummed(state.features))
+    except ValueError as e:
         raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
 
 
@@ -277,6 +286,7 @@ class EntryLog:
             pos = d["pos"]
             base = (built or {}).get(pos - 1) or self.state_at(pos - 1, Entry.checkpoint_of(d))
         entry = Entry.build(d, path=path, base=base)
+        _check_sealed(data, entry.state, path)
         if base is not None:  # its change against its own chunks (no store call)
             found = step_problem(next_seqs(base), next_seqs(entry.state),
                                  ((c.seg, c.seq, c.rows) for c in entry.chunks))
@@ -378,6 +388,8 @@ class EntryLog:
                 where = self.store.uri(layout.entry(pos))
                 raise corrupt("journal entry", where, ValueError(f"the changes end at {state.pos}"),
                               layout.stream_url(where))
+        for p in todo:
+            _check_sealed(raws[p], state, self.store.uri(layout.entry(p)))
         self.keep(state)
         return state
 

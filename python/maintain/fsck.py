@@ -37,8 +37,10 @@ from ..epochs.scaling import (
     read_epoch,
 )
 from ..errors import CorruptMetadataError
+from ..journal import seal
 from ..journal.compaction_state import compact_parts, compacted_upto, replaced_gc_start, segment_summaries
 from ..journal.entries import Chunk, Entry
+from ..journal.features import checksummed
 from ..journal.journal import Journal
 from ..journal.scale_records import EpochRecord, SealedRecord
 from ..journal.state import StreamState, segment_number
@@ -215,7 +217,8 @@ class _Checker:
                 actual: Any = None
                 if raw is not None:
                     try:
-                        actual = decode_node(raw, self.store.uri(rel), level, deltas=True)
+                        actual = decode_node(raw, self.store.uri(rel), level, deltas=True,
+                                             sealed=checksummed(state.features))
                         actual.pop("deltas", None)
                         if len(actual["items"]) != FANOUT:
                             actual = None
@@ -238,7 +241,7 @@ class _Checker:
                 what = "missing" if raw is None else ("unreadable" if actual is None else
                                                       "different from the journal")
                 if expected is not None:
-                    rebuilt[(level, n)] = json.dumps(expected, separators=(",", ":")).encode()
+                    rebuilt[(level, n)] = seal.encode(expected, checksummed(state.features))
                     self._problem("node", rel, f"index node {self.store.uri(rel)} is {what}; the journal "
                                   "holds its content: `tstream repair` rebuilds it", True, level=level, node=n)
                 else:
@@ -409,7 +412,7 @@ class _Checker:
             fixed = rebuild_epoch(ep, entries)
             if fixed is not None:
                 rebuilt[ep] = fixed
-                records.append(EpochRecord.from_json(json.loads(fixed)))
+                records.append(EpochRecord.from_json(seal.unseal(fixed)))
                 self._problem("epoch", rel, f"epoch record {self.store.uri(rel)} is {what}; the journal "
                               "holds its content: `tstream repair` rebuilds it", True, epoch=ep)
             else:
@@ -437,7 +440,7 @@ class _Checker:
             want = [by_epoch.get(e) for e in range(k * EPOCH_CHUNK, (k + 1) * EPOCH_CHUNK)]
             raw = raws[rel]
             try:
-                got = json.loads(raw)["records"] if raw is not None else None
+                got = seal.unseal(raw)["records"] if raw is not None else None
             except (ValueError, TypeError, KeyError):
                 got = "unreadable"
             if got == [r.to_json() if r is not None else None for r in want]:
@@ -446,7 +449,7 @@ class _Checker:
                 "different from the epoch records"
             held = [r for r in want if r is not None]
             if len(held) == len(want):
-                rebuilt[k] = epoch_chunk_bytes(k, held)
+                rebuilt[k] = epoch_chunk_bytes(k, held, checksummed(state.features))
                 self._problem("epoch chunk", rel, f"epoch history chunk {self.store.uri(rel)} is {what}; "
                               "the epoch records hold its content: `tstream repair` rewrites it", True, chunk=k)
             else:

@@ -40,6 +40,7 @@ from ..errors import (
     InvalidPathError,
     TStreamError,
 )
+from ..journal import seal
 from ..journal.features import WRITES, check_object
 from ..store import layout
 from ..store.storage import Store
@@ -193,7 +194,7 @@ class GroupState:
     @classmethod
     def decode(cls, data: bytes, *, path: str) -> GroupState:
         try:
-            d = json.loads(data)
+            d = seal.unseal(data)
             ints = ("pos", "wall", "created", "delivered", "acked")
             if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not isinstance(d.get("op"), str) \
                     or any(not isinstance(d.get(k, 0), int) or isinstance(d.get(k, 0), bool) for k in ints) \

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..errors import CorruptMetadataError, corrupt
+from ..journal import seal
 from ..journal.entries import Chunk
 from ..journal.features import WRITES, check_object
 from ..journal.state import segment_number
@@ -129,7 +130,7 @@ class MacroMap:
         """The bucket version in ``data`` (read from ``rel``); CorruptMetadataError if it is not
         one, UnsupportedFormatError if a newer tstream wrote it (:data:`MACRO_FORMAT_VERSION`)."""
         try:
-            d = json.loads(data)
+            d = seal.unseal(data)
             fmt = d.get("format", 1)
             if not isinstance(fmt, int) or isinstance(fmt, bool):
                 raise TypeError(f"format {fmt!r} is not an integer")

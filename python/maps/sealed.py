@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..errors import CorruptMetadataError, corrupt
+from ..journal import seal
 from ..journal.scale_records import SealedRecord
 from ..journal.state import StreamState, segment_number
 from ..store import layout
@@ -64,7 +65,7 @@ class ShardVersion:
     def decode(cls, data: bytes, path: str) -> ShardVersion:
         """A shard version (or its head copy); CorruptMetadataError with the remedy if it is not."""
         try:
-            d = json.loads(data)
+            d = seal.unseal(data)
             if not (isinstance(d, dict) and isinstance(d.get("shard"), int) and isinstance(d.get("v"), int)
                     and isinstance(d.get("segments"), dict)
                     and all(isinstance(r, dict) and all(isinstance(r.get(k), int) for k in _RECORD_INTS)

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import corrupt
+from ..journal import seal
 from ..journal.entries import Entry, Fold
 from ..journal.features import WRITES, check_object
 from ..journal.operations import Operation
@@ -89,7 +90,7 @@ class Published:
     def decode(cls, data: bytes, path: str) -> Published:
         """The request in ``data``; CorruptMetadataError naming ``path`` if it is not one."""
         try:
-            d = json.loads(data)
+            d = seal.unseal(data)
             need(isinstance(d, dict) and is_int(d.get("v")), "the request's version")
             check_object(REQUEST, d["v"], path)
             need(isinstance(d.get("rid"), str) and is_int(d.get("base")) and is_int(d.get("now")), "rid/base/now")
