@@ -8,7 +8,6 @@ are then worked out from the journal): a damaged one must never make vacuum dele
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,13 +30,14 @@ class Manifest:
     replaced: tuple[str, ...]
     shared: Mapping[str, int] = field(default_factory=dict)
 
-    def encode(self) -> bytes:
-        """The stored bytes (``shared`` sorted by path, left out when empty)."""
+    def encode(self, sealed: bool) -> bytes:
+        """The stored bytes (``shared`` sorted by path, left out when empty; ``sealed``: the
+        stream declares checksums)."""
         doc: dict[str, Any] = {"seg": self.seg, "macro": self.macro, "from": self.first, "to": self.end,
                                "replaced": list(self.replaced)}
         if self.shared:
             doc["shared"] = [[path, pos] for path, pos in sorted(self.shared.items())]
-        return json.dumps(doc, separators=(",", ":")).encode()
+        return seal.encode(doc, sealed)
 
     @classmethod
     def decode(cls, raw: bytes) -> Manifest:

@@ -230,6 +230,21 @@ def _check_sealed(data: bytes, state: StreamState, path: str) -> None:
         raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
 
 
+def encode_anchor(pos: int, sealed: bool) -> bytes:
+    """The stored bytes of the anchor naming ``pos`` (``sealed``: the stream declares checksums;
+    else the unsealed form of streams without the feature, byte for byte)."""
+    return seal.seal({"pos": pos}) if sealed else json.dumps({"pos": pos}).encode()
+
+
+def decode_anchor(data: bytes) -> int:
+    """The position an anchor names (``ValueError``/``TypeError``/``KeyError`` if it is not one,
+    or if its checksum does not match)."""
+    pos = seal.unseal(data)["pos"]
+    if isinstance(pos, int) and not isinstance(pos, bool) and pos >= 0:
+        return pos
+    raise TypeError(f"pos is {pos!r}, not a non-negative integer")
+
+
 def _stored_pos(data: bytes) -> int:
     """The position a stored entry names (-1 when it names none: decoding reports why)."""
     try:
@@ -590,10 +605,7 @@ class EntryLog:
 
     def _anchor_pos(self) -> int | None:
         try:
-            pos = json.loads(self.store.read(layout.ANCHOR))["pos"]
-            if isinstance(pos, int) and not isinstance(pos, bool) and pos >= 0:
-                return pos
-            raise TypeError(f"pos is {pos!r}, not a non-negative integer")
+            return decode_anchor(self.store.read(layout.ANCHOR))
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError) as e:

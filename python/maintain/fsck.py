@@ -23,7 +23,6 @@ finds that one (CorruptChunkError), and so does a full fsck.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -39,7 +38,7 @@ from ..epochs.scaling import (
 from ..errors import CorruptMetadataError
 from ..journal import seal
 from ..journal.compaction_state import compact_parts, compacted_upto, replaced_gc_start, segment_summaries
-from ..journal.entries import Chunk, Entry
+from ..journal.entries import Chunk, Entry, decode_anchor
 from ..journal.features import checksummed
 from ..journal.journal import Journal
 from ..journal.scale_records import EpochRecord, SealedRecord
@@ -130,9 +129,7 @@ class _Checker:
             return
         self._count("hints")
         try:
-            pos = json.loads(raw)["pos"]
-            if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
-                raise TypeError(f"pos is {pos!r}")
+            pos = decode_anchor(raw)
         except (ValueError, KeyError, TypeError) as e:
             self._problem("anchor", layout.ANCHOR, f"anchor {self.store.uri(layout.ANCHOR)} is unreadable ({e}); "
                           "`tstream repair` rewrites it", True)
@@ -545,7 +542,7 @@ def verify(store: Store, progress: Progress | None = None, *, pages: bool = True
     epochs, records = ck.epochs(state, entries)
     epoch_chunks = ck.epoch_chunks(state, records)
     shards = ck.shards(state, records, entries)
-    groups = check_groups(store, ck._problem, ck._count)
+    groups = check_groups(store, ck._problem, ck._count, checksummed(state.features))
     report = Report(url=store.display_url, position=state.pos, checked=ck.checked, problems=ck.problems,
                     pages=pages)
     fixes = Fixes(newest=newest, head=head_raw, nodes=nodes, epochs=epochs, epoch_chunks=epoch_chunks,

@@ -16,13 +16,13 @@ from ..store.storage import Store
 from .fsck_checkpoints import Problem
 
 
-def check_groups(store: Store, problem: Problem, count: Callable[[str], None]) -> dict[str, bytes]:
+def check_groups(store: Store, problem: Problem, count: Callable[[str], None], sealed: bool) -> dict[str, bytes]:
     """Each consumer group's head hint and newest version decode; returns versions that
-    repair restores from the head's copy."""
+    repair restores from the head's copy (``sealed``: the stream declares checksums)."""
     restore: dict[str, bytes] = {}
     for name in store.list(layout.GROUPS):
         count("consumer groups")
-        log = GroupLog(store, name)
+        log = GroupLog(store, name, sealed=sealed)
         head_raw: bytes | None = None
         try:
             head_raw = store.read(log.head_path)
@@ -48,5 +48,5 @@ def check_groups(store: Store, problem: Problem, count: Callable[[str], None]) -
                              f"{store.display_url} create NAME --start ID`)"), copy, group=name)
             continue
         if head is None or head.pos != newest.pos:
-            restore[log.head_path] = newest.encode()
+            restore[log.head_path] = newest.encode(sealed)
     return restore

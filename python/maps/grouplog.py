@@ -22,7 +22,6 @@ oldest live version first (a handle refreshing from a deleted slot would re-crea
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import uuid
@@ -182,14 +181,15 @@ class GroupState:
             mark = min(mark, min(p.tso for p in self.pending) - 1)
         return max(mark, 0)
 
-    def encode(self) -> bytes:
-        return json.dumps({
+    def encode(self, sealed: bool) -> bytes:
+        """The stored bytes (``sealed``: the stream declares checksums)."""
+        return seal.encode({
             "v": GROUP_FORMAT_VERSION, "name": self.name, "pos": self.pos, "op": self.op, "wall": self.wall,
             "created": self.created, "nonce": self.nonce, "last": list(self.last),
             "committed": self.committed, "delivered": self.delivered, "acked": self.acked,
             "consumers": {k: list(v) for k, v in self.consumers.items()},
             "pending": [p.to_json() for p in self.pending],
-        }, separators=(",", ":")).encode()
+        }, sealed)
 
     @classmethod
     def decode(cls, data: bytes, *, path: str) -> GroupState:
@@ -222,8 +222,11 @@ class GroupState:
 class GroupLog:
     """The versions of one group: read the newest, append the next."""
 
-    def __init__(self, store: Store, name: str) -> None:
+    def __init__(self, store: Store, name: str, *, sealed: bool = False) -> None:
         self.store = store
+        #: the stream declares checksums: versions this handle writes are sealed
+        #: (:mod:`~pyspark_tstream.journal.seal`)
+        self.sealed = sealed
         self.name = check_group_name(name)
         self.head_path = layout.group_head(self.name)
 
@@ -274,7 +277,7 @@ class GroupLog:
         A taken slot whose content carries our nonce was our own earlier attempt (an ambiguous
         create on an object store, retried after a lost answer), which counts as success.
         """
-        data = state.encode()
+        data = state.encode(self.sealed)
         if not self.store.put_if_absent(self.version_path(state.pos), data):
             winner = self.try_version(state.pos)
             if winner is None or winner.nonce != state.nonce:

@@ -19,7 +19,6 @@ compaction's journal commit.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -111,26 +110,30 @@ class Bucket:
     macros: tuple[Macro, ...]
     partial: bool = False
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, sealed: bool) -> bytes:
+        """The stored bytes (``sealed``: the stream declares checksums)."""
         doc: dict[str, Any] = {"seg": self.seg, "bucket": self.bucket, "v": self.v,
                                "macros": [m.to_json() for m in self.macros]}
         if self.partial:
             doc["partial"] = 1
             doc["format"] = MACRO_FORMAT_VERSION
-        return json.dumps(doc, separators=(",", ":")).encode()
+        return seal.encode(doc, sealed)
 
 
 class MacroMap:
     """Reads and updates the macro map of one stream."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, sealed: bool = False) -> None:
         self.store = store
+        #: the stream declares checksums: versions this handle writes are sealed, and those it
+        #: reads must be (:mod:`~pyspark_tstream.journal.seal`)
+        self.sealed = sealed
 
     def decode(self, data: bytes, rel: str) -> Bucket:
         """The bucket version in ``data`` (read from ``rel``); CorruptMetadataError if it is not
         one, UnsupportedFormatError if a newer tstream wrote it (:data:`MACRO_FORMAT_VERSION`)."""
         try:
-            d = seal.unseal(data)
+            d = seal.unseal(data, required=self.sealed)
             fmt = d.get("format", 1)
             if not isinstance(fmt, int) or isinstance(fmt, bool):
                 raise TypeError(f"format {fmt!r} is not an integer")
@@ -241,7 +244,7 @@ class MacroMap:
                 return None
             nxt = Bucket(seg, bucket, cur[0].v + 1, tuple(sorted(macros, key=lambda m: m.first)),
                          partial or cur[0].partial)
-            data = nxt.to_bytes()
+            data = nxt.to_bytes(self.sealed)
             rel = layout.macro_version(segment_number(seg), bucket, nxt.v)
             if self.store.put_if_absent(rel, data):
                 try:  # a hint: readers and compactors probe past a stale one

@@ -10,7 +10,6 @@ and leads is :mod:`~pyspark_tstream.write.group`).
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -80,11 +79,12 @@ class Published:
                               monotonic=self.monotonic, schema=_schema(self.schema))
         return CommitRequest(chunks=list(self.chunks), intent=intent, now=self.now, count_raised=count_raised)
 
-    def encode(self) -> bytes:
-        return json.dumps({"v": REQUEST_VERSION, "rid": self.rid, "base": self.base, "now": self.now,
+    def encode(self, sealed: bool) -> bytes:
+        """The stored bytes (``sealed``: the stream declares checksums)."""
+        return seal.encode({"v": REQUEST_VERSION, "rid": self.rid, "base": self.base, "now": self.now,
                            "writer": self.writer, "batch": self.batch, "session": self.session,
                            "monotonic": self.monotonic, "schema": self.schema,
-                           "chunks": [c.to_json() for c in self.chunks]}, separators=(",", ":")).encode()
+                           "chunks": [c.to_json() for c in self.chunks]}, sealed)
 
     @classmethod
     def decode(cls, data: bytes, path: str) -> Published:
