@@ -30,7 +30,7 @@ class Manifest:
     replaced: tuple[str, ...]
     shared: Mapping[str, int] = field(default_factory=dict)
 
-    def encode(self, sealed: bool) -> bytes:
+    def encode(self, sealed: bool = False) -> bytes:
         """The stored bytes (``shared`` sorted by path, left out when empty; ``sealed``: the
         stream declares checksums)."""
         doc: dict[str, Any] = {"seg": self.seg, "macro": self.macro, "from": self.first, "to": self.end,

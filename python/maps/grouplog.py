@@ -181,7 +181,7 @@ class GroupState:
             mark = min(mark, min(p.tso for p in self.pending) - 1)
         return max(mark, 0)
 
-    def encode(self, sealed: bool) -> bytes:
+    def encode(self, sealed: bool = False) -> bytes:
         """The stored bytes (``sealed``: the stream declares checksums)."""
         return seal.encode({
             "v": GROUP_FORMAT_VERSION, "name": self.name, "pos": self.pos, "op": self.op, "wall": self.wall,

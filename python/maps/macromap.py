@@ -110,7 +110,7 @@ class Bucket:
     macros: tuple[Macro, ...]
     partial: bool = False
 
-    def to_bytes(self, sealed: bool) -> bytes:
+    def to_bytes(self, sealed: bool = False) -> bytes:
         """The stored bytes (``sealed``: the stream declares checksums)."""
         doc: dict[str, Any] = {"seg": self.seg, "bucket": self.bucket, "v": self.v,
                                "macros": [m.to_json() for m in self.macros]}

@@ -56,7 +56,7 @@ class ShardVersion:
         return ShardVersion(self.shard, self.v + 1,
                             {**self.segments, **{str(segment_number(r.id)): r for r in records}})
 
-    def encode(self, sealed: bool) -> bytes:
+    def encode(self, sealed: bool = False) -> bytes:
         """The stored bytes of the version (and of the shard's head hint when it is the newest;
         ``sealed``: its stream declares checksums)."""
         doc = {"shard": self.shard, "v": self.v, "segments": {k: r.to_json() for k, r in self.segments.items()}}
@@ -105,7 +105,7 @@ class SealedMap:
                 return rec
         return self.latest(shard_of(segment_id)).get(segment_id)
 
-    def merge(self, records: Iterable[SealedRecord], *, sealed: bool) -> None:
+    def merge(self, records: Iterable[SealedRecord], *, sealed: bool = False) -> None:
         """Make sure every record is in its shard (a no-op for records already there);
         ``sealed``: the stream declares checksums (:mod:`~pyspark_tstream.journal.seal`)."""
         by_shard: dict[int, list[SealedRecord]] = {}

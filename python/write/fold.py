@@ -79,7 +79,7 @@ class Published:
                               monotonic=self.monotonic, schema=_schema(self.schema))
         return CommitRequest(chunks=list(self.chunks), intent=intent, now=self.now, count_raised=count_raised)
 
-    def encode(self, sealed: bool) -> bytes:
+    def encode(self, sealed: bool = False) -> bytes:
         """The stored bytes (``sealed``: the stream declares checksums)."""
         return seal.encode({"v": REQUEST_VERSION, "rid": self.rid, "base": self.base, "now": self.now,
                            "writer": self.writer, "batch": self.batch, "session": self.session,
