@@ -49,4 +49,17 @@ def check_groups(store: Store, problem: Problem, count: Callable[[str], None], s
             continue
         if head is None or head.pos != newest.pos:
             restore[log.head_path] = newest.encode(sealed)
+        elif head_raw is not None:  # the hint stood in for the newest version: check the version too
+            rel = log.version_path(newest.pos)
+            (raw,) = store.read_present([rel])
+            if raw != head_raw:
+                what = "missing" if raw is None else "different from the head hint that copies it (damaged or edited)"
+                try:
+                    if raw is not None:
+                        GroupState.decode(raw, path=store.uri(rel))
+                except CorruptMetadataError as e:
+                    what = f"unreadable ({e.__cause__ or e})"
+                restore[rel] = head_raw
+                problem("group", rel, f"consumer-group record {store.uri(rel)} is {what}; `tstream repair` "
+                              "restores it from the group's head copy", True, group=name)
     return restore
