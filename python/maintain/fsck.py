@@ -35,7 +35,7 @@ from ..epochs.scaling import (
     epoch_chunk_bytes,
     read_epoch,
 )
-from ..errors import CorruptMetadataError
+from ..errors import CorruptMetadataError, corrupt
 from ..journal import seal
 from ..journal.compaction_state import compact_parts, compacted_upto, replaced_gc_start, segment_summaries
 from ..journal.entries import Chunk, Entry, decode_anchor
@@ -312,6 +312,8 @@ class _Checker:
             live = substitute(self.store, state, raw)
         except CorruptMetadataError as e:
             broken, live = e, []
+        if broken is None:  # a read of a lost named version searches the bucket instead: not silent here
+            broken = self._lost_map_version(state)
         gone = {c.seg for c in live if (c.path not in sizes or c.path in unreadable)
                 and (c.floor == 0 or c.seq < compacted_upto(state, c.seg))}
         if broken is None and not gone:
@@ -343,6 +345,17 @@ class _Checker:
             "every record up to that time)", False,
             segment=c.seg, first_seq=c.seq, last_seq=last, first_tso=c.lo, last_tso=c.hi,
             before=iso(physical(c.hi) + 1))
+
+    def _lost_map_version(self, state: StreamState) -> CorruptMetadataError | None:
+        """The map version the state names for a segment when it is missing (one batched read
+        of those versions; None: all there)."""
+        named = [layout.macro_version(segment_number(seg), *e.map_version)
+                 for seg, e in sorted(segment_summaries(state).items()) if e.map_version is not None]
+        for rel, raw in zip(named, self.store.read_present(named) if named else []):
+            if raw is None:
+                where = self.store.uri(rel)
+                return corrupt("macro map bucket", where, FileNotFoundError(where), self.store.display_url)
+        return None
 
     # -- compaction manifests -------------------------------------------------------------------
     def manifests(self, state: StreamState, entries: dict[int, Entry]) -> dict[str, Manifest]:
