@@ -35,7 +35,7 @@ from ..epochs.scaling import (
     epoch_chunk_bytes,
     read_epoch,
 )
-from ..errors import CorruptMetadataError, corrupt
+from ..errors import CorruptMetadataError
 from ..journal import seal
 from ..journal.compaction_state import compact_parts, compacted_upto, replaced_gc_start, segment_summaries
 from ..journal.entries import Chunk, Entry, decode_anchor
@@ -45,6 +45,7 @@ from ..journal.scale_records import EpochRecord, SealedRecord
 from ..journal.state import StreamState, segment_number
 from ..journal.summary import Summary
 from ..journal.timeindex import FANOUT, Delta, decode_node, summary
+from ..maps.macromap import MacroMap
 from ..maps.sealed import ShardVersion, shard_of
 from ..read.compacted import substitute
 from ..read.file_checks import file_problems
@@ -308,12 +309,10 @@ class _Checker:
         instead, report each bucket that differs from it (repair rewrites it), and return that
         plan: a replaced file or a stale map entry is then never reported as lost records."""
         broken: CorruptMetadataError | None = None
-        try:
-            live = substitute(self.store, state, raw)
+        try:  # exact: a lost version the state names is reported (a read searches the bucket instead)
+            live = substitute(self.store, state, raw, MacroMap(self.store, exact=True))
         except CorruptMetadataError as e:
             broken, live = e, []
-        if broken is None:  # a read of a lost named version searches the bucket instead: not silent here
-            broken = self._lost_map_version(state)
         gone = {c.seg for c in live if (c.path not in sizes or c.path in unreadable)
                 and (c.floor == 0 or c.seq < compacted_upto(state, c.seg))}
         if broken is None and not gone:
@@ -345,17 +344,6 @@ class _Checker:
             "every record up to that time)", False,
             segment=c.seg, first_seq=c.seq, last_seq=last, first_tso=c.lo, last_tso=c.hi,
             before=iso(physical(c.hi) + 1))
-
-    def _lost_map_version(self, state: StreamState) -> CorruptMetadataError | None:
-        """The map version the state names for a segment when it is missing (one batched read
-        of those versions; None: all there)."""
-        named = [layout.macro_version(segment_number(seg), *e.map_version)
-                 for seg, e in sorted(segment_summaries(state).items()) if e.map_version is not None]
-        for rel, raw in zip(named, self.store.read_present(named) if named else []):
-            if raw is None:
-                where = self.store.uri(rel)
-                return corrupt("macro map bucket", where, FileNotFoundError(where), self.store.display_url)
-        return None
 
     # -- compaction manifests -------------------------------------------------------------------
     def manifests(self, state: StreamState, entries: dict[int, Entry]) -> dict[str, Manifest]:

@@ -46,8 +46,9 @@ def torn_newest(store: Store) -> int | None:
 
 
 def sound(store: Store, pos: int) -> bool:
-    """Whether the entry object at ``pos`` parses as the entry of that position, on its own
-    (its state is not built: an older damaged entry must not make a sound newer one look torn)."""
+    """Whether the entry object at ``pos`` parses as the entry of that position, on its own, and
+    its checksum matches where it has one (its state is not built: an older damaged entry must
+    not make a sound newer one look torn)."""
     rel = layout.entry(pos)
     try:
         return bool(Entry.parse(store.read(rel), path=store.uri(rel))["pos"] == pos)
@@ -76,7 +77,8 @@ def drop_torn_newest(store: Store, pos: int) -> str:
     rel = layout.entry(pos)
     if sound(store, pos):
         raise CorruptMetadataError(
-            f"journal entry {store.uri(rel)} parses as the entry of position {pos}: it is not torn, and dropping "
+            f"journal entry {store.uri(rel)} parses (and verifies, where it carries a checksum) as the entry of "
+            f"position {pos}: it is not torn, and dropping "
             f"it would lose a sound commit; nothing was set aside (`tstream fsck {store.display_url}` names "
             "what is damaged)", path=store.uri(rel))
     store.write(layout.damaged_entry(pos), store.read(rel))

@@ -123,8 +123,12 @@ class Bucket:
 class MacroMap:
     """Reads and updates the macro map of one stream."""
 
-    def __init__(self, store: Store, *, sealed: bool = False) -> None:
+    def __init__(self, store: Store, *, sealed: bool = False, exact: bool = False) -> None:
         self.store = store
+        #: a committed version :meth:`covering_many` is told of and does not find is corrupt
+        #: metadata naming it (fsck), instead of searched past (reads: the bucket's other
+        #: versions and its head copy still answer)
+        self.exact = exact
         #: the stream declares checksums: versions this handle writes are sealed, and those it
         #: reads must be (:mod:`~pyspark_tstream.journal.seal`)
         self.sealed = sealed
@@ -206,7 +210,10 @@ class MacroMap:
         rels = [layout.macro_version(segment_number(seg), b, v) for seg, (b, v) in exact.items()]
         try:
             blobs = self.store.read_many(rels)
-        except FileNotFoundError:
+        except FileNotFoundError as lost:
+            if self.exact:
+                where = lost.filename if isinstance(lost.filename, str) else self.store.uri(rels[0])
+                raise corrupt("macro map bucket", where, lost, self.store.display_url) from lost
             blobs, exact = [], {}
         rest: dict[int, list[tuple[int, int]]] = {}
         have: dict[int, Bucket] = {}
