@@ -20,6 +20,7 @@ from pyspark_tstream.api.config import StreamConfig
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.compaction.manifest import Manifest
 from pyspark_tstream.epochs.scaling import EPOCH_CHUNK, epoch_chunk_bytes, epoch_record_bytes, read_epochs
+from pyspark_tstream.journal import seal
 from pyspark_tstream.journal.compaction_state import (
     CompactInfo,
     CompactionProgress,
@@ -168,7 +169,7 @@ def test_stored_metadata_of_a_compacted_stream_reencodes_byte_for_byte(url: str)
     for seg, e in segs.items():
         rel = layout.macro_version(segment_number(seg), int(e.bucket or 0), int(e.version or 0))
         raw = s.store.read(rel)
-        assert mm.decode(raw, rel).to_bytes() == raw
+        assert mm.decode(raw, rel).to_bytes(sealed=True) == raw  # a new stream seals its metadata
 
 
 def test_a_stream_whose_state_holds_old_summaries_reads_the_same_records(url: str) -> None:
@@ -302,9 +303,9 @@ def test_epoch_records_and_history_chunks_of_many_scales_reencode_byte_for_byte(
     st = s.refresh()
     for ep in range(1, st.epoch + 1):
         raw = s.store.read(layout.epoch_record(ep))
-        assert epoch_record_bytes(EpochRecord.from_json(json.loads(raw))) == raw
+        assert epoch_record_bytes(EpochRecord.from_json(seal.unseal(raw)), sealed=True) == raw
     raw = s.store.read(layout.epoch_chunk(0))
-    assert epoch_chunk_bytes(0, [EpochRecord.from_json(r) for r in json.loads(raw)["records"]]) == raw
+    assert epoch_chunk_bytes(0, [EpochRecord.from_json(r) for r in seal.unseal(raw)["records"]], sealed=True) == raw
     assert read_epochs(s.store, st, 0, EPOCH_CHUNK)[0] == EpochRecord.initial()
 
 

@@ -48,12 +48,12 @@ from .routing import KEY_SPACE
 EPOCH_CHUNK = 32
 
 
-def epoch_record_bytes(rec: EpochRecord, sealed: bool) -> bytes:
+def epoch_record_bytes(rec: EpochRecord, sealed: bool = False) -> bytes:
     """An epoch record's object (``_tstream/epochs/..``; ``sealed``: its stream declares checksums)."""
     return seal.encode(rec.to_json(), sealed)
 
 
-def epoch_chunk_bytes(k: int, records: Sequence[EpochRecord], sealed: bool) -> bytes:
+def epoch_chunk_bytes(k: int, records: Sequence[EpochRecord], sealed: bool = False) -> bytes:
     """History chunk ``k``: the ``EPOCH_CHUNK`` records of epochs ``k*EPOCH_CHUNK ..``."""
     return seal.encode({"v": FORMAT_VERSION, "chunk": k, "records": [r.to_json() for r in records]}, sealed)
 
