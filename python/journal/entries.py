@@ -10,7 +10,8 @@ the oldest entry garbage collection kept) as hints: a stale or lost hint costs p
 O(log n) search, never a wrong answer. Entries carry a format version, checked with every
 other object's by :func:`~pyspark_tstream.journal.features.check_object` (a newer one is
 refused); a state declaring a reader feature this build does not know is refused where it is
-built (:func:`~pyspark_tstream.journal.features.check_reader`). Committing entries is
+built (:func:`~pyspark_tstream.journal.features.check_reader`). An entry of a stream declaring
+checksums is sealed (:mod:`.seal`): verified before it is parsed, and refused without its seal. Committing entries is
 :mod:`~pyspark_tstream.journal.journal`'s job.
 
 Costs (store calls): the newest entry 2 (head + one probe past it), a poll with nothing new 1.

@@ -17,7 +17,8 @@ where the state is decoded: every read refused, naming the feature and its relea
 :func:`check_writer` an unknown declared writer feature (at a commit: reads work, appends and
 every other commit are refused, naming it). A future reader feature also bumps the journal
 entries' version, so builds older than this module (which ignore the declaration) refuse it too.
-docs/protocol.md (§16) lists the features and the rules.
+docs/protocol.md (§16) lists the features and the rules. A stream this build creates declares
+the writer feature ``checksums`` (:data:`NEW_STREAM`; :mod:`.seal`).
 """
 
 from __future__ import annotations
