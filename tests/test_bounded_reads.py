@@ -16,6 +16,7 @@ from histories import micro_batches, overlapping_chunks
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.conf.options import SourceOptions
 from pyspark_tstream.errors import ConfigError, CorruptMetadataError
+from pyspark_tstream.journal import seal
 from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk
 from pyspark_tstream.read import ends, planner, tasks
 from pyspark_tstream.read.reading import chunk_tsos, read_table
@@ -131,15 +132,15 @@ def test_chunk_format_v1_reads_and_newer_versions_are_refused() -> None:
     url = _url("bounded-v")
     s = Stream.create(url, segments=1)
     s.append(pa.table({"x": [1, 2]}))
-    entry = json.loads(s.store.read(layout.entry(1)))
+    entry = seal.unseal(s.store.read(layout.entry(1)))
     assert entry["v"] == FORMAT_VERSION
     entry["v"] = 1  # a v1 stream: entries without the new fields
     for ch in entry["chunks"]:
         del ch[8:]
-    s.store.write(layout.entry(1), json.dumps(entry).encode())
+    s.store.write(layout.entry(1), seal.seal(entry))
     assert Stream.open(url).read().column("x").to_pylist() == [1, 2]
     entry["v"] = FORMAT_VERSION + 1
-    s.store.write(layout.entry(1), json.dumps(entry).encode())
+    s.store.write(layout.entry(1), seal.seal(entry))  # sealed as the newer build would
     with pytest.raises(CorruptMetadataError, match=f"version {FORMAT_VERSION + 1}.*upgrade pyspark-tstream"):
         Stream.open(url).journal.read_entry(1)
 

@@ -10,6 +10,7 @@ import pytest
 from conftest import CallLog, commits_in, crash_at
 from helpers import check_segments
 from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal import seal
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.timestamps import now_ms, physical
 
@@ -314,7 +315,7 @@ def test_index_node_holds_each_entrys_delta_exactly(url: str) -> None:
     assert any(len(c) > 10 for d in expected for c in d["chunks"])  # chunks with marks
 
     head = s.refresh().pos
-    bad = json.loads(s.store.read(layout.entry(head)))
+    bad = seal.unseal(s.store.read(layout.entry(head)))  # edited below: the seal is left out
     with pytest.raises(CorruptMetadataError, match="journal entry.*x"):
         Entry.decode_delta(json.dumps({**bad, "chunks": [["x"]]}).encode(), path="x")
     with pytest.raises(TStreamError, match=f"format {FORMAT_VERSION + 1}|version {FORMAT_VERSION + 1}"):
@@ -344,9 +345,9 @@ def test_search_reads_node_summaries_and_reads_check_their_entries(url: str) -> 
     assert FANOUT <= want < 2 * FANOUT  # found inside level-1 node 1
 
     rel = layout.index_node(1, 1)
-    node = json.loads(s.store.read(rel))
+    node = seal.unseal(s.store.read(rel))
     node["entries"][5]["chunks"] = [["x"]]
-    s.store.write(rel, json.dumps(node).encode())
+    s.store.write(rel, seal.seal(node))  # written so (its checksum matches): the shape checks find it
 
     fresh = Stream.open(url)
     assert fresh.journal.search(fresh.state, COL_MAX_TSO, target) == want

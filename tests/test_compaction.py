@@ -20,6 +20,7 @@ from pyspark_tstream.cli import app as cli
 from pyspark_tstream.compaction import compact as compaction_mod
 from pyspark_tstream.compaction.policy import COMPACT_EVERY, NEVER_MERGED, CompactionPolicy, Piece, plan_groups
 from pyspark_tstream.errors import ConfigError, CorruptChunkError, CorruptMetadataError
+from pyspark_tstream.journal import seal
 from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk, Entry
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.read import reading as reading_mod
@@ -300,10 +301,11 @@ def test_v1_entries_read_and_newer_versions_fail(tmp_path: Path) -> None:
     before = s.read()
     for e in [s.journal.read_entry(pos) for pos in range(s.state.pos + 1)]:  # rewrite as format v1
         e.change = None  # (no v2 fields were used) with the whole state in every entry, as v1 stored it
-        d = json.loads(e.encode())
+        d = seal.unseal(e.encode())
         d["v"] = 1
         d["state"].pop("compaction", None)
         d["state"].pop("checkpoint")
+        d["state"].pop("features")  # v1 declared no features (nor checksums)
         (tmp_path / "s" / layout.entry(e.pos)).write_text(json.dumps(d))
     (tmp_path / "s" / "_tstream" / "head.json").unlink()
     (tmp_path / "s" / layout.checkpoint(0)).unlink()
@@ -312,10 +314,10 @@ def test_v1_entries_read_and_newer_versions_fail(tmp_path: Path) -> None:
     same_records(before, Stream.open(url).read())
     head = Journal(Stream.open(url).store).head()
     assert json.loads(head.encode())["v"] == FORMAT_VERSION >= 3  # 3: wide writes' slices
-    d = json.loads(head.encode())
+    d = seal.unseal(head.encode())
     d["v"] = FORMAT_VERSION + 1
     with pytest.raises(CorruptMetadataError, match=f"format version {FORMAT_VERSION + 1}.*upgrade pyspark-tstream"):
-        Entry.decode(json.dumps(d).encode(), path="x")
+        Entry.decode(seal.seal(d), path="x")  # sealed as the newer build would
     c = Chunk(1, "p", 2, 3, 4, 5, 6, 7)
     assert c.to_json() == [1, "p", 2, 3, 4, 5, 6, 7]  # v1 shape when the new fields are default
     v = Chunk(1, "p", 2, 3, 4, 0, 6, 7, offset=9, sorted=False)

@@ -7,7 +7,6 @@ and the release that added it). A writer feature unknown to it: reads work, comm
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pyarrow as pa
@@ -18,7 +17,6 @@ from pyspark_tstream.journal import features
 from pyspark_tstream.journal.entries import FORMAT_VERSION, Entry
 from pyspark_tstream.journal.operations import Operation
 from pyspark_tstream.journal.state import StreamState
-from pyspark_tstream.store import layout
 
 
 def _declaring(part: str, name: str) -> str:
@@ -59,11 +57,13 @@ def test_a_known_declared_feature_opens_and_appends() -> None:
     assert Stream.open(url).state.features == {"reader": {"deltas": "9.9"}}  # kept by later commits
 
 
-def test_streams_without_a_declaration_store_none() -> None:
+def test_new_streams_declare_checksums_alone() -> None:
+    """A stream this build creates declares the writer feature ``checksums`` and nothing else
+    (streams created before it declare none: tests/test_metadata_checksums.py)."""
     s = Stream.create(f"memory://features-{uuid.uuid4().hex}/s", segments=1)
     s.append(pa.table({"k": ["a"]}), key="k")
-    assert "features" not in json.loads(s.store.read(layout.HEAD)).get("state", {})
-    assert "features" not in s.state.to_json()
+    assert s.state.to_json()["features"] == {"writer": {"checksums": features.KNOWN["checksums"].since}}
+    assert s.state.features == features.NEW_STREAM and not features.KNOWN["checksums"].reader
     assert features.features_of("journal entry", FORMAT_VERSION) >= {"deltas", "checkpoints", "writer-expiry"}
 
 

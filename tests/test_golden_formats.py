@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal import seal
 from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk
 from pyspark_tstream.maps.grouplog import GROUP_FORMAT_VERSION
 from pyspark_tstream.read.reading import read_table
@@ -41,9 +42,10 @@ FIXTURES: dict[str, tuple[int, int]] = {
     "v4": (4, 4),
     "v5": (5, 5),
     "v6": (6, 6),
+    "v6-checksums": (6, 6),
 }
 #: fixture folder -> consumer groups it holds, by group format version.
-GROUPS: dict[str, tuple[str, int]] = {"v1": ("g1", 1), "v2": ("g2", 2)}
+GROUPS: dict[str, tuple[str, int]] = {"v1": ("g1", 1), "v2": ("g2", 2), "v6-checksums": ("g3", 2)}
 
 
 def _expected(name: str) -> dict[str, Any]:
@@ -237,3 +239,26 @@ def test_v4_folds_and_requests(tmp_path: Path) -> None:
     s.vacuum(grace_ms=0)
     assert not list(requests.iterdir())
     assert s.read().num_rows == len(_expected("v4")["rows"])
+
+
+def test_a_checksummed_stream_keeps_its_seals(tmp_path: Path) -> None:
+    """``v6-checksums`` (the writer feature ``checksums``): every metadata object is sealed and
+    verifies; today's code re-encodes its entries byte for byte, seals what it appends, and
+    finds a digit changed in any of its objects."""
+    meta = GOLDEN / "v6-checksums" / "stream" / "_tstream"
+    objects = sorted(meta.rglob("*.json"))
+    assert {p.relative_to(meta).parts[0] for p in objects} >= {
+        "head.json", "journal", "checkpoints", "epochs", "sealed", "groups", "macros", "compact"}
+    for path in objects:
+        seal.unseal(path.read_bytes(), required=True)
+    s = _open_copy("v6-checksums", tmp_path)
+    assert s.state.features == {"writer": {"checksums": "0.1.0"}} == _expected("v6-checksums")["features"]
+    for path in sorted(meta.glob("journal/*/*.json")):
+        assert s.journal.read_entry(int(path.stem)).encode() == path.read_bytes(), path
+    s.append(_new_batch(), key="key", timestamp="ts", writer_id="today", batch_id=0)
+    assert seal.is_sealed((tmp_path / "stream" / layout.entry(s.state.pos)).read_bytes())
+    rel = layout.epoch_record(1)
+    data = (tmp_path / "stream" / rel).read_bytes()
+    at = data.index(b'"pos":') + len(b'"pos":')
+    (tmp_path / "stream" / rel).write_bytes(data[:at] + str((int(chr(data[at])) + 1) % 10).encode() + data[at + 1:])
+    assert any(p.path.endswith(rel) for p in Stream.open(s.url).verify().problems)

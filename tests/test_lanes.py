@@ -15,6 +15,7 @@ from helpers import DAY, T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.epochs.routing import KEY_SPACE, key_hash, route
 from pyspark_tstream.errors import UnsupportedFormatError
+from pyspark_tstream.journal import seal
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.store import layout
 from pyspark_tstream.write import ordering, writing
@@ -375,9 +376,10 @@ def test_format_v1_stream_reads_and_appends(url: str) -> None:
     store = s.store
     for e in [s.journal.read_entry(pos) for pos in range(s.refresh().pos + 1)]:
         e.change = None  # format 1 stored the whole state in every entry
-        d = json.loads(e.encode())
+        d = seal.unseal(e.encode())
         d["v"] = 1
         d["state"].pop("checkpoint")
+        d["state"].pop("features")  # nor declared features (nor checksums)
         for w in d["state"]["writers"].values():
             w.pop("lanes", None)
         store.write(layout.entry(e.pos), json.dumps(d).encode())
@@ -390,10 +392,10 @@ def test_format_v1_stream_reads_and_appends(url: str) -> None:
 
 def test_newer_format_fails_clearly(url: str) -> None:
     s = Stream.create(url, segments=1)
-    d = json.loads(s.store.read(layout.entry(0)))
+    d = seal.unseal(s.store.read(layout.entry(0)))
     d["v"] = 99
-    s.store.write(layout.entry(0), json.dumps(d).encode())
-    s.store.write("_tstream/head.json", json.dumps(d).encode())
+    s.store.write(layout.entry(0), seal.seal(d))  # sealed as the newer build would
+    s.store.write("_tstream/head.json", seal.seal(d))
     with pytest.raises(UnsupportedFormatError, match="format version 99.*upgrade pyspark-tstream"):
         Stream.open(url)
 

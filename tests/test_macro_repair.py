@@ -19,6 +19,7 @@ from histories import clone, drop
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.compaction import macro_rebuild
 from pyspark_tstream.errors import TStreamError
+from pyspark_tstream.journal import seal
 from pyspark_tstream.journal.state import segment_number
 from pyspark_tstream.maintain.fsck import verify
 from pyspark_tstream.maps.macromap import Macro, MacroMap
@@ -239,18 +240,19 @@ def test_repair_publishes_after_a_compactor_that_wins_the_next_version(
     segs[seg] = replace(segs[seg], bucket=7)  # as if the segment's newest bucket were another
     state.compaction = replace(state.compaction, segs=segs)
     stale = s.store.read(layout.macro_version(segment_number(seg), 0, 0))
+    rival = seal.seal({**seal.unseal(stale), "v": 1})
     real = s.store.put_if_absent
     rivals: list[str] = []
 
     def rival_first(rel: str, data: bytes) -> bool:
         if not rivals and "/macros/" in rel:
             rivals.append(rel)
-            assert real(rel, stale.replace(b'"v":0', b'"v":1'))  # a rival's version lacking entries
+            assert real(rel, rival)  # a rival's version lacking entries
         return real(rel, data)
 
     monkeypatch.setattr(s.store, "put_if_absent", rival_first)
     done = macro_rebuild.rewrite(s.store, state, seg, 0, want)
-    assert rivals and s.store.read(rivals[0]) == stale.replace(b'"v":0', b'"v":1')
+    assert rivals and s.store.read(rivals[0]) == rival
     assert any("version 2" in line for line in done)
     assert not want.differs(seg, 0, MacroMap(s.store).latest(seg, 0))
 
@@ -371,7 +373,7 @@ def test_the_journal_names_what_every_manifest_named(url: str) -> None:
     for macro, m in written.items():
         assert named[macro] == m["replaced"], macro
         rebuilt = Manifest(m["seg"], macro, m["from"], m["to"], tuple(named[macro]))
-        assert rebuilt.encode() == manifests[layout.manifest(macro)]
+        assert rebuilt.encode(sealed=True) == manifests[layout.manifest(macro)]
         assert Manifest.decode(manifests[layout.manifest(macro)]) == rebuilt
 
 

@@ -15,6 +15,7 @@ import pytest
 from helpers import ORDER, ROOT, T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import UnsupportedFormatError
+from pyspark_tstream.journal import seal
 from pyspark_tstream.journal.compaction_state import segment_summaries
 from pyspark_tstream.journal.state import segment_number
 from pyspark_tstream.maps.macromap import MACRO_FORMAT_VERSION, Bucket, Macro, MacroMap
@@ -87,7 +88,7 @@ def test_a_bucket_of_a_newer_format_is_refused_and_never_repaired_over() -> None
     seg, data = next(iter(_named(s).items()))
     e = segment_summaries(s.refresh())[seg]
     rel = layout.macro_version(segment_number(seg), e.bucket or 0, e.version or 0)
-    newer = json.dumps({**json.loads(data), "format": MACRO_FORMAT_VERSION + 1}).encode()
+    newer = seal.seal({**seal.unseal(data), "format": MACRO_FORMAT_VERSION + 1})  # sealed as a newer build would
     s.store.write(rel, newer)
     s.store.delete([layout.macro_head(segment_number(seg), e.bucket or 0)])
     with pytest.raises(UnsupportedFormatError, match="macro map bucket .* has format version 3, newer than this "

@@ -1,7 +1,8 @@
 """docs/protocol.md names every object a stream holds: a stream exercised through the public API
 (a first write, appends, group commit, scales, compaction, checkpoints, consumer groups,
 truncation, vacuum) is walked, and each file under its folder must match a path pattern of the
-protocol's object-kind table (§15). A new kind of object fails here until the spec names it."""
+protocol's object-kind table (§15). A new kind of object fails here until the spec names it.
+The same walk checks §16's checksums: every metadata object a new stream writes is sealed."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from helpers import ROOT
 from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
+from pyspark_tstream.journal import seal
 from pyspark_tstream.journal.state import StreamState
 from pyspark_tstream.store.storage import Store
 from pyspark_tstream.write.group import CONTENDED_COMMITS, CROWD, Part
@@ -41,15 +43,15 @@ def _batch(i: int, rows: int = 40) -> pa.Table:
                     schema=SCHEMA)
 
 
-def _files(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-def _exercised(root: Path) -> set[str]:
+def _exercised(root: Path) -> dict[str, bytes]:
     """Every file the stream at ``root`` held at some point of the exercise (objects that
-    ``vacuum`` or a fold delete included)."""
+    ``vacuum`` or a fold delete included), with its bytes then."""
     url = f"file://{root}"
-    seen: set[str] = set()
+    seen: dict[str, bytes] = {}
     s, _ = Stream.for_write(Store(url), SCHEMA, config={"segments": 1, "compaction": "off"}, key="k")
     for i in range(40):  # index nodes (one per 32 positions), checkpoints
         s.append(_batch(i), key="k", writer_id="w", batch_id=i)
@@ -77,9 +79,24 @@ def _exercised(root: Path) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def walked(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], dict[str, re.Pattern[str]]]:
-    root = tmp_path_factory.mktemp("protocol") / "s"
-    return sorted(_exercised(root)), _kinds()
+def exercised(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    return _exercised(tmp_path_factory.mktemp("protocol") / "s")
+
+
+@pytest.fixture(scope="module")
+def walked(exercised: dict[str, bytes]) -> tuple[list[str], dict[str, re.Pattern[str]]]:
+    return sorted(exercised), _kinds()
+
+
+def test_every_metadata_object_of_a_new_stream_is_sealed(exercised: dict[str, bytes]) -> None:
+    """A new stream declares ``checksums`` (§16): every object under ``_tstream/`` ends with the
+    digest of its content, and it verifies."""
+    meta = {rel: data for rel, data in exercised.items() if rel.startswith("_tstream/")}
+    assert len(meta) > 100
+    unsealed = sorted(rel for rel, data in meta.items() if not seal.is_sealed(data))
+    assert not unsealed, f"objects without a checksum: {unsealed[:10]}"
+    for data in meta.values():
+        seal.unseal(data, required=True)  # raises on a mismatch
 
 
 def test_the_spec_names_every_object_a_stream_holds(walked: tuple[list[str], dict[str, re.Pattern[str]]]) -> None:

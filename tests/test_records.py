@@ -20,6 +20,7 @@ from pyspark_tstream.api.config import StreamConfig
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.compaction.manifest import Manifest
 from pyspark_tstream.epochs.scaling import EPOCH_CHUNK, epoch_chunk_bytes, epoch_record_bytes, read_epochs
+from pyspark_tstream.journal import seal
 from pyspark_tstream.journal.compaction_state import (
     CompactInfo,
     CompactionProgress,
@@ -168,7 +169,7 @@ def test_stored_metadata_of_a_compacted_stream_reencodes_byte_for_byte(url: str)
     for seg, e in segs.items():
         rel = layout.macro_version(segment_number(seg), int(e.bucket or 0), int(e.version or 0))
         raw = s.store.read(rel)
-        assert mm.decode(raw, rel).to_bytes() == raw
+        assert mm.decode(raw, rel).to_bytes(sealed=True) == raw  # a new stream seals its metadata
 
 
 def test_a_stream_whose_state_holds_old_summaries_reads_the_same_records(url: str) -> None:
@@ -302,9 +303,9 @@ def test_epoch_records_and_history_chunks_of_many_scales_reencode_byte_for_byte(
     st = s.refresh()
     for ep in range(1, st.epoch + 1):
         raw = s.store.read(layout.epoch_record(ep))
-        assert epoch_record_bytes(EpochRecord.from_json(json.loads(raw))) == raw
+        assert epoch_record_bytes(EpochRecord.from_json(seal.unseal(raw)), sealed=True) == raw
     raw = s.store.read(layout.epoch_chunk(0))
-    assert epoch_chunk_bytes(0, [EpochRecord.from_json(r) for r in json.loads(raw)["records"]]) == raw
+    assert epoch_chunk_bytes(0, [EpochRecord.from_json(r) for r in seal.unseal(raw)["records"]], sealed=True) == raw
     assert read_epochs(s.store, st, 0, EPOCH_CHUNK)[0] == EpochRecord.initial()
 
 
@@ -383,19 +384,21 @@ def test_golden_streams_metadata_reencodes_byte_for_byte_through_the_records(nam
             assert json.dumps(info.encode()) == json.dumps(stored["info"]), path
     if name == "v1":  # the fixture that scaled, truncated and vacuumed
         assert {"scale", "truncate", "gc"} <= ops
+    sealed = name == "v6-checksums"  # every object of a stream declaring checksums is sealed
     for path in meta.glob("epochs/[0-9]*/*.json"):
-        assert epoch_record_bytes(EpochRecord.from_json(json.loads(path.read_bytes()))) == path.read_bytes(), path
+        again = epoch_record_bytes(EpochRecord.from_json(seal.unseal(path.read_bytes())), sealed)
+        assert again == path.read_bytes(), path
     for path in meta.glob("epochs/chunks/*.json"):
-        chunk = json.loads(path.read_bytes())  # (its "v" is the format version that wrote it)
-        again = epoch_chunk_bytes(chunk["chunk"], [EpochRecord.from_json(r) for r in chunk["records"]])
+        chunk = seal.unseal(path.read_bytes())  # (its "v" is the format version that wrote it)
+        again = epoch_chunk_bytes(chunk["chunk"], [EpochRecord.from_json(r) for r in chunk["records"]], sealed)
         assert again.replace(b'"v":%d' % FORMAT_VERSION, b'"v":%d' % chunk["v"], 1) == path.read_bytes(), path
     for path in meta.glob("sealed/*/*.json"):
-        for rec in json.loads(path.read_bytes())["segments"].values():
+        for rec in seal.unseal(path.read_bytes())["segments"].values():
             assert json.dumps(SealedRecord.from_json(rec).to_json()) == json.dumps(rec), path
-        assert ShardVersion.decode(path.read_bytes(), str(path)).encode() == path.read_bytes(), path
+        assert ShardVersion.decode(path.read_bytes(), str(path)).encode(sealed) == path.read_bytes(), path
     for path in meta.glob("compact/*.json"):
         manifest = Manifest.decode(path.read_bytes())
-        assert manifest.encode() == path.read_bytes() and manifest.replaced, path
+        assert manifest.encode(sealed) == path.read_bytes() and (manifest.replaced or manifest.shared), path
         assert Manifest.read(path.read_bytes(), manifest.macro) == manifest
         assert Manifest.read(path.read_bytes(), "data/0/other.parquet") is None
 

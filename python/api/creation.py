@@ -32,7 +32,6 @@ hint on top).
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Mapping
@@ -41,8 +40,9 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import CommitConflictError, StreamNotFoundError
+from ..journal import seal
 from ..journal.entries import Entry
-from ..journal.features import WRITES, check_object
+from ..journal.features import NEW_STREAM, WRITES, check_object, checksummed
 from ..journal.journal import Journal
 from ..journal.outcome import Taken
 from ..journal.state import StreamState
@@ -75,7 +75,8 @@ def initial_state(cfg: StreamConfig, schema: pa.Schema | None, now: int) -> Stre
     return StreamState(
         pos=0, epoch=0, tick=0, max_tso=0, wall=now, created=now,
         schema=encode_schema(schema) if schema is not None else "", config=cfg,
-        segments=initial_segments(cfg.segments), writers={}, index=[], next_number=cfg.segments)
+        segments=initial_segments(cfg.segments), writers={}, index=[], next_number=cfg.segments,
+        features={part: dict(named) for part, named in NEW_STREAM.items()})
 
 
 def create(store: Store, cfg: StreamConfig, schema: pa.Schema | None, *, nonce: str | None = None) -> Entry:
@@ -147,7 +148,7 @@ def written_by_a_write(store: Store, nonce: str) -> bool:
     if data is None:
         return False
     try:
-        marker = json.loads(data)
+        marker = seal.unseal(data)
         version = marker["v"]
         if not isinstance(version, int) or isinstance(version, bool):
             raise TypeError(f"format version {version!r} is not an integer")
@@ -187,8 +188,8 @@ def recreate(store: Store, journal: Journal, old: Entry, cfg: StreamConfig) -> E
 
 
 def _marker(nonce: str, cfg: StreamConfig) -> bytes:
-    return json.dumps({"v": MARKER_VERSION, "nonce": nonce, "config": cfg.to_dict()},
-                      separators=(",", ":")).encode()
+    # only a stream this build creates has a marker, and it declares checksums (NEW_STREAM)
+    return seal.encode({"v": MARKER_VERSION, "nonce": nonce, "config": cfg.to_dict()}, checksummed(NEW_STREAM))
 
 
 def _forget(store: Store, rel: str) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import ConfigError, GroupExistsError, GroupNotFoundError
+from ..journal.features import checksummed
 from ..maps.grouplog import (
     ALL_SEGMENTS,
     Cursor,
@@ -124,7 +125,7 @@ class Group:
         Raises GroupExistsError if it exists, unless ``exist_ok`` (then the existing group is
         opened and ``start`` ignored). Costs 1 conditional create + 1 head write.
         """
-        log = GroupLog(stream.store, name)
+        log = _log(stream, name)
         return cls._create(stream, log, start_cursor(stream, start), exist_ok=exist_ok)
 
     @classmethod
@@ -144,7 +145,7 @@ class Group:
     @classmethod
     def open(cls, stream: Stream, name: str) -> Group:
         """Open an existing group; GroupNotFoundError if there is none. Costs 2 store calls."""
-        log = GroupLog(stream.store, name)
+        log = _log(stream, name)
         return cls(stream, log, log.head())
 
     @classmethod
@@ -166,7 +167,7 @@ class Group:
         older checkpoint will read those records again). Committing the current position again
         writes nothing.
         """
-        log = GroupLog(stream.store, name)
+        log = _log(stream, name)
         if isinstance(tso, bool) or not isinstance(tso, int) or tso < 0:
             raise ConfigError(f"tso={tso!r} must be a non-negative hybrid timestamp", option="tso", value=tso)
         try:
@@ -380,3 +381,8 @@ def _select(table: pa.Table, keys: set[tuple[int, int]]) -> pa.Table:
         return table
     mask = [(g, q) in keys for g, q in zip(table["_segment"].to_pylist(), table["_seq"].to_pylist())]
     return table.filter(pa.array(mask, pa.bool_())).sort_by(READ_ORDER)
+
+
+def _log(stream: Stream, name: str) -> GroupLog:
+    """Group ``name``'s log on ``stream``, sealing what it writes when the stream declares checksums."""
+    return GroupLog(stream.store, name, sealed=checksummed(stream.state.features))

@@ -86,6 +86,7 @@ from ..journal.compaction_state import (
     segment_summaries,
 )
 from ..journal.entries import Entry
+from ..journal.features import checksummed
 from ..journal.journal import Journal
 from ..journal.operations import Operation
 from ..journal.state import StreamState, segment_number
@@ -191,8 +192,9 @@ class Merged:
 
 def _merge_around(store: Store, schema: pa.Schema, seg: int, group: list[Piece], compression: str,
                   progress: Callable[[int, int], None] | None, new: list[Merged],
-                  left: list[Piece], unreadable: list[Piece]) -> None:
-    """Merge ``group`` into one macro-chunk (and its manifest) appended to ``new``.
+                  left: list[Piece], unreadable: list[Piece], sealed: bool) -> None:
+    """Merge ``group`` into one macro-chunk (and its manifest, ``sealed`` when the stream
+    declares checksums) appended to ``new``.
 
     A member that cannot be read (missing, corrupt, overwritten) is left as it is, in
     ``unreadable``, and the runs either side of it are merged instead (a run of one piece goes
@@ -210,14 +212,14 @@ def _merge_around(store: Store, schema: pa.Schema, seg: int, group: list[Piece],
         unreadable.append(group[bad])
         for run in (group[:bad], group[bad + 1:]):
             if len(run) > 1 or (run and not listable(run[0].chunk)):  # a lone slice too: see choose()
-                _merge_around(store, schema, seg, run, compression, progress, new, left, unreadable)
+                _merge_around(store, schema, seg, run, compression, progress, new, left, unreadable, sealed)
             else:
                 left.extend(run)
         return
     # shared files of slices merged here: vacuum deletes each once no live slice names it (gc.dead_shared)
     shared = {x.chunk.path: x.pos for x in group if x.chunk.shared and x.pos >= 0}
     store.write(layout.manifest(macro.path), Manifest(seg, macro.path, macro.first, macro.end, tuple(replaced),
-                                                      shared).encode())
+                                                      shared).encode(sealed))
     new.append(Merged(group, macro, replaced))
 
 
@@ -357,7 +359,7 @@ def compact(stream: Compactable, *, full: bool = False, policy: CompactionPolicy
         return counts
     policy = policy or CompactionPolicy.parse(state.config.compaction) or CompactionPolicy()
     job = _Job(stream.store, stream.schema, stream.config.compression, state, policy, full, progress,
-               MacroMap(stream.store), counts)
+               MacroMap(stream.store, sealed=checksummed(state.features)), counts)
     scan = max(compaction_pos(state), state.head_pos)
     plans = pending(stream.journal, state, scan, policy, full=full)
     if total is not None:
@@ -502,7 +504,8 @@ def merge_and_publish(job: _Job, seg: int, b: int, cur: Bucket, merges: Sequence
     unreadable: list[Piece] = []
     try:
         for g in merges:
-            _merge_around(store, job.schema, seg, g, job.compression, job.progress, new, left, unreadable)
+            _merge_around(store, job.schema, seg, g, job.compression, job.progress, new, left, unreadable,
+                          job.mm.sealed)
     except BaseException:
         discard_unpublished(store, [x.macro.path for x in new])
         raise

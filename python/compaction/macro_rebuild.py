@@ -38,6 +38,7 @@ from ..chunkfile.checksums import VERIFY_CHECKSUMS
 from ..errors import CorruptMetadataError, UnsupportedFormatError
 from ..journal.compaction_state import compacted_upto, segment_summaries
 from ..journal.entries import Chunk
+from ..journal.features import checksummed
 from ..journal.state import StreamState, segment_number
 from ..journal.timeindex import Delta
 from ..maps.macromap import Bucket, Macro, MacroMap, bucket_of, listable
@@ -222,17 +223,18 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
     meanwhile is never overwritten). Run it while no compaction runs: a compactor that read the
     bucket before the repair may publish a version built on the damaged one (fsck sees it).
     """
-    mm = MacroMap(store)
+    mm = MacroMap(store, sealed=checksummed(state.features))
     macros = want.complete(store, seg, bucket)
     listed = {m.path for m in macros}
     # first: once a version lists the small chunks, nothing tells a later run that the
     # manifest of the lost macro-chunk still names them for deletion
-    done = _release(store, [(part, files) for part, files in want.fallback.values() if set(files) & listed])
+    done = _release(store, [(part, files) for part, files in want.fallback.values() if set(files) & listed],
+                    mm.sealed)
     present = sorted(v for n in store.list(layout.macro_bucket_folder(segment_number(seg), bucket))
                      if (v := layout.numbered_name(n)) is not None)
 
     def content(v: int) -> bytes:
-        return Bucket(seg, bucket, v, macros, (seg, bucket) in want.partial).to_bytes()
+        return Bucket(seg, bucket, v, macros, (seg, bucket) in want.partial).to_bytes(mm.sealed)
 
     def read(v: int) -> Bucket | None:
         rel = layout.macro_version(segment_number(seg), bucket, v)
@@ -257,7 +259,7 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
             present = sorted(set(present) | set(written))
     newest = read(present[-1]) if present else None
     if newest is not None:  # the search for the newest starts here, past any damaged older one
-        store.write(layout.macro_head(segment_number(seg), bucket), newest.to_bytes())
+        store.write(layout.macro_head(segment_number(seg), bucket), newest.to_bytes(mm.sealed))
     # a newest version that still lacks an entry gets a successor, published as compactors
     # publish theirs (create-if-absent, re-checked on a rival's version after a lost race)
     won = mm.update(seg, bucket, lambda cur: macros if want.differs(seg, bucket, cur) else None,
@@ -267,7 +269,7 @@ def rewrite(store: Store, state: StreamState, seg: int, bucket: int, want: Expec
     return done
 
 
-def _release(store: Store, fallback: list[tuple[CommittedPart, list[str]]]) -> list[str]:
+def _release(store: Store, fallback: list[tuple[CommittedPart, list[str]]], sealed: bool) -> list[str]:
     """Take the files listed in place of a lost or unreadable macro-chunk out of its compaction's
     manifest, so that garbage collection never deletes the only copy of their records (an
     unreadable manifest is written naming nothing)."""
@@ -282,7 +284,7 @@ def _release(store: Store, fallback: list[tuple[CommittedPart, list[str]]]) -> l
         named = None if found is None else list(found.replaced)
         keep = [p for p in named or [] if p not in set(files)]
         if keep != named:
-            store.write(rel, Manifest(part.seg, part.path, part.first, part.end, tuple(keep)).encode())
+            store.write(rel, Manifest(part.seg, part.path, part.first, part.end, tuple(keep)).encode(sealed))
             done.append(f"compaction manifest {rel}: {len(files)} file(s) listed in place of the lost or "
                         f"unreadable macro-chunk {part.path} kept from garbage collection")
     return done

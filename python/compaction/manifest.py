@@ -8,11 +8,11 @@ are then worked out from the journal): a damaged one must never make vacuum dele
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..journal import seal
 from ..store import layout
 
 
@@ -30,20 +30,21 @@ class Manifest:
     replaced: tuple[str, ...]
     shared: Mapping[str, int] = field(default_factory=dict)
 
-    def encode(self) -> bytes:
-        """The stored bytes (``shared`` sorted by path, left out when empty)."""
+    def encode(self, sealed: bool = False) -> bytes:
+        """The stored bytes (``shared`` sorted by path, left out when empty; ``sealed``: the
+        stream declares checksums)."""
         doc: dict[str, Any] = {"seg": self.seg, "macro": self.macro, "from": self.first, "to": self.end,
                                "replaced": list(self.replaced)}
         if self.shared:
             doc["shared"] = [[path, pos] for path, pos in sorted(self.shared.items())]
-        return json.dumps(doc, separators=(",", ":")).encode()
+        return seal.encode(doc, sealed)
 
     @classmethod
     def decode(cls, raw: bytes) -> Manifest:
         """The manifest in ``raw``; ``ValueError``/``TypeError`` if it is not one, or if it lists
         a file that is not a data file. A ``shared`` list that does not decode reads as empty
         (it only names candidates, each checked again before it goes)."""
-        doc = json.loads(raw)
+        doc = seal.unseal(raw)
         if not isinstance(doc, dict):
             raise TypeError("a manifest is a JSON object")
         replaced = doc.get("replaced")

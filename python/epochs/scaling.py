@@ -25,15 +25,15 @@ quarter of the target merge, never below ``min`` segments or above ``max``.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, corrupt
+from ..journal import seal
 from ..journal.entries import FORMAT_VERSION, Entry
-from ..journal.features import check_object
+from ..journal.features import check_object, checksummed
 from ..journal.op_info import ScaleInfo
 from ..journal.operations import Operation
 from ..journal.scale_records import EpochRecord, SealedRecord
@@ -48,15 +48,14 @@ from .routing import KEY_SPACE
 EPOCH_CHUNK = 32
 
 
-def epoch_record_bytes(rec: EpochRecord) -> bytes:
-    """An epoch record's object (``_tstream/epochs/..``)."""
-    return json.dumps(rec.to_json(), separators=(",", ":")).encode()
+def epoch_record_bytes(rec: EpochRecord, sealed: bool = False) -> bytes:
+    """An epoch record's object (``_tstream/epochs/..``; ``sealed``: its stream declares checksums)."""
+    return seal.encode(rec.to_json(), sealed)
 
 
-def epoch_chunk_bytes(k: int, records: Sequence[EpochRecord]) -> bytes:
+def epoch_chunk_bytes(k: int, records: Sequence[EpochRecord], sealed: bool = False) -> bytes:
     """History chunk ``k``: the ``EPOCH_CHUNK`` records of epochs ``k*EPOCH_CHUNK ..``."""
-    return json.dumps({"v": FORMAT_VERSION, "chunk": k, "records": [r.to_json() for r in records]},
-                      separators=(",", ":")).encode()
+    return seal.encode({"v": FORMAT_VERSION, "chunk": k, "records": [r.to_json() for r in records]}, sealed)
 
 
 def write_epoch_record(store: Store, state: StreamState) -> None:
@@ -64,11 +63,12 @@ def write_epoch_record(store: Store, state: StreamState) -> None:
     (deterministic, so rewrites are harmless)."""
     rec = state.pending_epoch
     if rec is not None:
-        store.write(layout.epoch_record(rec.epoch), epoch_record_bytes(rec))
+        sealed = checksummed(state.features)
+        store.write(layout.epoch_record(rec.epoch), epoch_record_bytes(rec, sealed))
         if rec.epoch % EPOCH_CHUNK == EPOCH_CHUNK - 1:
             k = rec.epoch // EPOCH_CHUNK
             records = _read_singles(store, range(k * EPOCH_CHUNK, rec.epoch)) + [rec]
-            store.write(layout.epoch_chunk(k), epoch_chunk_bytes(k, records))
+            store.write(layout.epoch_chunk(k), epoch_chunk_bytes(k, records, sealed))
         state.pending_epoch = None
 
 
@@ -77,7 +77,7 @@ def _read_singles(store: Store, epochs: Sequence[int]) -> list[EpochRecord]:
     out = []
     if len(epochs) and epochs[0] == 0:
         zero = layout.epoch_record(0)
-        out.append(EpochRecord.from_json(json.loads(store.read(zero))) if store.exists(zero)
+        out.append(EpochRecord.from_json(seal.unseal(store.read(zero))) if store.exists(zero)
                    else EpochRecord.initial())
         epochs = epochs[1:]
     rels = [layout.epoch_record(e) for e in epochs]
@@ -96,7 +96,7 @@ def read_epochs(store: Store, state: StreamState, first: int, last: int) -> list
         if (k + 1) * EPOCH_CHUNK - 1 <= state.epoch and pending != (k + 1) * EPOCH_CHUNK - 1:
             rel = layout.epoch_chunk(k)
             try:
-                chunk = json.loads(store.read(rel))
+                chunk = seal.unseal(store.read(rel), required=checksummed(state.features))
                 if not (isinstance(chunk, dict) and isinstance(chunk.get("records"), list)):
                     raise TypeError("not an epoch history chunk")
             except FileNotFoundError:
@@ -140,7 +140,7 @@ def decode_epoch(data: bytes, path: str, epoch: int) -> EpochRecord:
         return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
 
     try:
-        rec = json.loads(data)
+        rec = seal.unseal(data)
         ok = (isinstance(rec, dict) and rec.get("epoch") == epoch and isinstance(rec.get("pos"), int)
               and ints(rec.get("sealed")) and ints(rec.get("created"))
               and isinstance(rec.get("predecessors", {}), dict)

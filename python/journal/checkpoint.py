@@ -24,15 +24,15 @@ one before it (``prev``), whose entries garbage collection keeps (:func:`entries
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import replace
 
 from ..errors import corrupt
 from ..store import layout
 from ..store.storage import Store
+from . import seal
 from .checkpoint_mark import CheckpointMark
-from .features import WRITES, check_object, check_reader
+from .features import WRITES, check_object, check_reader, checksummed
 from .shapes import check_entry, is_int, need
 from .state import StreamState
 
@@ -67,20 +67,21 @@ def due(state: StreamState) -> bool:
 
 def encode(state: StreamState) -> bytes:
     """The stored bytes of the checkpoint of ``state``."""
-    return json.dumps({"v": CHECKPOINT_VERSION, "pos": state.pos, "state": state.to_json()},
-                      separators=(",", ":")).encode()
+    return seal.encode({"v": CHECKPOINT_VERSION, "pos": state.pos, "state": state.to_json()},
+                       checksummed(state.features))
 
 
 def decode(data: bytes, pos: int, path: str) -> StreamState:
     """The state a checkpoint holds; CorruptMetadataError (naming ``path``) if it is not the
     checkpoint of position ``pos``."""
     try:
-        d = json.loads(data)
+        d = seal.unseal(data)
         need(isinstance(d, dict) and is_int(d.get("v")) and d.get("pos") == pos, "the checkpoint")
         check_object(KIND, d["v"], path)
         check_entry({"pos": pos, "wall": 0, "op": "", "nonce": "", "chunks": [], "state": d["state"]})
         state = StreamState.from_json(d["state"])
         need(state.pos == pos, "the checkpoint's state position")
+        seal.check_declared(data, checksummed(state.features))
         if state.features:
             check_reader(state.features, d["v"], path)
         return state

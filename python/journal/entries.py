@@ -10,7 +10,8 @@ the oldest entry garbage collection kept) as hints: a stale or lost hint costs p
 O(log n) search, never a wrong answer. Entries carry a format version, checked with every
 other object's by :func:`~pyspark_tstream.journal.features.check_object` (a newer one is
 refused); a state declaring a reader feature this build does not know is refused where it is
-built (:func:`~pyspark_tstream.journal.features.check_reader`). Committing entries is
+built (:func:`~pyspark_tstream.journal.features.check_reader`). An entry of a stream declaring
+checksums is sealed (:mod:`.seal`): verified before it is parsed, and refused without its seal. Committing entries is
 :mod:`~pyspark_tstream.journal.journal`'s job.
 
 Costs (store calls): the newest entry 2 (head + one probe past it), a poll with nothing new 1.
@@ -29,14 +30,14 @@ from ..errors import CorruptMetadataError, corrupt, error
 from ..store import layout
 from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
-from . import checkpoint
+from . import checkpoint, seal
 from .checkpoint_mark import CheckpointMark
 from .chunk import Chunk as Chunk
 from .chunk import Fold as Fold
 from .chunk import check_folds as check_folds
 from .crosscheck import Replayed, checkpoint_problem, culprit, next_seqs, step_problem
 from .delta import apply, apply_all
-from .features import WRITES, check_object, check_reader
+from .features import WRITES, check_object, check_reader, checksummed
 from .packing import expand, pack
 from .shapes import check_delta, check_entry, is_int, need
 from .state import StreamState
@@ -96,7 +97,7 @@ class Entry:
             d[CHANGE] = self.change
         else:
             d["state"] = self.state.to_json()
-        return json.dumps(d, separators=(",", ":")).encode()
+        return seal.encode(d, checksummed(self.state.features))
 
     @staticmethod
     def decode_delta(data: bytes, *, path: str) -> dict[str, Any]:
@@ -104,7 +105,7 @@ class Entry:
         index flush copies what entries did, and decoding their states was half a commit's
         CPU); CorruptMetadataError (naming ``path``) if the delta is not one."""
         try:
-            stored = json.loads(data)
+            stored = seal.unseal(data)
             d = expand(stored)
             check_delta(d)
             check_object(ENTRY, d.get("v"), path)
@@ -122,7 +123,7 @@ class Entry:
         """The stored entry in ``data`` (chunks expanded, shape and version checked, its state or
         change not yet built); CorruptMetadataError (naming ``path``) if it is not one."""
         try:
-            d = expand(json.loads(data))
+            d = expand(seal.unseal(data))
             check_delta(d)
             check_object(ENTRY, d.get("v"), path)
             if CHANGE in d:
@@ -211,7 +212,7 @@ def _change_of(data: bytes, pos: int, path: str) -> dict[str, Any]:
     """The stored entry ``pos`` in ``data`` as JSON, its version and position checked (its chunks
     neither unpacked nor checked: rebuilding a state needs only the changes)."""
     try:
-        d = json.loads(data)
+        d = seal.unseal(data)
         need(isinstance(d, dict) and d.get("pos") == pos, f"the entry (position {pos})")
         check_object(ENTRY, d.get("v"), path)
         need(CHANGE not in d or isinstance(d[CHANGE], dict), "the entry's change")
@@ -219,6 +220,30 @@ def _change_of(data: bytes, pos: int, path: str) -> dict[str, Any]:
         return stored
     except (ValueError, TypeError) as e:
         raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
+
+
+def _check_sealed(data: bytes, state: StreamState, path: str) -> None:
+    """Refuse entry ``path`` (stored ``data``) without a checksum when its stream declares them
+    (``state``: the state after it): a copy that skipped verification is never trusted."""
+    try:
+        seal.check_declared(data, checksummed(state.features))
+    except ValueError as e:
+        raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
+
+
+def encode_anchor(pos: int, sealed: bool) -> bytes:
+    """The stored bytes of the anchor naming ``pos`` (``sealed``: the stream declares checksums;
+    else the unsealed form of streams without the feature, byte for byte)."""
+    return seal.seal({"pos": pos}) if sealed else json.dumps({"pos": pos}).encode()
+
+
+def decode_anchor(data: bytes) -> int:
+    """The position an anchor names (``ValueError``/``TypeError``/``KeyError`` if it is not one,
+    or if its checksum does not match)."""
+    pos = seal.unseal(data)["pos"]
+    if isinstance(pos, int) and not isinstance(pos, bool) and pos >= 0:
+        return pos
+    raise TypeError(f"pos is {pos!r}, not a non-negative integer")
 
 
 def _stored_pos(data: bytes) -> int:
@@ -277,6 +302,7 @@ class EntryLog:
             pos = d["pos"]
             base = (built or {}).get(pos - 1) or self.state_at(pos - 1, Entry.checkpoint_of(d))
         entry = Entry.build(d, path=path, base=base)
+        _check_sealed(data, entry.state, path)
         if base is not None:  # its change against its own chunks (no store call)
             found = step_problem(next_seqs(base), next_seqs(entry.state),
                                  ((c.seg, c.seq, c.rows) for c in entry.chunks))
@@ -378,6 +404,8 @@ class EntryLog:
                 where = self.store.uri(layout.entry(pos))
                 raise corrupt("journal entry", where, ValueError(f"the changes end at {state.pos}"),
                               layout.stream_url(where))
+        for p in todo:
+            _check_sealed(raws[p], state, self.store.uri(layout.entry(p)))
         self.keep(state)
         return state
 
@@ -578,10 +606,7 @@ class EntryLog:
 
     def _anchor_pos(self) -> int | None:
         try:
-            pos = json.loads(self.store.read(layout.ANCHOR))["pos"]
-            if isinstance(pos, int) and not isinstance(pos, bool) and pos >= 0:
-                return pos
-            raise TypeError(f"pos is {pos!r}, not a non-negative integer")
+            return decode_anchor(self.store.read(layout.ANCHOR))
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError) as e:

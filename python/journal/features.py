@@ -17,7 +17,8 @@ where the state is decoded: every read refused, naming the feature and its relea
 :func:`check_writer` an unknown declared writer feature (at a commit: reads work, appends and
 every other commit are refused, naming it). A future reader feature also bumps the journal
 entries' version, so builds older than this module (which ignore the declaration) refuse it too.
-docs/protocol.md (§16) lists the features and the rules.
+docs/protocol.md (§16) lists the features and the rules. A stream this build creates declares
+the writer feature ``checksums`` (:data:`NEW_STREAM`; :mod:`.seal`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from ..errors import UnsupportedFormatError, error, newer_format
 from ..version import __version__
+from .seal import FEATURE as CHECKSUMS
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,8 @@ KNOWN: dict[str, Feature] = {f.name: f for f in (
             "compacted _seq is read from the journal, not from its macro-chunks"),
     Feature("group-cursor-seq", True, "consumer-group format 2", "a group cursor names (tso, segment, seq), "
             "not every record of a segment at a tso"),
+    Feature(CHECKSUMS, False, "0.1.0", "every metadata object ends with a checksum of its content "
+            "(key crc, journal/seal.py), verified before use; declared by every stream created since"),
 )}
 
 _STREAM_1: frozenset[str] = frozenset()
@@ -85,6 +89,17 @@ WRITES: dict[str, int] = {kind: max(versions) for kind, versions in VERSIONS.ite
 
 #: The key of a state's declaration, and its two parts.
 FEATURES, READER, WRITER = "features", "reader", "writer"
+
+
+def checksummed(features: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether a state's declared ``features`` (``StreamState.features``) include the writer
+    feature :data:`CHECKSUMS`: every metadata object the stream writes is sealed
+    (:mod:`.seal`), and one that is not is damage."""
+    return CHECKSUMS in (features.get(WRITER) or {})
+
+
+#: What a stream created by this build declares (``StreamState.features``).
+NEW_STREAM: dict[str, dict[str, str]] = {WRITER: {CHECKSUMS: KNOWN[CHECKSUMS].since}}
 
 
 def check_object(kind: str, version: Any, path: str) -> None:

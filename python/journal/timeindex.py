@@ -15,14 +15,15 @@ its flushed nodes and one of the rest; a flush one batched entry read and one wr
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CorruptMetadataError, corrupt
 from ..store import layout
+from . import seal
 from .entries import Chunk, Entry, EntryLog
+from .features import checksummed
 from .packing import expand
 from .shapes import check_delta, is_int, need
 from .state import StreamState
@@ -36,8 +37,10 @@ COL_ID, COL_MAX_TSO, COL_TICK, COL_WALL, COL_ROWS, COL_EPOCH, COL_BYTES = (
     Summary._fields.index(name) for name in ("id", "max_tso", "tick", "wall", "rows", "epoch", "bytes"))
 
 
-def decode_node(data: bytes, path: str, level: int | None = None, *, deltas: bool = False) -> dict[str, Any]:
-    """An index node; CorruptMetadataError (naming ``path`` and the remedy) if it is not one.
+def decode_node(data: bytes, path: str, level: int | None = None, *, deltas: bool = False,
+                sealed: bool = False) -> dict[str, Any]:
+    """An index node; CorruptMetadataError (naming ``path`` and the remedy) if it is not one
+    (or its checksum does not match; ``sealed``: its stream declares checksums, so it has one).
 
     Its summaries are checked; a level-1 node's entries are decoded into ``node["deltas"]``
     only when ``deltas`` is asked for (:func:`node_entries` does it later): a search reads
@@ -45,7 +48,7 @@ def decode_node(data: bytes, path: str, level: int | None = None, *, deltas: boo
     doubled the CPU of a seek over 1,000 commits.
     """
     try:
-        node = json.loads(data)
+        node = seal.unseal(data, required=sealed)
         need(isinstance(node, dict) and isinstance(node.get("items"), list) and node["items"], "the node")
         for i in node["items"]:
             need(isinstance(i, list) and len(i) >= FIRST_SUMMARY_COLUMNS and all(is_int(x) for x in i), "an item")
@@ -146,7 +149,7 @@ class TimeIndex:
                 missing = e.filename if isinstance(e.filename, str) else self.store.uri(rels[0])
                 raise corrupt("index node", missing, e, self.store.display_url) from e
             for rel, data in zip(rels, blobs):
-                node = decode_node(data, self.store.uri(rel), 1, deltas=True)
+                node = decode_node(data, self.store.uri(rel), 1, deltas=True, sealed=checksummed(state.features))
                 out.extend(d for d in node["deltas"] if first <= d.pos <= flushed_last)
         # what the entries did, without their states (a v6 entry's state is rebuilt, not read)
         out.extend(Delta.from_json(d) for d in self.log.read_deltas(range(max(first, open0), last + 1)))
@@ -214,7 +217,7 @@ class TimeIndex:
             content: dict[str, Any] = {"level": level + 1, "node": node_no, "items": [i.encode() for i in items]}
             if level == 0:
                 content["entries"] = self.log.read_deltas([i.id for i in items])
-            self.store.write(layout.index_node(level + 1, node_no), json.dumps(content, separators=(",", ":")).encode())
+            self.store.write(layout.index_node(level + 1, node_no), seal.encode(content, checksummed(state.features)))
             last = items[-1]
             state.index[level] = []
             if level + 1 == len(state.index):

@@ -23,7 +23,6 @@ finds that one (CorruptChunkError), and so does a full fsck.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -37,13 +36,16 @@ from ..epochs.scaling import (
     read_epoch,
 )
 from ..errors import CorruptMetadataError
+from ..journal import seal
 from ..journal.compaction_state import compact_parts, compacted_upto, replaced_gc_start, segment_summaries
-from ..journal.entries import Chunk, Entry
+from ..journal.entries import Chunk, Entry, decode_anchor
+from ..journal.features import checksummed
 from ..journal.journal import Journal
 from ..journal.scale_records import EpochRecord, SealedRecord
 from ..journal.state import StreamState, segment_number
 from ..journal.summary import Summary
 from ..journal.timeindex import FANOUT, Delta, decode_node, summary
+from ..maps.macromap import MacroMap
 from ..maps.sealed import ShardVersion, shard_of
 from ..read.compacted import substitute
 from ..read.file_checks import file_problems
@@ -128,9 +130,7 @@ class _Checker:
             return
         self._count("hints")
         try:
-            pos = json.loads(raw)["pos"]
-            if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
-                raise TypeError(f"pos is {pos!r}")
+            pos = decode_anchor(raw)
         except (ValueError, KeyError, TypeError) as e:
             self._problem("anchor", layout.ANCHOR, f"anchor {self.store.uri(layout.ANCHOR)} is unreadable ({e}); "
                           "`tstream repair` rewrites it", True)
@@ -215,7 +215,8 @@ class _Checker:
                 actual: Any = None
                 if raw is not None:
                     try:
-                        actual = decode_node(raw, self.store.uri(rel), level, deltas=True)
+                        actual = decode_node(raw, self.store.uri(rel), level, deltas=True,
+                                             sealed=checksummed(state.features))
                         actual.pop("deltas", None)
                         if len(actual["items"]) != FANOUT:
                             actual = None
@@ -238,7 +239,7 @@ class _Checker:
                 what = "missing" if raw is None else ("unreadable" if actual is None else
                                                       "different from the journal")
                 if expected is not None:
-                    rebuilt[(level, n)] = json.dumps(expected, separators=(",", ":")).encode()
+                    rebuilt[(level, n)] = seal.encode(expected, checksummed(state.features))
                     self._problem("node", rel, f"index node {self.store.uri(rel)} is {what}; the journal "
                                   "holds its content: `tstream repair` rebuilds it", True, level=level, node=n)
                 else:
@@ -308,8 +309,8 @@ class _Checker:
         instead, report each bucket that differs from it (repair rewrites it), and return that
         plan: a replaced file or a stale map entry is then never reported as lost records."""
         broken: CorruptMetadataError | None = None
-        try:
-            live = substitute(self.store, state, raw)
+        try:  # exact: a lost version the state names is reported (a read searches the bucket instead)
+            live = substitute(self.store, state, raw, MacroMap(self.store, exact=True))
         except CorruptMetadataError as e:
             broken, live = e, []
         gone = {c.seg for c in live if (c.path not in sizes or c.path in unreadable)
@@ -409,7 +410,7 @@ class _Checker:
             fixed = rebuild_epoch(ep, entries)
             if fixed is not None:
                 rebuilt[ep] = fixed
-                records.append(EpochRecord.from_json(json.loads(fixed)))
+                records.append(EpochRecord.from_json(seal.unseal(fixed)))
                 self._problem("epoch", rel, f"epoch record {self.store.uri(rel)} is {what}; the journal "
                               "holds its content: `tstream repair` rebuilds it", True, epoch=ep)
             else:
@@ -437,7 +438,7 @@ class _Checker:
             want = [by_epoch.get(e) for e in range(k * EPOCH_CHUNK, (k + 1) * EPOCH_CHUNK)]
             raw = raws[rel]
             try:
-                got = json.loads(raw)["records"] if raw is not None else None
+                got = seal.unseal(raw)["records"] if raw is not None else None
             except (ValueError, TypeError, KeyError):
                 got = "unreadable"
             if got == [r.to_json() if r is not None else None for r in want]:
@@ -446,7 +447,7 @@ class _Checker:
                 "different from the epoch records"
             held = [r for r in want if r is not None]
             if len(held) == len(want):
-                rebuilt[k] = epoch_chunk_bytes(k, held)
+                rebuilt[k] = epoch_chunk_bytes(k, held, checksummed(state.features))
                 self._problem("epoch chunk", rel, f"epoch history chunk {self.store.uri(rel)} is {what}; "
                               "the epoch records hold its content: `tstream repair` rewrites it", True, chunk=k)
             else:
@@ -542,7 +543,7 @@ def verify(store: Store, progress: Progress | None = None, *, pages: bool = True
     epochs, records = ck.epochs(state, entries)
     epoch_chunks = ck.epoch_chunks(state, records)
     shards = ck.shards(state, records, entries)
-    groups = check_groups(store, ck._problem, ck._count)
+    groups = check_groups(store, ck._problem, ck._count, checksummed(state.features))
     report = Report(url=store.display_url, position=state.pos, checked=ck.checked, problems=ck.problems,
                     pages=pages)
     fixes = Fixes(newest=newest, head=head_raw, nodes=nodes, epochs=epochs, epoch_chunks=epoch_chunks,

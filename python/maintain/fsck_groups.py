@@ -16,13 +16,13 @@ from ..store.storage import Store
 from .fsck_checkpoints import Problem
 
 
-def check_groups(store: Store, problem: Problem, count: Callable[[str], None]) -> dict[str, bytes]:
+def check_groups(store: Store, problem: Problem, count: Callable[[str], None], sealed: bool) -> dict[str, bytes]:
     """Each consumer group's head hint and newest version decode; returns versions that
-    repair restores from the head's copy."""
+    repair restores from the head's copy (``sealed``: the stream declares checksums)."""
     restore: dict[str, bytes] = {}
     for name in store.list(layout.GROUPS):
         count("consumer groups")
-        log = GroupLog(store, name)
+        log = GroupLog(store, name, sealed=sealed)
         head_raw: bytes | None = None
         try:
             head_raw = store.read(log.head_path)
@@ -48,5 +48,18 @@ def check_groups(store: Store, problem: Problem, count: Callable[[str], None]) -
                              f"{store.display_url} create NAME --start ID`)"), copy, group=name)
             continue
         if head is None or head.pos != newest.pos:
-            restore[log.head_path] = newest.encode()
+            restore[log.head_path] = newest.encode(sealed)
+        elif head_raw is not None:  # the hint stood in for the newest version: check the version too
+            rel = log.version_path(newest.pos)
+            (raw,) = store.read_present([rel])
+            if raw != head_raw:
+                what = "missing" if raw is None else "different from the head hint that copies it (damaged or edited)"
+                try:
+                    if raw is not None:
+                        GroupState.decode(raw, path=store.uri(rel))
+                except CorruptMetadataError as e:
+                    what = f"unreadable ({e.__cause__ or e})"
+                restore[rel] = head_raw
+                problem("group", rel, f"consumer-group record {store.uri(rel)} is {what}; `tstream repair` "
+                              "restores it from the group's head copy", True, group=name)
     return restore

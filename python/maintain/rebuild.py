@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..epochs.scaling import epoch_record_bytes
 from ..journal.entries import Entry
+from ..journal.features import checksummed
 from ..journal.op_info import ScaleInfo
 from ..journal.scale_records import EpochRecord, SealedRecord
 from ..journal.state import StreamState
@@ -55,4 +56,5 @@ def rebuild_epoch(ep: int, entries: dict[int, Entry]) -> bytes | None:
     if len(sealed) != len(sealed_ids) or any(c not in new for c in created):
         return None
     sealed.sort(key=lambda s: sealed_ids.index(s.id))
-    return epoch_record_bytes(EpochRecord.of(scale.state, scale.pos, sealed, [new[c] for c in created]))
+    return epoch_record_bytes(EpochRecord.of(scale.state, scale.pos, sealed, [new[c] for c in created]),
+                              checksummed(scale.state.features))

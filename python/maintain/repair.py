@@ -13,11 +13,10 @@ misreading it (docs/protocol.md §12).
 
 from __future__ import annotations
 
-import json
-
 from ..compaction.macro_rebuild import rewrite
 from ..errors import CorruptMetadataError
-from ..journal.entries import Entry
+from ..journal.entries import Entry, encode_anchor
+from ..journal.features import checksummed
 from ..journal.journal import Journal
 from ..journal.op_info import RepairInfo
 from ..journal.state import StreamState
@@ -47,8 +46,9 @@ def torn_newest(store: Store) -> int | None:
 
 
 def sound(store: Store, pos: int) -> bool:
-    """Whether the entry object at ``pos`` parses as the entry of that position, on its own
-    (its state is not built: an older damaged entry must not make a sound newer one look torn)."""
+    """Whether the entry object at ``pos`` parses as the entry of that position, on its own, and
+    its checksum matches where it has one (its state is not built: an older damaged entry must
+    not make a sound newer one look torn)."""
     rel = layout.entry(pos)
     try:
         return bool(Entry.parse(store.read(rel), path=store.uri(rel))["pos"] == pos)
@@ -77,7 +77,8 @@ def drop_torn_newest(store: Store, pos: int) -> str:
     rel = layout.entry(pos)
     if sound(store, pos):
         raise CorruptMetadataError(
-            f"journal entry {store.uri(rel)} parses as the entry of position {pos}: it is not torn, and dropping "
+            f"journal entry {store.uri(rel)} parses (and verifies, where it carries a checksum) as the entry of "
+            f"position {pos}: it is not torn, and dropping "
             f"it would lose a sound commit; nothing was set aside (`tstream fsck {store.display_url}` names "
             "what is damaged)", path=store.uri(rel))
     store.write(layout.damaged_entry(pos), store.read(rel))
@@ -121,7 +122,7 @@ def repair(store: Store, progress: Progress | None = None, *, drop_torn_entry: b
         lowest = Journal(store).lowest_listed() if state.meta_gc_pos > 1 else 0
         live = state.meta_gc_pos > 1 and store.exists(layout.entry(state.meta_gc_pos))
         pos = state.meta_gc_pos if live else (lowest or 0)
-        store.write(layout.ANCHOR, json.dumps({"pos": pos}).encode())
+        store.write(layout.ANCHOR, encode_anchor(pos, checksummed(state.features)))
         done.append(f"anchor rewritten (position {pos})")
     for pos, data in sorted(fixes.checkpoints.items()):
         store.write(layout.checkpoint(pos), data)
@@ -138,15 +139,15 @@ def repair(store: Store, progress: Progress | None = None, *, drop_torn_entry: b
     smap = SealedMap(store)
     for shard, plan in sorted(fixes.shards.items()):
         for v, content in sorted(plan.versions.items()):
-            store.write(layout.sealed_version(shard, v), content.encode())
+            store.write(layout.sealed_version(shard, v), content.encode(checksummed(state.features)))
             done.append(f"sealed shard {shard} version {v} rewritten")
         store.delete([layout.sealed_head(shard)])  # a hint: latest() probes the versions without it
         if plan.records:
-            smap.merge(plan.records)
+            smap.merge(plan.records, sealed=checksummed(state.features))
             done.append(f"sealed shard {shard}: {len(plan.records)} sealed segment record(s) restored")
         latest = smap.latest(shard)
         if latest.v >= 0:
-            store.write(layout.sealed_head(shard), latest.encode())
+            store.write(layout.sealed_head(shard), latest.encode(checksummed(state.features)))
         done.append(f"sealed shard {shard} head hint rewritten")
     partial = sorted(k for k, want in fixes.macros.items() if k in want.partial)
     if partial:
@@ -154,7 +155,7 @@ def repair(store: Store, progress: Progress | None = None, *, drop_torn_entry: b
     for (seg, bucket), want in sorted(fixes.macros.items(), key=lambda kv: kv[0]):
         done += rewrite(store, state, seg, bucket, want)
     for rel, manifest in sorted(fixes.manifests.items()):
-        store.write(rel, manifest.encode())
+        store.write(rel, manifest.encode(checksummed(state.features)))
         done.append(f"compaction manifest {rel} rebuilt from the journal ({len(manifest.replaced)} "
                     "replaced file(s) named)")
     for rel, data in sorted(fixes.groups.items()):

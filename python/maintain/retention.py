@@ -19,7 +19,6 @@ Retention config (``retention``): comma-separated ``age=7d``, ``size=10GB``, ``c
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,7 +37,8 @@ from ..compaction.gc import (
 from ..errors import ConfigError, TimestampError
 from ..journal.checkpoint import entries_gc_target
 from ..journal.compaction_state import replaced_gc_start, segment_summaries
-from ..journal.entries import Chunk, Entry
+from ..journal.entries import Chunk, Entry, encode_anchor
+from ..journal.features import checksummed
 from ..journal.journal import Journal
 from ..journal.op_info import GcInfo, TruncateInfo
 from ..journal.operations import Operation
@@ -273,7 +273,7 @@ def collect_garbage(store: Store, journal: Journal, state: StreamState, upto: in
         paths += macros_created(old)
         store.delete(paths)
     # readers that lost the head hint probe forward from the anchor, which must still exist
-    store.write(layout.ANCHOR, json.dumps({"pos": state.gc_pos}).encode())
+    store.write(layout.ANCHOR, encode_anchor(state.gc_pos, checksummed(state.features)))
     gone = range(max(state.meta_gc_pos, 1), meta_upto)
     entries = [layout.entry(p) for p in gone]
     nodes = [layout.index_node(1, n) for n in range(state.meta_gc_pos // FANOUT, meta_upto // FANOUT)]

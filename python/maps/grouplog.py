@@ -22,7 +22,6 @@ oldest live version first (a handle refreshing from a deleted slot would re-crea
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import uuid
@@ -41,6 +40,7 @@ from ..errors import (
     InvalidPathError,
     TStreamError,
 )
+from ..journal import seal
 from ..journal.features import WRITES, check_object
 from ..store import layout
 from ..store.storage import Store
@@ -176,19 +176,20 @@ class GroupState:
             mark = min(mark, min(p.tso for p in self.pending) - 1)
         return max(mark, 0)
 
-    def encode(self) -> bytes:
-        return json.dumps({
+    def encode(self, sealed: bool = False) -> bytes:
+        """The stored bytes (``sealed``: the stream declares checksums)."""
+        return seal.encode({
             "v": GROUP_FORMAT_VERSION, "name": self.name, "pos": self.pos, "op": self.op, "wall": self.wall,
             "created": self.created, "nonce": self.nonce, "last": list(self.last),
             "committed": self.committed, "delivered": self.delivered, "acked": self.acked,
             "consumers": {k: list(v) for k, v in self.consumers.items()},
             "pending": [p.to_json() for p in self.pending],
-        }, separators=(",", ":")).encode()
+        }, sealed)
 
     @classmethod
     def decode(cls, data: bytes, *, path: str) -> GroupState:
         try:
-            d = json.loads(data)
+            d = seal.unseal(data)
             ints = ("pos", "wall", "created", "delivered", "acked")
             if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not isinstance(d.get("op"), str) \
                     or any(not isinstance(d.get(k, 0), int) or isinstance(d.get(k, 0), bool) for k in ints) \
@@ -216,8 +217,11 @@ class GroupState:
 class GroupLog:
     """The versions of one group: read the newest, append the next."""
 
-    def __init__(self, store: Store, name: str) -> None:
+    def __init__(self, store: Store, name: str, *, sealed: bool = False) -> None:
         self.store = store
+        #: the stream declares checksums: versions this handle writes are sealed
+        #: (:mod:`~pyspark_tstream.journal.seal`)
+        self.sealed = sealed
         self.name = check_group_name(name)
         self.head_path = layout.group_head(self.name)
 
@@ -268,7 +272,7 @@ class GroupLog:
         A taken slot whose content carries our nonce was our own earlier attempt (an ambiguous
         create on an object store, retried after a lost answer), which counts as success.
         """
-        data = state.encode()
+        data = state.encode(self.sealed)
         if not self.store.put_if_absent(self.version_path(state.pos), data):
             winner = self.try_version(state.pos)
             if winner is None or winner.nonce != state.nonce:

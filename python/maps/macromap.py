@@ -19,13 +19,13 @@ compaction's journal commit.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..codec import DEFAULT, INT, STR, ListRecord, custom, record, stored
 from ..errors import CorruptMetadataError, corrupt
+from ..journal import seal
 from ..journal.entries import Chunk
 from ..journal.features import WRITES, check_object
 from ..journal.state import segment_number
@@ -103,26 +103,34 @@ class Bucket:
     macros: tuple[Macro, ...]
     partial: bool = False
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, sealed: bool = False) -> bytes:
+        """The stored bytes (``sealed``: the stream declares checksums)."""
         doc: dict[str, Any] = {"seg": self.seg, "bucket": self.bucket, "v": self.v,
                                "macros": [m.to_json() for m in self.macros]}
         if self.partial:
             doc["partial"] = 1
             doc["format"] = MACRO_FORMAT_VERSION
-        return json.dumps(doc, separators=(",", ":")).encode()
+        return seal.encode(doc, sealed)
 
 
 class MacroMap:
     """Reads and updates the macro map of one stream."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, sealed: bool = False, exact: bool = False) -> None:
         self.store = store
+        #: a committed version :meth:`covering_many` is told of and does not find is corrupt
+        #: metadata naming it (fsck), instead of searched past (reads: the bucket's other
+        #: versions and its head copy still answer)
+        self.exact = exact
+        #: the stream declares checksums: versions this handle writes are sealed, and those it
+        #: reads must be (:mod:`~pyspark_tstream.journal.seal`)
+        self.sealed = sealed
 
     def decode(self, data: bytes, rel: str) -> Bucket:
         """The bucket version in ``data`` (read from ``rel``); CorruptMetadataError if it is not
         one, UnsupportedFormatError if a newer tstream wrote it (:data:`MACRO_FORMAT_VERSION`)."""
         try:
-            d = json.loads(data)
+            d = seal.unseal(data, required=self.sealed)
             fmt = d.get("format", 1)
             if not isinstance(fmt, int) or isinstance(fmt, bool):
                 raise TypeError(f"format {fmt!r} is not an integer")
@@ -195,7 +203,10 @@ class MacroMap:
         rels = [layout.macro_version(segment_number(seg), b, v) for seg, (b, v) in exact.items()]
         try:
             blobs = self.store.read_many(rels)
-        except FileNotFoundError:
+        except FileNotFoundError as lost:
+            if self.exact:
+                where = lost.filename if isinstance(lost.filename, str) else self.store.uri(rels[0])
+                raise corrupt("macro map bucket", where, lost, self.store.display_url) from lost
             blobs, exact = [], {}
         rest: dict[int, list[tuple[int, int]]] = {}
         have: dict[int, Bucket] = {}
@@ -233,7 +244,7 @@ class MacroMap:
                 return None
             nxt = Bucket(seg, bucket, cur[0].v + 1, tuple(sorted(macros, key=lambda m: m.first)),
                          partial or cur[0].partial)
-            data = nxt.to_bytes()
+            data = nxt.to_bytes(self.sealed)
             rel = layout.macro_version(segment_number(seg), bucket, nxt.v)
             if self.store.put_if_absent(rel, data):
                 try:  # a hint: readers and compactors probe past a stale one

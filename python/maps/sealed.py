@@ -13,11 +13,12 @@ leave the state only once a commit has seen them in the shard. A lookup checks t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..errors import CorruptMetadataError, corrupt
+from ..journal import seal
+from ..journal.features import checksummed
 from ..journal.scale_records import SealedRecord
 from ..journal.state import StreamState, segment_number
 from ..store import layout
@@ -55,16 +56,17 @@ class ShardVersion:
         return ShardVersion(self.shard, self.v + 1,
                             {**self.segments, **{str(segment_number(r.id)): r for r in records}})
 
-    def encode(self) -> bytes:
-        """The stored bytes of the version (and of the shard's head hint when it is the newest)."""
+    def encode(self, sealed: bool = False) -> bytes:
+        """The stored bytes of the version (and of the shard's head hint when it is the newest;
+        ``sealed``: its stream declares checksums)."""
         doc = {"shard": self.shard, "v": self.v, "segments": {k: r.to_json() for k, r in self.segments.items()}}
-        return json.dumps(doc, separators=(",", ":")).encode()
+        return seal.encode(doc, sealed)
 
     @classmethod
     def decode(cls, data: bytes, path: str) -> ShardVersion:
         """A shard version (or its head copy); CorruptMetadataError with the remedy if it is not."""
         try:
-            d = json.loads(data)
+            d = seal.unseal(data)
             if not (isinstance(d, dict) and isinstance(d.get("shard"), int) and isinstance(d.get("v"), int)
                     and isinstance(d.get("segments"), dict)
                     and all(isinstance(r, dict) and all(isinstance(r.get(k), int) for k in _RECORD_INTS)
@@ -103,15 +105,16 @@ class SealedMap:
                 return rec
         return self.latest(shard_of(segment_id)).get(segment_id)
 
-    def merge(self, records: Iterable[SealedRecord]) -> None:
-        """Make sure every record is in its shard (a no-op for records already there)."""
+    def merge(self, records: Iterable[SealedRecord], *, sealed: bool = False) -> None:
+        """Make sure every record is in its shard (a no-op for records already there);
+        ``sealed``: the stream declares checksums (:mod:`~pyspark_tstream.journal.seal`)."""
         by_shard: dict[int, list[SealedRecord]] = {}
         for rec in records:
             by_shard.setdefault(shard_of(rec.id), []).append(rec)
         for shard, recs in sorted(by_shard.items()):
-            self._merge_shard(shard, recs)
+            self._merge_shard(shard, recs, sealed)
 
-    def _merge_shard(self, shard: int, recs: list[SealedRecord]) -> None:
+    def _merge_shard(self, shard: int, recs: list[SealedRecord], sealed: bool) -> None:
         tried = [-1]
 
         def attempt() -> None | Lost:
@@ -121,7 +124,7 @@ class SealedMap:
                 return None
             nxt = cur.next(missing)
             tried[0] = nxt.v
-            data = nxt.encode()
+            data = nxt.encode(sealed)
             if not self.store.put_if_absent(layout.sealed_version(shard, nxt.v), data):
                 return LOST
             try:  # a hint only: a stale head costs one more probe
@@ -136,5 +139,5 @@ class SealedMap:
     def flush(self, state: StreamState) -> None:
         """Journal flusher: move pending records into shards, then out of the state."""
         if state.pending_sealed:
-            self.merge(state.pending_sealed)
+            self.merge(state.pending_sealed, sealed=checksummed(state.features))
             state.pending_sealed = []

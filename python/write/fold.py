@@ -10,7 +10,6 @@ and leads is :mod:`~pyspark_tstream.write.group`).
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import corrupt
+from ..journal import seal
 from ..journal.entries import Entry, Fold
 from ..journal.features import WRITES, check_object
 from ..journal.operations import Operation
@@ -79,17 +79,18 @@ class Published:
                               monotonic=self.monotonic, schema=_schema(self.schema))
         return CommitRequest(chunks=list(self.chunks), intent=intent, now=self.now, count_raised=count_raised)
 
-    def encode(self) -> bytes:
-        return json.dumps({"v": REQUEST_VERSION, "rid": self.rid, "base": self.base, "now": self.now,
+    def encode(self, sealed: bool = False) -> bytes:
+        """The stored bytes (``sealed``: the stream declares checksums)."""
+        return seal.encode({"v": REQUEST_VERSION, "rid": self.rid, "base": self.base, "now": self.now,
                            "writer": self.writer, "batch": self.batch, "session": self.session,
                            "monotonic": self.monotonic, "schema": self.schema,
-                           "chunks": [c.to_json() for c in self.chunks]}, separators=(",", ":")).encode()
+                           "chunks": [c.to_json() for c in self.chunks]}, sealed)
 
     @classmethod
     def decode(cls, data: bytes, path: str) -> Published:
         """The request in ``data``; CorruptMetadataError naming ``path`` if it is not one."""
         try:
-            d = json.loads(data)
+            d = seal.unseal(data)
             need(isinstance(d, dict) and is_int(d.get("v")), "the request's version")
             check_object(REQUEST, d["v"], path)
             need(isinstance(d.get("rid"), str) and is_int(d.get("base")) and is_int(d.get("now")), "rid/base/now")

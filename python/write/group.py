@@ -56,6 +56,7 @@ from enum import Enum
 from ..errors import CommitConflictError, corrupt
 from ..journal import outcome
 from ..journal.entries import Entry
+from ..journal.features import checksummed
 from ..journal.journal import Journal
 from ..journal.state import FOLD_WINDOW, StreamState
 from ..store import layout
@@ -381,7 +382,7 @@ class GroupCommit:
             return self._list(own, state)
         own.base = state.pos
         item = Published.of(own.rid, own.base, own.req)
-        put = self._executor().submit(self.store.write, item.path, item.encode())
+        put = self._executor().submit(self.store.write, item.path, item.encode(checksummed(state.features)))
         try:
             return self._list(own, state)
         finally:
