@@ -8,6 +8,7 @@ re-exports both names); every reader of a plan uses :class:`Chunk`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, ClassVar, NamedTuple
 
 from .shapes import is_int, need
@@ -83,16 +84,26 @@ class Chunk:
 
     @classmethod
     def from_json(cls, v: list[Any]) -> Chunk:
-        # positional: the stored list's order is the fields' (a read of fresh data at many
-        # segments decodes every slice's chunk)
-        values = list(v)
-        if len(values) > 10:
-            m, marks = values[6], []
-            for d in values[10]:
-                m += d
-                marks.append(m)
-            values[10] = tuple(marks)
-        return cls(*values)
+        """The chunk of a stored list that passed :func:`~.shapes.check_chunk`."""
+        # a read of fresh data at many segments decodes a chunk a slice: the fields go into the
+        # instance's dict at once, not through the frozen class's __init__ (one guarded
+        # object.__setattr__ a field, most of the decode)
+        if len(v) == len(cls.FIELDS):  # an unpacked list (packing.unpack): every field
+            fields = dict(zip(cls.FIELDS, v))
+        else:
+            fields = dict(_STORED_DEFAULTS)
+            fields.update(zip(cls.FIELDS, v))
+        if len(v) > 10:  # stored as differences, from lo
+            fields["marks"] = tuple(accumulate(v[10], initial=v[6]))[1:] if v[10] else ()
+        chunk = _new(cls)
+        _set(chunk, "__dict__", fields)
+        return chunk
+
+
+_new = object.__new__
+_set = object.__setattr__
+#: Every field's value when its stored list leaves it out.
+_STORED_DEFAULTS: dict[str, Any] = {**Chunk.OPTIONAL, "marks": ()}
 
 
 class Fold(NamedTuple):

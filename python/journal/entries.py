@@ -105,13 +105,13 @@ class Entry:
         CPU); CorruptMetadataError (naming ``path``) if the delta is not one."""
         try:
             stored = json.loads(data)
-            d = expand(stored)
-            check_delta(d)
+            check_delta(stored)
+            d = expand(stored)  # packed chunks are checked as they are unpacked
             check_object(ENTRY, d.get("v"), path)
-            chunks = [Chunk.from_json(c) for c in d["chunks"]]
-            folds = check_folds(d.get("folds", []), len(chunks))
+            folds = check_folds(d.get("folds", []), len(d["chunks"]))
             if "packed" in stored:  # already the stored form: packing it again is most of the CPU
                 return _with_folds({k: stored[k] for k in _DELTA_KEYS if k in stored}, folds)
+            chunks = [Chunk.from_json(c) for c in d["chunks"]]
             return _with_folds(_delta(d["pos"], d["op"], d["wall"], d["nonce"], chunks, d.get("writer"),
                                       d.get("batch"), d.get("info", {})), folds)
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
@@ -122,8 +122,9 @@ class Entry:
         """The stored entry in ``data`` (chunks expanded, shape and version checked, its state or
         change not yet built); CorruptMetadataError (naming ``path``) if it is not one."""
         try:
-            d = expand(json.loads(data))
-            check_delta(d)
+            raw = json.loads(data)
+            check_delta(raw)
+            d = expand(raw)  # packed chunks are checked as they are unpacked
             check_object(ENTRY, d.get("v"), path)
             if CHANGE in d:
                 need(isinstance(d[CHANGE], dict) and isinstance(d[CHANGE].get("checkpoint"), list),

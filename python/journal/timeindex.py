@@ -90,8 +90,8 @@ class Delta:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Delta:
-        d = expand(d)
         check_delta(d)  # a node holds each entry's delta_json: the entry's own shape check
+        d = expand(d)  # packed chunks are checked as they are unpacked
         return cls(pos=d["pos"], op=d["op"], wall=d["wall"],
                    chunks=tuple(Chunk.from_json(c) for c in d["chunks"]),
                    writer=d.get("writer"), batch=d.get("batch"), info=d.get("info", {}))
