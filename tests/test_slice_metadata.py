@@ -112,3 +112,17 @@ def test_reading_fresh_slices_checks_no_chunk_one_at_a_time(url: str, monkeypatc
     reader = sum(b.num_rows for b in fresh.to_reader())
     assert got.num_rows == reader == 40 * 256
     assert checked == []  # every entry's slices are packed: checked a column at a time
+
+
+def test_opening_a_stream_past_a_damaged_packed_entry_fails_as_corrupt_metadata(url: str) -> None:
+    s = Stream.create(url, segments=SEGMENTS, compaction="off")
+    for i in range(3):
+        s.append(_table(i), key="key", timestamp="ts")
+    rel = layout.entry(s.refresh().pos - 1)  # rebuilt from the checkpoint on opening: not the head's copy
+    stored = json.loads(s.context.store.read(rel))
+    doc = _doc(stored["packed"])
+    doc["r"][0] = 1.5
+    stored["packed"] = _text(doc)
+    s.context.store.write(rel, json.dumps(stored).encode())
+    with pytest.raises(CorruptMetadataError, match="journal entry"):
+        Stream.open(url).read()

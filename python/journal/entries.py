@@ -99,10 +99,12 @@ class Entry:
         return json.dumps(d, separators=(",", ":")).encode()
 
     @staticmethod
-    def decode_delta(data: bytes, *, path: str) -> dict[str, Any]:
+    def decode_delta(data: bytes, *, path: str, expanded: bool = False) -> dict[str, Any]:
         """:meth:`delta_json` of the entry in ``data``, its state neither checked nor built (an
         index flush copies what entries did, and decoding their states was half a commit's
-        CPU); CorruptMetadataError (naming ``path``) if the delta is not one."""
+        CPU); CorruptMetadataError (naming ``path``) if the delta is not one. ``expanded``:
+        with its chunks as stored lists, packed ones unpacked (what a planner decodes next:
+        unpacked once, not again)."""
         try:
             stored = json.loads(data)
             check_delta(stored)
@@ -110,7 +112,8 @@ class Entry:
             check_object(ENTRY, d.get("v"), path)
             folds = check_folds(d.get("folds", []), len(d["chunks"]))
             if "packed" in stored:  # already the stored form: packing it again is most of the CPU
-                return _with_folds({k: stored[k] for k in _DELTA_KEYS if k in stored}, folds)
+                src = d if expanded else stored
+                return _with_folds({k: src[k] for k in _DELTA_KEYS if k in src}, folds)
             chunks = [Chunk.from_json(c) for c in d["chunks"]]
             return _with_folds(_delta(d["pos"], d["op"], d["wall"], d["nonce"], chunks, d.get("writer"),
                                       d.get("batch"), d.get("info", {})), folds)
@@ -364,7 +367,11 @@ class EntryLog:
             if CHANGE in d:
                 changes.append(d[CHANGE])
                 if seen is not None:
-                    seen.add(p, d[CHANGE], expand(d).get("chunks", []))
+                    try:  # packed chunks are checked as they are unpacked
+                        stored = expand(d).get("chunks", [])
+                    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+                        raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
+                    seen.add(p, d[CHANGE], stored)
             else:
                 state, changes = Entry.build(Entry.parse(raws[p], path=path), path=path).state, []
                 if seen is not None:
@@ -443,10 +450,11 @@ class EntryLog:
             built[p] = out[p].state
         return [out[p] for p in positions]
 
-    def read_deltas(self, positions: Sequence[int]) -> list[dict[str, Any]]:
+    def read_deltas(self, positions: Sequence[int], *, expanded: bool = False) -> list[dict[str, Any]]:
         """:meth:`Entry.delta_json` of the entries at ``positions``, in that order: one batched
         read of those this handle has not kept (:meth:`remember`; none: no read), states not
-        decoded. A kept entry decodes from the very bytes the store holds."""
+        decoded. A kept entry decodes from the very bytes the store holds. ``expanded``: chunks
+        unpacked (:meth:`Entry.decode_delta`)."""
         kept = dict(self._recent)
         missing = [p for p in positions if p not in kept]
         if missing:
@@ -454,7 +462,8 @@ class EntryLog:
             kept.update(zip(missing, read))
             for p, data in sorted(zip(missing, read))[-RECENT_ENTRIES:]:
                 self.remember(p, data)  # a read plans twice (its bound, then its chunks)
-        return [Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p))) for p in positions]
+        return [Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p)), expanded=expanded)
+                for p in positions]
 
     def read_entry(self, pos: int) -> Entry:
         """The entry at ``pos`` (FileNotFoundError if it is absent)."""
