@@ -371,7 +371,7 @@ class EntryLog:
                         stored = expand(d).get("chunks", [])
                     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
                         raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
-                    seen.add(p, d[CHANGE], stored)
+                    seen.add(p, d[CHANGE], stored, checked="packed" in d)
             else:
                 state, changes = Entry.build(Entry.parse(raws[p], path=path), path=path).state, []
                 if seen is not None:
