@@ -163,15 +163,16 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
         b = min(hi, views[i].lo - 1 if i < len(views) else hi)
         kth = _kth_after(open_files, a, window_rows)
         b = b if kth is None else min(b, kth)
-        parts, sources = [], []
+        parts, sources, in_order = [], [], True
         for f in open_files:
-            got = list(f.rows.records_of(f.views, a, b, schema, starts, ends))
+            got, ordered = f.rows.ordered_records(f.views, a, b, schema, starts, ends)
             parts += got
             if got:
                 sources.append(f.views)
+                in_order = in_order and ordered
         if parts:
             window = pa.concat_tables(parts)
-            if len(sources) > 1 or len(sources[0]) > 1 or not sources[0][0].sorted:
+            if len(sources) > 1 or not in_order:
                 window = window.sort_by(READ_ORDER)  # chunks overlap in time: ties by identity
             pending.append(window)
             if sum(t.num_rows for t in pending) >= window_rows:
