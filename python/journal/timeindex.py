@@ -97,7 +97,7 @@ class Delta:
     def of_checked(cls, d: dict[str, Any]) -> Delta:
         """The delta of a checked, expanded delta_json (``EntryLog.read_deltas(expanded=True)``)."""
         return cls(pos=d["pos"], op=d["op"], wall=d["wall"],
-                   chunks=tuple(Chunk.from_json(c) for c in d["chunks"]),
+                   chunks=tuple(map(Chunk.from_json, d["chunks"])),
                    writer=d.get("writer"), batch=d.get("batch"), info=d.get("info", {}))
 
 
