@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .delta import apply
+from .packing import expand
 from .state import StreamState
 
 #: A chunk as the checks see it: ``(segment id, first _seq, rows)``.
@@ -56,6 +57,16 @@ class Replayed:
             whole, moves = None, []  # not a change applying it accepts: that reports it
         self.steps.append(Step(pos, whole, moves, [(c[0], c[4], c[2]) for c in stored] if checked else
                                pieces(stored)))
+
+    def add_entry(self, pos: int, change: Any, d: dict[str, Any]) -> None:
+        """:meth:`add` of a stored entry ``d`` (its chunks packed or not). Packed chunks that do
+        not unpack count as none: the replay then finds the entry's change moving a segment by
+        records it does not commit, and names the entry."""
+        try:
+            stored, checked = expand(d).get("chunks", []), "packed" in d  # checked as unpacked
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+            stored, checked = [], True
+        self.add(pos, change, stored, checked=checked)
 
 
 @dataclass(frozen=True)

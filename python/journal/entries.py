@@ -100,11 +100,9 @@ class Entry:
 
     @staticmethod
     def decode_delta(data: bytes, *, path: str, expanded: bool = False) -> dict[str, Any]:
-        """:meth:`delta_json` of the entry in ``data``, its state neither checked nor built (an
-        index flush copies what entries did, and decoding their states was half a commit's
-        CPU); CorruptMetadataError (naming ``path``) if the delta is not one. ``expanded``:
-        with its chunks as stored lists, packed ones unpacked (what a planner decodes next:
-        unpacked once, not again)."""
+        """:meth:`delta_json` of the entry in ``data`` (``expanded``: packed chunks unpacked), its
+        state neither checked nor built (an index flush copies what entries did, and decoding
+        their states was half a commit's CPU); CorruptMetadataError (naming ``path``) if not one."""
         try:
             stored = json.loads(data)
             check_delta(stored)
@@ -125,8 +123,7 @@ class Entry:
         """The stored entry in ``data`` (chunks expanded, shape and version checked, its state or
         change not yet built); CorruptMetadataError (naming ``path``) if it is not one."""
         try:
-            raw = json.loads(data)
-            check_delta(raw)
+            check_delta(raw := json.loads(data))
             d = expand(raw)  # packed chunks are checked as they are unpacked
             check_object(ENTRY, d.get("v"), path)
             if CHANGE in d:
@@ -367,11 +364,7 @@ class EntryLog:
             if CHANGE in d:
                 changes.append(d[CHANGE])
                 if seen is not None:
-                    try:  # packed chunks are checked as they are unpacked
-                        stored = expand(d).get("chunks", [])
-                    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-                        raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
-                    seen.add(p, d[CHANGE], stored, checked="packed" in d)
+                    seen.add_entry(p, d[CHANGE], d)
             else:
                 state, changes = Entry.build(Entry.parse(raws[p], path=path), path=path).state, []
                 if seen is not None:
@@ -451,10 +444,9 @@ class EntryLog:
         return [out[p] for p in positions]
 
     def read_deltas(self, positions: Sequence[int], *, expanded: bool = False) -> list[dict[str, Any]]:
-        """:meth:`Entry.delta_json` of the entries at ``positions``, in that order: one batched
-        read of those this handle has not kept (:meth:`remember`; none: no read), states not
-        decoded. A kept entry decodes from the very bytes the store holds. ``expanded``: chunks
-        unpacked (:meth:`Entry.decode_delta`)."""
+        """:meth:`Entry.delta_json` of the entries at ``positions`` (``expanded``: see :meth:`Entry.decode_delta`),
+        in that order: one batched read of those this handle has not kept (:meth:`remember`; none:
+        no read), states not decoded. A kept entry decodes from the very bytes the store holds."""
         kept = dict(self._recent)
         missing = [p for p in positions if p not in kept]
         if missing:
@@ -462,8 +454,7 @@ class EntryLog:
             kept.update(zip(missing, read))
             for p, data in sorted(zip(missing, read))[-RECENT_ENTRIES:]:
                 self.remember(p, data)  # a read plans twice (its bound, then its chunks)
-        return [Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p)), expanded=expanded)
-                for p in positions]
+        return [Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p)), expanded=expanded) for p in positions]
 
     def read_entry(self, pos: int) -> Entry:
         """The entry at ``pos`` (FileNotFoundError if it is absent)."""

@@ -42,7 +42,6 @@ class _Files:
         # by the id of each view: fetch_files hands out a file's views together, or a span's
         # (format v5: one ranged read may return several slices' own files)
         self.waiting: dict[int, tuple[list[Chunk], bytes | Span | Sparse]] = {}
-        self.wanted = {id(v) for v in views}
 
     def rows(self, view: Chunk) -> FileRows:
         """The decoded file of ``view`` (fetched now)."""
@@ -55,19 +54,10 @@ class _Files:
             self.waiting.pop(id(v), None)
         return FileRows(self.store, views, data, self.columns)
 
-    def walked(self, rows: FileRows, opened: set[int]) -> Sequence[Chunk]:
-        """The views of the walk that ``rows`` holds (a file's, or a span's) and that are not
-        ``opened`` yet, in the walk's order (the file's own list when that is all of them: its
-        layout is made already)."""
-        if all(id(v) in self.wanted and id(v) not in opened for v in rows.views):
-            return rows.views
-        return [v for v in rows.views if id(v) in self.wanted and id(v) not in opened]
-
     def refetch(self, views: Sequence[Chunk]) -> None:
         """Fetch ``views`` (the walk's unopened rest, substituted after a missing file) from now on."""
         self.fetched = fetch_files(self.store, views)
         self.waiting.clear()
-        self.wanted.update(id(v) for v in views)
 
 
 class _Open:
@@ -124,6 +114,7 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
     open_files: list[_Open] = []
     opened: set[int] = set()  # views opened with an earlier view of their file
     pending: list[pa.Table] = []
+    held = 0  # rows in pending
     i, a = 0, lo
     replanned = False
     while a < hi:
@@ -153,10 +144,11 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
                 files.refetch(views[i:])
                 continue
             # the other views of its file open with it: the file is decoded already, and a window
-            # then ends before the next file's first record, not before the next slice's
-            walked = files.walked(rows, opened)
-            opened.update(id(v) for v in walked)
-            open_files.append(_Open(rows, walked))
+            # then ends before the next file's first record, not before the next slice's (a
+            # fetched file or span holds only views of the walk, each in one of them, so none
+            # of them is open yet)
+            opened.update(id(v) for v in rows.views)
+            open_files.append(_Open(rows, rows.views))
             i += 1
         while i < len(views) and id(views[i]) in opened:
             i += 1
@@ -175,9 +167,10 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
             if len(sources) > 1 or not in_order:
                 window = window.sort_by(READ_ORDER)  # chunks overlap in time: ties by identity
             pending.append(window)
-            if sum(t.num_rows for t in pending) >= window_rows:
+            held += window.num_rows
+            if held >= window_rows:
                 yield pa.concat_tables(pending)
-                pending = []
+                pending, held = [], 0
         open_files = [f for f in open_files if not f.passed(b)]
         a = b
     if pending:
