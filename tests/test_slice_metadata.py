@@ -126,3 +126,16 @@ def test_opening_a_stream_past_a_damaged_packed_entry_fails_as_corrupt_metadata(
     s.context.store.write(rel, json.dumps(stored).encode())
     with pytest.raises(CorruptMetadataError, match="journal entry"):
         Stream.open(url).read()
+
+
+def test_a_stored_chunk_list_decodes_field_by_field() -> None:
+    """Chunk.from_json spells the stored order out (it is on every slice's path): every field,
+    and every shorter stored list, decodes as the dataclass's own constructor builds it."""
+    full = Chunk(seg=1, path="p", rows=2, bytes=3, seq=4, floor=5, lo=6, hi=7, offset=8, sorted=False, marks=(10, 13),
+                 file_bytes=11, span_start=1, span_bytes=9)
+    stored = full.to_json()
+    assert len(stored) == len(Chunk.FIELDS)
+    got = Chunk.from_json(stored)
+    assert got == full and list(vars(got)) == list(Chunk.FIELDS)
+    for n in range(8, len(Chunk.FIELDS)):  # trailing fields left out: their defaults
+        assert Chunk.from_json(stored[:n]) == Chunk(**{f: getattr(full, f) for f in Chunk.FIELDS[:n]})

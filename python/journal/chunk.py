@@ -86,24 +86,25 @@ class Chunk:
     def from_json(cls, v: list[Any]) -> Chunk:
         """The chunk of a stored list that passed :func:`~.shapes.check_chunk`."""
         # a read of fresh data at many segments decodes a chunk a slice: the fields go into the
-        # instance's dict at once, not through the frozen class's __init__ (one guarded
+        # instance's dict at once, in a literal (FIELDS' order; tests/test_slice_metadata.py
+        # pins the two alike), not through the frozen class's __init__ (one guarded
         # object.__setattr__ a field, most of the decode)
-        if len(v) == len(cls.FIELDS):  # an unpacked list (packing.unpack): every field
-            fields = dict(zip(cls.FIELDS, v))
-        else:
-            fields = dict(_STORED_DEFAULTS)
-            fields.update(zip(cls.FIELDS, v))
-        if len(v) > 10:  # stored as differences, from lo
-            fields["marks"] = tuple(accumulate(v[10], initial=v[6]))[1:] if v[10] else ()
+        if len(v) < len(cls.FIELDS):
+            v = [*v, *_STORED_TAIL[len(v) - len(cls.FIELDS):]]
+        seg, path, rows, size, seq, floor, lo, hi, offset, in_order, marks, file_bytes, span_start, span_bytes = v
+        marks = tuple(accumulate(marks, initial=lo))[1:] if marks else ()  # stored as differences, from lo
         chunk = _new(cls)
-        _set(chunk, "__dict__", fields)
+        _set(chunk, "__dict__", {
+            "seg": seg, "path": path, "rows": rows, "bytes": size, "seq": seq, "floor": floor, "lo": lo, "hi": hi,
+            "offset": offset, "sorted": in_order, "marks": marks, "file_bytes": file_bytes, "span_start": span_start,
+            "span_bytes": span_bytes})
         return chunk
 
 
 _new = object.__new__
 _set = object.__setattr__
-#: Every field's value when its stored list leaves it out.
-_STORED_DEFAULTS: dict[str, Any] = {**Chunk.OPTIONAL, "marks": ()}
+#: The stored values of the optional fields, in order: what a shorter stored list leaves out.
+_STORED_TAIL: tuple[Any, ...] = tuple(Chunk.OPTIONAL.values())
 
 
 class Fold(NamedTuple):
