@@ -160,9 +160,9 @@ def raw_deltas(stream: Stream, state: StreamState, positions: Sequence[int]) -> 
     found.update(zip(rest, stream.journal.log.read_deltas(rest)))
     out = []
     for p in positions:
-        d = expand(found[p])
         try:
-            check_delta(d)
+            check_delta(found[p])
+            d = expand(found[p])  # packed chunks are checked as they are unpacked
             d["folds"] = check_folds(d.get("folds", []), len(d["chunks"]))
         except (ValueError, KeyError, TypeError) as e:
             raise corrupt("journal entry", stream.store.uri(layout.entry(p)), e, stream.store.display_url) from e

@@ -215,12 +215,24 @@ def _positional(cls: type, fields: list[_Field], g: _Gen, init: list[str],
     g.sib = {f.name: f"v[{i}]" for i, f in enumerate(fields)}
     prefix = next((i for i, f in enumerate(fields) if not f.t.identity), len(fields))
     lines = ["def from_json(v):"]
-    if prefix < len(fields):
+    if _plain(cls, fields):
+        # a list record is decoded once a stored slice on the read path: its fields go into the
+        # instance's dict in one literal, not through the frozen class's __init__ (one guarded
+        # object.__setattr__ a field, most of the decode)
+        values = []
+        for i, f in enumerate(fields):
+            value = f"v[{i}]" if f.t.identity else f.t.dec(f"v[{i}]", g)
+            values.append(f"{f.name!r}: {value if f.absent is None else f'({value} if n > {i} else {f.absent})'}")
+        lines += ["    n = len(v)", f"    o = _new({cname})", f"    _set(o, '__dict__', {{{', '.join(values)}}})",
+                  "    return o"]
+        g.ns["_new"], g.ns["_set"] = object.__new__, object.__setattr__
+    elif prefix < len(fields):
         lines += [f"    if len(v) <= {prefix}: return {cname}(*v)", "    n, v = len(v), list(v)"]
         for i, f in enumerate(fields[prefix:], prefix):
             if not f.t.identity:
                 lines.append(f"    if n > {i}: v[{i}] = {f.t.dec(f'v[{i}]', g)}")
-    lines.append(f"    return {cname}(*v)")
+    if not _plain(cls, fields):
+        lines.append(f"    return {cname}(*v)")
     from_json = _compile(g, "\n".join(lines), "from_json")
     # the shape: one expression (the common case), then a field-by-field search for the message
     sib = {f.name: (f"v[{i}]" if i < need_n else f"(v[{i}] if n > {i} else {f.absent})") for i, f in enumerate(fields)}
@@ -243,6 +255,14 @@ def _positional(cls: type, fields: list[_Field], g: _Gen, init: list[str],
     chk += [f"    if not {test}: raise _bad(what + \"'s {name}\")" for name, test in named]
     g.ns["json_ok"] = ok
     _install(cls, to_json, from_json, ok, _searcher(g, ok, "\n".join(chk)))
+
+
+def _plain(cls: type, fields: list[_Field]) -> bool:
+    """Whether an instance of ``cls`` is its stored fields and nothing else (no field left to
+    ``__init__`` or ``__post_init__``), so decoding may fill its dict directly."""
+    every = dataclasses.fields(cls)
+    return (not hasattr(cls, "__post_init__") and "__slots__" not in vars(cls) and len(every) == len(fields)
+            and all(f.init and not f.kw_only for f in every))
 
 
 def _searcher(g: _Gen, ok: Any, src: str) -> Any:

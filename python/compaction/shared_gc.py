@@ -45,7 +45,7 @@ log = logging.getLogger("pyspark_tstream")
 def readable(store: Store, path: str, rows: int) -> bool:
     """Whether the macro-chunk ``path`` is there and readable with at least ``rows`` rows (a
     footer read). Only then may the files it replaced go: otherwise they may be the only copy."""
-    from ..read.reading import footer_rows  # a footer read, only where files may go
+    from ..read.footers import footer_rows  # a footer read, only where files may go
 
     # missing, no footer, a footer that does not decode (OSError), or a store failure taken as
     # unreadable too: the files then stay, until truncation's collection takes them with their last slice

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .delta import apply
+from .packing import expand
 from .state import StreamState
 
 #: A chunk as the checks see it: ``(segment id, first _seq, rows)``.
@@ -41,10 +42,11 @@ class Replayed:
     steps: list[Step] = field(default_factory=list)
     restarted: bool = False
 
-    def add(self, pos: int, change: Any, stored: Iterable[Any]) -> None:
+    def add(self, pos: int, change: Any, stored: Iterable[Any], *, checked: bool = False) -> None:
         """Note one entry, before its change is applied (applying it may share its lists): its
         position, what its change does to each segment's next ``_seq``, and its chunks (stored
-        lists: segment at 0, rows at 2, ``_seq`` at 4)."""
+        lists: segment at 0, rows at 2, ``_seq`` at 4; ``checked``: lists that passed the chunk
+        check, as unpacked ones have)."""
         whole, moves = None, []
         try:
             if isinstance(change.get("segments"), list):  # stored whole: the segments changed
@@ -53,7 +55,18 @@ class Replayed:
                 moves += [(int(row[0]), int(diff)) for j, diff in zip(row[1::2], row[2::2]) if j == 3]
         except (TypeError, IndexError, KeyError, ValueError, AttributeError):
             whole, moves = None, []  # not a change applying it accepts: that reports it
-        self.steps.append(Step(pos, whole, moves, pieces(stored)))
+        self.steps.append(Step(pos, whole, moves, [(c[0], c[4], c[2]) for c in stored] if checked else
+                               pieces(stored)))
+
+    def add_entry(self, pos: int, change: Any, d: dict[str, Any]) -> None:
+        """:meth:`add` of a stored entry ``d`` (its chunks packed or not). Packed chunks that do
+        not unpack count as none: the replay then finds the entry's change moving a segment by
+        records it does not commit, and names the entry."""
+        try:
+            stored, checked = expand(d).get("chunks", []), "packed" in d  # checked as unpacked
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+            stored, checked = [], True
+        self.add(pos, change, stored, checked=checked)
 
 
 @dataclass(frozen=True)

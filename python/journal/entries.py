@@ -100,19 +100,20 @@ class Entry:
         return seal.encode(d, checksummed(self.state.features))
 
     @staticmethod
-    def decode_delta(data: bytes, *, path: str) -> dict[str, Any]:
-        """:meth:`delta_json` of the entry in ``data``, its state neither checked nor built (an
-        index flush copies what entries did, and decoding their states was half a commit's
-        CPU); CorruptMetadataError (naming ``path``) if the delta is not one."""
+    def decode_delta(data: bytes, *, path: str, expanded: bool = False) -> dict[str, Any]:
+        """:meth:`delta_json` of the entry in ``data`` (``expanded``: packed chunks unpacked), its
+        state neither checked nor built (an index flush copies what entries did, and decoding
+        their states was half a commit's CPU); CorruptMetadataError (naming ``path``) if not one."""
         try:
             stored = seal.unseal(data)
-            d = expand(stored)
-            check_delta(d)
+            check_delta(stored)
+            d = expand(stored)  # packed chunks are checked as they are unpacked
             check_object(ENTRY, d.get("v"), path)
-            chunks = [Chunk.from_json(c) for c in d["chunks"]]
-            folds = check_folds(d.get("folds", []), len(chunks))
+            folds = check_folds(d.get("folds", []), len(d["chunks"]))
             if "packed" in stored:  # already the stored form: packing it again is most of the CPU
-                return _with_folds({k: stored[k] for k in _DELTA_KEYS if k in stored}, folds)
+                src = d if expanded else stored
+                return _with_folds({k: src[k] for k in _DELTA_KEYS if k in src}, folds)
+            chunks = [Chunk.from_json(c) for c in d["chunks"]]
             return _with_folds(_delta(d["pos"], d["op"], d["wall"], d["nonce"], chunks, d.get("writer"),
                                       d.get("batch"), d.get("info", {})), folds)
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
@@ -123,8 +124,8 @@ class Entry:
         """The stored entry in ``data`` (chunks expanded, shape and version checked, its state or
         change not yet built); CorruptMetadataError (naming ``path``) if it is not one."""
         try:
-            d = expand(seal.unseal(data))
-            check_delta(d)
+            check_delta(raw := seal.unseal(data))
+            d = expand(raw)  # packed chunks are checked as they are unpacked
             check_object(ENTRY, d.get("v"), path)
             if CHANGE in d:
                 need(isinstance(d[CHANGE], dict) and isinstance(d[CHANGE].get("checkpoint"), list),
@@ -389,7 +390,7 @@ class EntryLog:
             if CHANGE in d:
                 changes.append(d[CHANGE])
                 if seen is not None:
-                    seen.add(p, d[CHANGE], expand(d).get("chunks", []))
+                    seen.add_entry(p, d[CHANGE], d)
             else:
                 state, changes = Entry.build(Entry.parse(raws[p], path=path), path=path).state, []
                 if seen is not None:
@@ -470,10 +471,10 @@ class EntryLog:
             built[p] = out[p].state
         return [out[p] for p in positions]
 
-    def read_deltas(self, positions: Sequence[int]) -> list[dict[str, Any]]:
-        """:meth:`Entry.delta_json` of the entries at ``positions``, in that order: one batched
-        read of those this handle has not kept (:meth:`remember`; none: no read), states not
-        decoded. A kept entry decodes from the very bytes the store holds."""
+    def read_deltas(self, positions: Sequence[int], *, expanded: bool = False) -> list[dict[str, Any]]:
+        """:meth:`Entry.delta_json` of the entries at ``positions`` (``expanded``: see :meth:`Entry.decode_delta`),
+        in that order: one batched read of those this handle has not kept (:meth:`remember`; none:
+        no read), states not decoded. A kept entry decodes from the very bytes the store holds."""
         kept = dict(self._recent)
         missing = [p for p in positions if p not in kept]
         if missing:
@@ -481,7 +482,7 @@ class EntryLog:
             kept.update(zip(missing, read))
             for p, data in sorted(zip(missing, read))[-RECENT_ENTRIES:]:
                 self.remember(p, data)  # a read plans twice (its bound, then its chunks)
-        return [Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p))) for p in positions]
+        return [Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p)), expanded=expanded) for p in positions]
 
     def read_entry(self, pos: int) -> Entry:
         """The entry at ``pos`` (FileNotFoundError if it is absent)."""

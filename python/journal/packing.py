@@ -31,6 +31,8 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+from ..codec import need
+
 #: Positions in a chunk's stored list (``Chunk.STORED``).
 SEG, PATH, ROWS, BYTES, SEQ, FLOOR, LO, HI, OFFSET, SORTED, MARKS, FILE_BYTES, SPAN_START, SPAN_BYTES = range(14)
 #: The stored defaults of the trailing optional fields (``Chunk``'s defaults), by position.
@@ -84,8 +86,15 @@ def pack(chunks: Sequence[Sequence[Any]]) -> str:
     return base64.b64encode(zlib.compress(text, 9)).decode("ascii")
 
 
+def _all(values: Sequence[Any], *types: type) -> bool:
+    """Whether every value is exactly of one of ``types`` (one pass in C, not a test a value)."""
+    return set(map(type, values)) <= set(types)
+
+
 def unpack(text: str) -> list[list[Any]]:
-    """The full stored chunk lists of a packed text; ValueError (or KeyError, TypeError,
+    """The full stored chunk lists of a packed text, each passing
+    :func:`~pyspark_tstream.journal.shapes.check_chunk` (checked here a column at a time, so a
+    decoder need not check them a chunk at a time); ValueError (or KeyError, TypeError,
     IndexError) when it is not one (the caller reports corrupt metadata)."""
     doc = json.loads(zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True)))
     files, sizes, unsorted = doc["files"], doc["sizes"], set(doc["unsorted"])
@@ -95,23 +104,33 @@ def unpack(text: str) -> list[list[Any]]:
     starts, extra = doc.get("ss", [0] * n), doc.get("sb", [None] * n)
     if len(starts) != n or len(extra) != n:
         raise ValueError("packed span columns of different lengths")
+    need(_all(files, str) and _all(sizes, int) and all(b >= 0 for b in sizes)
+         and all(_all(doc[k], int) for k in ("f", "s", "r", "b", "q", "fl", "lo", "hi", "o")) and _all(starts, int)
+         and _all(extra, int, type(None)) and _all(doc["m"], list) and all(_all(m, int) for m in doc["m"] if m),
+         "a packed chunk list")
     span_next: dict[int, int] = {}
     out: list[list[Any]] = []
     seg_next: dict[int, tuple[int, int]] = {}
     file_next: dict[int, int] = {}
     lo = 0
-    for i in range(n):
-        f, seg, rows = doc["f"][i], doc["s"][i], doc["r"][i]
+    # the columns zipped, not indexed a chunk at a time: a read of fresh data at many segments
+    # unpacks a chunk a slice
+    for i, (f, seg, rows, size, q, fl, dlo, dhi, o, marks, start, more) in enumerate(zip(
+            doc["f"], doc["s"], doc["r"], doc["b"], doc["q"], doc["fl"], doc["lo"], doc["hi"], doc["o"], doc["m"],
+            starts, extra)):
         seq0, floor0 = seg_next.get(seg, (0, 0))
-        seq, floor = seq0 + doc["q"][i], floor0 + doc["fl"][i]
-        lo += doc["lo"][i]
-        offset = file_next.get(f, 0) + doc["o"][i]
-        span_start = span_next.get(f, 0) + starts[i]
-        span_bytes = 0 if extra[i] is None else doc["b"][i] + extra[i]
+        seq, floor = seq0 + q, floor0 + fl
+        lo += dlo
+        offset = file_next.get(f, 0) + o
+        span_start = span_next.get(f, 0) + start
+        span_bytes = 0 if more is None else size + more
         if span_bytes:
             span_next[f] = span_start + span_bytes
-        out.append([seg, files[f], rows, doc["b"][i], seq, floor, lo, lo + doc["hi"][i], offset,
-                    i not in unsorted, doc["m"][i], sizes[f], span_start, span_bytes])
+        file_bytes = sizes[f]
+        if offset < 0 or span_start < 0 or span_bytes < 0 or span_start + span_bytes > file_bytes:
+            need(False, "a chunk's offset or span")
+        out.append([seg, files[f], rows, size, seq, floor, lo, lo + dhi, offset, i not in unsorted, marks,
+                    file_bytes, span_start, span_bytes])
         seg_next[seg] = (seq + rows, floor)
         file_next[f] = offset + rows
     return out

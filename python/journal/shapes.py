@@ -22,7 +22,9 @@ def check_chunk(c: Any) -> None:
 
 
 def check_delta(d: Any) -> None:
-    """Shape of what a journal entry did (position, op, chunks, info), without its state."""
+    """Shape of what a journal entry did (position, op, chunks, info), without its state. A
+    packed entry's chunks (``packed``) are checked as they are unpacked
+    (:func:`~pyspark_tstream.journal.packing.unpack`): check the stored entry, then expand it."""
     need(isinstance(d, dict), "the entry")
     for k in ("pos", "wall"):
         need(is_int(d.get(k)), k)

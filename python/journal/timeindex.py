@@ -93,10 +93,14 @@ class Delta:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Delta:
-        d = expand(d)
         check_delta(d)  # a node holds each entry's delta_json: the entry's own shape check
+        return cls.of_checked(expand(d))  # packed chunks are checked as they are unpacked
+
+    @classmethod
+    def of_checked(cls, d: dict[str, Any]) -> Delta:
+        """The delta of a checked, expanded delta_json (``EntryLog.read_deltas(expanded=True)``)."""
         return cls(pos=d["pos"], op=d["op"], wall=d["wall"],
-                   chunks=tuple(Chunk.from_json(c) for c in d["chunks"]),
+                   chunks=tuple(map(Chunk.from_json, d["chunks"])),
                    writer=d.get("writer"), batch=d.get("batch"), info=d.get("info", {}))
 
 
@@ -152,7 +156,8 @@ class TimeIndex:
                 node = decode_node(data, self.store.uri(rel), 1, deltas=True, sealed=checksummed(state.features))
                 out.extend(d for d in node["deltas"] if first <= d.pos <= flushed_last)
         # what the entries did, without their states (a v6 entry's state is rebuilt, not read)
-        out.extend(Delta.from_json(d) for d in self.log.read_deltas(range(max(first, open0), last + 1)))
+        out.extend(Delta.of_checked(d) for d in self.log.read_deltas(range(max(first, open0), last + 1),
+                                                                     expanded=True))
         return out
 
     def node_deltas(self, state: StreamState, node: int, known: Collection[int] = (),
@@ -177,7 +182,7 @@ class TimeIndex:
         ticks = {int(i[COL_ID]): int(i[COL_TICK]) for i in (state.index[0] if state.index else [])}
         if any(p not in ticks for p in rest):  # not open in this state: the entries' own states
             return [(Delta.of(e), e.state.tick) for e in self.log.read_entries(rest)]
-        return [(Delta.from_json(d), ticks[p]) for p, d in zip(rest, self.log.read_deltas(rest))]
+        return [(Delta.of_checked(d), ticks[p]) for p, d in zip(rest, self.log.read_deltas(rest, expanded=True))]
 
     def search(self, state: StreamState, col: int, value: int,
                read_node: Callable[[int, int], dict[str, Any]] | None = None) -> int:

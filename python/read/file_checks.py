@@ -24,8 +24,9 @@ from ..journal.entries import Chunk
 from ..schema import RAW_TSO
 from ..store.storage import Store
 from ..timestamps import final_bounds
+from .footers import footer, footer_times
 from .ranged import group_span, source
-from .reading import damaged, footer, footer_times, times_problem
+from .reading import damaged, times_problem
 
 #: Footers read at once (ranged reads of object stores are latency-bound).
 THREADS = 16

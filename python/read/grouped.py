@@ -72,6 +72,13 @@ def dictionary_columns(meta: pq.FileMetaData, groups: Sequence[int], schema: pa.
     return tuple(n for n in columns if n in common)
 
 
+def view_fields(views: Sequence[Chunk]) -> np.ndarray:
+    """``offset, rows, floor, seq, seg, lo, hi`` of each view, a row a view (what a file's
+    views are handled by: one pass over the views, the rest on arrays)."""
+    return np.array([(v.offset, v.rows, v.floor, v.seq, v.seg, v.lo, v.hi) for v in views],
+                    dtype=np.int64).reshape(len(views), 7)
+
+
 @dataclass(frozen=True)
 class Layout:
     """Views of one decoded table, as arrays (one entry per view, in the order given).
@@ -93,11 +100,11 @@ class Layout:
     first: np.ndarray
 
     @classmethod
-    def of(cls, views: Sequence[Chunk], base: int) -> Layout:
-        """The layout of ``views`` in a table holding their file from row ``base`` on."""
-        fields = np.array([(v.offset - base, v.rows, v.floor, v.seq, v.seg, v.lo, v.hi) for v in views],
-                          dtype=np.int64).reshape(len(views), 7)
-        starts, rows = fields[:, 0], fields[:, 1]
+    def of(cls, views: Sequence[Chunk], base: int, fields: np.ndarray | None = None) -> Layout:
+        """The layout of ``views`` in a table holding their file from row ``base`` on
+        (``fields``: their :func:`view_fields`, when the caller has them)."""
+        fields = view_fields(views) if fields is None else fields
+        starts, rows = fields[:, 0] - base, fields[:, 1]
         first = np.cumsum(rows) - rows
         at = np.arange(int(rows.sum()), dtype=np.int64) + np.repeat(starts - first, rows)
         return cls(tuple(views), starts, rows, fields[:, 2], fields[:, 3], fields[:, 4], fields[:, 5],
@@ -153,10 +160,10 @@ def keep(final: np.ndarray, layout: Layout, lo: int, hi: int, starts: Mapping[in
     times = final[at]
     mask = (times > lo) & (times <= hi)
     seq = at + layout.per_row(layout.seqs - layout.starts)
-    segs = layout.segs.tolist()
-    if any(s in starts for s in segs):
+    segs = layout.segs.tolist() if starts or ends else []
+    if starts and any(s in starts for s in segs):
         mask &= seq >= layout.per_row(np.array([starts.get(s, _LOWEST) for s in segs], dtype=np.int64))
-    if any(s in ends for s in segs):
+    if ends and any(s in ends for s in segs):
         mask &= seq < layout.per_row(np.array([ends.get(s, _HIGHEST) for s in segs], dtype=np.int64))
     if bool(mask.all()):
         return at, seq, layout.per_row(layout.segs)

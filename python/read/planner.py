@@ -79,7 +79,7 @@ def plan(window: Window, state: StreamState, lo: int, hi: int, limits: Limits = 
     end, walked = hi, first - 1
     for n in range(first // FANOUT, last // FANOUT + 1):
         reached = None
-        for d, tick in window.node(state, n):
+        for d, tick in window.node(state, n, first):
             if first <= d.pos <= last:
                 found.extend(c for c in d.chunks if c.hi > lo and c.lo <= hi)
                 walked, reached = d.pos, tick

@@ -25,13 +25,11 @@ import pyarrow.parquet as pq
 from ..arrow_arrays import int64s, numbers
 from ..chunkfile.checksums import VERIFY_CHECKSUMS, describe
 from ..chunkfile.dictionary_pages import decode_dictionaries
-from ..chunkfile.footer import FOOTER_GUESS, footer_size, read_tail
 from ..errors import CorruptChunkError
 from ..journal.entries import Chunk
 from ..schema import RAW_TSO, conform, full_schema
-from ..store.ranged_file import RangedFile
 from ..store.storage import Store
-from ..timestamps import LOGICAL_BITS, apply_floor, final_bounds
+from ..timestamps import LOGICAL_BITS, apply_floor
 from .grouped import (
     GROUPED_DECODE_BYTES,
     Layout,
@@ -43,6 +41,7 @@ from .grouped import (
     keep,
     stamped,
     threaded,
+    view_fields,
 )
 from .ranged import Span, Sparse, fetch_ranges, fetch_spans, first_row, source, wants_ranges, wants_spans
 
@@ -74,40 +73,6 @@ class ReadTask:
     @property
     def bytes(self) -> int:
         return sum(c.bytes for c in self.chunks)
-
-
-def footer(store: Store, rel: str, size: int, guess: int = FOOTER_GUESS) -> pq.FileMetaData:
-    """The footer of a ``size``-byte Parquet file: one ranged read of its last ``guess`` bytes
-    (two when the footer is bigger, :func:`~pyspark_tstream.chunkfile.footer.read_tail`);
-    ValueError when it has no Parquet footer."""
-    tail = read_tail(store, rel, size, guess)
-    if footer_size(tail) is None:
-        raise ValueError("not a Parquet file (no footer)")
-    return pq.ParquetFile(RangedFile.of_tail(size, tail)).metadata
-
-
-def footer_rows(store: Store, rel: str, size: int, guess: int = FOOTER_GUESS) -> int:
-    """The rows a ``size``-byte Parquet file's footer records (see :func:`footer`)."""
-    return int(footer(store, rel, size, guess).num_rows)
-
-
-def footer_times(meta: pq.FileMetaData, chunk: Chunk) -> tuple[int | None, int] | None:
-    """The least and greatest final ``_tso`` of a chunk stored alone in a file (all its rows,
-    from its first), from the footer's statistics of the raw timestamps; None where they are
-    absent. The greatest is exact: ``max(raw_max, floor + rows - 1)``. The least is exact for a
-    macro-chunk (floor 0: raw is final) and a sorted chunk; otherwise it is only a lower bound,
-    which proves nothing, and is None.
-    """
-    names = meta.schema.to_arrow_schema().names
-    if RAW_TSO not in names or meta.num_rows != chunk.rows or not meta.num_row_groups:
-        return None
-    col = names.index(RAW_TSO)
-    stats = [meta.row_group(g).column(col).statistics for g in range(meta.num_row_groups)]
-    if any(st is None or not st.has_min_max for st in stats):
-        return None
-    first, last = final_bounds(min(int(st.min) for st in stats), max(int(st.max) for st in stats), chunk.rows,
-                               chunk.floor)
-    return (first if chunk.sorted or chunk.floor == 0 else None), last
 
 
 def times_problem(chunk: Chunk, first: int | None, last: int) -> str | None:
@@ -200,8 +165,11 @@ def _group_starts(f: pq.ParquetFile, first: int = 0) -> np.ndarray:
 
 def _covering(starts: np.ndarray, views: Sequence[Chunk]) -> list[int]:
     """The row groups holding any row of ``views``."""
-    first = min(v.offset for v in views)
-    stop = max(v.offset + v.rows for v in views)
+    return _rows_covering(starts, min(v.offset for v in views), max(v.offset + v.rows for v in views))
+
+
+def _rows_covering(starts: np.ndarray, first: int, stop: int) -> list[int]:
+    """The row groups holding any of rows ``[first, stop)``."""
     return [i for i in range(len(starts) - 1) if starts[i] < stop and starts[i + 1] > first]
 
 
@@ -397,10 +365,12 @@ class FileRows:
                  columns: Sequence[str] | None = None) -> None:
         # ``columns``: the user columns to decode (None: all); a projection decodes no other
         self.store, self.views = store, views
+        fields = view_fields(views)
+        first, expected = int(fields[:, 0].min()), int((fields[:, 0] + fields[:, 1]).max())
         try:
             self.file = pq.ParquetFile(source(data), **VERIFY_CHECKSUMS)
             self.starts = _group_starts(self.file, first_row(data))
-            self.groups = _covering(self.starts, views)
+            self.groups = _rows_covering(self.starts, first, expected)
             self.base = int(self.starts[self.groups[0]]) if self.groups else 0
             self.schema = self.file.schema_arrow
             names = self.schema.names
@@ -409,7 +379,6 @@ class FileRows:
         except (pa.ArrowException, OSError, ValueError) as e:
             raise _corrupt(store, views[0], e) from e
         rows = int(self.starts[-1])
-        expected = max(v.offset + v.rows for v in views)
         if raw is None or expected > rows or (_whole(views[0], views) and rows != views[0].rows):
             raise _overwritten(store, views[0], rows, expected)
         self.raw = _checked_raw(store, views[0], raw)
@@ -419,6 +388,7 @@ class FileRows:
         self._group: tuple[int, pa.Table] | None = None
         # the user columns of row groups [g0, g1), conformed to a schema: (g0, g1, schema, table)
         self._decoded: tuple[int, int, pa.Schema, pa.Table] | None = None
+        self.layout = Layout.of(views, self.base, fields)  # of all its views, in the order given
         self._layout: tuple[tuple[int, ...], Layout] | None = None
         self.final = self._final()
 
@@ -426,7 +396,7 @@ class FileRows:
         """Final ``_tso`` of every decoded row, every view's checked against its commit's range
         (None when views overlap: :meth:`tsos` then times each view alone)."""
         raw = numbers(self.raw.column(RAW_TSO), np.int64)
-        layout = Layout.of(self.views, self.base)
+        layout = self.layout
         final = final_tsos(raw, layout)
         if final is not None and (bad := first_bad(final, layout)) is not None:
             view = self.views[bad]
@@ -477,11 +447,21 @@ class FileRows:
             self._decoded = got = (got[0], got[1], schema, conform(self._decode(range(got[0], got[1])), schema))
         return int(starts[got[0]]) - base, got[3]
 
-    def _layout_of(self, views: Sequence[Chunk]) -> Layout:
+    def layout_of(self, views: Sequence[Chunk]) -> Layout:
+        """The :class:`~.grouped.Layout` of ``views`` (of this file; the last asked is kept)."""
+        if views is self.views:
+            return self.layout
         key = tuple(id(v) for v in views)
         if self._layout is None or self._layout[0] != key:
             self._layout = (key, Layout.of(views, self.base))
         return self._layout[1]
+
+    def tsos_of(self, views: Sequence[Chunk]) -> np.ndarray:
+        """Final ``_tso`` of the rows of ``views`` (of this file), view after view, checked."""
+        if self.final is not None:
+            got: np.ndarray = self.final[self.layout_of(views).at]
+            return got
+        return np.concatenate([self.tsos(v) for v in views]) if views else np.zeros(0, dtype=np.int64)
 
     def tsos(self, view: Chunk) -> np.ndarray:
         """Final ``_tso`` of ``view``'s rows, checked against the range its commit recorded."""
@@ -498,17 +478,30 @@ class FileRows:
         in file order: one table, cut from one decode of the row groups holding them
         (:mod:`.grouped`); from a file too big to decode at once, one table per view and row
         group (:meth:`records`)."""
+        yield from self.ordered_records(views, lo, hi, schema, starts, ends, ordered=False)[0]
+
+    def ordered_records(self, views: Sequence[Chunk], lo: int, hi: int, schema: pa.Schema,
+                        starts: Mapping[int, int], ends: Mapping[int, int], *,
+                        ordered: bool = True) -> tuple[list[pa.Table], bool]:
+        """:meth:`records_of`'s tables, and whether they are in :data:`READ_ORDER`: with
+        ``ordered``, the one table of a file decoded at once is (its rows put in that order by
+        one sort of their ``_tso``, ``_segment``, ``_seq``: a sweep's window of one file then
+        needs no sort of the records themselves)."""
+        alone = len(views) == 1 and views[0].sorted  # one sorted view: file order is read order
         if self.final is not None:
-            rows, seq, seg = keep(self.final, self._layout_of(views), lo, hi, starts, ends)
+            rows, seq, seg = keep(self.final, self.layout_of(views), lo, hi, starts, ends)
             if not len(rows):
-                return
+                return [], True
             body = self._body(int(rows.min()), int(rows.max()), schema)
             if body is not None:
                 at, table = body
-                yield stamped(cut(table, rows - at), self.final[rows], seq, seg, schema)
-                return
-        for view in views:
-            yield from self.records(view, lo, hi, schema, starts.get(view.seg), ends.get(view.seg))
+                tso = self.final[rows]
+                if ordered and not alone:
+                    order = np.lexsort((seq, seg, tso))
+                    rows, seq, seg, tso = rows[order], seq[order], seg[order], tso[order]
+                return [stamped(cut(table, rows - at), tso, seq, seg, schema)], ordered or alone
+        return [part for view in views for part in
+                self.records(view, lo, hi, schema, starts.get(view.seg), ends.get(view.seg))], alone
 
     def records(self, view: Chunk, lo: int, hi: int, schema: pa.Schema, first_seq: int | None,
                 end_seq: int | None, tso: np.ndarray | None = None) -> Iterator[pa.Table]:
@@ -542,19 +535,20 @@ class FileRows:
 def _records(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi: int,
              starts: dict[int, int], ends: dict[int, int], *,
              again: bool = True) -> Iterator[tuple[Sequence[Chunk], pa.Table]]:
-    done: set[int] = set()  # chunks whose records were all yielded
+    done: list[Sequence[Chunk]] = []  # views whose records were all yielded
     try:
         for views, data in fetch_files(store, chunks):
             for part in FileRows(store, views, data).records_of(views, lo, hi, schema, starts, ends):
                 yield views, part
-            done.update(id(c) for c in views)
+            done.append(views)
     except CorruptChunkError as e:
         # A missing file fails its fetch before any of its records is yielded. A task that
         # stalls past the grace period after its plan (85 s on an overloaded machine is enough)
         # finds the files a compaction replaced since deleted by a vacuum:
         # their records are in macro-chunks the newest state names. Once; what no compaction
         # replaced (a truncated or lost file) still fails, naming the file.
-        rest = [c for c in chunks if id(c) not in done]
+        yielded = {id(c) for views in done for c in views}
+        rest = [c for c in chunks if id(c) not in yielded]
         fresh = compacted_since(store, rest) if again and isinstance(e.__cause__, FileNotFoundError) else None
         if fresh is None:
             raise
@@ -583,16 +577,15 @@ def read_table(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int
     """All records of ``chunks`` in ``(lo, hi]`` as one table, in :data:`READ_ORDER`; in the
     segments ``starts``/``ends`` list, only ``_seq`` from ``starts[seg]`` and before ``ends[seg]``."""
     parts: list[pa.Table] = []
-    seen: set[int] = set()
-    ordered = True
+    sources: list[Sequence[Chunk]] = []
     for views, part in _records(store, schema, chunks, lo, hi, starts or {}, ends or {}):
         parts.append(part)
-        seen.update(id(c) for c in views)
-        ordered = ordered and all(c.sorted for c in views)
+        if not sources or sources[-1] is not views:
+            sources.append(views)
     if not parts:
         return full_schema(schema).empty_table()
     table = pa.concat_tables(parts)
-    if len(seen) == 1 and ordered:  # one sorted chunk's row groups, in order
+    if len(sources) == 1 and len(sources[0]) == 1 and sources[0][0].sorted:  # one sorted chunk's row groups
         return table
     # chunks of one segment overlap in time (writer lanes): ties on _tso go by identity
     return table.sort_by(READ_ORDER)

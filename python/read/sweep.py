@@ -20,7 +20,6 @@ of a big file (:class:`~pyspark_tstream.read.reading.FileRows`).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
@@ -43,51 +42,57 @@ class _Files:
         # by the id of each view: fetch_files hands out a file's views together, or a span's
         # (format v5: one ranged read may return several slices' own files)
         self.waiting: dict[int, tuple[list[Chunk], bytes | Span | Sparse]] = {}
-        self.open: dict[int, FileRows] = {}
-        self.left = Counter(id(v) for v in views)
 
     def rows(self, view: Chunk) -> FileRows:
-        """The decoded file of ``view`` (fetched now if it was not)."""
-        got = self.open.get(id(view))
-        if got is None:
-            while id(view) not in self.waiting:
-                views, data = next(self.fetched)
-                for v in views:
-                    self.waiting[id(v)] = (views, data)
-            views, data = self.waiting[id(view)]
-            got = FileRows(self.store, views, data, self.columns)
+        """The decoded file of ``view`` (fetched now)."""
+        while id(view) not in self.waiting:
+            views, data = next(self.fetched)
             for v in views:
-                self.waiting.pop(id(v), None)
-                self.open[id(v)] = got
-        return got
-
-    def walked(self, rows: FileRows) -> list[Chunk]:
-        """The views of the walk that ``rows`` holds (a file's, or a span's), in the walk's order."""
-        return [v for v in rows.views if id(v) in self.left]
+                self.waiting[id(v)] = (views, data)
+        views, data = self.waiting[id(view)]
+        for v in views:
+            self.waiting.pop(id(v), None)
+        return FileRows(self.store, views, data, self.columns)
 
     def refetch(self, views: Sequence[Chunk]) -> None:
         """Fetch ``views`` (the walk's unopened rest, substituted after a missing file) from now on."""
         self.fetched = fetch_files(self.store, views)
         self.waiting.clear()
-        self.left.update(id(v) for v in views)
-
-    def done(self, view: Chunk) -> None:
-        """The walk has passed ``view``'s last record: a file goes once its last view is done."""
-        self.left[id(view)] -= 1
-        if not self.left[id(view)]:
-            self.open.pop(id(view), None)
 
 
-def _kth_after(open_views: Sequence[tuple[Chunk, FileRows, np.ndarray]], a: int, k: int) -> int | None:
-    """The ``k``-th smallest ``_tso`` above ``a`` among the open views (None: fewer than ``k``)."""
-    parts = []
-    for view, _, tso in open_views:
-        if view.sorted:
-            s = int(np.searchsorted(tso, a, side="right"))
-            parts.append(tso[s:s + k])
-        else:
-            later = tso[tso > a]
-            parts.append(np.partition(later, k - 1)[:k] if len(later) > k else later)
+class _Open:
+    """An open file of the sweep: its decoded rows, the views of the walk it holds that it has
+    not passed yet, their greatest ``_tso`` and all their final ``_tso`` sorted (a file's views
+    are walked together: a window costs a few array operations a file, not a view)."""
+
+    def __init__(self, rows: FileRows, views: Sequence[Chunk]) -> None:
+        self.rows, self.views = rows, views
+        self.his = rows.layout_of(views).his
+        tso = rows.tsos_of(views)
+        # a view's own times are sorted when it says so: a file of one such view needs no sort,
+        # and several sorted runs merge (a stable sort of runs)
+        self.tso = tso if len(views) == 1 and views[0].sorted else np.sort(tso, kind="stable")
+
+    def after(self, a: int, k: int) -> np.ndarray:
+        """The (up to) ``k`` least ``_tso`` above ``a`` of its views."""
+        s = int(np.searchsorted(self.tso, a, side="right"))
+        return self.tso[s:s + k]
+
+    def passed(self, b: int) -> bool:
+        """Drop the views the walk has passed at ``b`` (all their records at or before it);
+        whether none is left (the file can go)."""
+        keep = self.his > b
+        if not bool(keep.any()):
+            return True
+        if not bool(keep.all()):
+            self.views = [v for v, k in zip(self.views, keep.tolist()) if k]
+            self.his = self.his[keep]
+        return False
+
+
+def _kth_after(files: Sequence[_Open], a: int, k: int) -> int | None:
+    """The ``k``-th smallest ``_tso`` above ``a`` among the open files' views (None: fewer than ``k``)."""
+    parts = [f.after(a, k) for f in files]
     found = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     return int(np.partition(found, k - 1)[k - 1]) if len(found) >= k else None
 
@@ -106,17 +111,18 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
     starts, ends = starts or {}, ends or {}
     views = sorted((c for c in chunks if c.hi > lo and c.lo <= hi), key=lambda c: c.lo)
     files = _Files(store, views, columns)
-    open_views: list[tuple[Chunk, FileRows, np.ndarray]] = []
+    open_files: list[_Open] = []
     opened: set[int] = set()  # views opened with an earlier view of their file
     pending: list[pa.Table] = []
+    held = 0  # rows in pending
     i, a = 0, lo
     replanned = False
     while a < hi:
         while i < len(views) and id(views[i]) in opened:
             i += 1
-        if not open_views and i >= len(views):
+        if not open_files and i >= len(views):
             break
-        if not open_views:  # nothing before the next chunk's first record
+        if not open_files:  # nothing before the next chunk's first record
             a = max(a, views[i].lo - 1)
         while i < len(views) and (id(views[i]) in opened or views[i].lo <= a + 1):
             if id(views[i]) in opened:
@@ -138,37 +144,34 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
                 files.refetch(views[i:])
                 continue
             # the other views of its file open with it: the file is decoded already, and a window
-            # then ends before the next file's first record, not before the next slice's
-            for view in files.walked(rows):
-                if id(view) not in opened:
-                    opened.add(id(view))
-                    open_views.append((view, rows, rows.tsos(view)))
+            # then ends before the next file's first record, not before the next slice's (a
+            # fetched file or span holds only views of the walk, each in one of them, so none
+            # of them is open yet)
+            opened.update(id(v) for v in rows.views)
+            open_files.append(_Open(rows, rows.views))
             i += 1
         while i < len(views) and id(views[i]) in opened:
             i += 1
         b = min(hi, views[i].lo - 1 if i < len(views) else hi)
-        kth = _kth_after(open_views, a, window_rows)
+        kth = _kth_after(open_files, a, window_rows)
         b = b if kth is None else min(b, kth)
-        parts, sources = [], []
-        by_file: dict[int, tuple[FileRows, list[Chunk]]] = {}
-        for view, rows, _ in open_views:
-            by_file.setdefault(id(rows), (rows, []))[1].append(view)
-        for rows, file_views in by_file.values():
-            got = list(rows.records_of(file_views, a, b, schema, starts, ends))
+        parts, sources, in_order = [], [], True
+        for f in open_files:
+            got, ordered = f.rows.ordered_records(f.views, a, b, schema, starts, ends)
             parts += got
-            sources += file_views if got else []
+            if got:
+                sources.append(f.views)
+                in_order = in_order and ordered
         if parts:
             window = pa.concat_tables(parts)
-            if len(sources) > 1 or not sources[0].sorted:
+            if len(sources) > 1 or not in_order:
                 window = window.sort_by(READ_ORDER)  # chunks overlap in time: ties by identity
             pending.append(window)
-            if sum(t.num_rows for t in pending) >= window_rows:
+            held += window.num_rows
+            if held >= window_rows:
                 yield pa.concat_tables(pending)
-                pending = []
-        for view, _, _ in open_views:
-            if view.hi <= b:
-                files.done(view)
-        open_views = [x for x in open_views if x[0].hi > b]
+                pending, held = [], 0
+        open_files = [f for f in open_files if not f.passed(b)]
         a = b
     if pending:
         yield pa.concat_tables(pending)

@@ -85,8 +85,10 @@ class Window:
             self._tsos.move_to_end(c)
         return got
 
-    def node(self, state: StreamState, n: int) -> list[tuple[Delta, int]]:
-        """``(delta, tick after it)`` of node ``n``'s positions in ``head_pos..state.pos``."""
+    def node(self, state: StreamState, n: int, first: int = 0) -> list[tuple[Delta, int]]:
+        """``(delta, tick after it)`` of node ``n``'s positions in ``head_pos..state.pos``;
+        of a node not yet flushed, only those from ``first`` on (each is an entry to decode:
+        a read of the newest few commits decodes those, not the node's older ones)."""
         got = self._nodes.get(n)
         if got is not None:
             return [(d, tick) for d, tick in got if state.head_pos <= d.pos <= state.pos]
@@ -101,11 +103,12 @@ class Window:
                 while len(self._nodes) > self.max_nodes:
                     self._nodes.popitem(last=False)
             return got
-        known = {p for p in range(lo, hi + 1) if p in self._open}
+        known = {p for p in range(lo, hi + 1) if p in self._open or p < first}
         fresh = self.journal.node_deltas(state, n, known)
         for d, tick in fresh:
             self._open[d.pos] = (d, tick)
-        return [self._open[p] for p in sorted(self._open) if lo <= p <= hi and state.head_pos <= p <= state.pos]
+        return [self._open[p] for p in sorted(self._open) if max(lo, first) <= p <= hi and
+                state.head_pos <= p <= state.pos]
 
     def forget_before(self, pos: int) -> None:
         """Drop what lies wholly before journal position ``pos`` (a reader moved past it)."""
