@@ -13,11 +13,14 @@ refused); a state declaring a reader feature this build does not know is refused
 built (:func:`~pyspark_tstream.journal.features.check_reader`). Committing entries is
 :mod:`~pyspark_tstream.journal.journal`'s job.
 
-Costs (store calls): the newest entry 2 (head + one probe past it), a poll with nothing new 1.
+Costs (store calls): the newest entry 2 round trips (the head, then one batched read of the
+newest entry's own slot, the probe of the slot past it and, on a cold handle, the checkpoint and
+entries its state is rebuilt from), a poll with nothing new 1.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import uuid
@@ -242,6 +245,9 @@ class EntryLog:
         #: the newest position this handle knows only through the head hint (:meth:`confirm`)
         self._unconfirmed: int | None = None
         self._hint_only: set[int] = set()  # positions whose remembered bytes are the hint's copy
+        #: objects :meth:`head` read ahead in its one batched read, by path (None: absent);
+        #: taken once each, and dropped when it returns
+        self._ahead: dict[str, bytes | None] = {}
 
     def remember(self, pos: int, data: bytes, *, hint: bool = False) -> None:
         """Keep the stored bytes of committed entry ``pos`` (entries are immutable) for
@@ -349,7 +355,7 @@ class EntryLog:
         raws = dict((p, self._recent[p]) for p in todo if p in self._recent)
         missing = [p for p in todo if p not in raws]
         if missing:
-            for p, raw in zip(missing, self.store.read_present([layout.entry(p) for p in missing])):
+            for p, raw in zip(missing, self._take_present([layout.entry(p) for p in missing])):
                 if raw is None:  # nothing else holds its change: no state after it can be built
                     gone = self.store.uri(layout.entry(p))
                     raise corrupt("journal entry", gone, FileNotFoundError(gone), layout.stream_url(gone))
@@ -401,7 +407,7 @@ class EntryLog:
         checkpoint before it."""
         rel = layout.checkpoint(pos)
         try:
-            data = self.store.read(rel)
+            data = self._take(rel)
             return checkpoint.decode(data, pos, self.store.uri(rel)), len(data)
         except (FileNotFoundError, CorruptMetadataError) as e:
             return self._older(pos, e), None
@@ -464,7 +470,7 @@ class EntryLog:
         """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new."""
         rel = layout.entry(pos)
         try:
-            data = self.store.read(rel)
+            data = self._take(rel)
         except FileNotFoundError:
             return None
         entry = self.decode(data, rel)
@@ -478,13 +484,23 @@ class EntryLog:
         Hints are hints: a missing or unreadable head (or anchor) costs a search over journal
         positions, O(log n) reads (see :meth:`_search_newest`), and the next commit rewrites it.
         """
+        try:
+            return self._head(known)
+        finally:
+            self._ahead.clear()  # read for this call: an absent slot may be filled by now
+
+    def _head(self, known: Entry | None) -> Entry:
         entry: Entry | None = None
         hint: Entry | None = None
         try:
             data = self.store.read(layout.HEAD)
             if known is None or _stored_pos(data) > known.pos:  # else the hint is no news
+                self._read_ahead(Entry.parse(data, path=self.store.uri(layout.HEAD)))
                 entry = hint = self.decode(data, layout.HEAD)
                 self.remember(entry.pos, data, hint=True)  # a copy of that entry's stored bytes
+                own = self._ahead.pop(layout.entry(entry.pos), None)
+                if own == data:  # its own slot holds the very bytes: sound, no check at commit
+                    self.remember(entry.pos, own)
         except FileNotFoundError:
             pass
         except CorruptMetadataError as e:
@@ -495,12 +511,48 @@ class EntryLog:
                            self.store.uri(layout.HEAD), e.__cause__)
         if known is not None and (entry is None or known.pos > entry.pos):
             entry = known
+            self._ahead.clear()
         if entry is None:
             entry = self._search_newest()
         newest = probe_past(entry, lambda e: self.try_entry(e.pos + 1))
         if newest is hint and newest.pos in self._hint_only:  # known through the hint alone: a
             self._unconfirmed = newest.pos  # commit confirms its slot first
         return newest
+
+    def _read_ahead(self, hint: dict[str, Any]) -> None:
+        """One batched read of what :meth:`head` needs after the head hint (parsed: ``hint``):
+        the slot past it (the probe), the hint's own slot (what :meth:`confirm` checks) and, when
+        the hint holds a change, the objects its state is rebuilt from that this handle lacks (a
+        cold handle: the checkpoint the change names and the entries after it; else the entries
+        after the newest state it kept). Absent ones are remembered as such."""
+        pos = hint["pos"]
+        rels = []
+        if CHANGE in hint and pos - 1 not in self._states:
+            start = Entry.checkpoint_of(hint)
+            base = max((p for p in self._states if start <= p < pos), default=None)
+            if base is None and not self._states:
+                rels.append(layout.checkpoint(start))
+                base = start
+            if base is not None:
+                rels += [layout.entry(p) for p in range(base + 1, pos) if p not in self._recent]
+        rels += [layout.entry(pos), layout.entry(pos + 1)]  # the probe last: it is mostly absent
+        self._ahead.update(zip(rels, self.store.read_present(rels)))
+
+    def _take(self, rel: str) -> bytes:
+        """The object at ``rel``: read ahead by :meth:`head` (once), else one read."""
+        if rel not in self._ahead:
+            return self.store.read(rel)
+        data = self._ahead.pop(rel)
+        if data is None:
+            raise FileNotFoundError(errno.ENOENT, "no such object", self.store.uri(rel))
+        return data
+
+    def _take_present(self, rels: Sequence[str]) -> list[bytes | None]:
+        """:meth:`Store.read_present <pyspark_tstream.store.storage.Store.read_present>` of
+        ``rels``, those read ahead by :meth:`head` taken from there."""
+        unread = [rel for rel in rels if rel not in self._ahead]
+        got = dict(zip(unread, self.store.read_present(unread))) if unread else {}
+        return [got[rel] if rel in got else self._ahead.pop(rel) for rel in rels]
 
     def confirm(self, pos: int) -> None:
         """Before a commit at ``pos + 1``: when this handle knows entry ``pos`` only through the
