@@ -466,9 +466,18 @@ class EntryLog:
         rel = layout.entry(pos)
         return self.decode(self.store.read(rel), rel)
 
-    def try_entry(self, pos: int) -> Entry | None:
-        """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new."""
+    def try_entry(self, pos: int, ahead: Sequence[int] = ()) -> Entry | None:
+        """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new.
+        ``ahead``: entries the caller will read next (a read's open index node), fetched in the
+        same batched call when this handle has not kept them (:meth:`remember`)."""
         rel = layout.entry(pos)
+        unkept = [p for p in ahead if p != pos and p not in self._recent]
+        if unkept and rel not in self._ahead:
+            got = self.store.read_present([*(layout.entry(p) for p in unkept), rel])  # the probe last: mostly absent
+            for p, raw in zip(unkept, got):
+                if raw is not None:
+                    self.remember(p, raw)
+            self._ahead[rel] = got[-1]
         try:
             data = self._take(rel)
         except FileNotFoundError:
