@@ -13,14 +13,12 @@ refused); a state declaring a reader feature this build does not know is refused
 built (:func:`~pyspark_tstream.journal.features.check_reader`). Committing entries is
 :mod:`~pyspark_tstream.journal.journal`'s job.
 
-Costs (store calls): the newest entry 2 round trips (the head, then one batched read of the
-newest entry's own slot, the probe of the slot past it and, on a cold handle, the checkpoint and
-entries its state is rebuilt from), a poll with nothing new 1.
+Costs (store calls): the newest entry 2 round trips (the head, then one batch:
+:func:`~pyspark_tstream.journal.ahead.open_batch`), a poll with nothing new 1.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import uuid
@@ -33,6 +31,7 @@ from ..store import layout
 from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
 from . import checkpoint
+from .ahead import Ahead, open_batch, unsound_newest
 from .checkpoint_mark import CheckpointMark
 from .chunk import Chunk as Chunk
 from .chunk import Fold as Fold
@@ -58,8 +57,6 @@ FORMAT_VERSION = WRITES[ENTRY]
 PACK_MIN = 8
 
 logger = logging.getLogger(__name__)
-
-
 
 
 @dataclass
@@ -245,9 +242,7 @@ class EntryLog:
         #: the newest position this handle knows only through the head hint (:meth:`confirm`)
         self._unconfirmed: int | None = None
         self._hint_only: set[int] = set()  # positions whose remembered bytes are the hint's copy
-        #: objects :meth:`head` read ahead in its one batched read, by path (None: absent);
-        #: taken once each, and dropped when it returns
-        self._ahead: dict[str, bytes | None] = {}
+        self._ahead = Ahead(store)  # what :meth:`head` read in its one batch (dropped as it returns)
 
     def remember(self, pos: int, data: bytes, *, hint: bool = False) -> None:
         """Keep the stored bytes of committed entry ``pos`` (entries are immutable) for
@@ -302,7 +297,7 @@ class EntryLog:
             return kept
         base = max((p for p in self._states if start <= p < pos), default=None)
         older = max((p for p in self._states if p < start), default=None)
-        if base is None and older is not None and self._entries_cheaper(self._states[older], start):
+        if base is None and older is not None and checkpoint.entries_cheaper(self._states[older], start):
             # a state this handle kept from before the checkpoint, when the entries from it to
             # the checkpoint hold fewer bytes than the checkpoint (which holds every writer): a
             # committer a few commits behind meets a checkpoint written meanwhile on many catch-ups
@@ -337,16 +332,6 @@ class EntryLog:
             f"it contradicts the journal entries after it: {problem}",
             path=self.store.uri(layout.checkpoint(start)))), start)
 
-    @staticmethod
-    def _entries_cheaper(kept: StreamState, start: int) -> bool:
-        """Whether the entries after ``kept`` up to checkpoint ``start`` are likely fewer bytes
-        than that checkpoint (estimated from ``kept``'s own checkpoint mark: its size, and the
-        bytes of the entries after it)."""
-        m = kept.checkpoint
-        if m is None or kept.pos <= m.pos or start - kept.pos > checkpoint.MAX_ENTRIES:
-            return False
-        return (start - kept.pos) * m.since < m.bytes * (kept.pos - m.pos)
-
     def _rebuild(self, pos: int, state: StreamState, base: int, seen: Replayed | None = None) -> StreamState:
         """The state after entry ``pos`` from ``state``, the state after entry ``base``: one
         batched read of the entries between that this handle has not kept. ``seen`` collects
@@ -355,7 +340,7 @@ class EntryLog:
         raws = dict((p, self._recent[p]) for p in todo if p in self._recent)
         missing = [p for p in todo if p not in raws]
         if missing:
-            for p, raw in zip(missing, self._take_present([layout.entry(p) for p in missing])):
+            for p, raw in zip(missing, self._ahead.take_present([layout.entry(p) for p in missing])):
                 if raw is None:  # nothing else holds its change: no state after it can be built
                     gone = self.store.uri(layout.entry(p))
                     raise corrupt("journal entry", gone, FileNotFoundError(gone), layout.stream_url(gone))
@@ -407,7 +392,7 @@ class EntryLog:
         checkpoint before it."""
         rel = layout.checkpoint(pos)
         try:
-            data = self._take(rel)
+            data = self._ahead.take(rel)
             return checkpoint.decode(data, pos, self.store.uri(rel)), len(data)
         except (FileNotFoundError, CorruptMetadataError) as e:
             return self._older(pos, e), None
@@ -467,19 +452,16 @@ class EntryLog:
         return self.decode(self.store.read(rel), rel)
 
     def try_entry(self, pos: int, ahead: Sequence[int] = ()) -> Entry | None:
-        """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new.
-        ``ahead``: entries the caller will read next (a read's open index node), fetched in the
-        same batched call when this handle has not kept them (:meth:`remember`)."""
+        """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new;
+        ``ahead``: entries read next (a read's open index node), fetched in it unless kept."""
         rel = layout.entry(pos)
         unkept = [p for p in ahead if p != pos and p not in self._recent]
-        if unkept and rel not in self._ahead:
-            got = self.store.read_present([*(layout.entry(p) for p in unkept), rel])  # the probe last: mostly absent
-            for p, raw in zip(unkept, got):
+        if unkept and rel not in self._ahead:  # the probe last: it is mostly absent
+            for p, raw in zip(unkept, self._ahead.fetch([*(layout.entry(p) for p in unkept), rel])):
                 if raw is not None:
-                    self.remember(p, raw)
-            self._ahead[rel] = got[-1]
+                    self.remember(p, self._ahead.pop(layout.entry(p)) or raw)
         try:
-            data = self._take(rel)
+            data = self._ahead.take(rel)
         except FileNotFoundError:
             return None
         entry = self.decode(data, rel)
@@ -504,10 +486,12 @@ class EntryLog:
         try:
             data = self.store.read(layout.HEAD)
             if known is None or _stored_pos(data) > known.pos:  # else the hint is no news
-                self._read_ahead(Entry.parse(data, path=self.store.uri(layout.HEAD)))
+                d = Entry.parse(data, path=self.store.uri(layout.HEAD))
+                self._ahead.fetch(open_batch(d["pos"], Entry.checkpoint_of(d) if CHANGE in d else None,
+                                             self._states, self._recent))
                 entry = hint = self.decode(data, layout.HEAD)
                 self.remember(entry.pos, data, hint=True)  # a copy of that entry's stored bytes
-                own = self._ahead.pop(layout.entry(entry.pos), None)
+                own = self._ahead.pop(layout.entry(entry.pos))
                 if own == data:  # its own slot holds the very bytes: sound, no check at commit
                     self.remember(entry.pos, own)
         except FileNotFoundError:
@@ -528,41 +512,6 @@ class EntryLog:
             self._unconfirmed = newest.pos  # commit confirms its slot first
         return newest
 
-    def _read_ahead(self, hint: dict[str, Any]) -> None:
-        """One batched read of what :meth:`head` needs after the head hint (parsed: ``hint``):
-        the slot past it (the probe), the hint's own slot (what :meth:`confirm` checks) and, when
-        the hint holds a change, the objects its state is rebuilt from that this handle lacks (a
-        cold handle: the checkpoint the change names and the entries after it; else the entries
-        after the newest state it kept). Absent ones are remembered as such."""
-        pos = hint["pos"]
-        rels = []
-        if CHANGE in hint and pos - 1 not in self._states:
-            start = Entry.checkpoint_of(hint)
-            base = max((p for p in self._states if start <= p < pos), default=None)
-            if base is None and not self._states:
-                rels.append(layout.checkpoint(start))
-                base = start
-            if base is not None:
-                rels += [layout.entry(p) for p in range(base + 1, pos) if p not in self._recent]
-        rels += [layout.entry(pos), layout.entry(pos + 1)]  # the probe last: it is mostly absent
-        self._ahead.update(zip(rels, self.store.read_present(rels)))
-
-    def _take(self, rel: str) -> bytes:
-        """The object at ``rel``: read ahead by :meth:`head` (once), else one read."""
-        if rel not in self._ahead:
-            return self.store.read(rel)
-        data = self._ahead.pop(rel)
-        if data is None:
-            raise FileNotFoundError(errno.ENOENT, "no such object", self.store.uri(rel))
-        return data
-
-    def _take_present(self, rels: Sequence[str]) -> list[bytes | None]:
-        """:meth:`Store.read_present <pyspark_tstream.store.storage.Store.read_present>` of
-        ``rels``, those read ahead by :meth:`head` taken from there."""
-        unread = [rel for rel in rels if rel not in self._ahead]
-        got = dict(zip(unread, self.store.read_present(unread))) if unread else {}
-        return [got[rel] if rel in got else self._ahead.pop(rel) for rel in rels]
-
     def confirm(self, pos: int) -> None:
         """Before a commit at ``pos + 1``: when this handle knows entry ``pos`` only through the
         head hint's copy (one read, once), check that the entry itself is there and sound.
@@ -581,24 +530,14 @@ class EntryLog:
             # (from a format-5 entry) and the entry parses as the same commit
             if data != copy and (copy is None or CHANGE in Entry.parse(copy, path=path) or
                                  Entry.parse(data, path=path).get("nonce") != Entry.parse(copy, path=path)["nonce"]):
-                raise CorruptMetadataError(
-                    f"journal entry {path} differs from the head hint {self.store.uri(layout.HEAD)}, which copies it: "
-                    "one of them was edited, and a commit would overwrite the hint; nothing was committed. Run "
-                    f"`tstream fsck {self.store.display_url}` and `tstream repair {self.store.display_url}`",
-                    path=path)
+                raise unsound_newest(self.store, path, None)
         except FileNotFoundError as e:
-            raise self._only_copy(path, "is missing") from e
+            raise unsound_newest(self.store, path, "is missing") from e
         except CorruptMetadataError as e:
             if e.path == path and "differs from the head hint" in str(e):
                 raise
-            raise self._only_copy(path, f"is torn or edited ({e.__cause__ or e})") from e
+            raise unsound_newest(self.store, path, f"is torn or edited ({e.__cause__ or e})") from e
         self._unconfirmed = None
-
-    def _only_copy(self, path: str, what: str) -> CorruptMetadataError:
-        return CorruptMetadataError(
-            f"journal entry {path} {what}: the head hint {self.store.uri(layout.HEAD)} holds the only copy of "
-            f"it, so nothing was committed (a commit would overwrite that copy); run `tstream repair "
-            f"{self.store.display_url}`, which restores the entry from it", path=path)
 
     def _present(self, pos: int) -> bool:
         try:
