@@ -32,6 +32,11 @@ import pytest  # noqa: E402
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# Retention and compaction after Stream.append run in the committing call, not on a background
+# thread (python/api/upkeep.py, the product's default): tests count store calls, inject crashes at
+# the n-th call and read back what a commit left, which a background run would make racy. Inherited
+# by child processes; tests/test_upkeep_background.py unsets it to pin the default.
+os.environ.setdefault("TSTREAM_UPKEEP", "inline")
 # a folder of this run's own for the stores that answered it (reach_memo), inherited by Spark's
 # workers; made only when a memo is written, removed when the run ends
 _MEMOS = os.path.join(tempfile.gettempdir(), f"tstream-test-memos-{os.getpid()}")

@@ -7,6 +7,13 @@ sent 58-99 requests at 30 ms each (issue #62). Now a small state is checkpointed
 left is the head, one checkpoint, at most ``SMALL_EVERY`` entries, the entries of the time
 index's node the read falls in (at most ``FANOUT``: their chunk lists live only there) and the
 data. Counted through the store observer: a batched read of n objects counts n.
+
+Round trips of metadata (a batched read of parallel GETs is one): a cold tail makes 3 (the
+head; one batch of the checkpoint, the entries after it, the newest entry's slot and the probe
+past it; the read's own refresh probe together with the open index node's entries). A cold
+seek into older, compacted data makes up to 2 more, each known only from the one before: the
+flushed level-1 index node the target falls in (the state names it), and the macro-map bucket
+that names the compacted chunk (the node's chunks name it).
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ DATA_OBJECTS = 8
 #: What a cold seek or tail may read: head, checkpoint, replayed entries, one index node's
 #: entries, the newest entry once more (the read looks for a newer commit), the data.
 COLD_OBJECTS = 2 + SMALL_EVERY + FANOUT + 1 + DATA_OBJECTS
+#: Metadata round trips of a cold tail, and of a cold seek (an index node, a macro-map bucket).
+TAIL_TRIPS, SEEK_TRIPS = 3, 5
 _PLUS = re.compile(r" \(\+(\d+)\)$")
 
 
@@ -34,15 +43,18 @@ class Objects:
     def __init__(self) -> None:
         self.n = 0
         self.batches: list[str] = []
+        self.trips = 0  # calls on metadata: each one round trip, however many objects it reads
 
     def __call__(self, op: str, rel: str) -> None:
+        self.trips += rel.startswith("_tstream/")
         extra = _PLUS.search(rel)
         self.n += 1 + (int(extra.group(1)) if extra else 0)
         if op == "read_many" and rel.startswith("_tstream/journal/"):
             self.batches.append(rel)
 
-    def check(self, what: str) -> None:
+    def check(self, what: str, trips: int) -> None:
         assert self.n <= COLD_OBJECTS, f"a cold {what} read {self.n} objects"
+        assert self.trips <= trips, f"a cold {what} made {self.trips} metadata round trips"
         # the same entries are never fetched twice by one read
         assert len(set(self.batches)) == len(self.batches), f"a cold {what} read {self.batches}"
 
@@ -67,7 +79,7 @@ def test_cold_seek_and_tail_read_few_objects(tmp_path: object, appends: int) -> 
     store.observer = seen
     tail = Stream.at(store).read(tail=30, columns=["v"])
     assert sorted(tail["v"].to_pylist()) == list(range(total - 30, total))
-    seen.check("tail")
+    seen.check("tail", TAIL_TRIPS)
 
     seen = Objects()
     store = Store(url)
@@ -75,4 +87,4 @@ def test_cold_seek_and_tail_read_few_objects(tmp_path: object, appends: int) -> 
     start = total // 2
     got = Stream.at(store).read(start=1_000_000 + start, limit=25, columns=["v"])
     assert sorted(got["v"].to_pylist()) == list(range(start, start + 25))
-    seen.check("seek")
+    seen.check("seek", SEEK_TRIPS)

@@ -27,6 +27,7 @@ from pyspark_tstream.journal.state import segment_number
 from pyspark_tstream.maintain.repair import drop_torn_newest
 from pyspark_tstream.read.file_checks import check_files
 from pyspark_tstream.store import layout
+from pyspark_tstream.store.storage import Store
 
 COMMITS = 157
 SCALE_AT = 40
@@ -305,7 +306,6 @@ def test_damage_to_any_metadata_object(built: Path, built_more: Path, tmp_path: 
     every committed record reads and fsck is clean (or, for what nothing holds a copy of, repair
     says so and nothing changes)."""
     from pyspark_tstream.maintain.fsck import verify
-    from pyspark_tstream.store.storage import Store
 
     root = tmp_path / "s"
     shutil.copytree(built if kind in KINDS else built_more, root)
@@ -340,17 +340,21 @@ def test_damage_to_any_metadata_object(built: Path, built_more: Path, tmp_path: 
 
 
 def test_only_a_handles_first_commit_after_a_hint_reads_the_newest_entry(stream: tuple[Path, str]) -> None:
-    """The check that refuses to commit past a lost newest entry costs one read, once: a
-    handle that committed (or read) the newest entry itself never pays it again."""
+    """The check that refuses to commit past a lost newest entry costs no round trip of its own:
+    the open reads the newest entry's slot in its batched probe of the slot after it, and a
+    handle that committed (or read) the newest entry itself never reads it again."""
     from conftest import CallLog
 
     _, url = stream
-    s = Stream.open(url)
-    first = s.state.pos
     log = CallLog()
-    s.store.observer = log
+    store = Store(url, None)
+    store.observer = log
+    s = Stream.at(store)
+    first = s.state.pos
+    assert [op for op, _ in log.calls] == ["read", "read_many"], log.calls  # the head, then one batch
+    log.reset()
     s.append(_batch(COMMITS), writer_id="w", batch_id=COMMITS, key="k")
-    assert ("read", layout.entry(first)) in log.calls
+    assert log.metadata("read", "read_many") == 0, log.calls
     log.reset()
     s.refresh()  # reads the head hint: a copy of the entry this handle committed
     s.append(_batch(COMMITS + 1), writer_id="w", batch_id=COMMITS + 1, key="k")

@@ -54,6 +54,7 @@ def test_compaction_due_after_an_append_runs_off_its_critical_path(url: str) -> 
     s = Stream.create(url, segments=1, compaction="min=4")
     s.context.journal.hints.background = True  # as on s3:// (hints.LOCAL are in line)
     s.appending.group.background = True
+    s.upkeep.inline = False  # the product's default (conftest asks for in line)
     caller = threading.get_ident()
     mine: list[tuple[str, str]] = []
     s.store.observer = lambda op, rel: mine.append((op, rel)) if threading.get_ident() == caller else None

@@ -108,7 +108,7 @@ def test_describe_is_a_pure_snapshot(url: str) -> None:
 
 
 def test_background_retention_retries_once_after_a_failure_then_settles(url: str) -> None:
-    """After ``Stream.append`` on an object store retention runs in the background: a failed
+    """After ``Stream.append`` retention runs in the background: a failed
     pass makes it due at the next commit (as in line), and a pass that succeeded makes it
     due only at the next multiple of RETENTION_EVERY again (not at every commit)."""
     h = _context(url, retention="count=1000")
@@ -124,7 +124,8 @@ def test_background_retention_retries_once_after_a_failure_then_settles(url: str
             runs.append(ok)
             return ok
 
-    upkeep = Upkeep(h, trim=lambda: None, fork=lambda entry: Worker())  # type: ignore[arg-type,return-value]
+    upkeep = Upkeep(h, trim=lambda: None, fork=lambda entry: Worker(),  # type: ignore[arg-type,return-value]
+                    inline=False)  # the product's default (conftest asks for in line)
     appender = Appender(h, after_commit=upkeep.after_data_commit)
     while h.state.pos < RETENTION_EVERY - 1:
         appender.append(_rows(1, h.state.pos), key="k", timestamp="t")

@@ -72,7 +72,8 @@ class Appender:
     """Appends and commits through a :class:`~pyspark_tstream.api.context.StreamContext`.
 
     ``after_commit(entry, later)`` runs after every commit that added chunks (never raising into
-    it); ``later`` says the caller's latency matters (``Stream.append`` on an object store).
+    it); ``later`` says the caller's latency matters and its process outlives the call
+    (``Stream.append``; not ``commit``, the Spark sink's).
     """
 
     def __init__(self, ctx: StreamContext, after_commit: Callable[[Entry, bool], None] | None = None) -> None:
@@ -208,7 +209,7 @@ class Appender:
             return Ack(pos=state.pos, rows=0, tick=state.tick)
         intent = CommitIntent(writer_id=writer_id, batch_id=batch_id, session=session, monotonic=monotonic,
                               schema=table.schema, merge_schema=merge_schema)
-        return self._commit(chunks, intent, fresh=True, listed=listed, upkeep_later=self.group.background)
+        return self._commit(chunks, intent, fresh=True, listed=listed, upkeep_later=True)
 
     def heartbeat(self, writer_id: str, tso: int | None = None) -> Ack:
         """A data-less tick record: ``writer_id`` is live and will not commit below ``tso``."""

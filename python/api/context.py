@@ -9,7 +9,7 @@ only ever moves it forward (another thread on the same object may already be ahe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
@@ -43,9 +43,10 @@ class StreamContext:
         """The newest state this context has seen (call :meth:`refresh` to look again)."""
         return self.entry.state
 
-    def refresh(self) -> StreamState:
-        """Catch up with the journal: 1 store call if nothing changed."""
-        nxt = self.journal.try_entry(self.entry.pos + 1)
+    def refresh(self, ahead: Sequence[int] = ()) -> StreamState:
+        """Catch up with the journal: 1 store call if nothing changed. ``ahead``: entries the
+        caller reads next, fetched in that same call when this handle has not kept them."""
+        nxt = self.journal.try_entry(self.entry.pos + 1, ahead)
         if nxt is not None:
             newest = self.journal.head(known=nxt)
             if newest.pos > self.entry.pos:  # another thread on this context may be ahead

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError
 from ..journal.entries import Chunk
+from ..journal.timeindex import open_positions
 from ..read.compacted import substitute
 from ..read.cuts import check_cut
 from ..read.planner import Plan, plan, plan_chunks, tail_bound
@@ -134,7 +135,7 @@ class Reader:
         end_cut = _cut(end, "end") if isinstance(end, Mapping) else {}
         # one refresh: seek_tail's, else our own (the tail's bound and the tick of one state)
         after_tail = self.seek_tail(tail) if tail is not None else None
-        state = self.ctx.refresh() if tail is None else self.ctx.state
+        state = self.ctx.refresh(open_positions(self.ctx.state)) if tail is None else self.ctx.state
         for given, cut, option in ((start, start_cut, "start"), (end, end_cut, "end")):
             if isinstance(given, Mapping):  # a cut of another stream would skip records silently
                 check_cut(self.ctx.store, state, cut, option=option, url=self.ctx.url)
@@ -207,7 +208,7 @@ class Reader:
     def seek_tail(self, n: int) -> int:
         """Exclusive ``_tso`` bound such that the last ``n`` records at or below the tick follow it."""
         h = self.ctx
-        state = h.refresh()
+        state = h.refresh(open_positions(h.state))  # the newest records' chunks: in those entries
         # the span's chunks may have been compacted (and their files collected): read views
         return tail_bound(h.journal, state, n,
                           lambda chunks, tick: tsos_upto(h.store, substitute(h.store, state, list(chunks)), tick))

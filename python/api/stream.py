@@ -109,10 +109,10 @@ class Stream:
         from .upkeep import Upkeep
 
         # retention needs the truncation part only when it runs; background runs (after
-        # Stream.append on object stores) work on a context of their own, like another process
+        # Stream.append) work on a context of their own, like another process
         def fork(entry: Entry) -> Upkeep:
             other = Stream(self.store, entry)
-            return Upkeep(other.context, trim=lambda: other.truncation.trim())
+            return Upkeep(other.context, trim=lambda: other.truncation.trim(), inline=True)
 
         return Upkeep(self.context, trim=lambda: self.truncation.trim(), fork=fork)
 

@@ -1,15 +1,22 @@
 """What runs after a data commit: auto-scaling, retention every few commits, automatic compaction.
 
-Off the critical path where it pays: a ``Stream.append`` on an object store hands retention and
-compaction to a background thread (one per :class:`Upkeep`) that runs them on a stream context
-of its own, as another process would; the append returns after its data PUT and its create
-(in line, a due compaction raised a lone writer's commit p99 to ~1 s at 30 ms a request). Several
-commits due while a run is under way coalesce into one more run. The Spark sink's commit, local
-stores and ``Stream.commit`` keep them in line: a sink's commit runs in a process that may end
-as soon as it returns, and local stores keep crash-point and store-call tests deterministic.
-Auto-scaling stays in line everywhere (it decides from the state, and commits rarely). Work cut
-short by the process exiting is crash-safe like any interrupted compaction or trim, and due again
-at a later commit.
+Off the critical path on every store: a ``Stream.append`` hands retention and compaction to a
+background thread (one per :class:`Upkeep`) that runs them on a stream context of its own, as
+another process would; the append returns after its data PUT and its create. In line, a due
+compaction shaped the append's tail latency: on an object store, and on a local path at
+object-store latency (a FUSE mount such as a Databricks Volume), alike. Several commits due
+while a run is under way coalesce into one more run. The Spark sink's commit and
+``Stream.commit`` keep them in line: a sink's commit runs in a process that may end as soon as
+it returns. Auto-scaling stays in line everywhere (it decides from the state, and commits
+rarely). A process that exits waits for the run under way (:data:`EXIT_WAIT_S`, the exit
+handler below, which :func:`~pyspark_tstream.exits.exit_now` runs too); work cut short by the
+process ending is crash-safe like any interrupted compaction or trim, and due again at a later
+commit.
+
+In line on request: ``TSTREAM_UPKEEP=inline`` (:data:`UPKEEP_ENV`) for the process, or
+``Stream.upkeep.inline = True`` for one handle, runs every due policy in the committing call.
+Tests ask for it where they count store calls or inject crashes at the n-th call
+(``tests/conftest.py``), and so may a user who wants an append to return only once upkeep has run.
 
 Best-effort by contract: the data commit is durable before any of this runs, so a failure here
 must never turn it into an error (Spark would call the sink's ``abort`` on a committed batch).
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -31,6 +39,7 @@ from typing import Any
 from ..compaction.compact import compact
 from ..compaction.policy import COMPACT_EVERY, CompactionPolicy, due
 from ..epochs.scaling import ScalingPolicy
+from ..errors import ConfigError
 from ..journal.entries import Entry
 from ..journal.state import StreamState
 from ..timestamps import now_ms
@@ -40,8 +49,26 @@ logger = logging.getLogger(__name__)
 
 #: Retention is evaluated on every this-many-th journal position (amortized O(1) per commit).
 RETENTION_EVERY = 16
-#: Seconds an exiting process waits for a background upkeep run.
-EXIT_WAIT_S = 2.0
+#: Seconds an exiting process waits for a background upkeep run: long enough for a due
+#: compaction to finish (a run cut short every time would leave a short-lived process's small
+#: chunks uncompacted for good), bounded so that a stuck store never holds the exit.
+EXIT_WAIT_S = 30.0
+#: The environment variable that chooses where upkeep runs after ``Stream.append``: one of
+#: :data:`MODES` (unset: ``background``).
+UPKEEP_ENV = "TSTREAM_UPKEEP"
+#: Its values: ``background`` (the default) or ``inline`` (in the committing call).
+MODES = ("background", "inline")
+
+
+def inline_from_env() -> bool:
+    """Whether :data:`UPKEEP_ENV` asks for in-line upkeep; a ConfigError naming it for another value."""
+    text = os.environ.get(UPKEEP_ENV, "").strip()
+    mode = text.lower() or MODES[0]
+    if mode not in MODES:
+        raise ConfigError(f"{UPKEEP_ENV}={text!r} is not one of {', '.join(MODES)}: set it to 'inline' to run "
+                          "retention and compaction in the committing call, or unset it (background)",
+                          option=UPKEEP_ENV, value=text)
+    return mode == "inline"
 
 _LIVE: weakref.WeakSet[Upkeep] = weakref.WeakSet()
 
@@ -50,12 +77,15 @@ class Upkeep:
     """The post-commit policies of one context; ``trim`` applies the retention policy."""
 
     def __init__(self, ctx: StreamContext, trim: Callable[[], Any],
-                 fork: Callable[[Entry], Upkeep] | None = None) -> None:
+                 fork: Callable[[Entry], Upkeep] | None = None, *, inline: bool | None = None) -> None:
         self.ctx = ctx
         self.trim = trim
         #: Builds the in-line Upkeep of a context of its own at an entry (background runs); None:
         #: always in line.
         self.fork = fork
+        #: Run every due policy in the committing call even where the caller allows the
+        #: background (default: :func:`inline_from_env`).
+        self.inline = inline_from_env() if inline is None else inline
         self.retention_due = False  # a failed retention pass: retry at the next data commit
         self.compact_retry_pos = 0  # automatic compaction backs off after a failure
         self.compact_backoff = COMPACT_EVERY
@@ -67,7 +97,8 @@ class Upkeep:
 
     def after_data_commit(self, entry: Entry, later: bool = False) -> None:
         """Evaluate the policies the stream's config enables, after the data commit ``entry``;
-        ``later``: run retention and compaction in the background (module docstring)."""
+        ``later``: the caller allows retention and compaction to run in the background, which
+        they do unless ``inline`` (module docstring)."""
         cfg = entry.state.config
         if scaling := cfg.scaling:
             self._best_effort("auto-scaling", entry, lambda: self._auto_scale(scaling, entry))
@@ -78,7 +109,7 @@ class Upkeep:
             due.add("compaction")
         if not due:
             return
-        if later and self.fork is not None:
+        if later and not self.inline and self.fork is not None:
             if "retention" in due:
                 self.retention_due = False  # the background run sets it again if it fails
             self._later(entry, due)
@@ -169,3 +200,6 @@ class Upkeep:
 def _settle_all() -> None:
     for upkeep in list(_LIVE):
         upkeep.settle(EXIT_WAIT_S)
+        if upkeep._running:
+            logger.warning("tstream: background upkeep of %s still running after %.0f s at exit; it is cut "
+                           "short (crash-safe) and due again at a later commit", upkeep.ctx.url, EXIT_WAIT_S)

@@ -132,3 +132,13 @@ def entries_gc_target(state: StreamState, mark_of: Callable[[int], CheckpointMar
     if wrote is None or wrote.pos >= state.gc_pos:
         return state.meta_gc_pos
     return max(state.meta_gc_pos, wrote.pos + 1)
+
+
+def entries_cheaper(kept: StreamState, start: int) -> bool:
+    """Whether the entries after ``kept`` up to checkpoint ``start`` are likely fewer bytes
+    than that checkpoint (estimated from ``kept``'s own checkpoint mark: its size, and the
+    bytes of the entries after it)."""
+    m = kept.checkpoint
+    if m is None or kept.pos <= m.pos or start - kept.pos > MAX_ENTRIES:
+        return False
+    return (start - kept.pos) * m.since < m.bytes * (kept.pos - m.pos)

@@ -11,10 +11,12 @@ O(log n) search, never a wrong answer. Entries carry a format version, checked w
 other object's by :func:`~pyspark_tstream.journal.features.check_object` (a newer one is
 refused); a state declaring a reader feature this build does not know is refused where it is
 built (:func:`~pyspark_tstream.journal.features.check_reader`). An entry of a stream declaring
-checksums is sealed (:mod:`.seal`): verified before it is parsed, and refused without its seal. Committing entries is
+checksums is sealed (:mod:`.seal`): verified before it is parsed, and refused without its
+seal. Committing entries is
 :mod:`~pyspark_tstream.journal.journal`'s job.
 
-Costs (store calls): the newest entry 2 (head + one probe past it), a poll with nothing new 1.
+Costs (store calls): the newest entry 2 round trips (the head, then one batch:
+:func:`~pyspark_tstream.journal.ahead.open_batch`), a poll with nothing new 1.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ..store import layout
 from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
 from . import checkpoint, seal
+from .ahead import Ahead, open_batch, unsound_newest
 from .checkpoint_mark import CheckpointMark
 from .chunk import Chunk as Chunk
 from .chunk import Fold as Fold
@@ -56,8 +59,6 @@ FORMAT_VERSION = WRITES[ENTRY]
 PACK_MIN = 8
 
 logger = logging.getLogger(__name__)
-
-
 
 
 @dataclass
@@ -268,6 +269,7 @@ class EntryLog:
         #: the newest position this handle knows only through the head hint (:meth:`confirm`)
         self._unconfirmed: int | None = None
         self._hint_only: set[int] = set()  # positions whose remembered bytes are the hint's copy
+        self._ahead = Ahead(store)  # what :meth:`head` read in its one batch (dropped as it returns)
 
     def remember(self, pos: int, data: bytes, *, hint: bool = False) -> None:
         """Keep the stored bytes of committed entry ``pos`` (entries are immutable) for
@@ -323,7 +325,7 @@ class EntryLog:
             return kept
         base = max((p for p in self._states if start <= p < pos), default=None)
         older = max((p for p in self._states if p < start), default=None)
-        if base is None and older is not None and self._entries_cheaper(self._states[older], start):
+        if base is None and older is not None and checkpoint.entries_cheaper(self._states[older], start):
             # a state this handle kept from before the checkpoint, when the entries from it to
             # the checkpoint hold fewer bytes than the checkpoint (which holds every writer): a
             # committer a few commits behind meets a checkpoint written meanwhile on many catch-ups
@@ -358,16 +360,6 @@ class EntryLog:
             f"it contradicts the journal entries after it: {problem}",
             path=self.store.uri(layout.checkpoint(start)))), start)
 
-    @staticmethod
-    def _entries_cheaper(kept: StreamState, start: int) -> bool:
-        """Whether the entries after ``kept`` up to checkpoint ``start`` are likely fewer bytes
-        than that checkpoint (estimated from ``kept``'s own checkpoint mark: its size, and the
-        bytes of the entries after it)."""
-        m = kept.checkpoint
-        if m is None or kept.pos <= m.pos or start - kept.pos > checkpoint.MAX_ENTRIES:
-            return False
-        return (start - kept.pos) * m.since < m.bytes * (kept.pos - m.pos)
-
     def _rebuild(self, pos: int, state: StreamState, base: int, seen: Replayed | None = None) -> StreamState:
         """The state after entry ``pos`` from ``state``, the state after entry ``base``: one
         batched read of the entries between that this handle has not kept. ``seen`` collects
@@ -376,7 +368,7 @@ class EntryLog:
         raws = dict((p, self._recent[p]) for p in todo if p in self._recent)
         missing = [p for p in todo if p not in raws]
         if missing:
-            for p, raw in zip(missing, self.store.read_present([layout.entry(p) for p in missing])):
+            for p, raw in zip(missing, self._ahead.take_present([layout.entry(p) for p in missing])):
                 if raw is None:  # nothing else holds its change: no state after it can be built
                     gone = self.store.uri(layout.entry(p))
                     raise corrupt("journal entry", gone, FileNotFoundError(gone), layout.stream_url(gone))
@@ -430,7 +422,7 @@ class EntryLog:
         checkpoint before it."""
         rel = layout.checkpoint(pos)
         try:
-            data = self.store.read(rel)
+            data = self._ahead.take(rel)
             return checkpoint.decode(data, pos, self.store.uri(rel)), len(data)
         except (FileNotFoundError, CorruptMetadataError) as e:
             return self._older(pos, e), None
@@ -489,11 +481,17 @@ class EntryLog:
         rel = layout.entry(pos)
         return self.decode(self.store.read(rel), rel)
 
-    def try_entry(self, pos: int) -> Entry | None:
-        """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new."""
+    def try_entry(self, pos: int, ahead: Sequence[int] = ()) -> Entry | None:
+        """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new;
+        ``ahead``: entries read next (a read's open index node), fetched in it unless kept."""
         rel = layout.entry(pos)
+        unkept = [p for p in ahead if p != pos and p not in self._recent]
+        if unkept and rel not in self._ahead:  # the probe last: it is mostly absent
+            for p, raw in zip(unkept, self._ahead.fetch([*(layout.entry(p) for p in unkept), rel])):
+                if raw is not None:
+                    self.remember(p, self._ahead.pop(layout.entry(p)) or raw)
         try:
-            data = self.store.read(rel)
+            data = self._ahead.take(rel)
         except FileNotFoundError:
             return None
         entry = self.decode(data, rel)
@@ -507,13 +505,25 @@ class EntryLog:
         Hints are hints: a missing or unreadable head (or anchor) costs a search over journal
         positions, O(log n) reads (see :meth:`_search_newest`), and the next commit rewrites it.
         """
+        try:
+            return self._head(known)
+        finally:
+            self._ahead.clear()  # read for this call: an absent slot may be filled by now
+
+    def _head(self, known: Entry | None) -> Entry:
         entry: Entry | None = None
         hint: Entry | None = None
         try:
             data = self.store.read(layout.HEAD)
             if known is None or _stored_pos(data) > known.pos:  # else the hint is no news
+                d = Entry.parse(data, path=self.store.uri(layout.HEAD))
+                self._ahead.fetch(open_batch(d["pos"], Entry.checkpoint_of(d) if CHANGE in d else None,
+                                             self._states, self._recent))
                 entry = hint = self.decode(data, layout.HEAD)
                 self.remember(entry.pos, data, hint=True)  # a copy of that entry's stored bytes
+                own = self._ahead.pop(layout.entry(entry.pos))
+                if own == data:  # its own slot holds the very bytes: sound, no check at commit
+                    self.remember(entry.pos, own)
         except FileNotFoundError:
             pass
         except CorruptMetadataError as e:
@@ -524,6 +534,7 @@ class EntryLog:
                            self.store.uri(layout.HEAD), e.__cause__)
         if known is not None and (entry is None or known.pos > entry.pos):
             entry = known
+            self._ahead.clear()
         if entry is None:
             entry = self._search_newest()
         newest = probe_past(entry, lambda e: self.try_entry(e.pos + 1))
@@ -549,24 +560,14 @@ class EntryLog:
             # (from a format-5 entry) and the entry parses as the same commit
             if data != copy and (copy is None or CHANGE in Entry.parse(copy, path=path) or
                                  Entry.parse(data, path=path).get("nonce") != Entry.parse(copy, path=path)["nonce"]):
-                raise CorruptMetadataError(
-                    f"journal entry {path} differs from the head hint {self.store.uri(layout.HEAD)}, which copies it: "
-                    "one of them was edited, and a commit would overwrite the hint; nothing was committed. Run "
-                    f"`tstream fsck {self.store.display_url}` and `tstream repair {self.store.display_url}`",
-                    path=path)
+                raise unsound_newest(self.store, path, None)
         except FileNotFoundError as e:
-            raise self._only_copy(path, "is missing") from e
+            raise unsound_newest(self.store, path, "is missing") from e
         except CorruptMetadataError as e:
             if e.path == path and "differs from the head hint" in str(e):
                 raise
-            raise self._only_copy(path, f"is torn or edited ({e.__cause__ or e})") from e
+            raise unsound_newest(self.store, path, f"is torn or edited ({e.__cause__ or e})") from e
         self._unconfirmed = None
-
-    def _only_copy(self, path: str, what: str) -> CorruptMetadataError:
-        return CorruptMetadataError(
-            f"journal entry {path} {what}: the head hint {self.store.uri(layout.HEAD)} holds the only copy of "
-            f"it, so nothing was committed (a commit would overwrite that copy); run `tstream repair "
-            f"{self.store.display_url}`, which restores the entry from it", path=path)
 
     def _present(self, pos: int) -> bool:
         try:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from ..errors import CorruptMetadataError, StorageError, error
@@ -78,9 +78,10 @@ class Journal:
         """The entry at ``pos`` (FileNotFoundError if it is absent)."""
         return self.log.read_entry(pos)
 
-    def try_entry(self, pos: int) -> Entry | None:
-        """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new."""
-        return self.log.try_entry(pos)
+    def try_entry(self, pos: int, ahead: Sequence[int] = ()) -> Entry | None:
+        """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new
+        (``ahead``: :meth:`EntryLog.try_entry <pyspark_tstream.journal.entries.EntryLog.try_entry>`)."""
+        return self.log.try_entry(pos, ahead)
 
     def head(self, known: Entry | None = None) -> Entry:
         """The newest entry: the head hint, then probes past it (``known``: an entry the caller has)."""

@@ -116,6 +116,12 @@ def first_open(state: StreamState) -> int:
     return state.index[0][0].id if state.index and state.index[0] else state.pos + 1
 
 
+def open_positions(state: StreamState) -> range:
+    """The live positions whose deltas are still only in their entries (a read of the newest
+    records reads them: :meth:`TimeIndex.deltas`)."""
+    return range(max(first_open(state), state.head_pos), state.pos + 1)
+
+
 class TimeIndex:
     """Searches and flushes the time index of the entries ``log`` reads."""
 
