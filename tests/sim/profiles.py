@@ -81,8 +81,9 @@ BUGGIFY = Profile(name="buggify", writers=4, batches=4, sinks=1, compactions=3, 
 MOUNT = Profile(name="mount", writers=3, batches=3, mount=True, mount_die=0.05, mount_skew=0.5, grace_ms=90_000,
                 faults=Faults(crash=0.01, ambiguous=0.0))
 #: ``mount`` with holders that stall past the grace after their last check (on 5 % of creates):
-#: the case ``store/claims.py`` documents it cannot exclude (a rename onto what the actor that
-#: took the name over published). Not in the long run: it pins that the simulation finds it.
+#: the case a lease cannot exclude, which replaced what the actor that took the name over
+#: published until a claim was taken over only from a holder that cannot rename any more
+#: (``store/claims.py``; each seed draws whether the mount renames without replacing).
 MOUNT_STALLS = replace(MOUNT, name="mount-stalls", mount_stall=0.05)
 #: Five writers and two sinks contending, a contended writer publishing first once one other
 #: request is pending (:mod:`.knobs`): leaders fold, waiters poll, and leaders that die or lag
