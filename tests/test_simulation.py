@@ -35,7 +35,7 @@ SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "220"))
 #: the few seeds until each acts (:func:`test_the_newer_actors_act`); a quarter of
 #: ``SLOW_SEEDS`` each in the slow set.
 NEWER = ["checkpoints", "expiry", "first-writes", "crowd", "expiry-crowd", "sessions", "declared", "first-sinks",
-         "backends", "buggify", "mount", "mount-stalls"]
+         "backends", "backends-s3", "buggify", "mount", "mount-stalls"]
 
 
 def _run_seeds(profile: Profile, seeds: range) -> None:
@@ -89,6 +89,7 @@ def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     ("declared", 3, "declared writers kept past the retention"),
     ("backends", 3, "ambiguous creates of _tstream/groups/g/log"),
     ("buggify", 5, "compaction parts adopted"),
+    ("backends-s3", 5, "S3 conditional request conflicts"),
     ("mount", 5, "mount claims taken over")])
 def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
     """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run,
@@ -100,7 +101,9 @@ def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
     entry of others' requests that left out its committer's own, settled by a twin, a producer
     session closed mid-run and one whose lease a commit ended, a declared writer silent past
     the retention that a commit kept, a consumer group's version created on a cloud store whose
-    answer timed out, a dead compaction's macro-chunks adopted under buggify's knobs, a FUSE
+    answer timed out, S3's 409 ``ConditionalRequestConflict`` (a conditional create that met
+    another in flight, not applied: retried, never a permanent failure, which the first seed
+    with one was before it counted as transient), a dead compaction's macro-chunks adopted under buggify's knobs, a FUSE
     mount's claim of a dead holder taken over after the grace on another actor's clock:
     each loses nothing on the first seed where it happens (searched, not pinned: any change
     to the store calls a seed makes moves where a fault lands)."""

@@ -97,7 +97,7 @@ class Profile:
     crowd: int = 0  # group commit's CROWD for the run (0: the product's)
     declared: tuple[str, ...] = ()  # the stream's declared writers (``writers``): never expired
     first_sinks: int = 0  # Spark sinks whose driver opens the stream through Stream.for_write
-    #: the store fails as a cloud service does (:mod:`.cloud`): "azure", "gcs", or "cloud" (drawn per seed)
+    #: the store fails as a cloud service does (:mod:`.cloud`): "s3", "azure", "gcs", or "cloud" (drawn per seed)
     backend: str = ""
     #: conditional creates through a FUSE mount's claim path (:mod:`.mount`): holders that die
     #: before their rename, or stall past the claim grace after their checks, and actors whose
@@ -438,7 +438,7 @@ def simulate(seed: int, profile: Profile = Profile(),
     service = cloud.flavour(seed, profile.backend) if profile.backend else ""
     if service:
         sched.retry = RetryPolicy(attempts=CLOUD_ATTEMPTS, base_delay=0.0, max_delay=0.0)
-        sched.errors = cloud.errors(service, random.Random(seed ^ 0xE770))
+        sched.errors = cloud.errors(service, random.Random(seed ^ 0xE770), world.note)
         world.notes[f"store: {service}"] += 1
     rng = random.Random(seed ^ 0xAC7)
     started = time.perf_counter()
