@@ -58,11 +58,11 @@ FIRST_WRITES = Profile(name="first-writes", created=False, first_writers=3, writ
 #: stream they opened, race its creation and re-creation, and commit (``JournalCommitter``) or
 #: abort when their commit raised.
 FIRST_SINKS = replace(FIRST_WRITES, name="first-sinks", first_writers=2, first_sinks=2, sink_batches=2, batches=2)
-#: The store fails as S3, Azure or GCS does (drawn per seed; :mod:`.cloud`): conflicts as 409/412,
-#: S3's 409 ConditionalRequestConflict, throttling (429/503, S3's SlowDown) on 5 % of calls in runs the retries absorb, outages past them, and
-#: creates applied whose answer timed out on 15 % of conditional creates, beside two sinks,
-#: compaction (its macro-maps), consumer-group members (their group versions), vacuum, a reader
-#: and 2 % crashes.
+#: The store fails as S3, Azure or GCS does (drawn per seed; :mod:`.cloud`): conflicts as
+#: 409/412, S3's 409 ConditionalRequestConflict, throttling (429/503, S3's SlowDown) on 5 % of
+#: calls in runs the retries absorb, outages past them, and creates applied whose answer timed
+#: out on 15 % of conditional creates, beside two sinks, compaction (its macro-maps),
+#: consumer-group members (their group versions), vacuum, a reader and 2 % crashes.
 BACKENDS = Profile(name="backends", sinks=2, consumers=2, backend="cloud",
                    faults=Faults(crash=0.02, error=0.02, transient=0.03, ambiguous=0.15, throttle=0.05))
 #: ``backends`` on S3 alone: its 412s (with and without the condition named), 409
