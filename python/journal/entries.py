@@ -221,6 +221,16 @@ def _change_of(data: bytes, pos: int, path: str) -> dict[str, Any]:
         raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
 
 
+def _at(delta: dict[str, Any], pos: int, path: str) -> dict[str, Any]:
+    """``delta``, read from entry ``pos``'s object, if it names that position; else the entry
+    was damaged (a changed digit), and taking it as another position's would drop its chunks
+    from every plan without an error."""
+    if delta.get("pos") != pos:
+        e = ValueError(f"it names position {delta.get('pos')!r}, not {pos}")
+        raise corrupt("journal entry", path, e, layout.stream_url(path))
+    return delta
+
+
 def _stored_pos(data: bytes) -> int:
     """The position a stored entry names (-1 when it names none: decoding reports why)."""
     try:
@@ -272,6 +282,9 @@ class EntryLog:
         (:meth:`state_at`)."""
         path = self.store.uri(rel)
         d = Entry.parse(data, path=path)
+        named = layout.numbered_name(rel.rsplit("/", 1)[-1]) if rel.startswith(layout.JOURNAL + "/") else None
+        if named is not None:  # read by position (the head hint names its own)
+            _at(d, named, path)
         base = None
         if CHANGE in d:
             pos = d["pos"]
@@ -453,7 +466,8 @@ class EntryLog:
             kept.update(zip(missing, read))
             for p, data in sorted(zip(missing, read))[-RECENT_ENTRIES:]:
                 self.remember(p, data)  # a read plans twice (its bound, then its chunks)
-        return [Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p))) for p in positions]
+        return [_at(Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p))), p,
+                    self.store.uri(layout.entry(p))) for p in positions]
 
     def read_entry(self, pos: int) -> Entry:
         """The entry at ``pos`` (FileNotFoundError if it is absent)."""
