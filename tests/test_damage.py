@@ -355,3 +355,20 @@ def test_the_deltas_of_an_entry_naming_another_position_are_refused(stream: tupl
         assert _values(url) == ALL
     except CorruptMetadataError as e:
         assert rel in str(e)
+
+
+def test_the_first_entry_whose_state_names_another_position_is_named(stream: tuple[Path, str]) -> None:
+    """Entry 0 holds the whole state; one changed digit of the position that state names
+    (found by the simulation's ``damage`` profile) made fsck build every later entry on a state
+    of another position and blame entry 1, with a message for a caller's mistake."""
+    from pyspark_tstream.maintain.fsck import verify
+    from pyspark_tstream.store.storage import Store
+
+    root, url = stream
+    rel = layout.entry(0)
+    d = json.loads((root / rel).read_bytes())
+    assert d["pos"] == 0 and d["state"]["pos"] == 0
+    d["state"]["pos"] = 9
+    (root / rel).write_bytes(json.dumps(d, separators=(",", ":")).encode())
+    report = verify(Store(url, None))[0]
+    assert [p.path for p in report.problems] == [f"{url}/{rel}"], report.summary()

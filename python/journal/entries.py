@@ -163,6 +163,7 @@ class Entry:
                 need(state.pos == d["pos"], "the change's position")
             else:
                 state = StreamState.from_json(d["state"])
+                need(state.pos == d["pos"], "the state's position")  # one changed digit: another entry's state
             if state.features:
                 check_reader(state.features, d.get("v", 1), path)
             return cls(pos=d["pos"], op=d["op"], wall=d["wall"], nonce=d["nonce"],
