@@ -372,3 +372,25 @@ def test_the_first_entry_whose_state_names_another_position_is_named(stream: tup
     (root / rel).write_bytes(json.dumps(d, separators=(",", ":")).encode())
     report = verify(Store(url, None))[0]
     assert [p.path for p in report.problems] == [f"{url}/{rel}"], report.summary()
+
+
+def test_a_lost_entry_below_a_lost_head_is_named_not_taken_for_the_end(stream: tuple[Path, str]) -> None:
+    """The head hint lost, then an older entry (found by the simulation's ``damage`` profile):
+    the search for the newest entry stopped at the hole, so the stream seemed to end before it,
+    repair rewrote the head there and every later commit (acknowledged) was gone without an
+    error, the next commit taking the lost one's position. Now the search's end is checked
+    against a listing: the lost entry is named."""
+    root, url = stream
+    newest = _newest(root)
+    pos = 127  # a probe of the search for the newest entry (1, 3, 7, ..., 127 from entry 0)
+    assert pos < newest - 1
+    (root / layout.HEAD).unlink()
+    (root / layout.entry(pos)).unlink()
+    named = rf"journal entry {url}/{layout.entry(pos)} .*tstream repair"
+    with pytest.raises(CorruptMetadataError, match=named):
+        Stream.open(url)
+    try:
+        Stream.repair_url(url)
+    except CorruptMetadataError as e:
+        assert layout.entry(pos) in str(e)
+    assert not (root / layout.HEAD).exists() or _newest(root) == newest  # never rewritten to the hole

@@ -570,14 +570,34 @@ class EntryLog:
         lo = self._lowest_live()
         if lo is None:
             raise error("TSTREAM_STREAM_NOT_FOUND", url=self.store.display_url)
-        return self.read_entry(newest_present(self._present, lo))
+        return self.read_entry(self._no_hole_past(newest_present(self._present, lo)))
 
     def newest_stored(self) -> int | None:
         """The newest position whose entry object exists, readable or not (None: no journal).
         O(log n) existence reads, no decoding: what ``repair`` needs when the newest entry is
         torn and no hint holds a copy of it."""
         lo = self._lowest_live()
-        return None if lo is None else newest_present(self._present, lo)
+        return None if lo is None else self._no_hole_past(newest_present(self._present, lo))
+
+    def _no_hole_past(self, found: int) -> int:
+        """``found``, the newest entry a search over positions found, once a listing shows no
+        entry past the next one (2 list calls, only where the head hint is lost or unreadable).
+        The search takes the journal as contiguous: a lost entry below entries that exist would
+        pass for its end, and the next commit would take its position, hiding every commit
+        after it. An entry past ``found + 1`` while ``found + 1`` is absent is such a loss
+        (commits are created in order, and collection never deletes at the newest end); one
+        at ``found + 1`` is a commit that landed meanwhile (the caller probes past it)."""
+        folders = sorted((f for f in self.store.list(layout.JOURNAL) if f.isdigit()), key=int)
+        if not folders:
+            return found
+        listed = (layout.numbered_name(n) for n in self.store.list(layout.journal_folder(folders[-1])))
+        newest = max((p for p in listed if p is not None), default=found)
+        if newest > found + 1 and not self._present(found + 1):
+            gone = self.store.uri(layout.entry(found + 1))
+            raise corrupt("journal entry", gone,
+                          FileNotFoundError(f"it is missing while entries up to {newest} exist"),
+                          layout.stream_url(gone))
+        return found
 
     def _lowest_live(self) -> int | None:
         """Where the live journal starts: the anchor, else entry 0 (never collected) when entry
