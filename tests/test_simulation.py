@@ -8,9 +8,9 @@ the clock, every id and every fault (a crash between any two store calls, a stor
 the retries, a transient error the retry absorbs, a conditional create applied with its answer
 lost) come from the seed (``tests/sim``). Profiles write checkpoints of the state every few
 entries, let writers expire mid-run (declared writers never), start with no stream for first
-writes and first sinks to race, fail as Azure or GCS do, turn buggify's knobs, and commit
+writes and first sinks to race, fail as S3, Azure or GCS do, turn buggify's knobs, commit
 through a FUSE mount's claims (with holders stalled past the claim grace, the hole a test here
-pins closed). A
+pins closed), and damage metadata while an operator runs ``tstream repair``. A
 failing seed's message holds the line that replays it and the last store calls.
 ``TSTREAM_SIM_SEEDS`` sets how many seeds the default set runs, ``TSTREAM_SIM_SLOW_SEEDS`` the
 ``slow`` set.

@@ -87,7 +87,10 @@ MOUNT = Profile(name="mount", writers=3, batches=3, mount=True, mount_die=0.05, 
 #: the case a lease cannot exclude, which replaced what the actor that took the name over
 #: published until a claim was taken over only from a holder that cannot rename any more
 #: (``store/claims.py``; each seed draws whether the mount renames without replacing).
-MOUNT_STALLS = replace(MOUNT, name="mount-stalls", mount_stall=0.05)
+#: Its vacuum grace is 10 minutes: a writer whose commits meet a live holder's claim fail after
+#: the 60 s grace each and retry the batch with the same files for minutes, and an orphan grace
+#: under that deletes files a later commit names (the product's one-hour floor rules it out).
+MOUNT_STALLS = replace(MOUNT, name="mount-stalls", mount_stall=0.05, grace_ms=600_000)
 #: Damaged and lost metadata as drawn faults (:mod:`.damage`): a vandal damages two journal
 #: entries, checkpoints (due every 4 entries) or head hints (lost, torn, or a changed digit of the
 #: position an entry or checkpoint names) while the others run, and an operator runs ``tstream
