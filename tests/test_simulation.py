@@ -79,7 +79,7 @@ def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     pytest.param("checkpoints", 30, "crashes after a checkpoint write", marks=pytest.mark.slow),
     ("expiry", 3, "writers expired"),
     pytest.param("expiry", 10, "batches appended again after expiry", marks=pytest.mark.slow),
-    ("first-writes", 10, "re-creations"),
+    ("first-writes", 20, "re-creations"),
     ("first-sinks", 10, "re-creations"),
     ("crowd", 3, "folded by another"),
     pytest.param("expiry-crowd", 60, "entries without their settled request",  # first seed 37
