@@ -360,3 +360,93 @@ def test_only_a_handles_first_commit_after_a_hint_reads_the_newest_entry(stream:
     s.append(_batch(COMMITS + 1), writer_id="w", batch_id=COMMITS + 1, key="k")
     assert ("read", layout.entry(first + 1)) not in log.calls, log.calls
     s.store.observer = None
+
+
+@pytest.mark.parametrize("which", ["older entry", "first entry", "open index node"])
+def test_an_entry_naming_another_position_is_named_not_skipped(stream: tuple[Path, str], which: str) -> None:
+    """An entry whose stored position had one digit changed (found by the simulation's ``damage``
+    profile: a reader's later read lost records an earlier read had returned, with no error):
+    a read on a fresh handle and on one opened before the damage gives the whole answer or fails
+    naming the entry, as for any other damage of an older entry."""
+    root, url = stream
+    pos = {"older entry": _between(root), "first entry": 1, "open index node": _newest(root) - 2}[which]
+    rel = layout.entry(pos)
+    data = (root / rel).read_bytes()
+    before = f'"pos":{pos},'.encode()
+    assert data.startswith(b"{" + before)  # the entry's own position, first
+    opened = Stream.open(url)
+    (root / rel).write_bytes(data.replace(before, f'"pos":{pos + 3},'.encode(), 1))
+    want = ALL
+    if which == "open index node":  # commits past the node's end copy its entries into the node
+        try:
+            for b in range(COMMITS, COMMITS + 40):
+                Stream.open(url).append(_batch(b), writer_id="w", batch_id=b, key="k")
+                want = list(range(3 * b + 3))
+        except CorruptMetadataError as e:
+            assert rel in str(e) and "tstream repair" in str(e)
+    for read in (lambda: _values(url), lambda: sorted(opened.read()["v"].to_pylist())):
+        try:
+            assert read() == want
+        except CorruptMetadataError as e:
+            assert rel in str(e) and "tstream repair" in str(e)
+
+
+def test_the_deltas_of_an_entry_naming_another_position_are_refused(stream: tuple[Path, str]) -> None:
+    """What the simulation's reader met (``damage`` seed 1,500,076): a fresh handle's state came
+    from a checkpoint past the entry, and the deltas of the journal's open index node (a read's
+    plan, an index flush) came from that entry, which named another position: taken as that
+    position's, its chunks dropped out of the answer without an error."""
+    root, url = stream
+    s = Stream.open(url)
+    assert s.state.checkpoint is not None
+    pos = s.state.checkpoint.pos - 5  # below the checkpoint, in the open index node
+    assert pos // 32 == s.state.pos // 32
+    rel = layout.entry(pos)
+    data = (root / rel).read_bytes()
+    (root / rel).write_bytes(data.replace(f'"pos":{pos},'.encode(), f'"pos":{pos - 7},'.encode(), 1))
+    fresh = Stream.open(url)  # from the checkpoint: the entry is not read
+    with pytest.raises(CorruptMetadataError, match=rf"journal entry {url}/{rel} .*tstream repair"):
+        fresh.journal.deltas(fresh.state, pos - 1, fresh.state.pos)
+    try:
+        assert _values(url) == ALL
+    except CorruptMetadataError as e:
+        assert rel in str(e)
+
+
+def test_the_first_entry_whose_state_names_another_position_is_named(stream: tuple[Path, str]) -> None:
+    """Entry 0 holds the whole state; one changed digit of the position that state names
+    (found by the simulation's ``damage`` profile) made fsck build every later entry on a state
+    of another position and blame entry 1, with a message for a caller's mistake."""
+    from pyspark_tstream.maintain.fsck import verify
+    from pyspark_tstream.store.storage import Store
+
+    root, url = stream
+    rel = layout.entry(0)
+    d = json.loads((root / rel).read_bytes())
+    assert d["pos"] == 0 and d["state"]["pos"] == 0
+    d["state"]["pos"] = 9
+    (root / rel).write_bytes(json.dumps(d, separators=(",", ":")).encode())
+    report = verify(Store(url, None))[0]
+    assert [p.path for p in report.problems] == [f"{url}/{rel}"], report.summary()
+
+
+def test_a_lost_entry_below_a_lost_head_is_named_not_taken_for_the_end(stream: tuple[Path, str]) -> None:
+    """The head hint lost, then an older entry (found by the simulation's ``damage`` profile):
+    the search for the newest entry stopped at the hole, so the stream seemed to end before it,
+    repair rewrote the head there and every later commit (acknowledged) was gone without an
+    error, the next commit taking the lost one's position. Now the search's end is checked
+    against a listing: the lost entry is named."""
+    root, url = stream
+    newest = _newest(root)
+    pos = 127  # a probe of the search for the newest entry (1, 3, 7, ..., 127 from entry 0)
+    assert pos < newest - 1
+    (root / layout.HEAD).unlink()
+    (root / layout.entry(pos)).unlink()
+    named = rf"journal entry {url}/{layout.entry(pos)} .*tstream repair"
+    with pytest.raises(CorruptMetadataError, match=named):
+        Stream.open(url)
+    try:
+        Stream.repair_url(url)
+    except CorruptMetadataError as e:
+        assert layout.entry(pos) in str(e)
+    assert not (root / layout.HEAD).exists() or _newest(root) == newest  # never rewritten to the hole

@@ -101,8 +101,9 @@ def test_head_search_costs_log_n_reads(damage: str) -> None:
         assert j.head().pos == n
         j.store.observer = None
         costs[n] = log.count()
-        # head + anchor + entries 0 and 1 + exponential and binary search + decode + one probe
-        assert costs[n] <= 2 * math.ceil(math.log2(n)) + 8, (n, log.calls)
+        # head + anchor + entries 0 and 1 + exponential and binary search + two listings (no
+        # entry past a hole the search took for the end) + decode + one probe
+        assert costs[n] <= 2 * math.ceil(math.log2(n)) + 10, (n, log.calls)
     assert costs[10_000] < 4 * costs[10]
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +22,10 @@ import pytest
 from conftest import CallLog
 from helpers import run_cli
 from pyspark_tstream.api.stream import Stream
-from pyspark_tstream.errors import UnsupportedOperationError
-from pyspark_tstream.store import claims, layout, mounts
+from pyspark_tstream.errors import StorageError, UnsupportedOperationError
+from pyspark_tstream.store import claims, holders, layout, mounts
 from pyspark_tstream.store.localfs import local_create
+from pyspark_tstream.store.renames import rename_noreplace
 from pyspark_tstream.store.storage import Store
 
 _real_link = os.link
@@ -138,7 +141,8 @@ def test_an_object_being_published_is_invisible_until_whole(tmp_path: Path, no_l
         assert release.wait(10)
         return tmp
 
-    holder = threading.Thread(target=claims.claim_create, args=(path, b'{"whole":true}', slow_write))
+    holder = threading.Thread(target=claims.claim_create, args=(path, b'{"whole":true}', slow_write),
+                              kwargs={"exact": False})
     holder.start()
     assert writing.wait(10)
     with pytest.raises(FileNotFoundError):
@@ -176,8 +180,14 @@ def test_a_claim_left_by_a_dead_committer_is_taken_over(tmp_path: Path, no_links
     assert _hidden(tmp_path / "s") == []
 
 
+@pytest.mark.parametrize("exact", [True, False], ids=["noreplace-rename", "plain-rename"])
 def test_a_holder_stalled_past_the_grace_never_overwrites(tmp_path: Path, no_links: None,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                                          monkeypatch: pytest.MonkeyPatch, exact: bool) -> None:
+    """A holder paused past the grace between its last check and its rename (a GC pause, a
+    suspended VM) never replaces what another creator published: where the mount renames
+    without replacing, the claim is taken over and the stalled holder's rename fails with
+    "exists"; where it cannot (rclone), the holder is alive, so the claim is not taken over and
+    the waiting creator fails naming the claim (the stalled holder then publishes)."""
     monkeypatch.setattr(claims, "CLAIM_GRACE", 0.2)
     path = str(tmp_path / "obj.json")
     real_write = claims_write_temp()
@@ -192,7 +202,7 @@ def test_a_holder_stalled_past_the_grace_never_overwrites(tmp_path: Path, no_lin
 
     def slow_holder() -> None:
         try:
-            claims.claim_create(path, b"slow", stalled_write)
+            claims.claim_create(path, b"slow", stalled_write, exact=exact)
             outcome.append("created")
         except FileExistsError:
             outcome.append("exists")
@@ -200,12 +210,65 @@ def test_a_holder_stalled_past_the_grace_never_overwrites(tmp_path: Path, no_lin
     holder = threading.Thread(target=slow_holder)
     holder.start()
     assert stalled.wait(10)
-    local_create(path, b"taker")  # waits out the grace, then takes the name over
-    go.set()
-    holder.join(10)
-    assert outcome == ["exists"]
-    assert Path(path).read_bytes() == b"taker"
+    try:
+        if exact:
+            claims.claim_create(path, b"taker", real_write, exact=True)  # waits out the grace, takes over
+        else:
+            with pytest.raises(StorageError) as e:
+                claims.claim_create(path, b"taker", real_write, exact=False)
+            text = str(e.value)
+            assert e.value.path == claims.claim_path(path, 0) and claims.claim_path(path, 0) in text
+            assert f"process {os.getpid()} of this machine" in text and claims.UNSAFE_TAKEOVER_ENV in text
+            assert not e.value.retriable
+    finally:
+        go.set()
+        holder.join(10)
+    assert outcome == (["exists"] if exact else ["created"])
+    assert Path(path).read_bytes() == (b"taker" if exact else b"slow")
     assert sorted(os.listdir(tmp_path)) == ["obj.json"]
+
+
+def _claimed_by(claim: str, holder: str) -> None:
+    fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    os.write(fd, holder.encode())
+    os.close(fd)
+
+
+def test_a_claim_of_a_process_gone_is_taken_over_without_renaming_exactly(tmp_path: Path, no_links: None,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the mount cannot rename without replacing, a claim is taken over when the process it
+    records is gone (it can rename nothing more); one of another machine is not, unless the
+    operator says no committer can pause that long (``TSTREAM_UNSAFE_CLAIM_TAKEOVER=1``)."""
+    monkeypatch.setattr(claims, "CLAIM_GRACE", 0.1)
+    code = "from pyspark_tstream.store import holders; print(holders.identity())"
+    dead = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.strip()
+    assert holders.local(dead) and holders.gone(dead) and not holders.gone(holders.identity())
+    write = claims_write_temp()
+    gone_path, far_path = str(tmp_path / "a.json"), str(tmp_path / "b.json")
+    _claimed_by(claims.claim_path(gone_path, 0), dead)
+    claims.claim_create(gone_path, b"taker", write, exact=False)
+    assert Path(gone_path).read_bytes() == b"taker"
+    far = "0a1b2c3d-other-boot/4026531836 4242 123456"
+    _claimed_by(claims.claim_path(far_path, 0), far)
+    with pytest.raises(StorageError, match="another machine or container"):
+        claims.claim_create(far_path, b"taker", write, exact=False)
+    monkeypatch.setenv(claims.UNSAFE_TAKEOVER_ENV, "1")
+    claims.claim_create(far_path, b"taker", write, exact=False)
+    assert Path(far_path).read_bytes() == b"taker"
+    assert sorted(os.listdir(tmp_path)) == ["a.json", "b.json"]
+
+
+def test_a_rename_without_replace_fails_on_an_existing_name(tmp_path: Path) -> None:
+    a, b, c = (str(tmp_path / n) for n in "abc")
+    Path(a).write_bytes(b"A")
+    Path(b).write_bytes(b"B")
+    with pytest.raises(FileExistsError):
+        rename_noreplace(a, b)
+    assert Path(a).read_bytes() == b"A" and Path(b).read_bytes() == b"B"
+    rename_noreplace(a, c)
+    assert not Path(a).exists() and Path(c).read_bytes() == b"A"
+    mounts.forget()
+    assert mounts._probe(str(tmp_path)).noreplace_rename  # the local disk does
 
 
 def _lacking_everything(directory: str) -> mounts.MountCapabilities:
@@ -340,7 +403,7 @@ def test_a_create_that_fails_to_write_frees_the_name_at_once(tmp_path: Path, no_
         raise OSError(errno.ENOSPC, "No space left on device", p)
 
     with pytest.raises(OSError, match="No space left"):
-        claims.claim_create(path, b"lost", full_disk)
+        claims.claim_create(path, b"lost", full_disk, exact=False)
     assert sorted(os.listdir(tmp_path)) == ["first.json"]
     local_create(path, b"next")
     assert Path(path).read_bytes() == b"next"

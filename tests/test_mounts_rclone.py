@@ -124,6 +124,9 @@ def test_link_fails_on_the_mount_and_the_probe_says_so(rclone_mount: RcloneMount
         caps = mounts.known(str(rclone_mount.mountpoint))
         assert caps is not None and caps.mount == str(rclone_mount.mountpoint) and caps.fstype == "fuse.rclone"
         assert not caps.hard_links and caps.exclusive_create and caps.rename
+        # rclone's FUSE server has no rename without replace (the kernel answers EINVAL), so a
+        # claim is taken over only when its holder is gone (store/claims.py)
+        assert not caps.noreplace_rename
     finally:
         mounts.forget()
     with pytest.raises(OSError):

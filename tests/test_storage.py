@@ -6,6 +6,7 @@ an HTTP proxy between s3fs and moto so retries are exercised on the real request
 
 from __future__ import annotations
 
+import errno
 import pickle
 import posixpath
 import re
@@ -17,7 +18,7 @@ from urllib.parse import quote
 
 import pytest
 from pyspark_tstream.errors import ConfigError, InvalidPathError, StorageError
-from pyspark_tstream.store.failures import RetryPolicy, is_store_answer, is_transient
+from pyspark_tstream.store.failures import RetryPolicy, is_precondition_failed, is_store_answer, is_transient
 from pyspark_tstream.store.storage import Store, split_url
 
 StoreUrl = tuple[str, dict[str, Any]]
@@ -429,6 +430,21 @@ def _s3_error(code: str) -> Exception:
     err = OSError(16, "store error")
     err.__cause__ = ClientError(named, int(code))
     return err
+
+
+def test_an_s3_conditional_request_conflict_is_retried() -> None:
+    """S3 answers a conditional create that met another in flight for the same key with 409
+    ``ConditionalRequestConflict`` (not applied; AWS: retry it). s3fs raises it as an
+    ``OSError(EIO)`` caused by botocore's ``ClientError``: transient, and no lost create (the
+    retry then wins, or meets the other's object as 412)."""
+    from botocore.exceptions import ClientError
+    from s3fs.errors import translate_boto_error
+
+    raised = translate_boto_error(ClientError(
+        {"Error": {"Code": "ConditionalRequestConflict", "Message": "A conflicting conditional operation"},
+         "ResponseMetadata": {"HTTPStatusCode": 409}}, "PutObject"))
+    assert isinstance(raised, OSError) and raised.errno == errno.EIO
+    assert is_transient(raised) and is_store_answer(raised) and not is_precondition_failed(raised)
 
 
 def test_patience_must_not_be_negative() -> None:

@@ -166,6 +166,7 @@ class Entry:
                 need(state.pos == d["pos"], "the change's position")
             else:
                 state = StreamState.from_json(d["state"])
+                need(state.pos == d["pos"], "the state's position")  # one changed digit: another entry's state
             if state.features:
                 check_reader(state.features, d.get("v", 1), path)
             return cls(pos=d["pos"], op=d["op"], wall=d["wall"], nonce=d["nonce"],
@@ -248,6 +249,16 @@ def decode_anchor(data: bytes) -> int:
     raise TypeError(f"pos is {pos!r}, not a non-negative integer")
 
 
+def _at(delta: dict[str, Any], pos: int, path: str) -> dict[str, Any]:
+    """``delta``, read from entry ``pos``'s object, if it names that position; else the entry
+    was damaged (a changed digit), and taking it as another position's would drop its chunks
+    from every plan without an error."""
+    if delta.get("pos") != pos:
+        e = ValueError(f"it names position {delta.get('pos')!r}, not {pos}")
+        raise corrupt("journal entry", path, e, layout.stream_url(path))
+    return delta
+
+
 def _stored_pos(data: bytes) -> int:
     """The position a stored entry names (-1 when it names none: decoding reports why)."""
     try:
@@ -300,6 +311,9 @@ class EntryLog:
         (:meth:`state_at`)."""
         path = self.store.uri(rel)
         d = Entry.parse(data, path=path)
+        named = layout.numbered_name(rel.rsplit("/", 1)[-1]) if rel.startswith(layout.JOURNAL + "/") else None
+        if named is not None:  # read by position (the head hint names its own)
+            _at(d, named, path)
         base = None
         if CHANGE in d:
             pos = d["pos"]
@@ -474,7 +488,8 @@ class EntryLog:
             kept.update(zip(missing, read))
             for p, data in sorted(zip(missing, read))[-RECENT_ENTRIES:]:
                 self.remember(p, data)  # a read plans twice (its bound, then its chunks)
-        return [Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p)), expanded=expanded) for p in positions]
+        return [_at(Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p)), expanded=expanded), p,
+                    self.store.uri(layout.entry(p))) for p in positions]
 
     def read_entry(self, pos: int) -> Entry:
         """The entry at ``pos`` (FileNotFoundError if it is absent)."""
@@ -585,14 +600,34 @@ class EntryLog:
         lo = self._lowest_live()
         if lo is None:
             raise error("TSTREAM_STREAM_NOT_FOUND", url=self.store.display_url)
-        return self.read_entry(newest_present(self._present, lo))
+        return self.read_entry(self._no_hole_past(newest_present(self._present, lo)))
 
     def newest_stored(self) -> int | None:
         """The newest position whose entry object exists, readable or not (None: no journal).
         O(log n) existence reads, no decoding: what ``repair`` needs when the newest entry is
         torn and no hint holds a copy of it."""
         lo = self._lowest_live()
-        return None if lo is None else newest_present(self._present, lo)
+        return None if lo is None else self._no_hole_past(newest_present(self._present, lo))
+
+    def _no_hole_past(self, found: int) -> int:
+        """``found``, the newest entry a search over positions found, once a listing shows no
+        entry past the next one (2 list calls, only where the head hint is lost or unreadable).
+        The search takes the journal as contiguous: a lost entry below entries that exist would
+        pass for its end, and the next commit would take its position, hiding every commit
+        after it. An entry past ``found + 1`` while ``found + 1`` is absent is such a loss
+        (commits are created in order, and collection never deletes at the newest end); one
+        at ``found + 1`` is a commit that landed meanwhile (the caller probes past it)."""
+        folders = sorted((f for f in self.store.list(layout.JOURNAL) if f.isdigit()), key=int)
+        if not folders:
+            return found
+        listed = (layout.numbered_name(n) for n in self.store.list(layout.journal_folder(folders[-1])))
+        newest = max((p for p in listed if p is not None), default=found)
+        if newest > found + 1 and not self._present(found + 1):
+            gone = self.store.uri(layout.entry(found + 1))
+            raise corrupt("journal entry", gone,
+                          FileNotFoundError(f"it is missing while entries up to {newest} exist"),
+                          layout.stream_url(gone))
+        return found
 
     def _lowest_live(self) -> int | None:
         """Where the live journal starts: the anchor, else entry 0 (never collected) when entry

@@ -17,11 +17,24 @@ invariants of a create-if-absent with what such mounts do give, an exclusive cre
   mount (modified times written by a cloud store) takes part. A creator whose write or rename
   fails (a full disk) gives its claim back at once: the grace is only for creators that died.
 
-A holder checks, just before its rename, that the name is still absent and that no next
-generation exists; the one case this cannot exclude is a holder paused for longer than the grace
-between that check and its rename (the price of a lease; :data:`CLAIM_GRACE` is far longer than a
-publish takes). The winner removes its claims once the name exists: a late claimer then finds the
-name there and reports it taken.
+A claim is taken over only when its holder can no longer publish onto the name, because a
+rename cannot be fenced by a lease (a holder paused for longer than any grace between its last
+check and its rename would replace what the actor that took over published):
+
+* the mount renames without replacing (``renameat2(RENAME_NOREPLACE)``, probed by
+  :mod:`~pyspark_tstream.store.mounts`; ``exact``): the two renames onto one name are decided by
+  the filesystem, the later one fails with ``FileExistsError``, and that holder reports the name
+  taken as any loser does; or
+* the holder the claim records (:mod:`~pyspark_tstream.store.holders`) is a process of this
+  machine that is gone.
+
+Otherwise (an rclone mount answers ``EINVAL`` to a rename without replace; a holder on another
+machine, or alive and paused) the waiting creator fails after the grace with a
+:class:`~pyspark_tstream.errors.StorageError` naming the claim and what to do: delete it once no
+process commits to the stream, or set ``TSTREAM_UNSAFE_CLAIM_TAKEOVER=1`` to take such claims
+over after the grace anyway (the price of a lease: a holder paused past the grace then
+replaces an acknowledged commit). The winner removes its claims once the name exists: a late
+claimer then finds the name there and reports it taken.
 """
 
 from __future__ import annotations
@@ -30,6 +43,16 @@ import errno
 import os
 import time
 from collections.abc import Callable
+from os import environ
+
+from ..errors import StorageError
+from . import holders
+from .renames import rename_noreplace
+
+#: The environment variable that lets a creator take over a claim after the grace on a mount that
+#: cannot rename without replacing, whatever its holder: safe only if no committer of the stream
+#: can pause for longer than :data:`CLAIM_GRACE`.
+UNSAFE_TAKEOVER_ENV = "TSTREAM_UNSAFE_CLAIM_TAKEOVER"
 
 #: Seconds an actor watches a claim whose name never appears before it takes the name over. A
 #: publish (temp write, fsync, rename) takes milliseconds to a few seconds on a cloud-backed mount;
@@ -51,13 +74,47 @@ def is_claim_name(name: str) -> bool:
 
 
 def _take(claim: str) -> bool:
-    """Create ``claim`` empty with ``O_EXCL``: True if this call created it."""
+    """Create ``claim`` with ``O_EXCL``, recording this process as its holder: True if this
+    call created it."""
     try:
         fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
-    os.close(fd)
+    try:
+        os.write(fd, holders.identity().encode())
+    finally:
+        os.close(fd)
     return True
+
+
+def _holder(claim: str) -> str | None:
+    """The holder ``claim`` records ("" if none is readable), or None once it is gone."""
+    try:
+        fd = os.open(claim, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        return os.read(fd, 4096).decode(errors="replace")
+    finally:
+        os.close(fd)
+
+
+def _unsafe_takeover() -> bool:
+    return environ.get(UNSAFE_TAKEOVER_ENV, "") not in ("", "0")
+
+
+def _held(path: str, claim: str, holder: str) -> StorageError:
+    """The error of a creator that may not take over ``claim`` after the grace."""
+    who = (f"process {holder.split()[1]} of this machine, which is running (perhaps paused)"
+           if holders.local(holder) else f"a process of another machine or container ({holder!r})" if holder
+           else "a process that recorded nothing (it may have died as it claimed)")
+    return StorageError(
+        f"{path} was claimed by {who} and has not appeared for {CLAIM_GRACE:.0f} s; this mount cannot "
+        "rename without replacing, so taking the claim over could let that holder, if it is paused rather "
+        f"than dead, replace what this commit publishes. If no process commits to this stream any more, "
+        f"delete the claim file {claim} and retry; or set {UNSAFE_TAKEOVER_ENV}=1 to take claims over after "
+        "the grace (safe only if no committer can pause that long); or use the cloud URL behind the mount",
+        path=claim)
 
 
 def _drop(paths: list[str]) -> None:
@@ -68,10 +125,12 @@ def _drop(paths: list[str]) -> None:
             pass  # another actor cleaned it up
 
 
-def claim_create(path: str, data: bytes, write_temp: Callable[[str, bytes], str]) -> None:
+def claim_create(path: str, data: bytes, write_temp: Callable[[str, bytes], str], *, exact: bool) -> None:
     """Create ``path`` holding ``data`` if it is absent; ``FileExistsError`` once it exists.
 
     ``write_temp(path, data)`` writes and fsyncs a temp file beside ``path`` and returns its name.
+    ``exact``: the mount renames without replacing (then claims are taken over after the grace;
+    otherwise only those of holders certainly gone, and a :class:`StorageError` names the others).
     Returns only when this call created ``path``, and raises ``FileExistsError`` only when
     ``path`` exists (whoever created it): a caller that lost reads the winner's object at once.
     """
@@ -82,7 +141,7 @@ def claim_create(path: str, data: bytes, write_temp: Callable[[str, bytes], str]
     while True:
         claim = claim_path(path, generation)
         if _take(claim):
-            if _publish_claimed(path, data, generation, write_temp):
+            if _publish_claimed(path, data, generation, write_temp, exact):
                 return
             generation += 1  # taken over while we wrote: the next generation's holder decides
             continue
@@ -95,15 +154,22 @@ def claim_create(path: str, data: bytes, write_temp: Callable[[str, bytes], str]
         if watched is None or watched[0] != generation:
             watched, poll = (generation, now), _POLL_FIRST
         elif now - watched[1] >= CLAIM_GRACE:
-            generation += 1  # the holder died (or stalled past the grace): claim the next generation
+            holder = _holder(claim)
+            if holder is None:
+                continue  # given back meanwhile: claim it again
+            if not (exact or holders.gone(holder) or _unsafe_takeover()):
+                raise _held(path, claim, holder)
+            generation += 1  # its holder cannot publish any more: claim the next generation
             continue
         time.sleep(poll)
         poll = min(poll * 2, _POLL_MAX)
 
 
-def _publish_claimed(path: str, data: bytes, generation: int, write_temp: Callable[[str, bytes], str]) -> bool:
+def _publish_claimed(path: str, data: bytes, generation: int, write_temp: Callable[[str, bytes], str],
+                     exact: bool) -> bool:
     """Publish ``data`` at ``path`` under claim ``generation``; False if the claim was taken over
-    (or ``path`` appeared) before the rename, which then did not happen."""
+    (or ``path`` appeared) before the rename, which then did not happen; ``FileExistsError``
+    when an ``exact`` rename finds the name taken."""
     claims = [claim_path(path, g) for g in range(generation + 1)]
     if os.path.exists(path):  # a late claimer: the winner published and removed its claims
         _drop(claims[-1:])
@@ -116,7 +182,10 @@ def _publish_claimed(path: str, data: bytes, generation: int, write_temp: Callab
     try:
         if os.path.exists(path) or os.path.exists(claim_path(path, generation + 1)):
             return False
-        os.replace(tmp, path)
+        if exact:
+            rename_noreplace(tmp, path)  # FileExistsError: the one that took the claim over won
+        else:
+            os.replace(tmp, path)
     except BaseException:
         _drop(claims[-1:])  # as above (a rename that failed did not happen)
         raise

@@ -24,9 +24,13 @@ _SECRET_WORDS = frozenset({"key", "pwd", "sas", "auth", "authorization"})
 #: Shorter values are not redacted from text (they would mask ordinary words).
 MIN_SECRET_LEN = 3
 
+#: S3 error codes a retry may cure. ``ConditionalRequestConflict`` (409) answers a conditional
+#: create that met another in flight for the same key: it was not applied, and AWS says to retry
+#: (the retry wins, or meets the other's object as 412 ``PreconditionFailed``).
 _TRANSIENT_CODES = frozenset({
     "SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling",
     "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "BandwidthLimitExceeded",
+    "ConditionalRequestConflict",
     "500", "502", "503", "504",
 })
 _TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})

@@ -153,7 +153,7 @@ def local_create(path: str, data: bytes) -> None:
     if caps.hard_links:
         _publish(path, data, os.link)
     else:
-        claim_create(path, data, _write_temp)
+        claim_create(path, data, _write_temp, exact=caps.noreplace_rename)
 
 
 def local_replace(path: str, data: bytes) -> None:

@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass
 
 from ..errors import UnsupportedOperationError
+from .renames import rename_noreplace
 
 #: ``link()`` errors that may mean "this filesystem has no hard links" (then the probe decides):
 #: ENOSYS (Databricks Volumes: "Function not implemented"), EIO (rclone), EPERM (SMB and some
@@ -38,6 +39,9 @@ class MountCapabilities:
     exclusive_create: bool  #: a second ``O_EXCL`` create of a name raises ``FileExistsError``
     rename: bool
     link_error: str = ""  #: what ``link()`` answered when it failed
+    #: a rename without replace (``renameat2(RENAME_NOREPLACE)``) works: onto an absent name it
+    #: renames, onto an existing one it fails with ``FileExistsError`` (rclone: ``EINVAL``)
+    noreplace_rename: bool = False
 
     @property
     def lacks(self) -> list[str]:
@@ -113,7 +117,7 @@ def probe(directory: str) -> MountCapabilities:
 def _probe(directory: str) -> MountCapabilities:
     """Try a hard link, an exclusive create and a rename on probe files in ``directory``."""
     base = os.path.join(directory, f".tstream-probe.{uuid.uuid4().hex}")
-    first, linked, renamed = f"{base}.a.tmp", f"{base}.b.tmp", f"{base}.c.tmp"
+    first, linked, renamed, kept = f"{base}.a.tmp", f"{base}.b.tmp", f"{base}.c.tmp", f"{base}.d.tmp"
     link_error = ""
     try:
         with open(first, "xb") as f:
@@ -135,15 +139,32 @@ def _probe(directory: str) -> MountCapabilities:
             renamed_ok = os.path.exists(renamed) and not os.path.exists(first)
         except OSError:
             renamed_ok = False
+        noreplace = renamed_ok and _renames_without_replace(renamed, kept)
     finally:
-        for p in (first, linked, renamed):
+        for p in (first, linked, renamed, kept):
             try:
                 os.unlink(p)
             except OSError:
                 pass  # absent, or the mount refuses: a hidden temp name listings skip
     mount = mount_point(directory)
     return MountCapabilities(mount=mount, fstype=_fstype(mount), hard_links=hard_links,
-                             exclusive_create=exclusive, rename=renamed_ok, link_error=link_error)
+                             exclusive_create=exclusive, rename=renamed_ok, link_error=link_error,
+                             noreplace_rename=noreplace)
+
+
+def _renames_without_replace(src: str, dst: str) -> bool:
+    """Whether a rename without replace of ``src`` onto an absent ``dst`` works and one back
+    onto an existing name fails with ``FileExistsError`` (``src`` is renamed to ``dst``)."""
+    try:
+        rename_noreplace(src, dst)
+        with open(src, "xb") as f:
+            f.write(b"probe")
+        rename_noreplace(src, dst)
+    except FileExistsError:
+        return os.path.exists(src) and os.path.exists(dst)
+    except OSError:
+        return False  # EINVAL (a FUSE server without it), ENOSYS (no renameat2): no
+    return False  # it replaced the name
 
 
 def refusal(caps: MountCapabilities, url: str) -> UnsupportedOperationError:

@@ -312,11 +312,13 @@ def reader(world: World, name: str, runs: int, rng: random.Random) -> Any:
                 after = on.refresh()
                 if world.profile.reopen_reads:
                     world.rebuilt(name, after)
-            except world.expected:
-                continue
             except FileNotFoundError as e:
+                if isinstance(e, world.expected):  # no stream yet (first writes)
+                    continue
                 world.reader_missed(name, started, e)
                 s = world.open()
+                continue
+            except world.expected:
                 continue
             world.saw(name, table, after, complete)
         return True

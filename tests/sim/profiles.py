@@ -58,13 +58,16 @@ FIRST_WRITES = Profile(name="first-writes", created=False, first_writers=3, writ
 #: stream they opened, race its creation and re-creation, and commit (``JournalCommitter``) or
 #: abort when their commit raised.
 FIRST_SINKS = replace(FIRST_WRITES, name="first-sinks", first_writers=2, first_sinks=2, sink_batches=2, batches=2)
-#: The store fails as Azure or GCS does (drawn per seed; :mod:`.cloud`): conflicts as 409/412,
-#: throttling (429/503) on 5 % of calls in runs the retries absorb, outages past them, and
-#: creates applied whose answer timed out on 15 % of conditional creates, beside two sinks,
-#: compaction (its macro-maps), consumer-group members (their group versions), vacuum, a reader
-#: and 2 % crashes.
+#: The store fails as S3, Azure or GCS does (drawn per seed; :mod:`.cloud`): conflicts as
+#: 409/412, S3's 409 ConditionalRequestConflict, throttling (429/503, S3's SlowDown) on 5 % of
+#: calls in runs the retries absorb, outages past them, and creates applied whose answer timed
+#: out on 15 % of conditional creates, beside two sinks, compaction (its macro-maps),
+#: consumer-group members (their group versions), vacuum, a reader and 2 % crashes.
 BACKENDS = Profile(name="backends", sinks=2, consumers=2, backend="cloud",
                    faults=Faults(crash=0.02, error=0.02, transient=0.03, ambiguous=0.15, throttle=0.05))
+#: ``backends`` on S3 alone: its 412s (with and without the condition named), 409
+#: ``ConditionalRequestConflict``, SlowDown and read timeouts as s3fs raises them.
+BACKENDS_S3 = replace(BACKENDS, name="backends-s3", backend="s3")
 #: Buggify (:func:`.knobs.buggified`): per seed, waiters that race their leader after one poll,
 #: automatic compaction considered every other position, checkpoints every 2 entries; and
 #: always a 1.5 s vacuum grace with vacuums every few seconds, writers expiring after 2 s,
@@ -81,9 +84,19 @@ BUGGIFY = Profile(name="buggify", writers=4, batches=4, sinks=1, compactions=3, 
 MOUNT = Profile(name="mount", writers=3, batches=3, mount=True, mount_die=0.05, mount_skew=0.5, grace_ms=90_000,
                 faults=Faults(crash=0.01, ambiguous=0.0))
 #: ``mount`` with holders that stall past the grace after their last check (on 5 % of creates):
-#: the case ``store/claims.py`` documents it cannot exclude (a rename onto what the actor that
-#: took the name over published). Not in the long run: it pins that the simulation finds it.
-MOUNT_STALLS = replace(MOUNT, name="mount-stalls", mount_stall=0.05)
+#: the case a lease cannot exclude, which replaced what the actor that took the name over
+#: published until a claim was taken over only from a holder that cannot rename any more
+#: (``store/claims.py``; each seed draws whether the mount renames without replacing).
+#: Its vacuum grace is 10 minutes: a writer whose commits meet a live holder's claim fail after
+#: the 60 s grace each and retry the batch with the same files for minutes, and an orphan grace
+#: under that deletes files a later commit names (the product's one-hour floor rules it out).
+MOUNT_STALLS = replace(MOUNT, name="mount-stalls", mount_stall=0.05, grace_ms=600_000)
+#: Damaged and lost metadata as drawn faults (:mod:`.damage`): a vandal damages two journal
+#: entries, checkpoints (due every 4 entries) or head hints (lost, torn, or a changed digit of the
+#: position an entry or checkpoint names) while the others run, and an operator runs ``tstream
+#: repair`` four times at random: nothing lost, or an error naming the damage.
+DAMAGE = Profile(name="damage", batches=5, reads=4, checkpoint_entries=4, reopen_reads=True, damages=2, repairs=4,
+                 faults=Faults(crash=0.01))
 #: Five writers and two sinks contending, a contended writer publishing first once one other
 #: request is pending (:mod:`.knobs`): leaders fold, waiters poll, and leaders that die or lag
 #: leave waiters to race once out of patience.
@@ -120,9 +133,14 @@ PROFILES = {p.name: p for p in (
     DECLARED,
     FIRST_SINKS,
     BACKENDS,
+    BACKENDS_S3,
     BUGGIFY,
     MOUNT,
     MOUNT_STALLS,
+    DAMAGE,
+    # a changed digit of any number and of the head hint too: not detectable today (the
+    # checksums of the damage work will be), so the run's own checks must find it
+    replace(DAMAGE, name="damage-undetectable", damages=3, damage_undetectable=True),
     replace(SINKS, name="sinks-old-abort", switch="old-abort"),
     replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
     replace(REQUESTS, name="requests-old-orphans", switch="old-orphans"),

@@ -279,6 +279,11 @@ class Scheduler:
         """An actor running ``body`` (which handles its own :class:`Crash`, see :func:`restarting`)."""
         self._actors[name] = _Actor(name, body, crashable)
 
+    def wrap(self, around: Callable[[Callable[[], None]], Callable[[], None]]) -> None:
+        """Run every actor added so far as ``around(body)``."""
+        for actor in self._actors.values():
+            actor.body = around(actor.body)
+
     def run(self) -> None:
         """Run every actor to its end; re-raise the first actor failure (with its traceback)."""
         self._all_done = threading.Event()

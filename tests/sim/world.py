@@ -45,7 +45,7 @@ from pyspark_tstream.store import layout
 from pyspark_tstream.store.storage import RetryPolicy, Store
 from pyspark_tstream.write.commit import CommitIntent
 
-from . import actors, cloud, history
+from . import actors, cloud, damage, history
 from .knobs import buggified, checkpointing, crowding, expiring
 from .mount import mounted
 from .scheduler import Faults, Scheduler, patched
@@ -97,7 +97,7 @@ class Profile:
     crowd: int = 0  # group commit's CROWD for the run (0: the product's)
     declared: tuple[str, ...] = ()  # the stream's declared writers (``writers``): never expired
     first_sinks: int = 0  # Spark sinks whose driver opens the stream through Stream.for_write
-    #: the store fails as a cloud service does (:mod:`.cloud`): "azure", "gcs", or "cloud" (drawn per seed)
+    #: the store fails as a cloud service does (:mod:`.cloud`): "s3", "azure", "gcs", or "cloud" (drawn per seed)
     backend: str = ""
     #: conditional creates through a FUSE mount's claim path (:mod:`.mount`): holders that die
     #: before their rename, or stall past the claim grace after their checks, and actors whose
@@ -107,6 +107,10 @@ class Profile:
     mount_stall: float = 0.0
     mount_skew: float = 0.0
     buggify: bool = False  # each buggify knob on with even odds per seed (:func:`.knobs.buggified`)
+    #: metadata objects a vandal damages while the others run (:mod:`.damage`); with it, the
+    #: ``repairs`` operator runs ``tstream repair`` at random
+    damages: int = 0
+    damage_undetectable: bool = False  # draw the damage today's checks cannot detect too (:mod:`.damage`)
 
 
 @dataclass
@@ -137,7 +141,12 @@ class World:
         self.expired: set[str] = set()
         #: what an actor retries: a torn newest entry stops everyone (naming repair) until set aside
         self.expected: tuple[type[BaseException], ...] = \
-            (*actors.EXPECTED, CorruptMetadataError) if profile.faults.torn else actors.EXPECTED
+            (*actors.EXPECTED, CorruptMetadataError) if profile.faults.torn or profile.damages else actors.EXPECTED
+        #: what the vandal damaged (path -> how), the entries repair set aside (their commits
+        #: lost, as it reports), every CorruptMetadataError made (:mod:`.damage`)
+        self.damaged: dict[str, str] = {}
+        self.set_aside: set[int] = set()
+        self.corrupt_seen: list[str] = []
         if not profile.created:  # until a first write made it
             self.expected = (*self.expected, StreamNotFoundError)
         self.notes: Counter[str] = Counter()
@@ -215,6 +224,9 @@ class World:
         self.notes["rebuilds compared"] += 1
 
     def reader_missed(self, reader: str, started: int, error: FileNotFoundError) -> None:
+        if self.profile.damages and damage.names_damage(self, error, ("lost",)):
+            self.notes["reads that named a lost object"] += 1
+            return
         took = self.sched.now - started
         assert took > self.grace_ms, (f"{reader}: a read that ran {took} ms (< the {self.grace_ms} ms grace) met "
                                       f"a missing file: {error}")
@@ -222,7 +234,25 @@ class World:
 
     # -- the end -------------------------------------------------------------------------------
     def check_end(self) -> None:
-        """The end-of-run invariants (module docstring), on a fresh handle."""
+        """The end-of-run invariants (module docstring), on a fresh handle; with damage
+        (:mod:`.damage`), every metadata error names a damaged object, and the end may be one."""
+        if not self.profile.damages:
+            self._check_end()
+            return
+        unnamed = [text for text in self.corrupt_seen if not any(rel in text for rel in self.damaged)]
+        assert not unnamed, f"a CorruptMetadataError that names no damaged object {sorted(self.damaged)}: {unnamed[0]}"
+        try:
+            damage.repair(self, torn_newest(Store(self.url)) is not None)  # the operator's last look
+            self._check_end()
+        except (CorruptMetadataError, FileNotFoundError) as e:
+            # a lost journal entry or checkpoint is met as FileNotFoundError naming it by some paths
+            named = damage.names_damage(self, e, () if isinstance(e, CorruptMetadataError) else ("lost",))
+            assert named, f"the end met damage it does not name ({sorted(self.damaged)}): {e}"
+            self.notes["runs ending in an error naming the damage"] += 1
+            return
+        self.notes["runs ending sound after damage"] += bool(self.damaged)
+
+    def _check_end(self) -> None:
         if self.profile.faults.torn and torn_newest(Store(self.url)) is not None:
             Stream.repair_url(self.url, drop_torn_entry=True)  # the operator's last look
             self.notes["torn entries set aside"] += 1
@@ -244,6 +274,9 @@ class World:
             want = self.rows(w, b) * repeats.get((w, b), 1)
             got = counts.get((w, b), 0)
             if got == want:
+                continue
+            if getattr(ack, "pos", None) in self.set_aside:  # repair --drop-torn-entry lost it, saying so
+                self.notes["acked batches set aside by repair"] += 1
                 continue
             gone_below_head = truncated_some and _below(ack, head, self._seen_tsos(w, b))
             assert gone_below_head, (f"acknowledged batch {b} of writer {w} has {got} of its {want} rows "
@@ -274,6 +307,8 @@ class World:
         if self.profile.consumers:
             self._check_group(s, records)
         report = s.verify()
+        if not report.ok and self.damaged and any(rel in report.summary() for rel in self.damaged):
+            raise CorruptMetadataError(f"fsck after repair: {report.summary()}", path=self.url)
         assert report.ok, report.summary()
 
     def _check_expiry(self, entries: list[Entry]) -> dict[tuple[str, int], int]:
@@ -438,13 +473,13 @@ def simulate(seed: int, profile: Profile = Profile(),
     service = cloud.flavour(seed, profile.backend) if profile.backend else ""
     if service:
         sched.retry = RetryPolicy(attempts=CLOUD_ATTEMPTS, base_delay=0.0, max_delay=0.0)
-        sched.errors = cloud.errors(service, random.Random(seed ^ 0xE770))
+        sched.errors = cloud.errors(service, random.Random(seed ^ 0xE770), world.note)
         world.notes[f"store: {service}"] += 1
     rng = random.Random(seed ^ 0xAC7)
     started = time.perf_counter()
     try:
         with patched(sched), switched(profile.switch, sched), checkpointing(profile.checkpoint_entries), \
-                expiring(world), crowding(world), buggified(world), mounted(world), \
+                expiring(world), crowding(world), buggified(world), mounted(world), damage.recording(world), \
                 cloud.cloud_store(service, random.Random(seed ^ 0x409)):
             config: dict[str, Any] = {"scaling": profile.scaling} if profile.scaling else {}
             if profile.writer_retention_ms:
@@ -483,7 +518,11 @@ def simulate(seed: int, profile: Profile = Profile(),
             for i in range(profile.consumers):
                 sched.add(f"c{i}", actors.consumer(world, f"c{i}", profile.consumer_reads, random.Random(rng.random())))
             if profile.repairs:
-                sched.add("repair", actors.repairer(world, profile.repairs, random.Random(rng.random())))
+                sched.add("repair", (damage.operator if profile.damages else actors.repairer)(
+                    world, profile.repairs, random.Random(rng.random())))
+            if profile.damages:
+                sched.add("vandal", damage.vandal(world, profile.damages, random.Random(rng.random())), crashable=False)
+                sched.wrap(lambda body: damage.guarded(world, body))
             for i in range(profile.readers):
                 sched.add(f"r{i}", actors.reader(world, f"r{i}", profile.reads, random.Random(rng.random())))
             try:
