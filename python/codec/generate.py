@@ -219,11 +219,11 @@ def _positional(cls: type, fields: list[_Field], g: _Gen, init: list[str],
         # a list record is decoded once a stored slice on the read path: its fields go into the
         # instance's dict in one literal, not through the frozen class's __init__ (one guarded
         # object.__setattr__ a field, most of the decode)
-        values = []
+        items = []
         for i, f in enumerate(fields):
             value = f"v[{i}]" if f.t.identity else f.t.dec(f"v[{i}]", g)
-            values.append(f"{f.name!r}: {value if f.absent is None else f'({value} if n > {i} else {f.absent})'}")
-        lines += ["    n = len(v)", f"    o = _new({cname})", f"    _set(o, '__dict__', {{{', '.join(values)}}})",
+            items.append(f"{f.name!r}: {value if f.absent is None else f'({value} if n > {i} else {f.absent})'}")
+        lines += ["    n = len(v)", f"    o = _new({cname})", f"    _set(o, '__dict__', {{{', '.join(items)}}})",
                   "    return o"]
         g.ns["_new"], g.ns["_set"] = object.__new__, object.__setattr__
     elif prefix < len(fields):

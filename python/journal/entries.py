@@ -1,4 +1,4 @@
-"""Journal entries on the store: their format and reading them back.
+"""Journal entries on the store: reading them back (their format: :mod:`.entry`).
 
 One job: entry I/O. An entry is one immutable JSON object per journal position
 (:func:`~pyspark_tstream.store.layout.entry`) holding what its commit did (a
@@ -21,187 +21,33 @@ Costs (store calls): the newest entry 2 round trips (the head, then one batch:
 
 from __future__ import annotations
 
-import json
 import logging
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CorruptMetadataError, corrupt, error
 from ..store import layout
 from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
-from . import checkpoint, seal
+from . import checkpoint
 from .ahead import Ahead, open_batch, unsound_newest
 from .checkpoint_mark import CheckpointMark
 from .chunk import Chunk as Chunk
 from .chunk import Fold as Fold
 from .chunk import check_folds as check_folds
 from .crosscheck import Replayed, checkpoint_problem, culprit, next_seqs, step_problem
-from .delta import apply, apply_all
-from .features import WRITES, check_object, check_reader, checksummed
-from .packing import expand, pack
-from .shapes import check_delta, check_entry, is_int, need
+from .delta import apply_all
+from .entry import CHANGE as CHANGE
+from .entry import ENTRY as ENTRY
+from .entry import FORMAT_VERSION as FORMAT_VERSION
+from .entry import PACK_MIN as PACK_MIN
+from .entry import Entry as Entry
+from .entry import at_position, change_of, check_sealed, stored_pos
+from .entry import decode_anchor as decode_anchor
+from .entry import encode_anchor as encode_anchor
 from .state import StreamState
 
-#: The key of a v6 entry's change (:mod:`.delta`); an entry holding the whole state has ``state``.
-CHANGE = "change"
-#: This object kind's name in :data:`~pyspark_tstream.journal.features.VERSIONS`.
-ENTRY = "journal entry"
-
-#: The journal-entry format this build writes (older ones are read; what each version added,
-#: as named features, is :data:`~pyspark_tstream.journal.features.VERSIONS`).
-FORMAT_VERSION = WRITES[ENTRY]
-
-#: An entry (or index node delta) with at least this many chunks stores them packed (format v3,
-#: :mod:`.packing`).
-PACK_MIN = 8
-
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class Entry:
-    """One journal entry: what the commit did, and the state after it.
-
-    ``change`` (format v6) is what the commit changed in the state (:mod:`.delta`): set, the entry
-    is stored with it instead of the whole state, and decoding it needs the state before it
-    (``base``). None: stored with the whole state (format 5 and older, and entry 0).
-    """
-
-    pos: int
-    op: str
-    wall: int
-    state: StreamState
-    nonce: str = field(default_factory=lambda: uuid.uuid4().hex)
-    writer: str | None = None
-    batch: Any = None
-    chunks: list[Chunk] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
-    #: Group commit (format v4): the requests this entry folded, in order (:class:`Fold`); their
-    #: chunks are consecutive runs of ``chunks``. Empty for an entry of one commit
-    #: (``writer``/``batch``/``info`` are then its).
-    folds: list[Fold] = field(default_factory=list)
-    change: dict[str, Any] | None = None
-
-    def delta_json(self) -> dict[str, Any]:
-        return _with_folds(_delta(self.pos, self.op, self.wall, self.nonce, self.chunks, self.writer, self.batch,
-                                  self.info), [f.to_json() for f in self.folds])
-
-    def encode(self, delta: dict[str, Any] | None = None) -> bytes:
-        """The stored bytes (``delta``: :meth:`delta_json` if the caller has it: packing a
-        commit's chunks is most of encoding it)."""
-        d = dict(self.delta_json() if delta is None else delta)
-        d["v"] = FORMAT_VERSION
-        if self.change is not None:
-            d[CHANGE] = self.change
-        else:
-            d["state"] = self.state.to_json()
-        return seal.encode(d, checksummed(self.state.features))
-
-    @staticmethod
-    def decode_delta(data: bytes, *, path: str, expanded: bool = False) -> dict[str, Any]:
-        """:meth:`delta_json` of the entry in ``data`` (``expanded``: packed chunks unpacked), its
-        state neither checked nor built (an index flush copies what entries did, and decoding
-        their states was half a commit's CPU); CorruptMetadataError (naming ``path``) if not one."""
-        try:
-            stored = seal.unseal(data)
-            check_delta(stored)
-            d = expand(stored)  # packed chunks are checked as they are unpacked
-            check_object(ENTRY, d.get("v"), path)
-            folds = check_folds(d.get("folds", []), len(d["chunks"]))
-            if "packed" in stored:  # already the stored form: packing it again is most of the CPU
-                src = d if expanded else stored
-                return _with_folds({k: src[k] for k in _DELTA_KEYS if k in src}, folds)
-            chunks = [Chunk.from_json(c) for c in d["chunks"]]
-            return _with_folds(_delta(d["pos"], d["op"], d["wall"], d["nonce"], chunks, d.get("writer"),
-                                      d.get("batch"), d.get("info", {})), folds)
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-            raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
-
-    @staticmethod
-    def parse(data: bytes, *, path: str) -> dict[str, Any]:
-        """The stored entry in ``data`` (chunks expanded, shape and version checked, its state or
-        change not yet built); CorruptMetadataError (naming ``path``) if it is not one."""
-        try:
-            check_delta(raw := seal.unseal(data))
-            d = expand(raw)  # packed chunks are checked as they are unpacked
-            check_object(ENTRY, d.get("v"), path)
-            if CHANGE in d:
-                need(isinstance(d[CHANGE], dict) and isinstance(d[CHANGE].get("checkpoint"), list),
-                     "the entry's change")
-            else:
-                check_entry(d)
-            stored: dict[str, Any] = d
-            return stored
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-            raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
-
-    @staticmethod
-    def checkpoint_of(d: dict[str, Any]) -> int:
-        """The checkpoint position a parsed change entry's state names (where to rebuild from)."""
-        pos: int = d[CHANGE]["checkpoint"][0]
-        return pos
-
-    @classmethod
-    def decode(cls, data: bytes, *, path: str, base: StreamState | None = None) -> Entry:
-        """The entry in ``data``; CorruptMetadataError (naming ``path``) if it is not one. An
-        entry holding a change (format v6) needs ``base``, the state after the entry before it
-        (:meth:`EntryLog.state_at`)."""
-        return cls.build(cls.parse(data, path=path), path=path, base=base)
-
-    @classmethod
-    def build(cls, d: dict[str, Any], *, path: str, base: StreamState | None = None) -> Entry:
-        """The entry of a parsed stored entry (:meth:`parse`); see :meth:`decode`."""
-        try:
-            chunks = [Chunk.from_json(c) for c in d["chunks"]]
-            change = d.get(CHANGE)
-            if change is not None:
-                if base is None or base.pos != d["pos"] - 1:
-                    raise CorruptMetadataError(
-                        f"journal entry {path} holds a change (feature 'deltas') and is read with the "
-                        "state before it; read it through the journal", path=path)
-                state = apply(base, change)
-                need(state.pos == d["pos"], "the change's position")
-            else:
-                state = StreamState.from_json(d["state"])
-                need(state.pos == d["pos"], "the state's position")  # one changed digit: another entry's state
-            if state.features:
-                check_reader(state.features, d.get("v", 1), path)
-            return cls(pos=d["pos"], op=d["op"], wall=d["wall"], nonce=d["nonce"],
-                       writer=d.get("writer"), batch=d.get("batch"),
-                       chunks=chunks, info=d.get("info", {}), state=state,
-                       folds=[Fold.from_json(f) for f in check_folds(d.get("folds", []), len(chunks))], change=change)
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-            raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
-
-
-#: The keys :func:`_delta` writes, in its order.
-_DELTA_KEYS = ("pos", "op", "wall", "nonce", "chunks", "packed", "writer", "batch", "info")
-
-
-def _delta(pos: int, op: str, wall: int, nonce: str, chunks: Sequence[Chunk], writer: str | None, batch: Any,
-           info: dict[str, Any]) -> dict[str, Any]:
-    """What an entry did, as stored (in entries and in level-1 index nodes, byte for byte)."""
-    d: dict[str, Any] = {"pos": pos, "op": op, "wall": wall, "nonce": nonce}
-    if len(chunks) >= PACK_MIN:
-        d["chunks"], d["packed"] = [], pack([c.to_json() for c in chunks])
-    else:
-        d["chunks"] = [c.to_json() for c in chunks]
-    if writer is not None:
-        d["writer"] = writer
-        d["batch"] = batch
-    if info:
-        d["info"] = info
-    return d
-
-
-def _with_folds(d: dict[str, Any], folds: list[list[Any]]) -> dict[str, Any]:
-    if folds:
-        d["folds"] = folds
-    return d
-
 
 #: Stored bytes of this many entries are kept after this handle read or committed them: a
 #: time-index flush needs the deltas of the last FANOUT positions, which a lone writer committed
@@ -209,63 +55,6 @@ def _with_folds(d: dict[str, Any], folds: list[list[Any]]) -> dict[str, Any]:
 RECENT_ENTRIES = 64
 #: States (format v6) an :class:`EntryLog` keeps to decode the next entries on.
 KEPT_STATES = 4
-
-
-def _change_of(data: bytes, pos: int, path: str) -> dict[str, Any]:
-    """The stored entry ``pos`` in ``data`` as JSON, its version and position checked (its chunks
-    neither unpacked nor checked: rebuilding a state needs only the changes)."""
-    try:
-        d = seal.unseal(data)
-        need(isinstance(d, dict) and d.get("pos") == pos, f"the entry (position {pos})")
-        check_object(ENTRY, d.get("v"), path)
-        need(CHANGE not in d or isinstance(d[CHANGE], dict), "the entry's change")
-        stored: dict[str, Any] = d
-        return stored
-    except (ValueError, TypeError) as e:
-        raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
-
-
-def _check_sealed(data: bytes, state: StreamState, path: str) -> None:
-    """Refuse entry ``path`` (stored ``data``) without a checksum when its stream declares them
-    (``state``: the state after it): a copy that skipped verification is never trusted."""
-    try:
-        seal.check_declared(data, checksummed(state.features))
-    except ValueError as e:
-        raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
-
-
-def encode_anchor(pos: int, sealed: bool) -> bytes:
-    """The stored bytes of the anchor naming ``pos`` (``sealed``: the stream declares checksums;
-    else the unsealed form of streams without the feature, byte for byte)."""
-    return seal.seal({"pos": pos}) if sealed else json.dumps({"pos": pos}).encode()
-
-
-def decode_anchor(data: bytes) -> int:
-    """The position an anchor names (``ValueError``/``TypeError``/``KeyError`` if it is not one,
-    or if its checksum does not match)."""
-    pos = seal.unseal(data)["pos"]
-    if isinstance(pos, int) and not isinstance(pos, bool) and pos >= 0:
-        return pos
-    raise TypeError(f"pos is {pos!r}, not a non-negative integer")
-
-
-def _at(delta: dict[str, Any], pos: int, path: str) -> dict[str, Any]:
-    """``delta``, read from entry ``pos``'s object, if it names that position; else the entry
-    was damaged (a changed digit), and taking it as another position's would drop its chunks
-    from every plan without an error."""
-    if delta.get("pos") != pos:
-        e = ValueError(f"it names position {delta.get('pos')!r}, not {pos}")
-        raise corrupt("journal entry", path, e, layout.stream_url(path))
-    return delta
-
-
-def _stored_pos(data: bytes) -> int:
-    """The position a stored entry names (-1 when it names none: decoding reports why)."""
-    try:
-        pos = json.loads(data).get("pos")
-    except (ValueError, AttributeError):
-        return -1
-    return pos if is_int(pos) else -1
 
 
 class EntryLog:
@@ -313,13 +102,13 @@ class EntryLog:
         d = Entry.parse(data, path=path)
         named = layout.numbered_name(rel.rsplit("/", 1)[-1]) if rel.startswith(layout.JOURNAL + "/") else None
         if named is not None:  # read by position (the head hint names its own)
-            _at(d, named, path)
+            at_position(d, named, path)
         base = None
         if CHANGE in d:
             pos = d["pos"]
             base = (built or {}).get(pos - 1) or self.state_at(pos - 1, Entry.checkpoint_of(d))
         entry = Entry.build(d, path=path, base=base)
-        _check_sealed(data, entry.state, path)
+        check_sealed(data, entry.state, path)
         if base is not None:  # its change against its own chunks (no store call)
             found = step_problem(next_seqs(base), next_seqs(entry.state),
                                  ((c.seg, c.seq, c.rows) for c in entry.chunks))
@@ -392,7 +181,7 @@ class EntryLog:
         changes: list[dict[str, Any]] = []
         for p in todo:  # changes are applied together; an entry holding the whole state restarts
             path = self.store.uri(layout.entry(p))
-            d = _change_of(raws[p], p, path)  # its chunks are not needed (nor unpacked) here
+            d = change_of(raws[p], p, path)  # its chunks are not needed (nor unpacked) here
             if CHANGE in d:
                 changes.append(d[CHANGE])
                 if seen is not None:
@@ -412,7 +201,7 @@ class EntryLog:
                 raise corrupt("journal entry", where, ValueError(f"the changes end at {state.pos}"),
                               layout.stream_url(where))
         for p in todo:
-            _check_sealed(raws[p], state, self.store.uri(layout.entry(p)))
+            check_sealed(raws[p], state, self.store.uri(layout.entry(p)))
         self.keep(state)
         return state
 
@@ -421,7 +210,7 @@ class EntryLog:
         missing: one read, the entry's chunks not decoded."""
         rel = layout.entry(pos)
         try:
-            d = _change_of(self._recent.get(pos) or self.store.read(rel), pos, self.store.uri(rel))
+            d = change_of(self._recent.get(pos) or self.store.read(rel), pos, self.store.uri(rel))
         except FileNotFoundError:
             return None
         ch = d.get(CHANGE)
@@ -488,7 +277,7 @@ class EntryLog:
             kept.update(zip(missing, read))
             for p, data in sorted(zip(missing, read))[-RECENT_ENTRIES:]:
                 self.remember(p, data)  # a read plans twice (its bound, then its chunks)
-        return [_at(Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p)), expanded=expanded), p,
+        return [at_position(Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p)), expanded=expanded), p,
                     self.store.uri(layout.entry(p))) for p in positions]
 
     def read_entry(self, pos: int) -> Entry:
@@ -530,7 +319,7 @@ class EntryLog:
         hint: Entry | None = None
         try:
             data = self.store.read(layout.HEAD)
-            if known is None or _stored_pos(data) > known.pos:  # else the hint is no news
+            if known is None or stored_pos(data) > known.pos:  # else the hint is no news
                 d = Entry.parse(data, path=self.store.uri(layout.HEAD))
                 self._ahead.fetch(open_batch(d["pos"], Entry.checkpoint_of(d) if CHANGE in d else None,
                                              self._states, self._recent))
