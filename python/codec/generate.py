@@ -266,7 +266,7 @@ def _plain(cls: type, fields: list[_Field]) -> bool:
 
 
 def _searcher(g: _Gen, ok: Any, src: str) -> Any:
-    """``check_json``: :func:`json_ok`, then, on a wrong shape only, the field-by-field search
+    """``check_json``: ``json_ok``, then, on a wrong shape only, the field-by-field search
     for the message, compiled the first time it is needed (every process that opens a stream
     generates the records; few ever read a wrong-shaped one)."""
     search: list[Any] = []

@@ -131,7 +131,7 @@ class Entry:
     def decode(cls, data: bytes, *, path: str, base: StreamState | None = None) -> Entry:
         """The entry in ``data``; CorruptMetadataError (naming ``path``) if it is not one. An
         entry holding a change (format v6) needs ``base``, the state after the entry before it
-        (:meth:`EntryLog.state_at`)."""
+        (:meth:`~pyspark_tstream.journal.entries.EntryLog.state_at`)."""
         return cls.build(cls.parse(data, path=path), path=path, base=base)
 
     @classmethod
