@@ -22,6 +22,7 @@ from pyspark_tstream.api.groups import Group
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal import seal
 from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk
+from pyspark_tstream.journal.timeindex import FANOUT, decode_node, first_open
 from pyspark_tstream.maps.grouplog import GROUP_FORMAT_VERSION
 from pyspark_tstream.read.reading import read_table
 from pyspark_tstream.store import layout
@@ -262,3 +263,37 @@ def test_a_checksummed_stream_keeps_its_seals(tmp_path: Path) -> None:
     at = data.index(b'"pos":') + len(b'"pos":')
     (tmp_path / "stream" / rel).write_bytes(data[:at] + str((int(chr(data[at])) + 1) % 10).encode() + data[at + 1:])
     assert any(p.path.endswith(rel) for p in Stream.open(s.url).verify().problems)
+
+
+def test_v6_appends_past_the_index_flush_over_collected_entries(tmp_path: Path) -> None:
+    """``v6`` was written by a garbage collection that still deleted entries of the open level-0
+    index node (entries 1-3; today's keeps them until the node is flushed). The commit that fills
+    that node copies its entries' deltas into it: it must copy those kept (entry 0 and
+    ``meta_gc_pos`` on) and commit, not fail on the collected ones, and fsck must find the node
+    sound."""
+    want = _expected("v6")
+    s = _open_copy("v6", tmp_path)
+    journal = tmp_path / "stream" / "_tstream" / "journal" / "000000"
+    collected = [p for p in range(1, s.state.meta_gc_pos) if not (journal / f"{p:012d}.json").exists()]
+    assert collected, "the fixture no longer has collected entries in its open index node"
+    assert s.state.index[0][0].id == 0  # they are in the open level-0 node
+    appends = 0
+    while first_open(s.state) < FANOUT:  # until a commit flushed node 0
+        assert appends < FANOUT, "no commit flushed the index node"
+        s.append(_new_batch(), key="key", timestamp="ts", writer_id="today", batch_id=appends)
+        appends += 1
+    node = decode_node((tmp_path / "stream" / layout.index_node(1, 0)).read_bytes(), "node 0", 1, deltas=True)
+    held = [d.pos for d in node["deltas"]]
+    assert held == [0, *range(s.state.meta_gc_pos, FANOUT)], "the node must hold every kept entry's delta"
+    again = Stream.open(s.url)
+    columns = list(want["rows"][0])
+    table = again.read()  # plans from the flushed node
+    assert _rows(table, columns)[:len(want["rows"])] == want["rows"]
+    assert table.num_rows == len(want["rows"]) + 5 * appends
+    assert not again.verify().problems
+    # fsck matches the node's deltas by position, but still wants one for every entry kept
+    rel = tmp_path / "stream" / layout.index_node(1, 0)
+    content = json.loads(rel.read_bytes())
+    content["entries"] = [d for d in content["entries"] if d["pos"] != FANOUT - 1]
+    rel.write_text(json.dumps(content, separators=(",", ":")))
+    assert [p.details for p in Stream.open(s.url).verify().problems] == [{"level": 1, "node": 0}]

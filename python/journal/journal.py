@@ -210,7 +210,7 @@ class Journal:
                     "the scale once the store answers", path=rel, retriable=True)
             entry.state.pending_epoch = fresh_epoch
         try:
-            self.index.flush(entry.state)
+            self.index.flush(entry.state, state.meta_gc_pos)
         except FileNotFoundError:
             # the entries this slot's index node copies were collected, and collection keeps
             # those of the newest open node: another commit filled this node, so the slot is

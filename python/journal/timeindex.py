@@ -219,15 +219,23 @@ class TimeIndex:
         except CorruptMetadataError:
             return state.gc_pos
 
-    def flush(self, state: StreamState) -> None:
-        """Write every full open index level as a node; mutates ``state.index``."""
+    def flush(self, state: StreamState, kept_from: int = 0) -> None:
+        """Write every full open index level as a node; mutates ``state.index``.
+
+        A level-1 node holds the deltas of its entries that garbage collection kept: entry 0
+        and those from ``kept_from`` on (the committed ``meta_gc_pos``: the node's bytes must
+        follow from committed facts only, so racing flushes write the same node). Collection
+        keeps the entries of the open node now (``retention.meta_gc_target``), but streams
+        an older release collected may lack some below ``meta_gc_pos``, and no reader asks a
+        node for a position below it.
+        """
         level = 0
         while level < len(state.index) and len(state.index[level]) >= FANOUT:
             items = state.index[level]
             node_no = items[0].id // FANOUT
             content: dict[str, Any] = {"level": level + 1, "node": node_no, "items": [i.encode() for i in items]}
             if level == 0:
-                content["entries"] = self.log.read_deltas([i.id for i in items])
+                content["entries"] = self.log.read_deltas([i.id for i in items if i.id == 0 or i.id >= kept_from])
             self.store.write(layout.index_node(level + 1, node_no), seal.encode(content, checksummed(state.features)))
             last = items[-1]
             state.index[level] = []
