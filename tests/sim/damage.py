@@ -50,7 +50,11 @@ MODES = {"entry": ("lost", "torn", "digit"), "checkpoint": ("lost", "torn", "dig
 #: ``damage_undetectable``: what is left out too (a digit of any number, the head's digits), to
 #: show that the run's checks catch what today's checks in the product do not.
 UNDETECTABLE = {"entry": ("digit",), "checkpoint": ("digit",), "head": ("digit",)}
-_POS = re.compile(rb'"pos":(\d+)')
+#: The position an entry or checkpoint names: its own ``pos`` (an entry's first key, a
+#: checkpoint's after its version) and its state's or change's. Not the nested ``pos`` of a
+#: field (the compaction record's ``{"segs":...,"pos":N}``): a digit changed there is a number
+#: parsing accepts and the cross-checks do not see, left out with the other numbers above.
+_POS = re.compile(rb'(?:^\{|^\{"v":\d+,|"state":\{|"change":\{)"pos":(\d+)')
 _ANY_NUMBER = re.compile(rb"[\[,:](\d+)")
 _SET_ASIDE = re.compile(r"journal entry (\d+) was torn")
 
