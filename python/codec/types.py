@@ -200,7 +200,8 @@ class _Rec(Type):
 
 
 def rec(cls: type) -> Type:
-    """A record of this module (decorated by :func:`~pyspark_tstream.codec.generate.record`), stored as its ``to_json``."""
+    """A record of this module (decorated by :func:`~pyspark_tstream.codec.generate.record`),
+    stored as its ``to_json``."""
     if not hasattr(cls, "json_ok"):
         raise TypeError(f"{cls.__name__} is not a codec record (decorate it with codec.record)")
     return _Rec(cls)
