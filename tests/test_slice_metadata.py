@@ -21,7 +21,7 @@ import pytest
 from helpers import T0
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.errors import CorruptMetadataError
-from pyspark_tstream.journal import shapes
+from pyspark_tstream.journal import seal, shapes
 from pyspark_tstream.journal.chunk import Chunk
 from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.packing import pack, unpack
@@ -81,12 +81,12 @@ def test_a_damaged_packed_column_fails_as_corrupt_metadata(url: str) -> None:
     s.append(_table(0), key="key", timestamp="ts")
     rel = layout.entry(s.refresh().pos)
     log = s.context.journal.log
-    stored = json.loads(s.context.store.read(rel))
+    stored = seal.unseal(s.context.store.read(rel))
     assert "packed" in stored  # one slice a segment: packed
     doc = _doc(stored["packed"])
     doc["r"][0] = 1.5  # a row count no writer stores
     stored["packed"] = _text(doc)
-    data = json.dumps(stored).encode()
+    data = seal.seal(stored)  # written so (its checksum matches): the column checks find it
     for decode in (lambda: log.decode(data, rel), lambda: Entry.decode_delta(data, path=rel),
                    lambda: node_entries({"entries": [stored]}, rel)):
         with pytest.raises(CorruptMetadataError, match="wrong type"):

@@ -20,7 +20,7 @@ from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.chunkfile import footer_shift
 from pyspark_tstream.chunkfile.footer import footer_of
 from pyspark_tstream.errors import CorruptMetadataError
-from pyspark_tstream.journal import entries as entries_mod
+from pyspark_tstream.journal import entry as entries_mod
 from pyspark_tstream.journal import features
 from pyspark_tstream.journal.entries import Chunk, Entry
 from pyspark_tstream.journal.packing import pack, unpack

@@ -16,7 +16,7 @@ import pytest
 from conftest import CallLog, crash_at
 from helpers import T0
 from pyspark_tstream.api.stream import Stream
-from pyspark_tstream.journal import entries as entries_mod
+from pyspark_tstream.journal import entry as entries_mod
 from pyspark_tstream.journal.entries import Chunk, Entry
 from pyspark_tstream.read.ranged import footer_guess
 from pyspark_tstream.read.reading import read_table
