@@ -21,6 +21,7 @@ import pyspark_tstream
 import pytest
 from pyspark_tstream import codec
 from pyspark_tstream.codec import INT, NONE, ListRecord, opt, record, stored
+from pyspark_tstream.compaction.manifest import Manifest
 from pyspark_tstream.errors import CorruptMetadataError
 from pyspark_tstream.journal import packing
 from pyspark_tstream.journal.checkpoint_mark import CheckpointMark
@@ -52,7 +53,7 @@ CONVENTIONS = ("FIELDS", "OPTIONAL", "KEYS", "OMITTED_WHEN_NONE")
 
 CONVERTED = (StreamState, Segment, Writer, Truncation, SchemaChange, FoldedAt, Chunk, CheckpointMark, SealedRecord,
              EpochRecord, SegmentSummary, CompactPart, CompactInfo, GcInfo, ScaleInfo, TruncateInfo, RepairInfo, Macro,
-             Pending, Moved, Fold)
+             Pending, Moved, Fold, Manifest)
 
 
 def _package_classes() -> list[type]:
