@@ -35,6 +35,8 @@ from pyspark_tstream.journal.state import FoldedAt, SchemaChange, Segment, Strea
 from pyspark_tstream.maps.grouplog import Pending
 from pyspark_tstream.maps.macromap import Macro
 from pyspark_tstream.write.commit import Moved
+from pyspark_tstream.write.fold import Published
+from pyspark_tstream.write.spec import ChunkInfo
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -53,7 +55,7 @@ CONVENTIONS = ("FIELDS", "OPTIONAL", "KEYS", "OMITTED_WHEN_NONE")
 
 CONVERTED = (StreamState, Segment, Writer, Truncation, SchemaChange, FoldedAt, Chunk, CheckpointMark, SealedRecord,
              EpochRecord, SegmentSummary, CompactPart, CompactInfo, GcInfo, ScaleInfo, TruncateInfo, RepairInfo, Macro,
-             Pending, Moved, Fold, Manifest)
+             Pending, Moved, Fold, Manifest, ChunkInfo, Published)
 
 
 def _package_classes() -> list[type]:
