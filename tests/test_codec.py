@@ -20,6 +20,7 @@ from typing import Any
 import pyspark_tstream
 import pytest
 from pyspark_tstream import codec
+from pyspark_tstream.api.creation import Marker
 from pyspark_tstream.codec import INT, NONE, ListRecord, opt, record, stored
 from pyspark_tstream.compaction.manifest import Manifest
 from pyspark_tstream.errors import CorruptMetadataError
@@ -56,7 +57,7 @@ CONVENTIONS = ("FIELDS", "OPTIONAL", "KEYS", "OMITTED_WHEN_NONE")
 CONVERTED = (StreamState, Segment, Writer, Truncation, SchemaChange, FoldedAt, Chunk, CheckpointMark, SealedRecord,
              EpochRecord, SegmentSummary, CompactPart, CompactInfo, GcInfo, ScaleInfo, TruncateInfo, RepairInfo, Macro,
              Pending, Moved, Fold, Manifest, ChunkInfo, Published,
-             GroupState)
+             GroupState, Marker)
 
 
 def _package_classes() -> list[type]:
