@@ -20,7 +20,9 @@ from typing import Any
 import pyspark_tstream
 import pytest
 from pyspark_tstream import codec
+from pyspark_tstream.api.creation import Marker
 from pyspark_tstream.codec import INT, NONE, ListRecord, opt, record, stored
+from pyspark_tstream.compaction.manifest import Manifest
 from pyspark_tstream.errors import CorruptMetadataError
 from pyspark_tstream.journal import packing
 from pyspark_tstream.journal.checkpoint_mark import CheckpointMark
@@ -31,9 +33,11 @@ from pyspark_tstream.journal.op_info import GcInfo, RepairInfo, ScaleInfo, Trunc
 from pyspark_tstream.journal.scale_records import EpochRecord, SealedRecord
 from pyspark_tstream.journal.shapes import check_chunk, check_entry
 from pyspark_tstream.journal.state import FoldedAt, SchemaChange, Segment, StreamState, Truncation, Writer
-from pyspark_tstream.maps.grouplog import Pending
+from pyspark_tstream.maps.grouplog import GroupState, Pending
 from pyspark_tstream.maps.macromap import Macro
 from pyspark_tstream.write.commit import Moved
+from pyspark_tstream.write.fold import Published
+from pyspark_tstream.write.spec import ChunkInfo
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -52,7 +56,8 @@ CONVENTIONS = ("FIELDS", "OPTIONAL", "KEYS", "OMITTED_WHEN_NONE")
 
 CONVERTED = (StreamState, Segment, Writer, Truncation, SchemaChange, FoldedAt, Chunk, CheckpointMark, SealedRecord,
              EpochRecord, SegmentSummary, CompactPart, CompactInfo, GcInfo, ScaleInfo, TruncateInfo, RepairInfo, Macro,
-             Pending, Moved, Fold)
+             Pending, Moved, Fold, Manifest, ChunkInfo, Published,
+             GroupState, Marker)
 
 
 def _package_classes() -> list[type]:
@@ -111,6 +116,20 @@ def test_a_list_record_leaves_out_trailing_fields_as_declared() -> None:
     assert Pair.json_ok([1, None]) and not Pair.json_ok([]) and not Pair.json_ok([1, 2, 3])
     with pytest.raises(TypeError, match="pair's b"):
         Pair.check_json([1, "x"], "pair")
+
+
+def test_a_keyword_only_field_is_stored_where_it_is_declared() -> None:
+    @record
+    @dataclass(frozen=True)
+    class Tagged(codec.DictRecord):
+        a: int = stored(INT)
+        tag: str = stored(codec.STR, default="t", required=True, kw_only=True)
+        b: int = stored(INT)
+
+    assert list(Tagged(1, 2).to_json()) == ["a", "tag", "b"]
+    assert Tagged.from_json({"a": 1, "tag": "x", "b": 2}) == Tagged(1, 2, tag="x")
+    with pytest.raises(TypeError, match="tagged.tag"):
+        Tagged.check_json({"a": 1, "b": 2}, "tagged")
 
 
 @pytest.mark.parametrize(("damage", "named"), [

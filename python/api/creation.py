@@ -35,10 +35,12 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from ..codec import ANY, STR, DictRecord, record, stored
 from ..errors import CommitConflictError, StreamNotFoundError
 from ..journal import seal
 from ..journal.entries import Entry
@@ -64,6 +66,17 @@ CREATE_OP = "create"
 ATTEMPTS = 4
 
 logger = logging.getLogger(__name__)
+
+
+@record
+@dataclass(frozen=True)
+class Marker(DictRecord):
+    """A first-write marker: the ``nonce`` of the create entry a write made, and the config it
+    made the stream with (for a reader of the store; the journal's config is the one in force).
+    Stored after its format version ``v``."""
+
+    nonce: str = stored(STR)
+    config: Mapping[str, Any] = stored(ANY)
 
 
 def initial_state(cfg: StreamConfig, schema: pa.Schema | None, now: int) -> StreamState:
@@ -148,16 +161,17 @@ def written_by_a_write(store: Store, nonce: str) -> bool:
     if data is None:
         return False
     try:
-        marker = seal.unseal(data)
-        version = marker["v"]
+        stored = seal.unseal(data)
+        version = stored["v"]
         if not isinstance(version, int) or isinstance(version, bool):
             raise TypeError(f"format version {version!r} is not an integer")
+        check_object(MARKER, version, store.uri(rel))  # a newer one's fields may mean something else
+        marker = Marker.checked(stored, "the marker")
     except (ValueError, TypeError, KeyError) as e:
         logger.warning("tstream: first-write marker %s is unreadable (%s): the stream keeps its config",
                        store.uri(rel), e)
         return False
-    check_object(MARKER, version, store.uri(rel))  # a newer one's fields may mean something else
-    return bool(marker.get("nonce") == nonce)
+    return marker.nonce == nonce
 
 
 def recreate(store: Store, journal: Journal, old: Entry, cfg: StreamConfig) -> Entry | None:
@@ -189,7 +203,7 @@ def recreate(store: Store, journal: Journal, old: Entry, cfg: StreamConfig) -> E
 
 def _marker(nonce: str, cfg: StreamConfig) -> bytes:
     # only a stream this build creates has a marker, and it declares checksums (NEW_STREAM)
-    return seal.encode({"v": MARKER_VERSION, "nonce": nonce, "config": cfg.to_dict()}, checksummed(NEW_STREAM))
+    return seal.encode({"v": MARKER_VERSION, **Marker(nonce, cfg.to_dict()).to_json()}, checksummed(NEW_STREAM))
 
 
 def _forget(store: Store, rel: str) -> None:

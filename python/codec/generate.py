@@ -39,18 +39,22 @@ class Spec:
 
 def stored(t: Type, *, key: str | None = None, default: Any = dataclasses.MISSING,
            factory: Callable[[], Any] | Any = dataclasses.MISSING, omit: str = NEVER,
-           missing: Any = _MISS, required: bool = False) -> Any:
+           missing: Any = _MISS, required: bool = False, kw_only: bool = False) -> Any:
     """A stored field of type ``t``, under ``key`` (default: the field's name).
 
     ``default``/``factory`` are the dataclass default; an absent key or trailing position reads
     as it, or as ``missing`` when given (the value an older build's absent field means).
     ``required``: absent is corrupt even though the field has a default. ``omit``: when the
     field is left out (:data:`NEVER`, :data:`EMPTY`, :data:`NONE`, :data:`DEFAULT`).
+    ``kw_only``: a keyword-only ``__init__`` argument, so a defaulted field may be stored before
+    fields without a default (stored order is declaration order).
     """
     meta = {CODEC: Spec(t, key, omit, missing, required)}
+    # (unset unless asked: the class's own ``kw_only``/``KW_ONLY`` then applies)
+    kw: Any = True if kw_only else dataclasses.MISSING
     if factory is not dataclasses.MISSING:
-        return dataclasses.field(default_factory=factory, metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
+        return dataclasses.field(default_factory=factory, metadata=meta, kw_only=kw)
+    return dataclasses.field(default=default, metadata=meta, kw_only=kw)
 
 
 @dataclasses.dataclass(frozen=True)

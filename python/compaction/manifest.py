@@ -9,55 +9,58 @@ are then worked out from the journal): a damaged one must never make vacuum dele
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from ..codec import EMPTY, INT, STR, DictRecord, custom, record, stored
 from ..journal import seal
 from ..store import layout
 
 
+def _data_files(v: Any) -> bool:
+    return type(v) is list and all(type(r) is str and layout.is_data_file(r) for r in v)
+
+
+def _shared(stored: Any) -> dict[str, int]:
+    """A stored ``shared`` list's data files (empty when it does not decode: it only names
+    candidates, each checked again before it goes)."""
+    try:
+        return {path: int(pos) for path, pos in stored if layout.is_data_file(path)}
+    except (ValueError, TypeError, AttributeError):
+        return {}
+
+
+#: ``replaced``: a list of data files (anything else makes the manifest unreadable).
+_REPLACED = custom(list, tuple, _data_files)
+#: ``shared``: ``[[path, pos], ...]`` sorted by path.
+_SHARED = custom(lambda m: [[path, pos] for path, pos in sorted(m.items())], _shared)
+
+
+@record
 @dataclass(frozen=True)
-class Manifest:
+class Manifest(DictRecord):
     """Macro-chunk ``macro`` holds ``_seq`` ``[first, end)`` of segment ``seg``; the files
     ``replaced`` go once its compaction is older than the grace period. ``shared``: the shared
     files (wide writes) of slices it merged, each with the journal position that committed it;
     vacuum deletes one once no live slice names it (:mod:`.shared_gc`)."""
 
-    seg: int
-    macro: str
-    first: int
-    end: int
-    replaced: tuple[str, ...]
-    shared: Mapping[str, int] = field(default_factory=dict)
+    seg: int = stored(INT)
+    macro: str = stored(STR)
+    first: int = stored(INT, key="from")
+    end: int = stored(INT, key="to")
+    replaced: tuple[str, ...] = stored(_REPLACED)
+    shared: Mapping[str, int] = stored(_SHARED, factory=dict, omit=EMPTY)
 
     def encode(self, sealed: bool = False) -> bytes:
         """The stored bytes (``shared`` sorted by path, left out when empty; ``sealed``: the
         stream declares checksums)."""
-        doc: dict[str, Any] = {"seg": self.seg, "macro": self.macro, "from": self.first, "to": self.end,
-                               "replaced": list(self.replaced)}
-        if self.shared:
-            doc["shared"] = [[path, pos] for path, pos in sorted(self.shared.items())]
-        return seal.encode(doc, sealed)
+        return seal.encode(self.to_json(), sealed)
 
     @classmethod
     def decode(cls, raw: bytes) -> Manifest:
         """The manifest in ``raw``; ``ValueError``/``TypeError`` if it is not one, or if it lists
-        a file that is not a data file. A ``shared`` list that does not decode reads as empty
-        (it only names candidates, each checked again before it goes)."""
-        doc = seal.unseal(raw)
-        if not isinstance(doc, dict):
-            raise TypeError("a manifest is a JSON object")
-        replaced = doc.get("replaced")
-        if not isinstance(replaced, list) or not all(isinstance(r, str) and layout.is_data_file(r) for r in replaced):
-            raise TypeError("a manifest's replaced files must be data files")
-        seg, first, end, macro = doc.get("seg"), doc.get("from"), doc.get("to"), doc.get("macro")
-        if not (isinstance(macro, str) and type(seg) is int and type(first) is int and type(end) is int):
-            raise TypeError("a manifest names its segment, macro-chunk and _seq range")
-        try:
-            shared = {path: int(pos) for path, pos in doc.get("shared", []) if layout.is_data_file(path)}
-        except (ValueError, TypeError, AttributeError):
-            shared = {}
-        return cls(seg=seg, macro=macro, first=first, end=end, replaced=tuple(replaced), shared=shared)
+        a file that is not a data file. A ``shared`` list that does not decode reads as empty."""
+        return cls.checked(seal.unseal(raw), "a manifest")
 
     @classmethod
     def read(cls, raw: bytes | None, macro: str) -> Manifest | None:

@@ -26,12 +26,12 @@ import logging
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from ..codec import INT, STR, ListRecord, record, stored
+from ..codec import INT, STR, DictRecord, ListRecord, custom, dict_of, opt, rec, record, stored, tuple_of
 from ..errors import (
     ConfigError,
     CorruptMetadataError,
@@ -138,27 +138,45 @@ class Pending(ListRecord):
         return entry_id(self.tso, self.segment, self.seq)
 
 
+def _cursor(stored: list[int]) -> Cursor:
+    # version 1 cursors (tso, segment) named every record of that segment at that tso
+    return Cursor(stored[0], stored[1], stored[2] if len(stored) > 2 else ALL_SEGMENTS)
+
+
+def _ints(n: tuple[int, ...]) -> Any:
+    """The test of a stored list of integers whose length is one of ``n``."""
+    return lambda v: type(v) is list and len(v) in n and all(type(x) is int for x in v)
+
+
+#: ``last``: ``[tso, segment, seq]`` (version 1: ``[tso, segment]``).
+_CURSOR = custom(list, _cursor, _ints((2, 3)))
+#: A consumer's ``[last seen ms, last delivery ms]``.
+_SEEN = custom(list, tuple, _ints((2,)))
+
+
+@record
 @dataclass(frozen=True)
-class GroupState:
+class GroupState(DictRecord):
     """A group after version ``pos``.
 
     ``last`` is the cursor ``(tso, segment, seq)``: records in read order (``_tso``,
     ``_segment``, ``_seq``) at or before it were delivered. ``pending`` is in read order too.
-    ``consumers`` maps a name to ``[last seen ms, last delivery ms]``.
+    ``consumers`` maps a name to ``[last seen ms, last delivery ms]``. Stored after its format
+    version ``v``, in field order.
     """
 
-    name: str
-    pos: int
-    op: str
-    wall: int
-    created: int
-    last: Cursor
-    pending: tuple[Pending, ...] = ()
-    consumers: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    committed: int | None = None
-    delivered: int = 0
-    acked: int = 0
-    nonce: str = field(default_factory=lambda: uuid.uuid4().hex)
+    name: str = stored(STR)
+    pos: int = stored(INT)
+    op: str = stored(STR)
+    wall: int = stored(INT)
+    created: int = stored(INT)
+    nonce: str = stored(STR, factory=lambda: uuid.uuid4().hex, required=True, kw_only=True)
+    last: Cursor = stored(_CURSOR)
+    committed: int | None = stored(opt(INT), default=None)
+    delivered: int = stored(INT, default=0)
+    acked: int = stored(INT, default=0)
+    consumers: Mapping[str, tuple[int, int]] = stored(dict_of(_SEEN), factory=dict)
+    pending: tuple[Pending, ...] = stored(tuple_of(rec(Pending)), default=())
 
     def __post_init__(self) -> None:
         # callers pass cursors as plain (tso, segment, seq) tuples; readers use the names
@@ -178,34 +196,16 @@ class GroupState:
 
     def encode(self, sealed: bool = False) -> bytes:
         """The stored bytes (``sealed``: the stream declares checksums)."""
-        return seal.encode({
-            "v": GROUP_FORMAT_VERSION, "name": self.name, "pos": self.pos, "op": self.op, "wall": self.wall,
-            "created": self.created, "nonce": self.nonce, "last": list(self.last),
-            "committed": self.committed, "delivered": self.delivered, "acked": self.acked,
-            "consumers": {k: list(v) for k, v in self.consumers.items()},
-            "pending": [p.to_json() for p in self.pending],
-        }, sealed)
+        return seal.encode({"v": GROUP_FORMAT_VERSION, **self.to_json()}, sealed)
 
     @classmethod
     def decode(cls, data: bytes, *, path: str) -> GroupState:
         try:
             d = seal.unseal(data)
-            ints = ("pos", "wall", "created", "delivered", "acked")
-            if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not isinstance(d.get("op"), str) \
-                    or any(not isinstance(d.get(k, 0), int) or isinstance(d.get(k, 0), bool) for k in ints) \
-                    or not isinstance(d.get("committed") or 0, int) or not isinstance(d.get("pending", []), list) \
-                    or not isinstance(d.get("consumers", {}), dict):
+            if not isinstance(d, dict):
                 raise TypeError("not a consumer-group record")
-            check_object(GROUP_KIND, d.get("v"), path)
-            last = d["last"]
-            # version 1 cursors (tso, segment) named every record of that segment at that tso
-            seq = int(last[2]) if len(last) > 2 else ALL_SEGMENTS
-            return cls(name=d["name"], pos=d["pos"], op=d["op"], wall=d["wall"], created=d["created"],
-                       nonce=d["nonce"], last=Cursor(int(last[0]), int(last[1]), seq),
-                       committed=d.get("committed"), delivered=d.get("delivered", 0),
-                       acked=d.get("acked", 0),
-                       consumers={k: (int(v[0]), int(v[1])) for k, v in d.get("consumers", {}).items()},
-                       pending=tuple(Pending.from_json(p) for p in d.get("pending", [])))
+            check_object(GROUP_KIND, d.get("v"), path)  # a newer one's fields may mean something else
+            return cls.checked(d, "the consumer-group record")
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
             url = layout.stream_url(path)
             raise CorruptMetadataError(

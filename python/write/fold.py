@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..codec import ANY, BOOL, INT, STR, DictRecord, opt, rec, record, stored, tuple_of
 from ..errors import corrupt
 from ..journal import seal
 from ..journal.entries import Entry, Fold
@@ -49,19 +50,22 @@ def publishable(req: CommitRequest) -> bool:
             and not want.merge_schema)
 
 
+@record
 @dataclass(frozen=True)
-class Published:
-    """A commit request as another writer reads it: what ``CommitRequest`` needs, and its slot window."""
+class Published(DictRecord):
+    """A commit request as another writer reads it: what ``CommitRequest`` needs, and its slot
+    window. Stored after its format version ``v``, in field order."""
 
-    rid: str
-    base: int
-    now: int
-    chunks: tuple[ChunkInfo, ...]
-    writer: str | None = None
-    batch: Any = None
-    session: bool = False
-    monotonic: bool = False
-    schema: str = ""  # the data's user schema, encoded ("" none)
+    rid: str = stored(STR)
+    base: int = stored(INT)
+    now: int = stored(INT)
+    writer: str | None = stored(opt(STR), default=None)
+    batch: Any = stored(ANY, default=None)
+    session: bool = stored(BOOL, default=False)
+    monotonic: bool = stored(BOOL, default=False)
+    schema: str = stored(STR, default="")  # the data's user schema, encoded ("" none)
+    # last, as it was always stored (so after the defaulted fields, and required all the same)
+    chunks: tuple[ChunkInfo, ...] = stored(tuple_of(rec(ChunkInfo)), default=(), required=True)
 
     @property
     def path(self) -> str:
@@ -81,10 +85,7 @@ class Published:
 
     def encode(self, sealed: bool = False) -> bytes:
         """The stored bytes (``sealed``: the stream declares checksums)."""
-        return seal.encode({"v": REQUEST_VERSION, "rid": self.rid, "base": self.base, "now": self.now,
-                           "writer": self.writer, "batch": self.batch, "session": self.session,
-                           "monotonic": self.monotonic, "schema": self.schema,
-                           "chunks": [c.to_json() for c in self.chunks]}, sealed)
+        return seal.encode({"v": REQUEST_VERSION, **self.to_json()}, sealed)
 
     @classmethod
     def decode(cls, data: bytes, path: str) -> Published:
@@ -92,14 +93,8 @@ class Published:
         try:
             d = seal.unseal(data)
             need(isinstance(d, dict) and is_int(d.get("v")), "the request's version")
-            check_object(REQUEST, d["v"], path)
-            need(isinstance(d.get("rid"), str) and is_int(d.get("base")) and is_int(d.get("now")), "rid/base/now")
-            need(d.get("writer") is None or isinstance(d["writer"], str), "writer")
-            need(isinstance(d.get("chunks"), list) and all(isinstance(c, dict) for c in d["chunks"]), "chunks")
-            return cls(rid=d["rid"], base=d["base"], now=d["now"], writer=d.get("writer"), batch=d.get("batch"),
-                       session=bool(d.get("session")), monotonic=bool(d.get("monotonic")),
-                       schema=str(d.get("schema") or ""),
-                       chunks=tuple(ChunkInfo.from_json(c) for c in d["chunks"]))
+            check_object(REQUEST, d["v"], path)  # a newer one's fields may mean something else
+            return cls.checked(d, "the request")
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise corrupt("commit request", path, e, layout.stream_url(path)) from e
 

@@ -6,11 +6,11 @@ the writing itself is :mod:`.writing`'s job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 import pyarrow as pa
 
+from ..codec import INT, STR, DictRecord, opt, record, stored, tuple_of
 from ..epochs.routing import KEY_SPACE
 from ..errors import SchemaMismatchError, TimestampError
 from ..journal.state import Segment
@@ -18,38 +18,29 @@ from ..schema import check_reserved
 from ..store.storage import Store
 
 
+@record
 @dataclass(frozen=True)
-class ChunkInfo:
-    """A written, not yet committed chunk (what a Spark task sends to the driver)."""
+class ChunkInfo(DictRecord):
+    """A written, not yet committed chunk (what a Spark task sends to the driver; stored in a
+    published commit request, every field under its name, an absent one as its default)."""
 
-    seg: int
-    path: str
-    rows: int
-    bytes: int
-    raw_lo: int  # first raw hybrid timestamp
-    raw_hi: int  # last raw hybrid timestamp
-    task: str = ""
-    key: str | None = None  # routing column, so a committer can re-route after a scale
-    key_lo: int = 0  # the key range the chunk was routed to
-    key_hi: int = KEY_SPACE
-    lane_raised: int = 0  # records the running max of ordered input raised inside the chunk
-    capped: int = 0  # records whose client time the arrival cap lowered
-    marks: tuple[int, ...] = ()  # raw timestamps of the mark rows (timestamps.raw_marks)
-    offset: int = 0  # a slice of a shared file (write/shared.py): its first row there
-    file_bytes: int = 0  # ... and the size of that file (0: the chunk is all of its file)
-    span_start: int = 0  # format v5: where the slice's own Parquet file starts in the shared file
-    span_bytes: int = 0  # ... and its length (0: no span, a v3/v4 slice)
-
-    def to_json(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["marks"] = list(self.marks)
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> ChunkInfo:
-        known = {f.name for f in fields(cls)}
-        args: dict[str, Any] = {k: (tuple(v) if k == "marks" else v) for k, v in d.items() if k in known}
-        return cls(**args)
+    seg: int = stored(INT)
+    path: str = stored(STR)
+    rows: int = stored(INT)
+    bytes: int = stored(INT)
+    raw_lo: int = stored(INT)  # first raw hybrid timestamp
+    raw_hi: int = stored(INT)  # last raw hybrid timestamp
+    task: str = stored(STR, default="")
+    key: str | None = stored(opt(STR), default=None)  # routing column, so a committer can re-route after a scale
+    key_lo: int = stored(INT, default=0)  # the key range the chunk was routed to
+    key_hi: int = stored(INT, default=KEY_SPACE)
+    lane_raised: int = stored(INT, default=0)  # records the running max of ordered input raised inside the chunk
+    capped: int = stored(INT, default=0)  # records whose client time the arrival cap lowered
+    marks: tuple[int, ...] = stored(tuple_of(INT), default=())  # raw timestamps of the mark rows (timestamps.raw_marks)
+    offset: int = stored(INT, default=0)  # a slice of a shared file (write/shared.py): its first row there
+    file_bytes: int = stored(INT, default=0)  # ... and the size of that file (0: the chunk is all of its file)
+    span_start: int = stored(INT, default=0)  # format v5: where the slice's own Parquet file starts in the shared file
+    span_bytes: int = stored(INT, default=0)  # ... and its length (0: no span, a v3/v4 slice)
 
 
 def fits(info: ChunkInfo, seg: Segment | None) -> bool:
