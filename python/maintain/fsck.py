@@ -38,6 +38,7 @@ from ..epochs.scaling import (
 from ..errors import CorruptMetadataError
 from ..journal import seal
 from ..journal.compaction_state import compact_parts, compacted_upto, replaced_gc_start, segment_summaries
+from ..journal.crosscheck import Replayed, next_seqs, step_problem
 from ..journal.entries import Chunk, Entry, decode_anchor
 from ..journal.features import checksummed
 from ..journal.journal import Journal
@@ -177,6 +178,8 @@ class _Checker:
                     self._problem("entry", rel, f"journal entry {self.store.uri(rel)} is unreadable "
                                   f"({str(err).split(';')[0]}); {remedy}", head_copy, pos=p)
                     continue
+                if "change" in d and self._contradicts(p, d, built[p - 1], e.state):
+                    continue  # no state after it is known: nothing is rebuilt from it
                 out[p] = e
                 built[p] = e.state
                 if head_copy and raw != head_raw and "change" in Entry.parse(head_raw or b"", path=layout.HEAD):
@@ -185,6 +188,25 @@ class _Checker:
                                   f"the newest journal entry {self.store.uri(rel)}, which it copies; readers may "
                                   "use it: `tstream repair` rewrites it from the entry", True)
         return out
+
+    def _contradicts(self, p: int, d: dict[str, Any], before: StreamState, after: StreamState) -> bool:
+        """Whether entry ``p`` (stored ``d``) contradicts the state built before it (the chunk
+        check of :mod:`~pyspark_tstream.journal.crosscheck`), reported naming the object at fault.
+        An entry committed into the slot of a lost one (a committer that read the journal before
+        the loss) parses and applies, but the entries after it were built on the lost one: a state
+        built through it is no committed state, and repair must not rewrite checkpoints from it."""
+        seen = Replayed()
+        seen.add_entry(p, d["change"], d)
+        found = step_problem(next_seqs(before), next_seqs(after), seen.steps[0].chunks)
+        if found is None:
+            return False
+        at = p if found[0] == "entry" else p - 1
+        rel = layout.entry(at)
+        self._problem("entry", rel, f"journal entry {self.store.uri(rel)} contradicts the entries after it "
+                      f"(entry {p}: {found[1]}): it was damaged, or committed into the slot of a lost entry; "
+                      "the states after it cannot be rebuilt from the journal, so nothing is rewritten from "
+                      "them: truncate the stream past it (`tstream truncate`)", False, pos=at)
+        return True
 
     # -- index nodes ----------------------------------------------------------------------------
     def index(self, state: StreamState, entries: dict[int, Entry]) -> dict[tuple[int, int], bytes]:
