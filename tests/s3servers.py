@@ -116,11 +116,33 @@ def _create_bucket(endpoint: str) -> None:
 
 
 # -- moto --------------------------------------------------------------------------------------
+_PUT_LOCK = threading.Lock()
+
+
+def _atomic_conditional_puts() -> None:
+    """Make moto's object puts atomic, as S3's are: moto checks ``If-None-Match``/``If-Match``
+    and then stores the object in two steps, without a lock, so two racing conditional creates
+    in its threaded server can both succeed (S3 lets exactly one win). Idempotent."""
+    from moto.s3.responses import S3Response
+
+    put = S3Response.put_object
+    if getattr(put, "tstream_atomic", False):
+        return
+
+    def locked(self: Any) -> Any:
+        with _PUT_LOCK:
+            return put(self)
+
+    locked.tstream_atomic = True  # type: ignore[attr-defined]
+    S3Response.put_object = locked  # type: ignore[method-assign]
+
+
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     """Endpoint URL of an in-process moto S3 server (session-scoped, data kept in RAM)."""
     from moto.server import ThreadedMotoServer
 
+    _atomic_conditional_puts()
     # port 0: the kernel picks a free port at bind time (a port chosen first and bound later
     # can be taken in between by a parallel job, and moto's start() then waits forever)
     server = ThreadedMotoServer(ip_address=HOST, port=0, verbose=False)
