@@ -27,8 +27,8 @@ detect more; until then these are left out, and why):
   check can tell it from a journal that ends one entry earlier (the next commit takes its
   position); the vandal damages the newest entry only while the hint copies it.
 * an entry lost (profile ``damage-holes`` draws it): a committer whose view is older than that
-  entry takes its position with a create-if-absent that succeeds, forking the journal (an open bug, pinned by ``tests/test_journal_hole.py``; closing it costs a read on
-  every commit).
+  entry takes its position with a create-if-absent that succeeds, forking the journal (an open
+  bug, pinned by ``tests/test_journal_hole.py``; closing it costs a read on every commit).
 """
 
 from __future__ import annotations
