@@ -278,10 +278,7 @@ class Store:
                 if isinstance(value, BaseException):
                     if isinstance(value, FileNotFoundError):
                         raise FileNotFoundError(errno.ENOENT, "no such object", self.uri(rel)) from value
-                    # keep the worst: a permanent failure must not hide behind a transient
-                    if failure is None or (self.backend.is_transient(failure)
-                                           and not self.backend.is_transient(value)):
-                        failure = value
+                    failure = self._worse(failure, value)
                 else:
                     got[rel] = value
             if failure is not None:
@@ -289,6 +286,12 @@ class Store:
 
         self._call("read_many", label, fetch)
         return [got[rel] for rel in rels]
+
+    def _worse(self, failure: BaseException | None, value: BaseException) -> BaseException:
+        """The failure a batch reports: a permanent one must not hide behind a transient."""
+        if failure is None or (self.backend.is_transient(failure) and not self.backend.is_transient(value)):
+            return value
+        return failure
 
     def read_present(self, rels: Sequence[str]) -> list[bytes | None]:
         """Several whole objects, in the order asked; None for each one that is absent.
@@ -314,10 +317,7 @@ class Store:
                     if isinstance(value, FileNotFoundError):
                         got[rel] = None
                     elif isinstance(value, BaseException):
-                        # keep the worst: a permanent failure must not hide behind a transient
-                        if failure is None or (self.backend.is_transient(failure)
-                                               and not self.backend.is_transient(value)):
-                            failure = value
+                        failure = self._worse(failure, value)
                     else:
                         got[rel] = value
                 if failure is not None:
