@@ -22,6 +22,8 @@ import os
 
 import pytest
 from pyspark_tstream.api import creation
+from pyspark_tstream.api.upkeep import UPKEEP_ENV
+from pyspark_tstream.store.layout import MACROS
 from sim.profiles import PROFILES
 from sim.shrink import apply_tweak, shrink
 from sim.world import Profile, simulate
@@ -172,3 +174,18 @@ def test_replay() -> None:
     profile = PROFILES[os.environ.get("TSTREAM_SIM_PROFILE", "default")]
     tweak = os.environ.get("TSTREAM_SIM_TWEAK", "")  # what shrinking changed (sim/shrink.py)
     simulate(int(os.environ.get("TSTREAM_SIM_SEED", "0")), apply_tweak(profile, tweak))
+
+
+def test_a_seed_runs_the_same_whatever_upkeep_the_environment_asks_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The harness runs upkeep in line (``TSTREAM_UPKEEP`` left aside): ``python -m sim.longrun``
+    runs outside pytest, whose ``conftest`` asks for in-line upkeep, and a background thread
+    would escape the scheduler (its store calls unscheduled, its clock others' clock, alive past
+    its process's crash and past the run)."""
+    monkeypatch.setenv(UPKEEP_ENV, "inline")
+    inline = simulate(2, PROFILES["crashes"])
+    monkeypatch.setenv(UPKEEP_ENV, "background")
+    background = simulate(2, PROFILES["crashes"])
+    assert any(op == "put_if_absent" and rel.startswith(f"{MACROS}") and actor.startswith("w")
+               for actor, op, rel in inline.trace), "no writer's upkeep compacted: pick another seed"
+    assert background.trace == inline.trace
+    assert background.notes == inline.notes

@@ -22,10 +22,14 @@ What is patched for the run (and restored after):
   actor's checks are scheduled like its other store calls;
 * ``GroupCommit.pause`` and ``clock``: a waiting group committer sleeps on the simulated clock;
 * ``GroupCommit._executor``: runs its work in line. tstream's only background threads on
-  ``memory://`` are the group committer's pool (publishing a request beside the listing);
-  head hints and request deletes run in line on local stores already (``HeadHints.background``
-  is false there), and upkeep under the tests' ``TSTREAM_UPKEEP=inline`` (``tests/conftest.py``).
-  In line, a request is published before the listing, one of the orders the pool allows.
+  ``memory://`` are the group committer's pool (publishing a request beside the listing) and
+  upkeep's; head hints and request deletes run in line on local stores already
+  (``HeadHints.background`` is false there). In line, a request is published before the
+  listing, one of the orders the pool allows;
+* ``api.upkeep.inline_from_env``: upkeep runs in line whatever ``TSTREAM_UPKEEP`` says (the
+  long run, ``sim.longrun``, runs outside pytest and its ``conftest``): a background thread
+  would escape the scheduler, its store calls unscheduled and unfaulted, alive past its
+  process's crash and past the run.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from typing import Any
 
 import fsspec.implementations.memory as fsspec_memory
 from pyspark_tstream import timestamps
+from pyspark_tstream.api import upkeep as upkeep_mod
 from pyspark_tstream.read import file_checks
 from pyspark_tstream.store.layout import CHECKPOINTS, MACROS, REQUESTS
 from pyspark_tstream.store.storage import RetryPolicy, Store
@@ -421,7 +426,8 @@ def patched(sched: Scheduler) -> Iterator[None]:
              (GroupCommit, "_executor", GroupCommit._executor),
              (GroupCommit, "pause", GroupCommit.__dict__["pause"]),
              (GroupCommit, "clock", GroupCommit.__dict__["clock"]),
-             (file_checks, "ThreadPoolExecutor", file_checks.ThreadPoolExecutor)]
+             (file_checks, "ThreadPoolExecutor", file_checks.ThreadPoolExecutor),
+             (upkeep_mod, "inline_from_env", upkeep_mod.inline_from_env)]
     Store.__init__ = store_init  # type: ignore[method-assign]
     Store._call = store_call  # type: ignore[method-assign]
     timestamps.time = _Clock(sched)  # type: ignore[assignment]
@@ -431,6 +437,7 @@ def patched(sched: Scheduler) -> Iterator[None]:
     GroupCommit.pause = staticmethod(lambda s: sched.sleep_until(sched.now + max(1, round(s * 1000))))  # type: ignore[assignment]
     GroupCommit.clock = staticmethod(lambda: sched.now / 1000)  # type: ignore[assignment]
     file_checks.ThreadPoolExecutor = _InlinePool  # type: ignore[misc, assignment]
+    upkeep_mod.inline_from_env = lambda: True
     try:
         yield
     finally:
