@@ -19,6 +19,7 @@ failing seed's message holds the line that replays it and the last store calls.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 from pyspark_tstream.api import creation
@@ -38,7 +39,7 @@ SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "220"))
 #: the few seeds until each acts (:func:`test_the_newer_actors_act`); a quarter of
 #: ``SLOW_SEEDS`` each in the slow set.
 NEWER = ["checkpoints", "expiry", "first-writes", "crowd", "expiry-crowd", "sessions", "declared", "first-sinks",
-         "backends", "backends-s3", "buggify", "mount", "mount-stalls", "damage"]
+         "backends", "backends-s3", "buggify", "mount", "mount-stalls", "damage", "upkeep"]
 
 
 def _run_seeds(profile: Profile, seeds: range) -> None:
@@ -95,7 +96,9 @@ def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     ("backends-s3", 5, "S3 conditional request conflicts"),
     ("mount", 5, "mount claims taken over"),
     ("damage", 3, "runs ending sound after damage"),
-    ("damage", 3, "runs ending in an error naming the damage")])
+    ("damage", 3, "runs ending in an error naming the damage"),
+    ("upkeep", 3, "background upkeep runs finished"),
+    ("upkeep", 3, "background upkeep runs dead with their process")])
 def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
     """A torn journal entry set aside by ``repair --drop-torn-entry`` while the others run,
     auto-scaling's splits and merges, checkpoints collected with the journal entries before
@@ -109,7 +112,8 @@ def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
     answer timed out, S3's 409 ``ConditionalRequestConflict`` (a conditional create that met
     another in flight, not applied: retried, never a permanent failure, which the first seed
     with one was before it counted as transient), a dead compaction's macro-chunks adopted under buggify's knobs, a FUSE
-    mount's claim of a dead holder taken over after the grace on another actor's clock:
+    mount's claim of a dead holder taken over after the grace on another actor's clock, a
+    background upkeep run finished beside the appends of its process, and one that died with it:
     each loses nothing on the first seed where it happens (searched, not pinned: any change
     to the store calls a seed makes moves where a fault lands)."""
     for seed in range(within):
@@ -189,3 +193,31 @@ def test_a_seed_runs_the_same_whatever_upkeep_the_environment_asks_for(monkeypat
                for actor, op, rel in inline.trace), "no writer's upkeep compacted: pick another seed"
     assert background.trace == inline.trace
     assert background.notes == inline.notes
+
+
+def test_background_upkeep_replays_the_same_schedule() -> None:
+    """Profile ``upkeep``'s threads (spawned at an append, scheduled like the actors) keep a
+    seed's schedule the same from run to run."""
+    first, again = simulate(1, PROFILES["upkeep"]), simulate(1, PROFILES["upkeep"])
+    assert any(".up" in actor for actor, _op, _rel in first.trace)
+    assert first.trace == again.trace
+    assert first.notes == again.notes
+
+
+@pytest.mark.slow
+def test_background_upkeep_stalled_past_the_orphan_grace_loses_its_compaction() -> None:
+    """The fence between background compaction and orphan cleanup is the orphan grace: a
+    compaction's macro-chunk is an orphan until its map version is published, so a run stalled
+    longer than the grace meets its files deleted and its commit names a missing file (what the
+    long run met when upkeep threads escaped the scheduler; the one-hour floor of
+    ``orphan_grace_ms`` rules it out in production, as for a writer's commit). Profile
+    ``upkeep``'s stalls stay under the grace; stalls of six graces must find the loss, or the
+    simulation cannot see this race at all."""
+    stalled = replace(PROFILES["upkeep"], upkeep_stall_ms=6 * PROFILES["upkeep"].grace_ms)
+    for seed in range(40):
+        try:
+            simulate(seed, stalled)
+        except AssertionError as e:
+            assert "named by the journal is missing" in str(e) or "gone or unreadable" in str(e), e
+            return
+    raise AssertionError("no seed of 40 lost a compaction stalled past the orphan grace")

@@ -138,7 +138,11 @@ class Upkeep:
             if not self._running:
                 self._running = True
                 _LIVE.add(self)
-                threading.Thread(target=self._drain, name="tstream-upkeep", daemon=True).start()
+                self._start()
+
+    def _start(self) -> None:
+        """Start the thread that drains the queued runs (the simulation schedules it instead)."""
+        threading.Thread(target=self._drain, name="tstream-upkeep", daemon=True).start()
 
     def _drain(self) -> None:
         while True:

@@ -18,6 +18,11 @@
   journal position (``upkeep.COMPACT_EVERY``; commits compact while vacuums collect), and a
   checkpoint is due every 2 entries (expiry and collection meet a checkpoint at almost every
   commit).
+* :func:`upkeeping`: the product's background upkeep for a profile that asks for it: retention
+  and compaction due after a ``Stream.append`` run on a thread of the appender's process, which
+  the scheduler runs as an actor of its own (:meth:`~.scheduler.Scheduler.spawn`: it dies with
+  the process, its crash is the process's, it may stall), considered every ``compact_every``
+  positions.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ import pyspark_tstream.write.commit as commit_mod
 import pyspark_tstream.write.group as group_mod
 from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.state import StreamState
+
+from .scheduler import Crash
 
 if TYPE_CHECKING:
     from .world import World
@@ -142,3 +149,41 @@ def buggified(world: World) -> Iterator[None]:
     finally:
         for mod, attr, value in saved:
             setattr(mod, attr, value)
+
+
+@contextmanager
+def upkeeping(world: World) -> Iterator[None]:
+    """Background upkeep (``world.profile.background_upkeep``): ``Upkeep`` leaves in-line mode
+    (which :func:`~.scheduler.patched` forces) and its drain thread is spawned as a scheduled
+    thread of the appender's process; automatic compaction is considered every
+    ``world.profile.compact_every`` positions (0: the product's)."""
+    profile, sched = world.profile, world.sched
+    if not profile.background_upkeep:
+        yield
+        return
+    saved = upkeep_mod.inline_from_env, upkeep_mod.Upkeep._start, upkeep_mod.COMPACT_EVERY
+
+    def start(self: upkeep_mod.Upkeep) -> None:
+        def drain() -> None:
+            world.note("background upkeep runs")
+            try:
+                self._drain()
+                world.note("background upkeep runs finished")
+            except Crash:
+                world.note("background upkeep runs dead with their process")
+                raise
+            finally:  # the process died under it (a Crash): no exit handler waits for it
+                with self._lock:
+                    self._running, self._queued = False, None
+                    self._idle.notify_all()
+
+        sched.spawn("up", drain, stall_ms=profile.upkeep_stall_ms)
+
+    upkeep_mod.inline_from_env = lambda: False
+    upkeep_mod.Upkeep._start = start  # type: ignore[method-assign]
+    if profile.compact_every:
+        upkeep_mod.COMPACT_EVERY = profile.compact_every
+    try:
+        yield
+    finally:
+        upkeep_mod.inline_from_env, upkeep_mod.Upkeep._start, upkeep_mod.COMPACT_EVERY = saved  # type: ignore[method-assign]

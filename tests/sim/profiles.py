@@ -3,8 +3,9 @@
 ``default``, ``all``, ``sinks`` and the narrower ones run the code as it is (``checkpoints``,
 ``expiry`` and ``first-writes`` the features newer than the harness, ``crowd`` and
 ``expiry-crowd`` group commit's leaders and waiters, ``sessions`` producer sessions, ``requests`` the fault that
-meets the orphan-cleanup race); each ``*-old-*`` profile runs one historical bug put back
-(:mod:`.switches`), with the actors that meet it, and ``*-planted-*`` one planted on purpose.
+meets the orphan-cleanup race, ``upkeep`` the product's background upkeep); each ``*-old-*``
+profile runs one historical bug put back (:mod:`.switches`), with the actors that meet it, and
+``*-planted-*`` one planted on purpose.
 """
 
 from __future__ import annotations
@@ -112,6 +113,12 @@ SESSIONS = Profile(name="sessions", writers=2, producers=2, batches=5, reads=4, 
 #: ``expiry``'s retentions and late restarts with two declared writers (the stream's ``writers``:
 #: a writer and the sink), which no commit may drop however long they are silent.
 DECLARED = replace(EXPIRY, name="declared", declared=("w0", "sink0"))
+#: The product's background upkeep (:func:`.knobs.upkeeping`): compaction considered after every
+#: third position runs on a scheduled thread of the appending writer's process, which dies with
+#: it (3 % crashes, back up to 15 s later), crashes it, and stalls up to 2 s once per run, beside
+#: a compactor and 6 vacuum runs with orphan cleanup.
+UPKEEP = Profile(name="upkeep", batches=6, compactions=1, vacuums=6, restart_delay_ms=15_000, background_upkeep=True,
+                 upkeep_stall_ms=2_000, compact_every=3, faults=Faults(crash=0.03))
 EXPIRY_CROWD = replace(EXPIRY, name="expiry-crowd", writers=5, sinks=2, batches=4, crowd=1)
 
 PROFILES = {p.name: p for p in (
@@ -138,6 +145,7 @@ PROFILES = {p.name: p for p in (
     MOUNT,
     MOUNT_STALLS,
     DAMAGE,
+    UPKEEP,
     # a changed digit of any number and of the head hint too: not detectable today (the
     # checksums of the damage work will be), so the run's own checks must find it
     replace(DAMAGE, name="damage-undetectable", damages=3, damage_undetectable=True),

@@ -1,10 +1,11 @@
 """A seeded scheduler that runs actor threads one at a time, switching only at store calls.
 
 Invariant: while :meth:`Scheduler.run` runs, exactly one actor thread executes tstream code at a
-time, and which one runs next, the simulated clock, every random id and every injected fault are
-drawn from one ``random.Random(seed)``: the same seed replays the same schedule (CHESS/Coyote
-style). Every store call goes through ``Store._call``, which notifies ``store.observer`` first:
-the observer installed on every ``Store`` built during a run is the scheduling point.
+time (a thread an actor's process starts is an actor too, :meth:`Scheduler.spawn`), and which
+one runs next, the simulated clock, every random id and every injected fault are drawn from one
+``random.Random(seed)``: the same seed replays the same schedule (CHESS/Coyote style). Every
+store call goes through ``Store._call``, which notifies ``store.observer`` first: the observer
+installed on every ``Store`` built during a run is the scheduling point.
 
 What is patched for the run (and restored after):
 
@@ -111,6 +112,10 @@ class _Actor:
     error: BaseException | None = None
     error_tb: str = ""
     baton: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
+    lives: int = 0  # restarts after a crash: a thread of an earlier life dies with it
+    #: a thread of another actor's process (:meth:`Scheduler.spawn`): that actor and its life
+    process: tuple[_Actor, int] | None = None
+    stall: tuple[int, int] | None = None  # (store calls, ms): it stalls that long before that call
 
 
 @dataclass
@@ -147,13 +152,47 @@ class Scheduler:
 
     def revive(self) -> None:
         """The calling actor restarts after a :class:`Crash` (a new process of that role)."""
-        self._by_thread[threading.get_ident()].dead = False
+        actor = self._by_thread[threading.get_ident()]
+        actor.dead = False
+        actor.lives += 1
+
+    def spawn(self, what: str, body: Callable[[], None], stall_ms: int = 0) -> None:
+        """A thread of the calling actor's process runs ``body``, scheduled as an actor of its
+        own: it dies with the process (at its next store call after the actor's crash, a
+        :class:`Crash` ``body`` need not handle), its own crash kills the process, and with
+        ``stall_ms`` it stalls up to that long before one of its first store calls (a slow thread,
+        a pause). Called from an actor only (the driver's threads are not scheduled)."""
+        me = self._by_thread[threading.get_ident()]
+        name = f"{me.name}.{what}{sum(a.process is not None and a.process[0] is me for a in self._actors.values())}"
+
+        def run() -> None:
+            try:
+                body()
+            except Crash:
+                pass  # the process died: nothing of it runs on
+
+        stall = (1 + self.rng.randrange(8), self.rng.randrange(stall_ms)) if stall_ms else None
+        actor = _Actor(name, run, me.crashable, process=(me, me.lives), stall=stall)
+        self._actors[name] = actor
+        actor.thread = threading.Thread(target=self._main, args=(actor,), name=f"sim-{name}", daemon=True)
+        actor.thread.start()
+        self._by_thread[actor.thread.ident] = actor  # type: ignore[index]
 
     def observe(self, op: str, rel: str) -> None:
         """The scheduling point before every store call (installed as ``Store.observer``)."""
         actor = self._by_thread.get(threading.get_ident())
         if actor is None:  # the driver (setup, final checks): not scheduled, no faults
             return
+        if actor.process is not None:
+            owner, life = actor.process
+            if owner.dead or owner.lives != life:
+                actor.dead = True  # its process died: so does this thread, at its next store call
+            if actor.stall is not None and not actor.dead:
+                calls, ms = actor.stall
+                actor.stall = (calls - 1, ms) if calls > 1 else None
+                if calls == 1:
+                    self.trace.append((actor.name, "STALL", f"{ms} ms"))
+                    self.sleep_until(self.now + ms)
         if actor.dead:
             raise Crash(f"{actor.name} is dead")
         self.trace.append((actor.name, op, rel))
@@ -188,7 +227,7 @@ class Scheduler:
             if self.faults_drawn in self.faults_off:  # shrinking: this fault left out
                 kind = None
         if kind == "CRASH":
-            actor.dead = True
+            self._kill(actor)
             self.trace.append((actor.name, "CRASH", rel))
             self._switch(actor)
             raise Crash(f"{actor.name} crashed before {op} {rel}")
@@ -202,7 +241,14 @@ class Scheduler:
 
     def die(self) -> None:
         """The calling actor's process dies here (its next store call raises :class:`Crash`)."""
-        self._by_thread[threading.get_ident()].dead = True
+        self._kill(self._by_thread[threading.get_ident()])
+
+    @staticmethod
+    def _kill(actor: _Actor) -> None:
+        """``actor`` dies, and with a thread (:meth:`spawn`) its process."""
+        actor.dead = True
+        if actor.process is not None and actor.process[0].lives == actor.process[1]:
+            actor.process[0].dead = True
 
     def is_dead(self) -> bool:
         """Whether the calling actor's process died (:meth:`die`) and has not restarted."""
@@ -226,7 +272,7 @@ class Scheduler:
             self._local.plan = None
             fn()
             tear()
-            self._by_thread[threading.get_ident()].dead = True
+            self._kill(self._by_thread[threading.get_ident()])
             raise Crash(f"{self.actor_name()} died writing {rel}, leaving it torn")
         if plan == "transient":
             self._local.plan = None

@@ -46,7 +46,7 @@ from pyspark_tstream.store.storage import RetryPolicy, Store
 from pyspark_tstream.write.commit import CommitIntent
 
 from . import actors, cloud, damage, history
-from .knobs import buggified, checkpointing, crowding, expiring
+from .knobs import buggified, checkpointing, crowding, expiring, upkeeping
 from .mount import mounted
 from .scheduler import Faults, Scheduler, patched
 from .switches import switched
@@ -112,6 +112,11 @@ class Profile:
     damages: int = 0
     damage_undetectable: bool = False  # draw the damage today's checks cannot detect too (:mod:`.damage`)
     damage_holes: bool = False  # lose journal entries below the newest too (the open hole, :mod:`.damage`)
+    #: retention and compaction after an append on a scheduled thread of the appender's process
+    #: (:func:`.knobs.upkeeping`), stalling up to ``upkeep_stall_ms`` once per run
+    background_upkeep: bool = False
+    upkeep_stall_ms: int = 0
+    compact_every: int = 0  # automatic compaction considered every this many positions (0: the product's)
 
 
 @dataclass
@@ -480,8 +485,8 @@ def simulate(seed: int, profile: Profile = Profile(),
     started = time.perf_counter()
     try:
         with patched(sched), switched(profile.switch, sched), checkpointing(profile.checkpoint_entries), \
-                expiring(world), crowding(world), buggified(world), mounted(world), damage.recording(world), \
-                cloud.cloud_store(service, random.Random(seed ^ 0x409)):
+                expiring(world), crowding(world), buggified(world), upkeeping(world), mounted(world), \
+                damage.recording(world), cloud.cloud_store(service, random.Random(seed ^ 0x409)):
             config: dict[str, Any] = {"scaling": profile.scaling} if profile.scaling else {}
             if profile.writer_retention_ms:
                 config["writer_retention_ms"] = profile.writer_retention_ms
