@@ -26,6 +26,7 @@ from pyspark_tstream.api import creation
 from pyspark_tstream.api.upkeep import UPKEEP_ENV
 from pyspark_tstream.store.layout import MACROS
 from sim.profiles import PROFILES
+from sim.scheduler import Crash, Faults, Scheduler
 from sim.shrink import apply_tweak, shrink
 from sim.world import Profile, simulate
 
@@ -221,3 +222,31 @@ def test_background_upkeep_stalled_past_the_orphan_grace_loses_its_compaction() 
             assert "named by the journal is missing" in str(e) or "gone or unreadable" in str(e), e
             return
     raise AssertionError("no seed of 40 lost a compaction stalled past the orphan grace")
+
+
+def test_a_thread_an_actor_spawns_dies_with_its_process() -> None:
+    """:meth:`Scheduler.spawn`: the thread's store calls are scheduling points of its own, and
+    after its process dies it makes none (a real crash ends every thread of the process)."""
+    sched = Scheduler(5, faults=Faults(crash=0.0, error=0.0, transient=0.0, ambiguous=0.0))
+    events: list[str] = []
+
+    def thread() -> None:
+        for i in range(200):
+            sched.observe("read", f"t{i}")
+            events.append("thread call")
+
+    def process() -> None:
+        sched.spawn("up", thread)
+        for i in range(20):
+            sched.observe("read", f"p{i}")
+        sched.die()
+        events.append("died")
+        with pytest.raises(Crash):
+            sched.observe("read", "after")
+
+    sched.add("p", process)
+    sched.run()
+    assert "p.up0" in {actor for actor, _op, _rel in sched.trace}
+    assert "thread call" in events and events.count("died") == 1
+    assert "thread call" not in events[events.index("died"):]
+    assert len(events) < 200

@@ -22,7 +22,7 @@ from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.api.upkeep import UPKEEP_ENV
 
 #: Appends of the appender process, and rows in each.
-APPENDS, ROWS = 48, 5
+APPENDS, ROWS = 32, 5
 
 _APPENDER = """
 import json, sys

@@ -21,7 +21,7 @@
 * :func:`upkeeping`: the product's background upkeep for a profile that asks for it: retention
   and compaction due after a ``Stream.append`` run on a thread of the appender's process, which
   the scheduler runs as an actor of its own (:meth:`~.scheduler.Scheduler.spawn`: it dies with
-  the process, its crash is the process's, it may stall), considered every ``compact_every``
+  the process, its crash is the process's, it may stall), considered every ``upkeep_every``
   positions.
 """
 
@@ -155,13 +155,13 @@ def buggified(world: World) -> Iterator[None]:
 def upkeeping(world: World) -> Iterator[None]:
     """Background upkeep (``world.profile.background_upkeep``): ``Upkeep`` leaves in-line mode
     (which :func:`~.scheduler.patched` forces) and its drain thread is spawned as a scheduled
-    thread of the appender's process; automatic compaction is considered every
-    ``world.profile.compact_every`` positions (0: the product's)."""
+    thread of the appender's process; retention and automatic compaction are considered every
+    ``world.profile.upkeep_every`` positions (0: the product's)."""
     profile, sched = world.profile, world.sched
     if not profile.background_upkeep:
         yield
         return
-    saved = upkeep_mod.inline_from_env, upkeep_mod.Upkeep._start, upkeep_mod.COMPACT_EVERY
+    saved = upkeep_mod.inline_from_env, upkeep_mod.Upkeep._start, upkeep_mod.COMPACT_EVERY, upkeep_mod.RETENTION_EVERY
 
     def start(self: upkeep_mod.Upkeep) -> None:
         def drain() -> None:
@@ -181,9 +181,10 @@ def upkeeping(world: World) -> Iterator[None]:
 
     upkeep_mod.inline_from_env = lambda: False
     upkeep_mod.Upkeep._start = start  # type: ignore[method-assign]
-    if profile.compact_every:
-        upkeep_mod.COMPACT_EVERY = profile.compact_every
+    if profile.upkeep_every:
+        upkeep_mod.COMPACT_EVERY = upkeep_mod.RETENTION_EVERY = profile.upkeep_every
     try:
         yield
     finally:
-        upkeep_mod.inline_from_env, upkeep_mod.Upkeep._start, upkeep_mod.COMPACT_EVERY = saved  # type: ignore[method-assign]
+        (upkeep_mod.inline_from_env, upkeep_mod.Upkeep._start, upkeep_mod.COMPACT_EVERY,  # type: ignore[method-assign]
+         upkeep_mod.RETENTION_EVERY) = saved

@@ -113,12 +113,12 @@ SESSIONS = Profile(name="sessions", writers=2, producers=2, batches=5, reads=4, 
 #: ``expiry``'s retentions and late restarts with two declared writers (the stream's ``writers``:
 #: a writer and the sink), which no commit may drop however long they are silent.
 DECLARED = replace(EXPIRY, name="declared", declared=("w0", "sink0"))
-#: The product's background upkeep (:func:`.knobs.upkeeping`): compaction considered after every
-#: third position runs on a scheduled thread of the appending writer's process, which dies with
-#: it (3 % crashes, back up to 15 s later), crashes it, and stalls up to 2 s once per run, beside
-#: a compactor and 6 vacuum runs with orphan cleanup.
+#: The product's background upkeep (:func:`.knobs.upkeeping`): retention (the newest 60 records)
+#: and compaction considered after every third position run on a scheduled thread of the
+#: appending writer's process, which dies with it (2 % crashes, back up to 15 s later), crashes
+#: it, and stalls up to 2 s once per run, beside a compactor and 6 vacuum runs with orphan cleanup.
 UPKEEP = Profile(name="upkeep", batches=6, compactions=1, vacuums=6, restart_delay_ms=15_000, background_upkeep=True,
-                 upkeep_stall_ms=2_000, compact_every=3, faults=Faults(crash=0.03))
+                 upkeep_stall_ms=2_000, upkeep_every=3, retention="count=60", faults=Faults(crash=0.02))
 EXPIRY_CROWD = replace(EXPIRY, name="expiry-crowd", writers=5, sinks=2, batches=4, crowd=1)
 
 PROFILES = {p.name: p for p in (

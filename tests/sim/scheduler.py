@@ -160,7 +160,7 @@ class Scheduler:
         """A thread of the calling actor's process runs ``body``, scheduled as an actor of its
         own: it dies with the process (at its next store call after the actor's crash, a
         :class:`Crash` ``body`` need not handle), its own crash kills the process, and with
-        ``stall_ms`` it stalls up to that long before one of its first store calls (a slow thread,
+        ``stall_ms`` it stalls up to that long before one of its first 24 store calls (a slow thread,
         a pause). Called from an actor only (the driver's threads are not scheduled)."""
         me = self._by_thread[threading.get_ident()]
         name = f"{me.name}.{what}{sum(a.process is not None and a.process[0] is me for a in self._actors.values())}"
@@ -171,7 +171,7 @@ class Scheduler:
             except Crash:
                 pass  # the process died: nothing of it runs on
 
-        stall = (1 + self.rng.randrange(8), self.rng.randrange(stall_ms)) if stall_ms else None
+        stall = (1 + self.rng.randrange(24), self.rng.randrange(stall_ms)) if stall_ms else None
         actor = _Actor(name, run, me.crashable, process=(me, me.lives), stall=stall)
         self._actors[name] = actor
         actor.thread = threading.Thread(target=self._main, args=(actor,), name=f"sim-{name}", daemon=True)
@@ -183,17 +183,13 @@ class Scheduler:
         actor = self._by_thread.get(threading.get_ident())
         if actor is None:  # the driver (setup, final checks): not scheduled, no faults
             return
-        if actor.process is not None:
-            owner, life = actor.process
-            if owner.dead or owner.lives != life:
-                actor.dead = True  # its process died: so does this thread, at its next store call
-            if actor.stall is not None and not actor.dead:
-                calls, ms = actor.stall
-                actor.stall = (calls - 1, ms) if calls > 1 else None
-                if calls == 1:
-                    self.trace.append((actor.name, "STALL", f"{ms} ms"))
-                    self.sleep_until(self.now + ms)
-        if actor.dead:
+        if actor.stall is not None and not self._gone(actor):
+            calls, ms = actor.stall
+            actor.stall = (calls - 1, ms) if calls > 1 else None
+            if calls == 1:
+                self.trace.append((actor.name, "STALL", f"{ms} ms"))
+                self.sleep_until(self.now + ms)
+        if self._gone(actor):
             raise Crash(f"{actor.name} is dead")
         self.trace.append((actor.name, op, rel))
         if len(self.trace) > self.max_steps:
@@ -238,10 +234,21 @@ class Scheduler:
             if kind == "THROTTLED":  # a run the retries absorb: fewer than the attempts
                 self._local.throttles = 1 + self.rng.randrange(max(1, self.retry.attempts - 1))
         self._switch(actor)
+        if self._gone(actor):  # its process died while others ran (a thread of it crashed, or it did)
+            raise Crash(f"{actor.name}'s process died before {op} {rel}")
 
     def die(self) -> None:
         """The calling actor's process dies here (its next store call raises :class:`Crash`)."""
         self._kill(self._by_thread[threading.get_ident()])
+
+    @staticmethod
+    def _gone(actor: _Actor) -> bool:
+        """Whether ``actor`` is dead; a thread (:meth:`spawn`) is once its process died."""
+        if actor.process is not None:
+            owner, life = actor.process
+            if owner.dead or owner.lives != life:
+                actor.dead = True
+        return actor.dead
 
     @staticmethod
     def _kill(actor: _Actor) -> None:

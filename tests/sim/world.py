@@ -116,7 +116,9 @@ class Profile:
     #: (:func:`.knobs.upkeeping`), stalling up to ``upkeep_stall_ms`` once per run
     background_upkeep: bool = False
     upkeep_stall_ms: int = 0
-    compact_every: int = 0  # automatic compaction considered every this many positions (0: the product's)
+    #: retention and automatic compaction considered every this many positions (0: the product's)
+    upkeep_every: int = 0
+    retention: str = ""  # the stream's retention policy, applied by upkeep after appends (api/upkeep.py)
 
 
 @dataclass
@@ -494,6 +496,8 @@ def simulate(seed: int, profile: Profile = Profile(),
                 config["writer_lease_ms"] = profile.writer_lease_ms
             if profile.declared:
                 config["writers"] = profile.declared
+            if profile.retention:
+                config["retention"] = profile.retention
             if profile.created:
                 Stream.create(world.url, segments=profile.segments, compaction="target=4KB,min=3", **config)
             if tweak is not None:
