@@ -168,14 +168,13 @@ def upkeeping(world: World) -> Iterator[None]:
             world.note("background upkeep runs")
             try:
                 self._drain()
-                world.note("background upkeep runs finished")
-            except Crash:
+            except Crash:  # the process died under it: no exit handler waits for it
                 world.note("background upkeep runs dead with their process")
-                raise
-            finally:  # the process died under it (a Crash): no exit handler waits for it
                 with self._lock:
                     self._running, self._queued = False, None
                     self._idle.notify_all()
+                raise
+            world.note("background upkeep runs finished")
 
         sched.spawn("up", drain, stall_ms=profile.upkeep_stall_ms)
 
