@@ -13,6 +13,7 @@ from typing import Any
 from .. import keys as K
 from ..errors import ConfigError
 from ..journal.config import ConfigRecord
+
 # defined beside the fence that assumes it (store/fence.py); read here by vacuum's check
 from ..store.fence import ORPHAN_GRACE_MIN_MS as ORPHAN_GRACE_MIN_MS
 

@@ -1,7 +1,9 @@
 """What a commit does to the stream state: floors, sequence numbers, dedupe, writers, the tick.
 
 Pure functions of (state, request) so that a retry after a lost race recomputes everything from
-the winner's state. Invariants kept:
+the winner's state (two reads aside: ``count_raised`` for the ack, and the orphan fence's check
+that a writer stalled past its margin still has its files, :mod:`~pyspark_tstream.store.fence`,
+no store call otherwise). Invariants kept:
 
 * writer lanes: every chunk a writer commits to a segment gets
   ``floor = max(lane, tick) + 1``, where ``lane`` is the largest ``_tso`` that writer committed
