@@ -147,6 +147,16 @@ class SegmentSealedError(TStreamError, RuntimeError):
     segment: int
 
 
+class StaleWriteError(TStreamError, RuntimeError):
+    """A commit stalled past the orphan fence and some of its files are gone (orphan cleanup
+    deleted them): nothing was committed; retrying writes the files again."""
+
+    condition = "TSTREAM_STALE_WRITE"
+    fields = {"missing": REQUIRED}
+    retriable = True
+    missing: list[str]
+
+
 class DataLossError(TStreamError, RuntimeError):
     """Records a reader needs were removed by truncation or retention."""
 

@@ -23,6 +23,7 @@ from ..journal.entries import Chunk, Entry
 from ..journal.operations import Operation
 from ..read.reading import chunks_tsos
 from ..schema import check_names, normalize, user_schema
+from ..store.fence import Fence
 from ..timestamps import count_raised, now_ms, pack
 from ..write.commit import Ack, CommitIntent, CommitRequest, check_schema_for_write
 from ..write.fold import Published, publishable
@@ -112,16 +113,19 @@ class Appender:
         return self._commit(chunks, intent, fresh=fresh)
 
     def _commit(self, chunks: Sequence[ChunkInfo], intent: CommitIntent, *, fresh: bool = False,
-                listed: Future[list[Published]] | None = None, upkeep_later: bool = False) -> Ack:
+                listed: Future[list[Published]] | None = None, upkeep_later: bool = False,
+                fence: Fence | None = None) -> Ack:
         """:meth:`commit`; ``listed``: other writers' requests listed meanwhile
         (:meth:`GroupCommit.prefetch <pyspark_tstream.write.group.GroupCommit.prefetch>`);
         ``upkeep_later``: retention and compaction due after the commit run in the background
-        (:mod:`~pyspark_tstream.api.upkeep`)."""
+        (:mod:`~pyspark_tstream.api.upkeep`); ``fence``: since when the chunks were written
+        (:mod:`~pyspark_tstream.store.fence`)."""
         h = self.ctx
         handed = list(chunks)
         if intent.schema is not None:
             intent = replace(intent, schema=normalize(user_schema(intent.schema)))
-        req = CommitRequest(chunks=list(handed), intent=intent, now=now_ms(), count_raised=self.count_raised)
+        req = CommitRequest(chunks=list(handed), intent=intent, now=now_ms(), count_raised=self.count_raised,
+                            fence=fence)
         created = True
         for _ in range(SEALED_RETRIES):
             try:
@@ -204,12 +208,13 @@ class Appender:
         spec = self.write_spec(table.schema, key=key, timestamp=timestamp, merge_schema=merge_schema)
         # other writers' published requests are listed while the data is written (group commit)
         listed = self.group.prefetch(state) if table.num_rows and self.group.background else None
+        fence = Fence(self.ctx.store, "append").start()  # before the first file write
         chunks = write_batches(spec, [table], ordered=True) if table.num_rows else []
         if not chunks and writer_id is None:
             return Ack(pos=state.pos, rows=0, tick=state.tick)
         intent = CommitIntent(writer_id=writer_id, batch_id=batch_id, session=session, monotonic=monotonic,
                               schema=table.schema, merge_schema=merge_schema)
-        return self._commit(chunks, intent, fresh=True, listed=listed, upkeep_later=True)
+        return self._commit(chunks, intent, fresh=True, listed=listed, upkeep_later=True, fence=fence)
 
     def heartbeat(self, writer_id: str, tso: int | None = None) -> Ack:
         """A data-less tick record: ``writer_id`` is live and will not commit below ``tso``."""

@@ -14,17 +14,15 @@ from .. import keys as K
 from ..errors import ConfigError
 from ..journal.config import ConfigRecord
 
+# defined beside the fence that assumes it (store/fence.py); read here by vacuum's check
+from ..store.fence import ORPHAN_GRACE_MIN_MS as ORPHAN_GRACE_MIN_MS
+
 TIMESTAMPING_MODES = ("client-prefer", "client-require", "arrival")
 COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "none")
 #: Chunks of a truncation stay this long for readers that planned before it.
 GC_GRACE_MS = 10 * 60_000
 #: Unreferenced data files younger than this may belong to a commit still in flight.
 ORPHAN_GRACE_MS = 6 * 3_600_000
-#: The shortest orphan grace ``vacuum`` accepts without ``unsafe_orphan_grace``: a writer's chunk
-#: files are orphans until its journal commit lands (a Spark micro-batch's tasks write them before
-#: the driver commits; a commit may wait out a store outage under ``storeRetryTimeout``), so a
-#: shorter grace deletes acknowledged data. Delta refuses a VACUUM under 7 days the same way.
-ORPHAN_GRACE_MIN_MS = 3_600_000
 
 
 def check_graces(grace_ms: int, orphan_grace_ms: int, *, orphans: bool, unsafe_orphan_grace: bool) -> None:

@@ -38,6 +38,10 @@ One compaction, in store calls (O(chunks merged), never a listing), one function
    ``_seq`` range, macro-chunk, manifest) and the new per-segment summaries. It adds no data
    chunk and changes no record.
 
+A run that took longer than the orphan fence's margin since its first macro-chunk write checks
+its macro-chunks exist before each map version it publishes and before its journal commit (one
+batched existence call each; none otherwise), :mod:`~pyspark_tstream.store.fence`.
+
 Safety. The map is published before the journal: a crash in between leaves a macro-chunk that
 holds exactly the records of still-present small chunks (nothing is deleted without a journal
 commit); the next compaction *adopts* it (commits it) when it ends after the segment's
@@ -94,6 +98,7 @@ from ..maps.macromap import Bucket, Macro, MacroMap, bucket_of, listable
 from ..read.reading import check_times, decode_file, fetch_files, view_tsos
 from ..schema import RAW_TSO, conform
 from ..store import layout
+from ..store.fence import Fence
 from ..store.storage import Store
 from .gc import discard_unpublished
 from .manifest import Manifest
@@ -241,6 +246,8 @@ class CompactRequest:
     #: each segment's compacted-up-to ``_seq`` when this run planned: a part it merged wholly
     #: below it repacked macro-chunks (no other compactor adopts those, see below)
     planned_upto: dict[int, int] = field(default_factory=dict)
+    #: since this run's first macro-chunk write or adoption (None: a commit of none)
+    fence: Fence | None = None
 
     def __call__(self, state: StreamState, pos: int) -> Entry | None:
         comp = state.compaction
@@ -271,6 +278,11 @@ class CompactRequest:
         moved = self.scan_pos > comp.scan_pos
         if not kept and not changed and not moved:
             return None
+        if self.fence is not None:
+            # right before the conditional create: a run stalled past the orphan fence proves
+            # the macro-chunks it names are still there (a rival's newer map version may no
+            # longer list them, and cleanup then takes them after its grace)
+            self.fence.check(p.macro for p in kept)
         active = {g.id for g in state.segments}
         # a sealed segment truncated past is dropped: no plan reaches its chunks any more
         segs = {seg: e for seg, e in segs.items() if seg in active or e.last_pos >= state.head_pos}
@@ -304,6 +316,8 @@ class _Job:
     mm: MacroMap
     counts: dict[str, int]
     parts: list[CompactPart] = field(default_factory=list)
+    #: since the run's first macro-chunk write or adoption (store/fence.py)
+    fence: Fence | None = None
 
 
 @dataclass
@@ -359,7 +373,8 @@ def compact(stream: Compactable, *, full: bool = False, policy: CompactionPolicy
         return counts
     policy = policy or CompactionPolicy.parse(state.config.compaction) or CompactionPolicy()
     job = _Job(stream.store, stream.schema, stream.config.compression, state, policy, full, progress,
-               MacroMap(stream.store, sealed=checksummed(state.features)), counts)
+               MacroMap(stream.store, sealed=checksummed(state.features)), counts,
+               fence=Fence(stream.store, "compaction"))
     scan = max(compaction_pos(state), state.head_pos)
     plans = pending(stream.journal, state, scan, policy, full=full)
     if total is not None:
@@ -376,7 +391,7 @@ def compact(stream: Compactable, *, full: bool = False, policy: CompactionPolicy
     if not job.parts and not summaries and next_scan <= scan:
         return counts
     stream.commit_op(CompactRequest(job.parts, summaries, next_scan, now_ms(),
-                                    planned_upto={seg: p.upto for seg, p in plans.items()}))
+                                    planned_upto={seg: p.upto for seg, p in plans.items()}, fence=job.fence))
     return counts
 
 
@@ -462,6 +477,8 @@ def adopt(job: _Job, seg: int, live: Sequence[Macro], upto: int) -> list[Macro]:
     compaction that has not reached the journal (crashed, or still running): this run commits
     them, and their records are not merged twice."""
     adopted = [m for m in live if m.end > upto]
+    if adopted and job.fence is not None:
+        job.fence.start()  # from here on only this run's commit keeps them if a rival drops them
     for m in adopted:
         if m.level == 0:
             # a chunk that run listed as it is (:func:`_listed`), not a macro-chunk it made: no
@@ -502,6 +519,8 @@ def merge_and_publish(job: _Job, seg: int, b: int, cur: Bucket, merges: Sequence
     new: list[Merged] = []
     left: list[Piece] = []  # members of a merge left as they are (beside a damaged one)
     unreadable: list[Piece] = []
+    if merges and job.fence is not None:
+        job.fence.start()  # before the run's first macro-chunk write
     try:
         for g in merges:
             _merge_around(store, job.schema, seg, g, job.compression, job.progress, new, left, unreadable,
@@ -521,6 +540,10 @@ def merge_and_publish(job: _Job, seg: int, b: int, cur: Bucket, merges: Sequence
     ranges = [(m.first, m.end) for m in made + passed]
 
     def change(version: Bucket) -> tuple[Macro, ...] | None:
+        if job.fence is not None:
+            # before each create of the version: unnamed until it is published, the macro-chunks
+            # are kept from orphan cleanup only by its grace (store/fence.py)
+            job.fence.check(m.path for m in made)
         have = {m.path for m in version.macros}
         if not gone <= have:
             return None  # another compactor merged them first

@@ -336,6 +336,24 @@ class Store:
         path = self.full(rel)
         return bool(self._call("exists", rel, lambda: self.backend.exists(path)))
 
+    def missing(self, rels: Sequence[str]) -> list[str]:
+        """The objects of ``rels`` that do not exist, in the order asked: one store call for the
+        observer (labelled like :meth:`read_many`), each object probed in it; a retry probes only
+        the ones not answered yet. For the orphan fence's rare check (:mod:`.fence`)."""
+        if not rels:
+            return []
+        unique = list(dict.fromkeys(rels))
+        label = rels[0] if len(rels) == 1 else f"{rels[0]} (+{len(rels) - 1})"
+        found: dict[str, bool] = {}
+
+        def probe() -> None:
+            for rel in unique:
+                if rel not in found:
+                    found[rel] = bool(self.backend.exists(self.full(rel)))
+
+        self._call("exists", label, probe)
+        return [rel for rel in unique if not found[rel]]
+
     def size(self, rel: str) -> int:
         """Size of ``rel`` in bytes; ``FileNotFoundError`` if absent."""
         path = self.full(rel)

@@ -1,7 +1,9 @@
 """What a commit does to the stream state: floors, sequence numbers, dedupe, writers, the tick.
 
 Pure functions of (state, request) so that a retry after a lost race recomputes everything from
-the winner's state. Invariants kept:
+the winner's state (two reads aside: ``count_raised`` for the ack, and the orphan fence's check
+that a writer stalled past its margin still has its files, :mod:`~pyspark_tstream.store.fence`,
+no store call otherwise). Invariants kept:
 
 * writer lanes: every chunk a writer commits to a segment gets
   ``floor = max(lane, tick) + 1``, where ``lane`` is the largest ``_tso`` that writer committed
@@ -32,6 +34,7 @@ from ..journal.entries import Chunk, Entry
 from ..journal.expiry import end_leases, quiet
 from ..journal.state import DEDUPE_WINDOW, SchemaChange, StreamState
 from ..schema import decode_schema, encode_schema, reconcile
+from ..store.fence import Fence
 from ..timestamps import LOGICAL_MASK, final_bounds, final_marks, tso_id
 from .spec import ChunkInfo, fits
 
@@ -277,6 +280,9 @@ class CommitRequest:
     intent: CommitIntent = field(default_factory=CommitIntent)
     now: int = 0
     count_raised: CountRaised | None = None
+    #: since when this writer's chunk files have waited for a commit (None: not its own files,
+    #: e.g. a published request another writer folds, which keeps them from orphan cleanup)
+    fence: Fence | None = None
     duplicate_pos: int | None = field(default=None, init=False)
     #: (last committed batch id, its journal position or -1) when ``monotonic`` skipped the batch
     superseded_by: tuple[Any, int] | None = field(default=None, init=False)
@@ -303,6 +309,12 @@ class CommitRequest:
             return True
         return False
 
+    def check_files(self) -> None:
+        """Refuse to name chunk files orphan cleanup may have deleted: no store call unless the
+        writer took longer than the fence margin since its first write (:mod:`~pyspark_tstream.store.fence`)."""
+        if self.fence is not None:
+            self.fence.check(c.path for c in self.chunks)
+
     def skip_text(self) -> str:
         """Why this request committed nothing, for the log (after :meth:`settled` said so)."""
         head = f"tstream: batch {self.intent.batch_id!r} of writer {self.intent.writer_id!r}"
@@ -317,9 +329,13 @@ class CommitRequest:
                 "nothing appended")
 
     def __call__(self, state: StreamState, pos: int) -> Entry | None:
-        """Build the entry at ``pos`` on top of ``state`` (a private copy), or None if duplicate."""
+        """Build the entry at ``pos`` on top of ``state`` (a private copy), or None if duplicate.
+
+        Runs right before each conditional create: a writer stalled past the orphan fence
+        checks its files are still there first (:meth:`check_files`)."""
         if self.settled(state):
             return None
+        self.check_files()
         want = self.intent
         writer = state.writers.get(want.writer_id) if want.writer_id is not None else None
         self._schema(state, pos)

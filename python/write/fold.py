@@ -73,6 +73,9 @@ class Published(DictRecord):
 
     @classmethod
     def of(cls, rid: str, base: int, req: CommitRequest) -> Published:
+        """``req`` as published for others to fold; its files are checked first when its writer
+        stalled past the orphan fence (:meth:`CommitRequest.check_files`): a fold names them."""
+        req.check_files()
         want = req.intent
         return cls(rid=rid, base=base, now=req.now, chunks=tuple(req.chunks), writer=want.writer_id,
                    batch=want.batch_id, session=want.session, monotonic=want.monotonic,

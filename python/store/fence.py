@@ -1,0 +1,99 @@
+"""The orphan-grace fence: a committer proves its files are still there before it names them,
+when it took long enough that orphan cleanup may have deleted them.
+
+Between writing its files and committing the entry (or map version) that names them, a writer's
+chunks and a compaction's macro-chunks are protected from ``vacuum(orphans=True)`` only by the
+orphan grace: cleanup deletes an unnamed file whose store ``modified`` time is older than it. A
+process suspended in between (SIGSTOP, a paused VM, a laptop asleep, a long GC pause) and then
+resumed would otherwise commit an entry naming files cleanup already deleted: an acknowledged
+append whose records are gone.
+
+A :class:`Fence` is started before the first file write of a commit, on this process's
+monotonic clock (no clock skew, no store call). Just before the conditional create that names
+the files, :meth:`Fence.check` does nothing while less than :data:`FENCE_MARGIN_MS` has passed
+(every fast commit: no store call); past it, one batched existence check of the files, and a
+:class:`~pyspark_tstream.errors.StaleWriteError` naming the missing ones (retriable: a retry
+writes them again) instead of a commit.
+
+Why half of :data:`ORPHAN_GRACE_MIN_MS`: cleanup deletes only files older than its grace, at
+least that floor, so a file checked present within the margin after its write is at most half a
+grace old at the check and cannot be deleted for another half grace. What is left is a stall of
+more than half a grace between the check and the create, a few statements apart (the fence
+narrows the window from "whole write-to-commit" to "check-to-create"; it cannot close it without
+a store that fences deletes). A grace below the floor (``unsafe_orphan_grace``) is only for a
+stream with no writer running; the fence assumes the floor.
+
+Costs: none on a commit within the margin; past it, one batched existence call per attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+
+from ..errors import StaleWriteError
+from .storage import Store
+
+log = logging.getLogger("pyspark_tstream")
+
+#: The shortest orphan grace ``vacuum`` accepts without ``unsafe_orphan_grace``: a writer's chunk
+#: files are orphans until its journal commit lands (a Spark micro-batch's tasks write them before
+#: the driver commits; a commit may wait out a store outage under ``storeRetryTimeout``), so a
+#: shorter grace deletes acknowledged data. Delta refuses a VACUUM under 7 days the same way.
+ORPHAN_GRACE_MIN_MS = 3_600_000
+
+#: A committer whose first file write is older than this checks its files before committing:
+#: half the shortest grace, so a file found present cannot age past the grace before the create.
+FENCE_MARGIN_MS = ORPHAN_GRACE_MIN_MS // 2
+
+
+class Fence:
+    """Since when one commit's files have been unnamed, and the check before naming them.
+
+    ``what`` names the committer in the error (``"append"``, ``"compaction"``).
+    """
+
+    #: The clock the age is read on (monotonic: a wall clock stepped back or forward must not
+    #: skip the check; tests and the simulation replace it to fake elapsed time).
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, store: Store, what: str, margin_ms: int = FENCE_MARGIN_MS) -> None:
+        self.store = store
+        self.what = what
+        self.margin_ms = margin_ms
+        self.started: float | None = None
+
+    def start(self) -> Fence:
+        """Mark the first file write (call before it); later calls keep the first mark."""
+        if self.started is None:
+            self.started = self.clock()
+        return self
+
+    def age_ms(self) -> float:
+        """Milliseconds since :meth:`start` (0 before it)."""
+        return 0.0 if self.started is None else (self.clock() - self.started) * 1000.0
+
+    def check(self, paths: Iterable[str]) -> None:
+        """Refuse to name ``paths`` if any is gone, once past the margin (else no store call).
+
+        Raises :class:`~pyspark_tstream.errors.StaleWriteError` naming the missing files.
+        """
+        age = self.age_ms()
+        if age < self.margin_ms:
+            return
+        rels = sorted(set(paths))
+        if not rels:
+            return
+        missing = self.store.missing(rels)
+        if missing:
+            shown = ", ".join(self.store.uri(r) for r in missing[:5]) + (
+                f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            raise StaleWriteError(
+                f"this {self.what} wrote its files {age / 60_000:.0f} min ago (over the {self.margin_ms // 60_000} min "
+                f"fence margin, half the shortest orphan grace) and {len(missing)} of them are gone, deleted by "
+                f"orphan cleanup while the process was stalled: {shown}. Nothing was committed. Retry the batch "
+                "(a Spark sink replays it, a writer's retry writes the files again)",
+                missing=[self.store.uri(r) for r in missing])
+        log.info("tstream: %s %s: its %d file(s) were written %.0f min ago and are all still there; committing",
+                 self.store.display_url, self.what, len(rels), age / 60_000)
