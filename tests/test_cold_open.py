@@ -11,9 +11,9 @@ data. Counted through the store observer: a batched read of n objects counts n.
 Round trips of metadata (a batched read of parallel GETs is one): a cold tail makes 3 (the
 head; one batch of the checkpoint, the entries after it, the newest entry's slot and the probe
 past it; the read's own refresh probe together with the open index node's entries). A cold
-seek into older, compacted data makes up to 2 more, each known only from the one before: the
-flushed level-1 index node the target falls in (the state names it), and the macro-map bucket
-that names the compacted chunk (the node's chunks name it).
+seek into older, compacted data makes 3 too: the flushed level-1 index node the target falls in
+(the state names it) is read in one batch with the macro-map bucket versions the state names
+(read ahead: which of them name the compacted chunks only the node's chunks tell).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ DATA_OBJECTS = 8
 #: What a cold seek or tail may read: head, checkpoint, replayed entries, one index node's
 #: entries, the newest entry once more (the read looks for a newer commit), the data.
 COLD_OBJECTS = 2 + SMALL_EVERY + FANOUT + 1 + DATA_OBJECTS
-#: Metadata round trips of a cold tail, and of a cold seek (an index node, a macro-map bucket).
-TAIL_TRIPS, SEEK_TRIPS = 3, 5
+#: Metadata round trips of a cold tail, and of a cold seek (an index node with the bucket
+#: versions the state names, in one batch).
+TAIL_TRIPS, SEEK_TRIPS = 3, 3
 _PLUS = re.compile(r" \(\+(\d+)\)$")
 
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError
 from ..journal.entries import Chunk
-from ..journal.timeindex import open_positions
+from ..journal.timeindex import COL_MAX_TSO, open_positions
 from ..read.compacted import substitute
 from ..read.cuts import check_cut
 from ..read.planner import Plan, plan, plan_chunks, tail_bound
@@ -121,9 +121,12 @@ class Reader:
             hi = min(hi, pack(to_ms(end, option="end")) - 1)
         return lo, hi
 
-    def bounds(self, start: Bound = None, end: Bound = None, tail: int | None = None) -> ReadRange:
+    def bounds(self, start: Bound = None, end: Bound = None, tail: int | None = None,
+               window: Window | None = None) -> ReadRange:
         """The :class:`ReadRange` of ``start``/``end`` (times or stream cuts) or the last ``tail``
-        records, clipped to (head, tick] of the newest state (this refreshes it)."""
+        records, clipped to (head, tick] of the newest state (this refreshes it). ``window``: the
+        plan's, into which the refresh reads ahead the index node a start time's search reads
+        first (a cold seek's round trip saved)."""
         if tail is not None and start is not None:
             raise ConfigError(f"tail={tail!r} and start={start!r}: give one of them, not both", option="tail",
                               value=tail)
@@ -135,7 +138,12 @@ class Reader:
         end_cut = _cut(end, "end") if isinstance(end, Mapping) else {}
         # one refresh: seek_tail's, else our own (the tail's bound and the tick of one state)
         after_tail = self.seek_tail(tail) if tail is not None else None
-        state = self.ctx.refresh(open_positions(self.ctx.state)) if tail is None else self.ctx.state
+        if tail is None:
+            seek = [] if window is None or start is None or start_cut else \
+                window.search_ahead(self.ctx.state, COL_MAX_TSO, self.range(start, None)[0])  # type: ignore[arg-type]  # not a cut here
+            state = self.ctx.refresh(open_positions(self.ctx.state), (window.ahead, seek) if window and seek else None)
+        else:
+            state = self.ctx.state
         for given, cut, option in ((start, start_cut, "start"), (end, end_cut, "end")):
             if isinstance(given, Mapping):  # a cut of another stream would skip records silently
                 check_cut(self.ctx.store, state, cut, option=option, url=self.ctx.url)
@@ -154,12 +162,13 @@ class Reader:
         """
         _check_limit(limit)
         h = self.ctx
-        rng = self.bounds(start, end, tail)
+        window = Window(h.journal)
+        rng = self.bounds(start, end, tail, window)
         schema = h.schema
         if schema is None or rng.empty or limit == 0:
             return full_schema(schema or pa.schema([])).empty_table()
         # lazily: with a limit, the walk stops once the chunks surely hold ``limit`` records
-        p = plan(Window(h.journal), h.state, rng.lo, rng.hi, at_least=None if rng.cut else limit)
+        p = plan(window, h.state, rng.lo, rng.hi, at_least=None if rng.cut else limit)
         table = read_table(h.store, schema, p.chunks, rng.lo, p.hi, dict(rng.start_cut), dict(rng.end_cut))
         if columns is not None:
             table = table.select(list(columns))

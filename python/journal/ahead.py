@@ -43,11 +43,17 @@ class Ahead:
         self.store = store
         self._got: dict[str, bytes | None] = {}
 
-    def fetch(self, rels: Sequence[str]) -> list[bytes | None]:
-        """Read ``rels`` in one batched call and keep them (absent ones as such)."""
-        got = self.store.read_present(rels)
+    def fetch(self, rels: Sequence[str], also: Also | None = None) -> list[bytes | None]:
+        """Read ``rels`` in one batched call and keep them (absent ones as such); ``also``:
+        other objects read in that same call, kept in another holder (those it has are not
+        read again)."""
+        other, more = also if also is not None else (None, ())
+        more = [rel for rel in more if (other is None or rel not in other) and rel not in rels]
+        got = self.store.read_present([*rels, *more])
         self._got.update(zip(rels, got))
-        return got
+        if other is not None:
+            other._got.update(zip(more, got[len(rels):]))
+        return got[:len(rels)]
 
     def __contains__(self, rel: object) -> bool:
         return rel in self._got
@@ -74,6 +80,11 @@ class Ahead:
         unread = [rel for rel in rels if rel not in self._got]
         got: dict[str, Any] = dict(zip(unread, self.store.read_present(unread))) if unread else {}
         return [got[rel] if rel in got else self._got.pop(rel) for rel in rels]
+
+
+#: Objects another step reads next and the :class:`Ahead` that keeps them for it: a read of
+#: journal entries takes them along in its own batched call (a round trip saved).
+Also = tuple[Ahead, Sequence[str]]
 
 
 def unsound_newest(store: Store, path: str, what: str | None) -> CorruptMetadataError:

@@ -69,7 +69,7 @@ def plan(window: Window, state: StreamState, lo: int, hi: int, limits: Limits = 
     if limits.unlimited and at_least is None and first_pos is None and last_pos is None:
         # compacted commits: the macro map names their records in one read, so a full read of
         # a long, compacted history does not walk its journal (see compacted.plan_from_map)
-        mapped = plan_from_map(journal.store, state, first, lo, hi)
+        mapped = plan_from_map(journal.store, state, first, lo, hi, window.ahead)
         if mapped is not None:
             chunks, upto = mapped
             rest = [c for c in plan(window, state, lo, hi, first_pos=max(first, upto)).chunks
@@ -92,7 +92,8 @@ def plan(window: Window, state: StreamState, lo: int, hi: int, limits: Limits = 
         if end <= reached:
             break
     # chunks compacted since their positions were committed become views of macro-chunks
-    chunks = substitute(journal.store, state, [c for c in found if c.lo <= end])
+    chunks = substitute(journal.store, state, [c for c in found if c.lo <= end], ahead=window.ahead)
+    window.ahead.clear()  # read ahead for this plan's substitution only
     return Plan(lo, end, tuple(chunks), first, walked)
 
 
