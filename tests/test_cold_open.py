@@ -19,9 +19,11 @@ seek into older, compacted data makes 3 too: the flushed level-1 index node the 
 from __future__ import annotations
 
 import re
+import uuid
 
 import pyarrow as pa
 import pytest
+from histories import HISTORY_T0, commit_history
 from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.journal.checkpoint import SMALL_EVERY
 from pyspark_tstream.journal.timeindex import FANOUT
@@ -44,10 +46,12 @@ class Objects:
     def __init__(self) -> None:
         self.n = 0
         self.batches: list[str] = []
+        self.log: list[str] = []
         self.trips = 0  # calls on metadata: each one round trip, however many objects it reads
 
     def __call__(self, op: str, rel: str) -> None:
         self.trips += rel.startswith("_tstream/")
+        self.log.append(rel)
         extra = _PLUS.search(rel)
         self.n += 1 + (int(extra.group(1)) if extra else 0)
         if op == "read_many" and rel.startswith("_tstream/journal/"):
@@ -55,7 +59,7 @@ class Objects:
 
     def check(self, what: str, trips: int) -> None:
         assert self.n <= COLD_OBJECTS, f"a cold {what} read {self.n} objects"
-        assert self.trips <= trips, f"a cold {what} made {self.trips} metadata round trips"
+        assert self.trips <= trips, f"a cold {what} made {self.trips} metadata round trips: {self.log}"
         # the same entries are never fetched twice by one read
         assert len(set(self.batches)) == len(self.batches), f"a cold {what} read {self.batches}"
 
@@ -89,3 +93,22 @@ def test_cold_seek_and_tail_read_few_objects(tmp_path: object, appends: int) -> 
     got = Stream.at(store).read(start=1_000_000 + start, limit=25, columns=["v"])
     assert sorted(got["v"].to_pylist()) == list(range(start, start + 25))
     seen.check("seek", SEEK_TRIPS)
+    if appends >= 60:  # the seek read compacted data: its map versions rode in a metadata batch
+        assert any("/m-" in rel for rel in seen.log), seen.log
+
+
+@pytest.mark.parametrize("commits", [FANOUT * FANOUT + 100])
+def test_cold_seek_round_trips_past_two_index_levels(commits: int) -> None:
+    """Past ``FANOUT²`` commits the time index has a third level: the state names a level-2 node,
+    and the level-1 node under it is known only from it. A cold seek there makes one round trip
+    more than :data:`SEEK_TRIPS` (the level-2 node rides in the read's refresh probe), and the
+    same objects budget (data files only of the commits it returns)."""
+    url = f"memory://cold-deep-{uuid.uuid4().hex}/s"
+    target = commits // 2
+    commit_history(commits, url, real=range(target, target + 6))
+    seen = Objects()
+    store = Store(url)
+    store.observer = seen
+    got = Stream.at(store).read(start=HISTORY_T0 + target * 10, limit=25, columns=["v"])
+    assert sorted(got["v"].to_pylist()) == list(range(5 * target, 5 * target + 25))
+    seen.check("deep seek", SEEK_TRIPS + 1)
