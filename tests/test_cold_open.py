@@ -86,15 +86,18 @@ def test_cold_seek_and_tail_read_few_objects(tmp_path: object, appends: int) -> 
     assert sorted(tail["v"].to_pylist()) == list(range(total - 30, total))
     seen.check("tail", TAIL_TRIPS)
 
-    seen = Objects()
-    store = Store(url)
-    store.observer = seen
     start = total // 2
-    got = Stream.at(store).read(start=1_000_000 + start, limit=25, columns=["v"])
-    assert sorted(got["v"].to_pylist()) == list(range(start, start + 25))
-    seen.check("seek", SEEK_TRIPS)
-    if appends >= 60:  # the seek read compacted data: its map versions rode in a metadata batch
-        assert any("/m-" in rel for rel in seen.log), seen.log
+    for how in ("read", "to_reader"):
+        seen = Objects()
+        store = Store(url)
+        store.observer = seen
+        opened = Stream.at(store)
+        got = opened.read(start=1_000_000 + start, limit=25, columns=["v"]) if how == "read" else \
+            opened.to_reader(start=1_000_000 + start, limit=25, columns=["v"]).read_all()
+        assert sorted(got["v"].to_pylist()) == list(range(start, start + 25))
+        seen.check(f"seek ({how})", SEEK_TRIPS)
+        if appends >= 60:  # the seek read compacted data: its map versions rode in a metadata batch
+            assert any("/m-" in rel for rel in seen.log), seen.log
 
 
 @pytest.mark.parametrize("commits", [FANOUT * FANOUT + 100])

@@ -185,19 +185,20 @@ class Reader:
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise ConfigError(f"batch_rows={batch_rows!r} must be a positive integer", option="batch_rows",
                               value=batch_rows)
-        rng = self.bounds(start, end, tail)  # first: it refreshes the state the schema comes from
+        window = Window(self.ctx.journal)
+        rng = self.bounds(start, end, tail, window)  # first: it refreshes the state the schema comes from
         user, out = projection(self.ctx.schema or pa.schema([]), columns, system_columns)
-        return self.batches(rng, user, out, limit=limit, batch_rows=batch_rows)
+        return self.batches(rng, user, out, limit=limit, batch_rows=batch_rows, window=window)
 
     def batches(self, rng: ReadRange, user: pa.Schema, out: pa.Schema, *, limit: int | None = None,
-                batch_rows: int = BATCH_ROWS) -> pa.RecordBatchReader:
+                batch_rows: int = BATCH_ROWS, window: Window | None = None) -> pa.RecordBatchReader:
         """The records of ``rng`` as a reader of ``out`` (a :func:`projection`'s), planned now on
-        the newest state the handle has seen and read lazily, window by window
-        (:func:`~pyspark_tstream.read.sweep.sweep`)."""
+        the newest state the handle has seen (through ``window``, :meth:`bounds`'s) and read
+        lazily, window by window (:func:`~pyspark_tstream.read.sweep.sweep`)."""
         h = self.ctx
         if h.schema is None or rng.empty or limit == 0:
             return pa.RecordBatchReader.from_batches(out, iter(()))
-        p = plan(Window(h.journal), h.state, rng.lo, rng.hi, at_least=None if rng.cut else limit)
+        p = plan(window or Window(h.journal), h.state, rng.lo, rng.hi, at_least=None if rng.cut else limit)
         tables = sweep(h.store, user, p.chunks, rng.lo, p.hi, columns=user.names, starts=rng.start_cut,
                        ends=rng.end_cut, window_rows=batch_rows)
         return pa.RecordBatchReader.from_batches(out, _limited(tables, out, limit, batch_rows))
