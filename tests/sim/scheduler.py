@@ -23,8 +23,9 @@ What is patched for the run (and restored after):
 * ``GroupCommit.pause`` and ``clock``: a waiting group committer sleeps on the simulated clock;
 * ``GroupCommit._executor``: runs its work in line. tstream's only background threads on
   ``memory://`` are the group committer's pool (publishing a request beside the listing);
-  head hints and request deletes run in line on local stores already (``HeadHints.background``
-  is false there), and upkeep under the tests' ``TSTREAM_UPKEEP=inline`` (``tests/conftest.py``).
+  head hints and request deletes run in line on it already (``HeadHints.background`` is false
+  there, and on every store under the tests' ``TSTREAM_UPKEEP=inline``), and so does upkeep
+  (``tests/conftest.py``).
   In line, a request is published before the listing, one of the orders the pool allows.
 """
 
