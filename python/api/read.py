@@ -137,7 +137,7 @@ class Reader:
         start_cut = _cut(start, "start") if isinstance(start, Mapping) else {}
         end_cut = _cut(end, "end") if isinstance(end, Mapping) else {}
         # one refresh: seek_tail's, else our own (the tail's bound and the tick of one state)
-        after_tail = self.seek_tail(tail) if tail is not None else None
+        after_tail = self.seek_tail(tail, window) if tail is not None else None
         if tail is None:
             seek = [] if window is None or start is None or start_cut else \
                 window.search_ahead(self.ctx.state, COL_MAX_TSO, self.range(start, None)[0])  # type: ignore[arg-type]  # not a cut here
@@ -215,13 +215,19 @@ class Reader:
         """The position (exclusive ``_tso`` bound) before the first record at or after ``when``."""
         return max(self.ctx.state.head_tso, pack(to_ms(when, option="timestamp")) - 1)
 
-    def seek_tail(self, n: int) -> int:
-        """Exclusive ``_tso`` bound such that the last ``n`` records at or below the tick follow it."""
+    def seek_tail(self, n: int, window: Window | None = None) -> int:
+        """Exclusive ``_tso`` bound such that the last ``n`` records at or below the tick follow it
+        (``window``: the read's, so that its plan finds the index nodes the walk read)."""
         h = self.ctx
-        state = h.refresh(open_positions(h.state))  # the newest records' chunks: in those entries
-        # the span's chunks may have been compacted (and their files collected): read views
-        return tail_bound(h.journal, state, n,
-                          lambda chunks, tick: tsos_upto(h.store, substitute(h.store, state, list(chunks)), tick))
+        window = window or Window(h.journal)
+        # the newest records' chunks are in those entries, and a longer span's in the index nodes
+        # the state names: all in the refresh's batch
+        ahead = window.tail_ahead(h.state, n)
+        state = h.refresh(open_positions(h.state), (window.ahead, ahead) if ahead else None)
+        # the span's chunks may have been compacted (and their files collected): read views (of
+        # the map versions the window read ahead with the index nodes)
+        return tail_bound(h.journal, state, n, lambda chunks, tick: tsos_upto(
+            h.store, substitute(h.store, state, list(chunks), ahead=window.ahead), tick), window)
 
 
 def _check_limit(limit: int | None) -> None:

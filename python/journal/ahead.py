@@ -37,10 +37,12 @@ def open_batch(pos: int, checkpoint: int | None, states: Collection[int], recent
 
 
 class Ahead:
-    """Objects read ahead, by path (None: absent), each handed out once."""
+    """Objects read ahead, by path (None: absent), each handed out once unless ``once`` is
+    false (immutable objects a holder may hand out again until :meth:`clear`)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, once: bool = True) -> None:
         self.store = store
+        self.once = once
         self._got: dict[str, bytes | None] = {}
 
     def fetch(self, rels: Sequence[str], also: Also | None = None) -> list[bytes | None]:
@@ -60,7 +62,7 @@ class Ahead:
 
     def pop(self, rel: str) -> bytes | None:
         """The bytes read ahead at ``rel`` (None: absent, or not read ahead), handed out once."""
-        return self._got.pop(rel, None)
+        return self._got.pop(rel, None) if self.once else self._got.get(rel)
 
     def clear(self) -> None:
         self._got.clear()
@@ -69,7 +71,7 @@ class Ahead:
         """The object at ``rel``: read ahead (once), else one read; FileNotFoundError if absent."""
         if rel not in self._got:
             return self.store.read(rel)
-        data = self._got.pop(rel)
+        data = self.pop(rel)
         if data is None:
             raise FileNotFoundError(errno.ENOENT, "no such object", self.store.uri(rel))
         return data
@@ -79,7 +81,7 @@ class Ahead:
         ``rels``, those read ahead taken from here."""
         unread = [rel for rel in rels if rel not in self._got]
         got: dict[str, Any] = dict(zip(unread, self.store.read_present(unread))) if unread else {}
-        return [got[rel] if rel in got else self._got.pop(rel) for rel in rels]
+        return [got[rel] if rel in got else self.pop(rel) for rel in rels]
 
 
 #: Objects another step reads next and the :class:`Ahead` that keeps them for it: a read of

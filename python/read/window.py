@@ -19,7 +19,7 @@ from ..journal.ahead import Ahead
 from ..journal.entries import Chunk
 from ..journal.journal import Journal
 from ..journal.state import StreamState
-from ..journal.timeindex import FANOUT, Delta, first_node, first_open
+from ..journal.timeindex import COL_ROWS, FANOUT, Delta, first_node, first_open
 from ..store import layout
 from .compacted import named_versions
 
@@ -50,9 +50,10 @@ class Window:
         self._open: dict[int, tuple[Delta, int]] = {}  # entries of the unflushed tail, by position
         self._tsos: OrderedDict[Chunk, np.ndarray] = OrderedDict()
         self._index: OrderedDict[tuple[int, int], dict[str, Any]] = OrderedDict()  # search path
-        #: macro-map versions read ahead with an index node, until a plan's substitution takes
-        #: them (the plan clears them after: a window is long-lived)
-        self.ahead = Ahead(journal.store)
+        #: index nodes and macro-map versions read ahead (immutable: handed out as often as
+        #: asked) for the searches, walks and substitutions of a plan, which clears them after
+        #: (a window is long-lived)
+        self.ahead = Ahead(journal.store, once=False)
 
     def search(self, state: StreamState, col: int, value: int) -> int:
         """``Journal.search``, keeping the index nodes it reads (a few per level, immutable)."""
@@ -90,6 +91,35 @@ class Window:
             return named_versions(state, node)
         rels = [] if first in self._index else [layout.index_node(level, node)]
         return rels + (named_versions(state, node * FANOUT) if level == 1 else [])
+
+    def tail_ahead(self, state: StreamState, n: int) -> list[str]:
+        """What a tail of ``n`` records on ``state`` reads first (:func:`~.planner.tail_bound`'s
+        first span), for a caller to fetch into :attr:`ahead` in a batch it sends anyway: when
+        the state's open level-1 summaries name the node the span starts in, every flushed node
+        from it on (at most ``FANOUT - 1``: those summaries) and the map versions the state names
+        for them; else the search's first node (:meth:`search_ahead`)."""
+        first = first_node(state, COL_ROWS, max(state.rows - n - 1, -1))
+        if first is None or first[0] != 1:
+            return self.search_ahead(state, COL_ROWS, max(state.rows - n - 1, -1))
+        # (the walk starts a position before the search's: in the node before it, 1 time in FANOUT)
+        start = max(first[1] * FANOUT, state.head_pos) // FANOUT
+        return [*self._unread_nodes(state, range(start, first_open(state) // FANOUT)),
+                *named_versions(state, start * FANOUT)]
+
+    def _unread_nodes(self, state: StreamState, nodes: range) -> list[str]:
+        """The flushed level-1 nodes of ``nodes`` this window neither holds nor read ahead."""
+        flushed = first_open(state) // FANOUT  # nodes below it are written
+        return [layout.index_node(1, k) for k in nodes if k < flushed and k not in self._nodes
+                and (1, k) not in self._index and layout.index_node(1, k) not in self.ahead]
+
+    def read_ahead(self, state: StreamState, nodes: range) -> None:
+        """Fetch the flushed level-1 nodes of ``nodes`` this window lacks into :attr:`ahead` in
+        one batch (with the map versions the state names for them), for a walk over them that
+        would read them one at a time (a tail's span)."""
+        rels = self._unread_nodes(state, nodes)
+        if len(rels) > 1:
+            named = named_versions(state, nodes.start * FANOUT)
+            self.ahead.fetch([r for r in (*rels, *named) if r not in self.ahead])
 
     @property
     def cached_entries(self) -> int:
