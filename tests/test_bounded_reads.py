@@ -171,7 +171,7 @@ def test_substitution_hook_sees_every_planned_chunk(monkeypatch: pytest.MonkeyPa
     s = _overlapping(_url("bounded-hook"))
     seen: list[list[Chunk]] = []
 
-    def hook(store: object, state: object, chunks: list[Chunk]) -> list[Chunk]:
+    def hook(store: object, state: object, chunks: list[Chunk], **_: object) -> list[Chunk]:
         seen.append(list(chunks))
         return chunks
 

@@ -30,7 +30,7 @@ def test_a_single_writers_commit_is_its_data_put_and_one_conditional_create(url:
     path: the committing thread makes only the data write(s) and one conditional create."""
     s = Stream.create(url, segments=2)
     s.append(_rows("w", 0), writer_id="w", batch_id=0)
-    s.context.journal.hints.background = True  # as on s3:// (hints.LOCAL are in line)
+    s.context.journal.hints.background = True  # the product default off memory:// (conftest asks for in line)
     s.appending.group.background = True
     caller = threading.get_ident()
     mine: list[tuple[str, str]] = []
@@ -52,7 +52,7 @@ def test_compaction_due_after_an_append_runs_off_its_critical_path(url: str) -> 
     commit p99 ~1 s at 30 ms a request); the compaction lands in the background, and the
     caller's next appends commit on top of it."""
     s = Stream.create(url, segments=1, compaction="min=4")
-    s.context.journal.hints.background = True  # as on s3:// (hints.LOCAL are in line)
+    s.context.journal.hints.background = True  # the product default off memory:// (conftest asks for in line)
     s.appending.group.background = True
     s.upkeep.inline = False  # the product's default (conftest asks for in line)
     caller = threading.get_ident()

@@ -181,7 +181,7 @@ def test_no_import_cycles_between_packages() -> None:
 #: it. ``pyspark_tstream`` is the package's own ``__init__`` (the facade Spark's discovery loads).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "keys", "units", "policytext", "arrow_arrays", "version", "exits", "codec"),
-    ("timestamps", "schema"),
+    ("timestamps", "schema", "upkeep_mode"),
     ("store",),
     ("journal",),
     ("maps", "epochs", "chunkfile"),

@@ -9,6 +9,7 @@ Spark sink's commit (``Stream.commit``) keeps it in line.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -23,6 +24,7 @@ from pyspark_tstream.api.stream import Stream
 from pyspark_tstream.api.upkeep import UPKEEP_ENV, Upkeep
 from pyspark_tstream.compaction.policy import COMPACT_EVERY
 from pyspark_tstream.errors import ConfigError
+from pyspark_tstream.store import layout
 
 
 def _rows(first: int, n: int = 10) -> pa.Table:
@@ -155,3 +157,35 @@ print("appended", flush=True)
     after = Stream.open(url)
     assert after.state.pos >= pos + 2
     assert after.journal.read_entry(pos + 2).op == "compact", after.journal.read_entry(pos + 2).op
+
+
+def _head_pos(url: str) -> int:
+    s = Stream.open(url)
+    return int(json.loads(s.store.read(layout.HEAD))["pos"])
+
+
+@pytest.mark.parametrize("mode", ["default", "inline"])
+def test_head_hint_leaves_the_append_path_on_file(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                  mode: str) -> None:
+    """On ``file://`` the head hint (and the listing of others' requests) is written off the
+    committing thread, as on an object store: on a FUSE mount each write is a round trip, and
+    on a local disk its fsync. ``TSTREAM_UPKEEP=inline`` keeps it in line (store-call counts and
+    crash points of tests); ``memory://`` writes it in line always."""
+    if mode == "default":
+        monkeypatch.delenv(UPKEEP_ENV, raising=False)
+    else:
+        monkeypatch.setenv(UPKEEP_ENV, "inline")
+    url = f"file://{tmp_path}/s"
+    s = Stream.create(url, segments=2)
+    assert s.context.journal.hints.background == (mode == "default")
+    assert s.appending.group.background == (mode == "default")
+    assert not Stream.create(f"memory://hint-{tmp_path.name}/s", segments=1).context.journal.hints.background
+    s.append(_rows(0))
+    caller = threading.get_ident()
+    mine: list[str] = []
+    s.store.observer = lambda op, rel: mine.append(rel) if threading.get_ident() == caller else None
+    for b in range(1, 4):
+        s.append(_rows(b * 10))
+    assert (layout.HEAD in mine) == (mode == "inline"), mine
+    s.context.journal.hints.settle(10)
+    assert _head_pos(url) == s.state.pos

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 
 from ..epochs.scaling import write_epoch_record
+from ..journal.ahead import Also
 from ..journal.entries import Entry
 from ..journal.journal import Journal
 from ..journal.state import StreamState
@@ -43,10 +44,11 @@ class StreamContext:
         """The newest state this context has seen (call :meth:`refresh` to look again)."""
         return self.entry.state
 
-    def refresh(self, ahead: Sequence[int] = ()) -> StreamState:
+    def refresh(self, ahead: Sequence[int] = (), also: Also | None = None) -> StreamState:
         """Catch up with the journal: 1 store call if nothing changed. ``ahead``: entries the
-        caller reads next, fetched in that same call when this handle has not kept them."""
-        nxt = self.journal.try_entry(self.entry.pos + 1, ahead)
+        caller reads next, fetched in that same call when this handle has not kept them;
+        ``also``: other objects it reads next, fetched in it too."""
+        nxt = self.journal.try_entry(self.entry.pos + 1, ahead, also)
         if nxt is not None:
             newest = self.journal.head(known=nxt)
             if newest.pos > self.entry.pos:  # another thread on this context may be ahead

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError
 from ..journal.entries import Chunk
-from ..journal.timeindex import open_positions
+from ..journal.timeindex import COL_MAX_TSO, open_positions
 from ..read.compacted import substitute
 from ..read.cuts import check_cut
 from ..read.planner import Plan, plan, plan_chunks, tail_bound
@@ -121,9 +121,12 @@ class Reader:
             hi = min(hi, pack(to_ms(end, option="end")) - 1)
         return lo, hi
 
-    def bounds(self, start: Bound = None, end: Bound = None, tail: int | None = None) -> ReadRange:
+    def bounds(self, start: Bound = None, end: Bound = None, tail: int | None = None,
+               window: Window | None = None) -> ReadRange:
         """The :class:`ReadRange` of ``start``/``end`` (times or stream cuts) or the last ``tail``
-        records, clipped to (head, tick] of the newest state (this refreshes it)."""
+        records, clipped to (head, tick] of the newest state (this refreshes it). ``window``: the
+        plan's, into which the refresh reads ahead the index node a start time's search reads
+        first (a cold seek's round trip saved)."""
         if tail is not None and start is not None:
             raise ConfigError(f"tail={tail!r} and start={start!r}: give one of them, not both", option="tail",
                               value=tail)
@@ -134,8 +137,13 @@ class Reader:
         start_cut = _cut(start, "start") if isinstance(start, Mapping) else {}
         end_cut = _cut(end, "end") if isinstance(end, Mapping) else {}
         # one refresh: seek_tail's, else our own (the tail's bound and the tick of one state)
-        after_tail = self.seek_tail(tail) if tail is not None else None
-        state = self.ctx.refresh(open_positions(self.ctx.state)) if tail is None else self.ctx.state
+        after_tail = self.seek_tail(tail, window) if tail is not None else None
+        if tail is None:
+            seek = [] if window is None or start is None or start_cut else \
+                window.search_ahead(self.ctx.state, COL_MAX_TSO, self.range(start, None)[0])  # type: ignore[arg-type]  # not a cut here
+            state = self.ctx.refresh(open_positions(self.ctx.state), (window.ahead, seek) if window and seek else None)
+        else:
+            state = self.ctx.state
         for given, cut, option in ((start, start_cut, "start"), (end, end_cut, "end")):
             if isinstance(given, Mapping):  # a cut of another stream would skip records silently
                 check_cut(self.ctx.store, state, cut, option=option, url=self.ctx.url)
@@ -154,12 +162,13 @@ class Reader:
         """
         _check_limit(limit)
         h = self.ctx
-        rng = self.bounds(start, end, tail)
+        window = Window(h.journal)
+        rng = self.bounds(start, end, tail, window)
         schema = h.schema
         if schema is None or rng.empty or limit == 0:
             return full_schema(schema or pa.schema([])).empty_table()
         # lazily: with a limit, the walk stops once the chunks surely hold ``limit`` records
-        p = plan(Window(h.journal), h.state, rng.lo, rng.hi, at_least=None if rng.cut else limit)
+        p = plan(window, h.state, rng.lo, rng.hi, at_least=None if rng.cut else limit)
         table = read_table(h.store, schema, p.chunks, rng.lo, p.hi, dict(rng.start_cut), dict(rng.end_cut))
         if columns is not None:
             table = table.select(list(columns))
@@ -176,19 +185,20 @@ class Reader:
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise ConfigError(f"batch_rows={batch_rows!r} must be a positive integer", option="batch_rows",
                               value=batch_rows)
-        rng = self.bounds(start, end, tail)  # first: it refreshes the state the schema comes from
+        window = Window(self.ctx.journal)
+        rng = self.bounds(start, end, tail, window)  # first: it refreshes the state the schema comes from
         user, out = projection(self.ctx.schema or pa.schema([]), columns, system_columns)
-        return self.batches(rng, user, out, limit=limit, batch_rows=batch_rows)
+        return self.batches(rng, user, out, limit=limit, batch_rows=batch_rows, window=window)
 
     def batches(self, rng: ReadRange, user: pa.Schema, out: pa.Schema, *, limit: int | None = None,
-                batch_rows: int = BATCH_ROWS) -> pa.RecordBatchReader:
+                batch_rows: int = BATCH_ROWS, window: Window | None = None) -> pa.RecordBatchReader:
         """The records of ``rng`` as a reader of ``out`` (a :func:`projection`'s), planned now on
-        the newest state the handle has seen and read lazily, window by window
-        (:func:`~pyspark_tstream.read.sweep.sweep`)."""
+        the newest state the handle has seen (through ``window``, :meth:`bounds`'s) and read
+        lazily, window by window (:func:`~pyspark_tstream.read.sweep.sweep`)."""
         h = self.ctx
         if h.schema is None or rng.empty or limit == 0:
             return pa.RecordBatchReader.from_batches(out, iter(()))
-        p = plan(Window(h.journal), h.state, rng.lo, rng.hi, at_least=None if rng.cut else limit)
+        p = plan(window or Window(h.journal), h.state, rng.lo, rng.hi, at_least=None if rng.cut else limit)
         tables = sweep(h.store, user, p.chunks, rng.lo, p.hi, columns=user.names, starts=rng.start_cut,
                        ends=rng.end_cut, window_rows=batch_rows)
         return pa.RecordBatchReader.from_batches(out, _limited(tables, out, limit, batch_rows))
@@ -205,13 +215,19 @@ class Reader:
         """The position (exclusive ``_tso`` bound) before the first record at or after ``when``."""
         return max(self.ctx.state.head_tso, pack(to_ms(when, option="timestamp")) - 1)
 
-    def seek_tail(self, n: int) -> int:
-        """Exclusive ``_tso`` bound such that the last ``n`` records at or below the tick follow it."""
+    def seek_tail(self, n: int, window: Window | None = None) -> int:
+        """Exclusive ``_tso`` bound such that the last ``n`` records at or below the tick follow it
+        (``window``: the read's, so that its plan finds the index nodes the walk read)."""
         h = self.ctx
-        state = h.refresh(open_positions(h.state))  # the newest records' chunks: in those entries
-        # the span's chunks may have been compacted (and their files collected): read views
-        return tail_bound(h.journal, state, n,
-                          lambda chunks, tick: tsos_upto(h.store, substitute(h.store, state, list(chunks)), tick))
+        window = window or Window(h.journal)
+        # the newest records' chunks are in those entries, and a longer span's in the index nodes
+        # the state names: all in the refresh's batch
+        ahead = window.tail_ahead(h.state, n)
+        state = h.refresh(open_positions(h.state), (window.ahead, ahead) if ahead else None)
+        # the span's chunks may have been compacted (and their files collected): read views (of
+        # the map versions the window read ahead with the index nodes)
+        return tail_bound(h.journal, state, n, lambda chunks, tick: tsos_upto(
+            h.store, substitute(h.store, state, list(chunks), ahead=window.ahead), tick), window)
 
 
 def _check_limit(limit: int | None) -> None:

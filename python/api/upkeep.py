@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -39,10 +38,12 @@ from typing import Any
 from ..compaction.compact import compact
 from ..compaction.policy import COMPACT_EVERY, CompactionPolicy, due
 from ..epochs.scaling import ScalingPolicy
-from ..errors import ConfigError
 from ..journal.entries import Entry
 from ..journal.state import StreamState
 from ..timestamps import now_ms
+from ..upkeep_mode import MODES as MODES
+from ..upkeep_mode import UPKEEP_ENV as UPKEEP_ENV
+from ..upkeep_mode import inline_from_env
 from .context import StreamContext
 
 logger = logging.getLogger(__name__)
@@ -53,22 +54,6 @@ RETENTION_EVERY = 16
 #: compaction to finish (a run cut short every time would leave a short-lived process's small
 #: chunks uncompacted for good), bounded so that a stuck store never holds the exit.
 EXIT_WAIT_S = 30.0
-#: The environment variable that chooses where upkeep runs after ``Stream.append``: one of
-#: :data:`MODES` (unset: ``background``).
-UPKEEP_ENV = "TSTREAM_UPKEEP"
-#: Its values: ``background`` (the default) or ``inline`` (in the committing call).
-MODES = ("background", "inline")
-
-
-def inline_from_env() -> bool:
-    """Whether :data:`UPKEEP_ENV` asks for in-line upkeep; a ConfigError naming it for another value."""
-    text = os.environ.get(UPKEEP_ENV, "").strip()
-    mode = text.lower() or MODES[0]
-    if mode not in MODES:
-        raise ConfigError(f"{UPKEEP_ENV}={text!r} is not one of {', '.join(MODES)}: set it to 'inline' to run "
-                          "retention and compaction in the committing call, or unset it (background)",
-                          option=UPKEEP_ENV, value=text)
-    return mode == "inline"
 
 _LIVE: weakref.WeakSet[Upkeep] = weakref.WeakSet()
 

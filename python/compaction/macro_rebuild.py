@@ -71,9 +71,10 @@ class Expected:
         return sorted((m for (s, _), ms in self.entries.items() if s == seg for m in ms), key=lambda m: m.first)
 
     def covering_many(self, ranges: dict[int, list[tuple[int, int]]],
-                      known: dict[int, tuple[int, int]]) -> dict[int, list[Macro]]:
-        """:meth:`MacroMap.covering_many`'s answer from this map (no store calls), so that
-        :func:`~pyspark_tstream.read.compacted.substitute` can plan against it."""
+                      known: dict[int, tuple[int, int]], ahead: object = None) -> dict[int, list[Macro]]:
+        """:meth:`MacroMap.covering_many`'s answer from this map (no store calls, so nothing
+        read ``ahead`` is used), so that :func:`~pyspark_tstream.read.compacted.substitute` can
+        plan against it."""
         out: dict[int, list[Macro]] = {}
         for seg, rs in ranges.items():
             ms = self.segment(seg)

@@ -37,24 +37,32 @@ def open_batch(pos: int, checkpoint: int | None, states: Collection[int], recent
 
 
 class Ahead:
-    """Objects read ahead, by path (None: absent), each handed out once."""
+    """Objects read ahead, by path (None: absent), each handed out once unless ``once`` is
+    false (immutable objects a holder may hand out again until :meth:`clear`)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, once: bool = True) -> None:
         self.store = store
+        self.once = once
         self._got: dict[str, bytes | None] = {}
 
-    def fetch(self, rels: Sequence[str]) -> list[bytes | None]:
-        """Read ``rels`` in one batched call and keep them (absent ones as such)."""
-        got = self.store.read_present(rels)
+    def fetch(self, rels: Sequence[str], also: Also | None = None) -> list[bytes | None]:
+        """Read ``rels`` in one batched call and keep them (absent ones as such); ``also``:
+        other objects read in that same call, kept in another holder (those it has are not
+        read again)."""
+        other, more = also if also is not None else (None, ())
+        more = [rel for rel in more if (other is None or rel not in other) and rel not in rels]
+        got = self.store.read_present([*rels, *more])
         self._got.update(zip(rels, got))
-        return got
+        if other is not None:
+            other._got.update(zip(more, got[len(rels):]))
+        return got[:len(rels)]
 
     def __contains__(self, rel: object) -> bool:
         return rel in self._got
 
     def pop(self, rel: str) -> bytes | None:
         """The bytes read ahead at ``rel`` (None: absent, or not read ahead), handed out once."""
-        return self._got.pop(rel, None)
+        return self._got.pop(rel, None) if self.once else self._got.get(rel)
 
     def clear(self) -> None:
         self._got.clear()
@@ -63,7 +71,7 @@ class Ahead:
         """The object at ``rel``: read ahead (once), else one read; FileNotFoundError if absent."""
         if rel not in self._got:
             return self.store.read(rel)
-        data = self._got.pop(rel)
+        data = self.pop(rel)
         if data is None:
             raise FileNotFoundError(errno.ENOENT, "no such object", self.store.uri(rel))
         return data
@@ -73,7 +81,12 @@ class Ahead:
         ``rels``, those read ahead taken from here."""
         unread = [rel for rel in rels if rel not in self._got]
         got: dict[str, Any] = dict(zip(unread, self.store.read_present(unread))) if unread else {}
-        return [got[rel] if rel in got else self._got.pop(rel) for rel in rels]
+        return [got[rel] if rel in got else self.pop(rel) for rel in rels]
+
+
+#: Objects another step reads next and the :class:`Ahead` that keeps them for it: a read of
+#: journal entries takes them along in its own batched call (a round trip saved).
+Also = tuple[Ahead, Sequence[str]]
 
 
 def unsound_newest(store: Store, path: str, what: str | None) -> CorruptMetadataError:

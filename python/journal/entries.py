@@ -30,7 +30,7 @@ from ..store import layout
 from ..store.storage import Store
 from ..store.versions import newest_present, probe_past
 from . import checkpoint
-from .ahead import Ahead, open_batch, unsound_newest
+from .ahead import Ahead, Also, open_batch, unsound_newest
 from .checkpoint_mark import CheckpointMark
 from .chunk import Chunk as Chunk
 from .chunk import Fold as Fold
@@ -285,13 +285,14 @@ class EntryLog:
         rel = layout.entry(pos)
         return self.decode(self.store.read(rel), rel)
 
-    def try_entry(self, pos: int, ahead: Sequence[int] = ()) -> Entry | None:
+    def try_entry(self, pos: int, ahead: Sequence[int] = (), also: Also | None = None) -> Entry | None:
         """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new;
-        ``ahead``: entries read next (a read's open index node), fetched in it unless kept."""
+        ``ahead``: entries read next (a read's open index node), fetched in it unless kept;
+        ``also``: other objects read next (a seek's index node), fetched in it too."""
         rel = layout.entry(pos)
         unkept = [p for p in ahead if p != pos and p not in self._recent]
-        if unkept and rel not in self._ahead:  # the probe last: it is mostly absent
-            for p, raw in zip(unkept, self._ahead.fetch([*(layout.entry(p) for p in unkept), rel])):
+        if (unkept or (also and also[1])) and rel not in self._ahead:  # the probe last of the entries
+            for p, raw in zip(unkept, self._ahead.fetch([*(layout.entry(p) for p in unkept), rel], also)):
                 if raw is not None:
                     self.remember(p, self._ahead.pop(layout.entry(p)) or raw)
         try:

@@ -40,6 +40,7 @@ from ..store import layout
 from ..store.races import LOST, Lost, until_won
 from ..store.storage import Store
 from . import checkpoint
+from .ahead import Ahead, Also
 from .checkpoint_mark import CheckpointMark
 from .delta import change, state_copy
 from .entries import FORMAT_VERSION, Entry, EntryLog
@@ -78,10 +79,10 @@ class Journal:
         """The entry at ``pos`` (FileNotFoundError if it is absent)."""
         return self.log.read_entry(pos)
 
-    def try_entry(self, pos: int, ahead: Sequence[int] = ()) -> Entry | None:
+    def try_entry(self, pos: int, ahead: Sequence[int] = (), also: Also | None = None) -> Entry | None:
         """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new
-        (``ahead``: :meth:`EntryLog.try_entry <pyspark_tstream.journal.entries.EntryLog.try_entry>`)."""
-        return self.log.try_entry(pos, ahead)
+        (``ahead``, ``also``: :meth:`EntryLog.try_entry <pyspark_tstream.journal.entries.EntryLog.try_entry>`)."""
+        return self.log.try_entry(pos, ahead, also)
 
     def head(self, known: Entry | None = None) -> Entry:
         """The newest entry: the head hint, then probes past it (``known``: an entry the caller has)."""
@@ -100,9 +101,10 @@ class Journal:
         """Like :meth:`search` on max ``_tso``, also below the head (0 if those nodes were collected)."""
         return self.index.search_any(state, value)
 
-    def read_node(self, level: int, node: int) -> dict[str, Any]:
-        """Index node ``node`` of ``level`` (CorruptMetadataError if it is missing or unreadable)."""
-        return self.index.read_node(level, node)
+    def read_node(self, level: int, node: int, ahead: Ahead | None = None) -> dict[str, Any]:
+        """Index node ``node`` of ``level`` (CorruptMetadataError if it is missing or unreadable;
+        ``ahead``: where it may have been read ahead)."""
+        return self.index.read_node(level, node, ahead)
 
     def deltas(self, state: StreamState, first: int, last: int, *, truncated: bool = False) -> list[Delta]:
         """Deltas of positions ``first..last`` (inclusive), from compacted nodes where flushed."""

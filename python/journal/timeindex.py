@@ -22,6 +22,7 @@ from typing import Any
 from ..errors import CorruptMetadataError, corrupt
 from ..store import layout
 from . import seal
+from .ahead import Ahead
 from .entries import Chunk, Entry, EntryLog
 from .features import checksummed
 from .packing import expand
@@ -122,6 +123,27 @@ def open_positions(state: StreamState) -> range:
     return range(max(first_open(state), state.head_pos), state.pos + 1)
 
 
+def _open_summary(state: StreamState, col: int, value: int) -> tuple[int, Summary] | None:
+    """``(level, summary)``: the first open summary of ``state`` (oldest level first) whose
+    ``col`` exceeds ``value``, where a search starts; None if there is none."""
+    for level in range(len(state.index) - 1, -1, -1):
+        for item in state.index[level]:
+            if item[col] > value:
+                return level, item
+    return None
+
+
+def first_node(state: StreamState, col: int, value: int) -> tuple[int, int] | None:
+    """``(level, node)``: the index node :meth:`TimeIndex.search` of ``col`` for ``value``
+    reads first on ``state`` (the state names it), so that a caller can fetch it ahead in a
+    batch it sends anyway; ``(0, position)`` when it reads none and finds that open position;
+    None when it finds none, or the head."""
+    found = _open_summary(state, col, value)
+    if found is None or (found[1].id + 1) * FANOUT ** found[0] <= state.head_pos:
+        return None
+    return found[0], found[1].id
+
+
 class TimeIndex:
     """Searches and flushes the time index of the entries ``log`` reads."""
 
@@ -129,11 +151,13 @@ class TimeIndex:
         self.log = log
         self.store = log.store
 
-    def read_node(self, level: int, node: int) -> dict[str, Any]:
-        """Index node ``node`` of ``level`` (CorruptMetadataError if it is missing or unreadable)."""
+    def read_node(self, level: int, node: int, ahead: Ahead | None = None) -> dict[str, Any]:
+        """Index node ``node`` of ``level`` (CorruptMetadataError if it is missing or unreadable);
+        from ``ahead`` when it was read ahead there."""
         rel = layout.index_node(level, node)
         try:
-            return decode_node(self.store.read(rel), self.store.uri(rel), level)
+            data = ahead.take(rel) if ahead is not None else self.store.read(rel)
+            return decode_node(data, self.store.uri(rel), level)
         except FileNotFoundError as e:
             raise corrupt("index node", self.store.uri(rel), e, self.store.display_url) from e
 
@@ -198,17 +222,17 @@ class TimeIndex:
         walks the open summaries from the oldest level down and reads one node per level
         (through ``read_node`` when given: a caller's cache of these immutable nodes).
         """
-        for level in range(len(state.index) - 1, -1, -1):
-            for item in state.index[level]:
-                if item[col] > value:
-                    while level > 0:
-                        if (item.id + 1) * FANOUT ** level <= state.head_pos:
-                            return state.head_pos  # truncated (and maybe collected): the head
-                        node = (read_node or self.read_node)(level, item.id)
-                        item = next(i for i in node["items"] if i[col] > value)
-                        level -= 1
-                    return max(item.id, state.head_pos)
-        return state.pos + 1
+        found = _open_summary(state, col, value)
+        if found is None:
+            return state.pos + 1
+        level, item = found
+        while level > 0:
+            if (item.id + 1) * FANOUT ** level <= state.head_pos:
+                return state.head_pos  # truncated (and maybe collected): the head
+            node = (read_node or self.read_node)(level, item.id)
+            item = next(i for i in node["items"] if i[col] > value)
+            level -= 1
+        return max(item.id, state.head_pos)
 
     def search_any(self, state: StreamState, value: int) -> int:
         """Like ``search`` on max ``_tso``, also below the head (for loss reports); 0 if the

@@ -19,6 +19,7 @@ compaction's journal commit.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 from ..codec import DEFAULT, INT, STR, ListRecord, custom, record, stored
 from ..errors import CorruptMetadataError, corrupt
 from ..journal import seal
+from ..journal.ahead import Ahead
 from ..journal.entries import Chunk
 from ..journal.features import WRITES, check_object
 from ..journal.state import segment_number
@@ -190,9 +192,10 @@ class MacroMap:
         return sorted(found.values(), key=lambda m: m.first)
 
     def covering_many(self, ranges: dict[int, list[tuple[int, int]]],
-                      known: dict[int, tuple[int, int]]) -> dict[int, list[Macro]]:
+                      known: dict[int, tuple[int, int]], ahead: Ahead | None = None) -> dict[int, list[Macro]]:
         """:meth:`covering` for several segments; ``known`` names a committed (bucket, version)
-        per segment, read exactly (immutable, all in one batched call) instead of head + probe.
+        per segment, read exactly (immutable, all in one batched call) instead of head + probe,
+        taken from ``ahead`` where they were read ahead (:func:`named_versions`).
 
         A committed version may be older than the newest, which is fine: the files it names stay
         until garbage collection's grace period has passed after the commit that replaced them.
@@ -202,7 +205,7 @@ class MacroMap:
                  if seg in ranges and any(bucket_of(a) == bv[0] for a, _ in ranges[seg])}
         rels = [layout.macro_version(segment_number(seg), b, v) for seg, (b, v) in exact.items()]
         try:
-            blobs = self.store.read_many(rels)
+            blobs = self._read_exact(rels, ahead)
         except FileNotFoundError as lost:
             if self.exact:
                 where = lost.filename if isinstance(lost.filename, str) else self.store.uri(rels[0])
@@ -226,6 +229,17 @@ class MacroMap:
                 out[seg] += [m for m in self.covering(seg, todo, read) if m not in out[seg]]
             out[seg].sort(key=lambda m: m.first)
         return out
+
+    def _read_exact(self, rels: list[str], ahead: Ahead | None) -> list[bytes]:
+        """``rels`` in one batched call (those read ahead taken from ``ahead``); FileNotFoundError
+        naming the first one absent."""
+        if ahead is None:
+            return self.store.read_many(rels)
+        got = ahead.take_present(rels)
+        for rel, data in zip(rels, got):
+            if data is None:
+                raise FileNotFoundError(errno.ENOENT, "no such object", self.store.uri(rel))
+        return [data for data in got if data is not None]
 
     def update(self, seg: int, bucket: int, change: Callable[[Bucket], tuple[Macro, ...] | None], *,
                partial: bool = False) -> Bucket | None:

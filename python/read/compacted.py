@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..journal.ahead import Ahead
 from ..journal.compaction_state import compaction_pos, segment_summaries
 from ..journal.entries import Chunk
 from ..journal.state import StreamState, segment_number
@@ -55,7 +56,17 @@ class _View:
                      lo=self.lo, hi=self.hi, offset=self.seq - m.first, sorted=self.sorted)
 
 
-def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk], maps: Any = None) -> list[Chunk]:
+def named_versions(state: StreamState, first_pos: int) -> list[str]:
+    """The macro-map versions the state names (those :func:`substitute` reads first) of the
+    segments whose chunks at journal positions from ``first_pos`` on may be compacted: what a
+    planner reads ahead in one batch with the index node of those positions, so that a cold
+    seek into compacted data does not wait for the node to learn which buckets to read."""
+    return [layout.macro_version(segment_number(seg), *bv) for seg, e in sorted(segment_summaries(state).items())
+            if (bv := e.map_version) is not None and first_pos <= e.last_pos]
+
+
+def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk], maps: Any = None,
+               ahead: Ahead | None = None) -> list[Chunk]:
     """``chunks`` with those compacted into macro-chunks replaced by views of them.
 
     Consecutive chunks of one macro-chunk become one view; order is kept otherwise (a view
@@ -64,6 +75,7 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk], maps: 
     (the bucket each segment's last compaction wrote), plus 2 reads per other bucket touched.
     ``maps`` stands in for the stored map (anything with ``MacroMap.covering_many``): fsck plans
     against the map the journal determines (python/compaction/macro_rebuild.py) with it.
+    ``ahead``: where the named versions may have been read ahead (:func:`named_versions`).
     """
     segs = segment_summaries(state)
     if not segs:
@@ -78,7 +90,8 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk], maps: 
     mm = maps if maps is not None else MacroMap(store)
     home: dict[tuple[int, int], Macro] = {}
     known = {seg: v for seg in need if (v := segs[seg].map_version) is not None}
-    found = mm.covering_many({seg: [(c.seq, c.seq + c.rows) for c in cs] for seg, cs in need.items()}, known)
+    ranges = {seg: [(c.seq, c.seq + c.rows) for c in cs] for seg, cs in need.items()}
+    found = mm.covering_many(ranges, known, ahead)
     for seg, cs in need.items():
         macros = found[seg]
         firsts = np.array([m.first for m in macros], dtype=np.int64)
@@ -102,14 +115,16 @@ def substitute(store: Store, state: StreamState, chunks: Sequence[Chunk], maps: 
     return [x if isinstance(x, Chunk) else x.chunk() for x in out]
 
 
-def plan_from_map(store: Store, state: StreamState, first: int, lo: int, hi: int) -> tuple[list[Chunk], int] | None:
+def plan_from_map(store: Store, state: StreamState, first: int, lo: int, hi: int,
+                  ahead: Ahead | None = None) -> tuple[list[Chunk], int] | None:
     """The chunks of journal positions ``[first, P)`` that may hold ``lo < _tso <= hi``, read from
     the macro map instead of the journal: ``(chunks, P)``, or None when it cannot stand in.
 
     ``P`` is the compaction's scan position: every chunk committed below it is listed in the
     map version the state names for its segment (merged, or as it is), unless that version is
     :attr:`~pyspark_tstream.maps.macromap.Bucket.partial` (None then). One batched read,
-    however many commits that covers; used while each segment's map fits one bucket.
+    however many commits that covers (none of the versions read ``ahead``: :func:`named_versions`);
+    used while each segment's map fits one bucket.
     """
     pos = compaction_pos(state)
     segs = segment_summaries(state)
@@ -118,13 +133,12 @@ def plan_from_map(store: Store, state: StreamState, first: int, lo: int, hi: int
         return None
     items = sorted((seg, int(e.version or 0)) for seg, e in segs.items())
     rels = [layout.macro_version(segment_number(seg), 0, v) for seg, v in items]
-    try:
-        blobs = store.read_many(rels)
-    except FileNotFoundError:
-        return None
+    blobs = ahead.take_present(rels) if ahead is not None else store.read_present(rels)
     mm = MacroMap(store)
     out = []
     for (seg, _), rel, data in zip(items, rels, blobs):
+        if data is None:
+            return None
         version = mm.decode(data, rel)
         if version.partial:  # some compacted records are in the journal's chunks only
             return None

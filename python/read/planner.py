@@ -69,7 +69,7 @@ def plan(window: Window, state: StreamState, lo: int, hi: int, limits: Limits = 
     if limits.unlimited and at_least is None and first_pos is None and last_pos is None:
         # compacted commits: the macro map names their records in one read, so a full read of
         # a long, compacted history does not walk its journal (see compacted.plan_from_map)
-        mapped = plan_from_map(journal.store, state, first, lo, hi)
+        mapped = plan_from_map(journal.store, state, first, lo, hi, window.ahead)
         if mapped is not None:
             chunks, upto = mapped
             rest = [c for c in plan(window, state, lo, hi, first_pos=max(first, upto)).chunks
@@ -92,7 +92,8 @@ def plan(window: Window, state: StreamState, lo: int, hi: int, limits: Limits = 
         if end <= reached:
             break
     # chunks compacted since their positions were committed become views of macro-chunks
-    chunks = substitute(journal.store, state, [c for c in found if c.lo <= end])
+    chunks = substitute(journal.store, state, [c for c in found if c.lo <= end], ahead=window.ahead)
+    window.ahead.clear()  # read ahead for this plan's substitution only
     return Plan(lo, end, tuple(chunks), first, walked)
 
 
@@ -105,21 +106,23 @@ def plan_chunks(journal: Journal, state: StreamState, lo: int, hi: int,
 # -- the tail -----------------------------------------------------------------------------------
 
 def tail_bound(journal: Journal, state: StreamState, n: int,
-               tsos: Callable[[Sequence[Chunk], int], np.ndarray]) -> int:
+               tsos: Callable[[Sequence[Chunk], int], np.ndarray], window: Window | None = None) -> int:
     """Exclusive ``_tso`` bound such that the last ``n`` records at or below the tick follow it.
 
     Walks back from the head by row counts (``COL_ROWS``), doubling the span until it holds
     ``n`` records at or below the tick and no earlier position can hold a later one;
     ``tsos(chunks, tick)`` gives the chunks' final ``_tso`` at or below the tick (a data read
-    of the chunks in the span only).
+    of the chunks in the span only). ``window``: the cache every search and node of the walk
+    goes through (a new one if not given; ``tsos`` may take what it read ahead).
     """
     if n <= 0:
         return state.tick
     want = n
-    window = Window(journal)  # one cache for every search and node of the walk
+    window = window or Window(journal)
     while True:
         first = window.search(state, COL_ROWS, max(state.rows - want - 1, -1))
         start = max(first - 1, state.head_pos)
+        window.read_ahead(state, range(start // FANOUT, state.pos // FANOUT + 1))  # one batch, not one a node
         # a chunk wholly at or below the head is truncated: garbage collection may have deleted
         # it (a shared file whose other slices were compacted), and its records are not the tail
         chunks = [c for k in range(start // FANOUT, state.pos // FANOUT + 1)

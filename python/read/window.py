@@ -15,10 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from ..journal.ahead import Ahead
 from ..journal.entries import Chunk
 from ..journal.journal import Journal
 from ..journal.state import StreamState
-from ..journal.timeindex import FANOUT, Delta, first_open
+from ..journal.timeindex import COL_ROWS, FANOUT, Delta, first_node, first_open
+from ..store import layout
+from .compacted import named_versions
 
 #: Nodes a :class:`Window` keeps (x ``FANOUT`` entries): what one limited batch walks, many times.
 WINDOW_NODES = 64
@@ -47,20 +50,76 @@ class Window:
         self._open: dict[int, tuple[Delta, int]] = {}  # entries of the unflushed tail, by position
         self._tsos: OrderedDict[Chunk, np.ndarray] = OrderedDict()
         self._index: OrderedDict[tuple[int, int], dict[str, Any]] = OrderedDict()  # search path
+        #: index nodes and macro-map versions read ahead (immutable: handed out as often as
+        #: asked) for the searches, walks and substitutions of a plan, which clears them after
+        #: (a window is long-lived)
+        self.ahead = Ahead(journal.store, once=False)
 
     def search(self, state: StreamState, col: int, value: int) -> int:
         """``Journal.search``, keeping the index nodes it reads (a few per level, immutable)."""
-        return self.journal.search(state, col, value, self._index_node)
+        return self.journal.search(state, col, value, lambda level, node: self._index_node(level, node, state))
 
-    def _index_node(self, level: int, node: int) -> dict[str, Any]:
+    def _index_node(self, level: int, node: int, state: StreamState | None = None) -> dict[str, Any]:
         got = self._index.get((level, node))
         if got is None:
-            got = self._index[(level, node)] = self.journal.read_node(level, node)
+            # a level-1 node's chunks may be compacted: the map versions the state names ride in
+            # its batch (held in :attr:`ahead` for the plan's substitution), not a round trip after
+            rel = layout.index_node(level, node)
+            named = named_versions(state, node * FANOUT) if state is not None and level == 1 else []
+            missing = [r for r in (rel, *named) if r not in self.ahead]
+            if named and missing:
+                self.ahead.fetch(missing)
+            got = self._index[(level, node)] = self.journal.read_node(level, node,
+                                                                     self.ahead if rel in self.ahead else None)
             while len(self._index) > INDEX_NODES:
                 self._index.popitem(last=False)
         else:
             self._index.move_to_end((level, node))
         return got
+
+    def search_ahead(self, state: StreamState, col: int, value: int) -> list[str]:
+        """What a plan from :meth:`search` of ``col`` for ``value`` on ``state`` reads first, for
+        a caller to fetch into :attr:`ahead` in a batch it sends anyway (a read's refresh: a cold
+        seek's round trips saved): the search's first index node unless the window has it, and
+        when that is a level-1 node or an open position, the map versions the state names that
+        the plan's substitution may need (:func:`~pyspark_tstream.read.compacted.named_versions`)."""
+        first = first_node(state, col, value)
+        if first is None:
+            return []
+        level, node = first
+        if level == 0:
+            return named_versions(state, node)
+        rels = [] if first in self._index else [layout.index_node(level, node)]
+        return rels + (named_versions(state, node * FANOUT) if level == 1 else [])
+
+    def tail_ahead(self, state: StreamState, n: int) -> list[str]:
+        """What a tail of ``n`` records on ``state`` reads first (:func:`~.planner.tail_bound`'s
+        first span), for a caller to fetch into :attr:`ahead` in a batch it sends anyway: when
+        the state's open level-1 summaries name the node the span starts in, every flushed node
+        from it on (at most ``FANOUT - 1``: those summaries) and the map versions the state names
+        for them; else the search's first node (:meth:`search_ahead`)."""
+        first = first_node(state, COL_ROWS, max(state.rows - n - 1, -1))
+        if first is None or first[0] != 1:
+            return self.search_ahead(state, COL_ROWS, max(state.rows - n - 1, -1))
+        # (the walk starts a position before the search's: in the node before it, 1 time in FANOUT)
+        start = max(first[1] * FANOUT, state.head_pos) // FANOUT
+        return [*self._unread_nodes(state, range(start, first_open(state) // FANOUT)),
+                *named_versions(state, start * FANOUT)]
+
+    def _unread_nodes(self, state: StreamState, nodes: range) -> list[str]:
+        """The flushed level-1 nodes of ``nodes`` this window neither holds nor read ahead."""
+        flushed = first_open(state) // FANOUT  # nodes below it are written
+        return [layout.index_node(1, k) for k in nodes if k < flushed and k not in self._nodes
+                and (1, k) not in self._index and layout.index_node(1, k) not in self.ahead]
+
+    def read_ahead(self, state: StreamState, nodes: range) -> None:
+        """Fetch the flushed level-1 nodes of ``nodes`` this window lacks into :attr:`ahead` in
+        one batch (with the map versions the state names for them), for a walk over them that
+        would read them one at a time (a tail's span)."""
+        rels = self._unread_nodes(state, nodes)
+        if len(rels) > 1:
+            named = named_versions(state, nodes.start * FANOUT)
+            self.ahead.fetch([r for r in (*rels, *named) if r not in self.ahead])
 
     @property
     def cached_entries(self) -> int:
@@ -95,7 +154,7 @@ class Window:
         lo, hi = n * FANOUT, n * FANOUT + FANOUT - 1
         open0 = first_open(state)
         if hi < open0:  # flushed: one node read, immutable, cached whole
-            got = self.journal.node_deltas(state, n, read_node=self._index_node)
+            got = self.journal.node_deltas(state, n, read_node=lambda level, k: self._index_node(level, k, state))
             for p in range(lo, hi + 1):
                 self._open.pop(p, None)
             if len(got) == FANOUT:

@@ -2,6 +2,7 @@
 
     python tests/benchmarks/bench_metadata_growth.py            # 10, 100, 300, 1000 producers
     python tests/benchmarks/bench_metadata_growth.py --smoke    # 10 and 50 producers (CI)
+    python tests/benchmarks/bench_metadata_growth.py --producers 300 --writers   # the target's row only
 
 Producers with stable writer ids (a service instance, a gateway, a checkpoint location) each
 append 256 records to a 64-segment ``file://`` stream: one commit of 64 chunks (4 records a
@@ -11,7 +12,7 @@ journal's alone. Per producer count:
 * **first commits**: the first commit of every producer, one after another (each adds a writer
   to the state): total seconds, and ms a commit over the first and last tenth (flat: linear);
 * **bytes/commit**: metadata bytes written a commit (journal entry, head hint, checkpoints,
-  index nodes), averaged over those commits and over 50 more by known producers;
+  index nodes), averaged over those commits and over 50 more by known producers (``--steady``);
 * **CPU/commit**: process CPU a commit of a producer the state already knows (steady state);
 * **poll**: store calls and bytes of a reader's refresh with nothing new.
 
@@ -98,7 +99,7 @@ def commit(s: Stream, writer: str, batch: int, i: int) -> None:
     s.commit(chunks, writer_id=writer, batch_id=batch)
 
 
-def producers(n: int, root: Path) -> list[Any]:
+def producers(n: int, root: Path, steady: int = 50) -> list[Any]:
     warm = Stream.create(f"file://{root}/warm{n}", segments=SEGMENTS, compaction="off")
     commit(warm, "warm", 0, 0)  # imports and first-call costs out of the figures
     url = f"file://{root}/p{n}"
@@ -114,7 +115,6 @@ def producers(n: int, root: Path) -> list[Any]:
     tenth = max(1, n // 10)
     early, late = sum(times[:tenth]) / tenth * 1e3, sum(times[-tenth:]) / tenth * 1e3
     first_bytes = counted.written / n
-    steady = 50
     counted.written = 0
     cpu = time.process_time()
     for j in range(steady):
@@ -165,12 +165,17 @@ def contention(w: int, root: Path, rounds: int) -> list[Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="10 and 50 producers; 1 and 8 writers")
+    ap.add_argument("--producers", type=int, nargs="+", help="these producer counts only (e.g. 300)")
+    ap.add_argument("--writers", type=int, nargs="*", help="these writer counts only (none: no second table)")
+    ap.add_argument("--steady", type=int, default=50,
+                    help="commits by known producers the steady figures average over (a checkpoint of the "
+                         "whole state lands every ~2x its size of entries: fewer commits catch one or none)")
     args = ap.parse_args()
-    counts = (10, 50) if args.smoke else (10, 100, 300, 1000)
-    writers = (1, 8) if args.smoke else (1, 4, 16, 64)
+    counts = args.producers or ((10, 50) if args.smoke else (10, 100, 300, 1000))
+    writers = args.writers if args.writers is not None else (1, 8) if args.smoke else (1, 4, 16, 64)
     root = Path(tempfile.mkdtemp(prefix="tstream-bench-growth-"))
     try:
-        rows = [producers(n, root) for n in counts]
+        rows = [producers(n, root, args.steady) for n in counts]
         print(report(
             "Metadata a commit writes and reads against producers (64 segments, 256 records a commit, file://)",
             ["producers", "first commits s", "ms/commit first 10%", "ms/commit last 10%", "KiB written/commit (first)",
@@ -180,6 +185,8 @@ def main() -> None:
             "linear in producers (last tenth's ms/commit close to the first's); a poll with nothing new 1 call "
             "of 0 bytes."))
         per = [contention(w, root, 3 if args.smoke else 6) for w in writers]
+        if not per:
+            return
         print()
         print(report("Writers committing in turn to one stream",
                      ["writers", "commits", "CPU ms/commit (each behind by writers - 1)",

@@ -24,10 +24,10 @@ What is patched for the run (and restored after):
 * ``GroupCommit.pause`` and ``clock``: a waiting group committer sleeps on the simulated clock;
 * ``GroupCommit._executor``: runs its work in line. tstream's only background threads on
   ``memory://`` are the group committer's pool (publishing a request beside the listing) and
-  upkeep's; head hints and request deletes run in line on local stores already
+  upkeep's; head hints and request deletes run in line on ``memory://`` already
   (``HeadHints.background`` is false there). In line, a request is published before the
   listing, one of the orders the pool allows;
-* ``api.upkeep.inline_from_env``: upkeep runs in line whatever ``TSTREAM_UPKEEP`` says (the
+* ``inline_from_env``: upkeep runs in line whatever ``TSTREAM_UPKEEP`` says (the
   long run, ``sim.longrun``, runs outside pytest and its ``conftest``): a background thread
   would escape the scheduler, its store calls unscheduled and unfaulted, alive past its
   process's crash and past the run.
