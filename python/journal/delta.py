@@ -104,7 +104,9 @@ def _apply_segs(segments: list[list[int]], rows: Any) -> None:
         # one C-level type test a row: catching up applies every segment row of every entry
         need(type(row) is list and len(row) % 2 == 1 and INT_TYPES.issuperset(map(type, row)), "the change's segs")
         seg = segments[row[0]]
-        for j, diff in zip(row[1::2], row[2::2]):
+        pairs = iter(row)
+        next(pairs)  # the segment's index: (field, difference) pairs follow, read without slicing
+        for j, diff in zip(pairs, pairs):
             seg[j] += diff
 
 
