@@ -9,8 +9,10 @@ created, a change row whose ``next_seq`` is not its first field or appears twice
 
 from __future__ import annotations
 
+import random
 import uuid
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from pyspark_tstream.api.stream import Stream
@@ -66,3 +68,33 @@ def test_segment_rows_apply_in_any_field_order_and_refuse_what_is_not_one() -> N
     for rows in ([[0, 3]], [[0, 3, 1.0]], [[0, 3, True]], [(0, 3, 1)], [[5, 3, 1]], [[0, 12, 1]]):
         with pytest.raises((ValueError, TypeError, IndexError)):
             apply_all(before, [{"pos": 1, "segs": rows}])
+
+
+def _by_hand(segments: list[list[int]], changes: list[dict[str, Any]]) -> list[list[int]]:
+    out = [list(g) for g in segments]
+    for ch in changes:
+        for row in ch["segs"]:
+            for j, diff in zip(row[1::2], row[2::2]):
+                out[row[0]][j] += diff
+    return out
+
+
+def test_many_segment_rows_sum_as_applied_one_by_one_and_refuse_the_same() -> None:
+    """A catch-up at 64 segments adds many changes' rows up at once (as arrays): the state is
+    the one applying them row by row gives, and what the rows may not hold is refused alike."""
+    before = _state(list(range(64)))
+    rng = random.Random(5)
+    changes = [{"pos": p, "segs": [[i, 3, rng.randrange(1, 9), 4, rng.randrange(-2**40, 2**40), 11, 1]
+                                   for i in rng.sample(range(64), 48)]} for p in range(1, 10)]
+    want = _by_hand([g.to_json() for g in before.segments], changes)
+    assert [g.to_json() for g in apply_all(before, changes).segments] == want
+    # a field moved to and fro (a sum of 0), then differences beyond 64 bits: as by hand
+    for more in ([[7, 5, 3, 6, 1, 9, 2]] * 16 + [[7, 5, -3, 6, -1, 9, -2]] * 16,
+                 [[8, 4, 2**70, 5, 0, 6, 0], [8, 4, -2**70 + 1, 5, 0, 6, 0]]):
+        changes[0]["segs"] += more
+        want = _by_hand([g.to_json() for g in before.segments], changes)
+        assert [g.to_json() for g in apply_all(before, changes).segments] == want
+    good = changes[1]["segs"]
+    for bad in ([0, 3, True], [0, 3, 1.0], [0, 3, "1"], [64, 3, 1], [0, 12, 1], [0, 3], (0, 3, 1), [0, 3, None]):
+        with pytest.raises((ValueError, TypeError, IndexError)):
+            apply_all(before, [{"pos": 1, "segs": [*good, bad]}])

@@ -21,6 +21,7 @@ of a big file (:class:`~pyspark_tstream.read.reading.FileRows`).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from operator import attrgetter
 
 import numpy as np
 import pyarrow as pa
@@ -90,6 +91,9 @@ class _Open:
         return False
 
 
+_LO = attrgetter("lo")
+
+
 def _kth_after(files: Sequence[_Open], a: int, k: int) -> int | None:
     """The ``k``-th smallest ``_tso`` above ``a`` among the open files' views (None: fewer than ``k``)."""
     parts = [f.after(a, k) for f in files]
@@ -109,7 +113,7 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
     :func:`~pyspark_tstream.read.reading.read_table` of the same arguments.
     """
     starts, ends = starts or {}, ends or {}
-    views = sorted((c for c in chunks if c.hi > lo and c.lo <= hi), key=lambda c: c.lo)
+    views = sorted((c for c in chunks if c.hi > lo and c.lo <= hi), key=_LO)
     files = _Files(store, views, columns)
     open_files: list[_Open] = []
     opened: set[int] = set()  # views opened with an earlier view of their file
@@ -140,14 +144,14 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
                 if fresh is None:
                     raise
                 replanned = True
-                views[i:] = sorted((c for c in fresh if c.hi > lo and c.lo <= hi), key=lambda c: c.lo)
+                views[i:] = sorted((c for c in fresh if c.hi > lo and c.lo <= hi), key=_LO)
                 files.refetch(views[i:])
                 continue
             # the other views of its file open with it: the file is decoded already, and a window
             # then ends before the next file's first record, not before the next slice's (a
             # fetched file or span holds only views of the walk, each in one of them, so none
             # of them is open yet)
-            opened.update(id(v) for v in rows.views)
+            opened.update(map(id, rows.views))
             open_files.append(_Open(rows, rows.views))
             i += 1
         while i < len(views) and id(views[i]) in opened:
