@@ -21,6 +21,7 @@ of a big file (:class:`~pyspark_tstream.read.reading.FileRows`).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import repeat
 from operator import attrgetter
 
 import numpy as np
@@ -40,25 +41,30 @@ class _Files:
         self.store, self.columns = store, columns
         # views come by first record: fetch_files returns their files in the order they are opened
         self.fetched = fetch_files(store, views)
-        # by the id of each view: fetch_files hands out a file's views together, or a span's
-        # (format v5: one ranged read may return several slices' own files)
+        # fetch_files hands out a file's views together, or a span's (format v5: one ranged
+        # read may return several slices' own files): each fetched file waits under a number,
+        # dropped once opened, and each view names its file's number by the view's id (set in
+        # C, not a view at a time)
         self.waiting: dict[int, tuple[list[Chunk], bytes | Span | Sparse]] = {}
+        self.file_of: dict[int, int] = {}
 
     def rows(self, view: Chunk) -> FileRows:
-        """The decoded file of ``view`` (fetched now)."""
-        while id(view) not in self.waiting:
+        """The decoded file of ``view`` (fetched now; not yet opened)."""
+        while id(view) not in self.file_of:
             views, data = next(self.fetched)
-            for v in views:
-                self.waiting[id(v)] = (views, data)
-        views, data = self.waiting[id(view)]
-        for v in views:
-            self.waiting.pop(id(v), None)
-        return FileRows(self.store, views, data, self.columns)
+            number = len(self.file_of)  # grows by each file's views: one number a file
+            self.file_of.update(zip(map(id, views), repeat(number)))
+            self.waiting[number] = (views, data)
+        views, data = self.waiting.pop(self.file_of[id(view)])  # a file opens once (with all its views)
+        # in file order (they come by first record): a shared file's slices are then cut from
+        # its decode as one run of rows, not gathered row by row
+        return FileRows(self.store, sorted(views, key=_OFFSET), data, self.columns)
 
     def refetch(self, views: Sequence[Chunk]) -> None:
         """Fetch ``views`` (the walk's unopened rest, substituted after a missing file) from now on."""
         self.fetched = fetch_files(self.store, views)
         self.waiting.clear()
+        self.file_of.clear()
 
 
 class _Open:
@@ -91,7 +97,37 @@ class _Open:
         return False
 
 
-_LO = attrgetter("lo")
+_LO, _OFFSET = attrgetter("lo"), attrgetter("offset")
+
+
+class _Order:
+    """The views of a walk, by first record, and which of them are open (a file's views open
+    together): the next one to open is found by a search in C, not a step a view."""
+
+    def __init__(self, views: list[Chunk]) -> None:
+        self.views = views
+        self.opened = bytearray(len(views))
+        self.place = dict(zip(map(id, views), range(len(views))))
+
+    def next(self, i: int) -> int:
+        """The first unopened view at or after ``i`` (``len(views)``: none)."""
+        at = self.opened.find(0, i)
+        return len(self.views) if at < 0 else at
+
+    def open(self, views: Sequence[Chunk]) -> None:
+        """Mark ``views`` (of the walk) open."""
+        for at in map(self.place.__getitem__, map(id, views)):
+            self.opened[at] = 1
+
+    def unopened(self, i: int) -> list[Chunk]:
+        """The views from ``i`` on not open yet."""
+        return [v for v, done in zip(self.views[i:], self.opened[i:]) if not done]
+
+    def replace(self, i: int, views: list[Chunk]) -> None:
+        """Walk ``views`` (none open) from ``i`` on instead of the rest."""
+        self.views[i:] = views
+        self.opened[i:] = bytes(len(views))
+        self.place = dict(zip(map(id, self.views), range(len(self.views))))
 
 
 def _kth_after(files: Sequence[_Open], a: int, k: int) -> int | None:
@@ -113,25 +149,21 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
     :func:`~pyspark_tstream.read.reading.read_table` of the same arguments.
     """
     starts, ends = starts or {}, ends or {}
-    views = sorted((c for c in chunks if c.hi > lo and c.lo <= hi), key=_LO)
+    order = _Order(sorted((c for c in chunks if c.hi > lo and c.lo <= hi), key=_LO))
+    views = order.views
     files = _Files(store, views, columns)
     open_files: list[_Open] = []
-    opened: set[int] = set()  # views opened with an earlier view of their file
-    pending: list[pa.Table] = []
-    held = 0  # rows in pending
+    pending: list[pa.Table] = []  # the parts of windows walked, not yet returned
+    held, unsorted = 0, False  # rows in pending; whether some window's are not in read order
     i, a = 0, lo
     replanned = False
     while a < hi:
-        while i < len(views) and id(views[i]) in opened:
-            i += 1
+        i = order.next(i)  # views opened with an earlier view of their file are passed
         if not open_files and i >= len(views):
             break
         if not open_files:  # nothing before the next chunk's first record
             a = max(a, views[i].lo - 1)
-        while i < len(views) and (id(views[i]) in opened or views[i].lo <= a + 1):
-            if id(views[i]) in opened:
-                i += 1
-                continue
+        while i < len(views) and views[i].lo <= a + 1:
             try:
                 rows = files.rows(views[i])
             except CorruptChunkError as e:
@@ -140,42 +172,44 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
                 # the rest reads from the macro-chunks that hold those records now (once; a file
                 # no compaction replaced still fails, naming it), as read_table's tasks do
                 fresh = None if replanned or not isinstance(e.__cause__, FileNotFoundError) else \
-                    compacted_since(store, [v for v in views[i:] if id(v) not in opened])
+                    compacted_since(store, order.unopened(i))
                 if fresh is None:
                     raise
                 replanned = True
-                views[i:] = sorted((c for c in fresh if c.hi > lo and c.lo <= hi), key=_LO)
+                order.replace(i, sorted((c for c in fresh if c.hi > lo and c.lo <= hi), key=_LO))
                 files.refetch(views[i:])
+                i = order.next(i)
                 continue
             # the other views of its file open with it: the file is decoded already, and a window
             # then ends before the next file's first record, not before the next slice's (a
             # fetched file or span holds only views of the walk, each in one of them, so none
             # of them is open yet)
-            opened.update(map(id, rows.views))
+            order.open(rows.views)
             open_files.append(_Open(rows, rows.views))
-            i += 1
-        while i < len(views) and id(views[i]) in opened:
-            i += 1
+            i = order.next(i + 1)
         b = min(hi, views[i].lo - 1 if i < len(views) else hi)
         kth = _kth_after(open_files, a, window_rows)
         b = b if kth is None else min(b, kth)
-        parts, sources, in_order = [], [], True
+        sources = 0
         for f in open_files:
-            got, ordered = f.rows.ordered_records(f.views, a, b, schema, starts, ends)
-            parts += got
-            if got:
-                sources.append(f.views)
-                in_order = in_order and ordered
-        if parts:
-            window = pa.concat_tables(parts)
-            if len(sources) > 1 or not in_order:
-                window = window.sort_by(READ_ORDER)  # chunks overlap in time: ties by identity
-            pending.append(window)
-            held += window.num_rows
-            if held >= window_rows:
-                yield pa.concat_tables(pending)
-                pending, held = [], 0
+            got, ordered = f.rows.ordered_records(f.views, a, b, schema, starts, ends, ordered=False)
+            pending += got
+            held += sum(t.num_rows for t in got)
+            sources += bool(got)
+            unsorted = unsorted or (bool(got) and not ordered)
+        unsorted = unsorted or sources > 1
+        if held >= window_rows:
+            yield _in_order(pending, unsorted)
+            pending, held, unsorted = [], 0, False
         open_files = [f for f in open_files if not f.passed(b)]
         a = b
     if pending:
-        yield pa.concat_tables(pending)
+        yield _in_order(pending, unsorted)
+
+
+def _in_order(parts: list[pa.Table], unsorted: bool) -> pa.Table:
+    """The records of consecutive windows' ``parts`` in read order: sorted once, when some
+    window's were not (windows follow one another in time, so one sort of their records is
+    each window's sort; chunks overlap in time: ties by identity)."""
+    table = pa.concat_tables(parts)
+    return table.sort_by(READ_ORDER) if unsorted else table
