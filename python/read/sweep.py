@@ -97,7 +97,7 @@ class _Open:
         return False
 
 
-_LO, _OFFSET = attrgetter("lo"), attrgetter("offset")
+_LO, _HI, _OFFSET = attrgetter("lo"), attrgetter("hi"), attrgetter("offset")
 
 
 class _Order:
@@ -149,7 +149,7 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
     :func:`~pyspark_tstream.read.reading.read_table` of the same arguments.
     """
     starts, ends = starts or {}, ends or {}
-    order = _Order(sorted((c for c in chunks if c.hi > lo and c.lo <= hi), key=_LO))
+    order = _Order(_by_first_record(chunks, lo, hi))
     views = order.views
     files = _Files(store, views, columns)
     open_files: list[_Open] = []
@@ -176,7 +176,7 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
                 if fresh is None:
                     raise
                 replanned = True
-                order.replace(i, sorted((c for c in fresh if c.hi > lo and c.lo <= hi), key=_LO))
+                order.replace(i, _by_first_record(fresh, lo, hi))
                 files.refetch(views[i:])
                 i = order.next(i)
                 continue
@@ -205,6 +205,16 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
         a = b
     if pending:
         yield _in_order(pending, unsorted)
+
+
+def _by_first_record(chunks: Sequence[Chunk], lo: int, hi: int) -> list[Chunk]:
+    """The chunks holding records in ``(lo, hi]``, by first record (ties in the order given),
+    their times compared as arrays (a plan of fresh data has a chunk a segment and append)."""
+    los = np.fromiter(map(_LO, chunks), dtype=np.int64, count=len(chunks))
+    his = np.fromiter(map(_HI, chunks), dtype=np.int64, count=len(chunks))
+    inside = np.flatnonzero((his > lo) & (los <= hi))
+    order = inside[np.argsort(los[inside], kind="stable")]
+    return list(map(chunks.__getitem__, order.tolist()))
 
 
 def _in_order(parts: list[pa.Table], unsorted: bool) -> pa.Table:
