@@ -481,15 +481,13 @@ class FileRows:
         in file order: one table, cut from one decode of the row groups holding them
         (:mod:`.grouped`); from a file too big to decode at once, one table per view and row
         group (:meth:`records`)."""
-        yield from self.ordered_records(views, lo, hi, schema, starts, ends, ordered=False)[0]
+        yield from self.ordered_records(views, lo, hi, schema, starts, ends)[0]
 
     def ordered_records(self, views: Sequence[Chunk], lo: int, hi: int, schema: pa.Schema,
-                        starts: Mapping[int, int], ends: Mapping[int, int], *,
-                        ordered: bool = True) -> tuple[list[pa.Table], bool]:
-        """:meth:`records_of`'s tables, and whether they are in :data:`READ_ORDER`: with
-        ``ordered``, the one table of a file decoded at once is (its rows put in that order by
-        one sort of their ``_tso``, ``_segment``, ``_seq``: a sweep's window of one file then
-        needs no sort of the records themselves)."""
+                        starts: Mapping[int, int], ends: Mapping[int, int]) -> tuple[list[pa.Table], bool]:
+        """:meth:`records_of`'s tables, and whether they are in :data:`READ_ORDER` (one sorted
+        view's are: its file order is read order; several views' records are sorted by the
+        caller, once for all it gathers)."""
         alone = len(views) == 1 and views[0].sorted  # one sorted view: file order is read order
         if self.final is not None:
             rows, seq, seg = keep(self.final, self.layout_of(views), lo, hi, starts, ends)
@@ -498,11 +496,7 @@ class FileRows:
             body = self._body(int(rows.min()), int(rows.max()), schema)
             if body is not None:
                 at, table = body
-                tso = self.final[rows]
-                if ordered and not alone:
-                    order = np.lexsort((seq, seg, tso))
-                    rows, seq, seg, tso = rows[order], seq[order], seg[order], tso[order]
-                return [stamped(cut(table, rows - at), tso, seq, seg, schema)], ordered or alone
+                return [stamped(cut(table, rows - at), self.final[rows], seq, seg, schema)], alone
         return [part for view in views for part in
                 self.records(view, lo, hi, schema, starts.get(view.seg), ends.get(view.seg))], alone
 

@@ -4,8 +4,10 @@
 different segments (and writer lanes of one segment) overlap in time, so no record can be
 returned before every chunk that may hold an earlier one has been read. :func:`sweep` returns
 the same records in the same order (:data:`~pyspark_tstream.read.reading.READ_ORDER`) without
-holding them all: it walks ``(lo, hi]`` in consecutive windows of ``_tso`` and sorts one window
-at a time; windows follow one another in time, so the tables it yields are in read order.
+holding them all: it walks ``(lo, hi]`` in consecutive windows of ``_tso`` and returns the
+records of about ``window_rows`` at a time, sorted once (windows follow one another in time, so
+one sort of several windows' records is each window's sort, in order); a run of windows each
+of one sorted chunk needs none.
 
 A window ``(a, b]`` ends before the first record of the next chunk not yet opened (so every
 record in it lies in an open chunk) and at the ``window_rows``-th record after ``a`` of the open
@@ -192,7 +194,7 @@ def sweep(store: Store, schema: pa.Schema, chunks: Sequence[Chunk], lo: int, hi:
         b = b if kth is None else min(b, kth)
         sources = 0
         for f in open_files:
-            got, ordered = f.rows.ordered_records(f.views, a, b, schema, starts, ends, ordered=False)
+            got, ordered = f.rows.ordered_records(f.views, a, b, schema, starts, ends)
             pending += got
             held += sum(t.num_rows for t in got)
             sources += bool(got)
