@@ -108,8 +108,12 @@ class _Order:
 
     def __init__(self, views: list[Chunk]) -> None:
         self.views = views
-        self.opened = bytearray(len(views))
-        self.place = dict(zip(map(id, views), range(len(views))))
+        self._index(bytearray(len(views)))
+
+    def _index(self, opened: bytearray) -> None:
+        self.opened = opened
+        self.marks = np.frombuffer(opened, dtype=np.uint8)  # the same bytes, marked as an array
+        self.place = dict(zip(map(id, self.views), range(len(self.views))))
 
     def next(self, i: int) -> int:
         """The first unopened view at or after ``i`` (``len(views)``: none)."""
@@ -118,8 +122,7 @@ class _Order:
 
     def open(self, views: Sequence[Chunk]) -> None:
         """Mark ``views`` (of the walk) open."""
-        for at in map(self.place.__getitem__, map(id, views)):
-            self.opened[at] = 1
+        self.marks[np.fromiter(map(self.place.__getitem__, map(id, views)), dtype=np.intp, count=len(views))] = 1
 
     def unopened(self, i: int) -> list[Chunk]:
         """The views from ``i`` on not open yet."""
@@ -128,8 +131,7 @@ class _Order:
     def replace(self, i: int, views: list[Chunk]) -> None:
         """Walk ``views`` (none open) from ``i`` on instead of the rest."""
         self.views[i:] = views
-        self.opened[i:] = bytes(len(views))
-        self.place = dict(zip(map(id, self.views), range(len(self.views))))
+        self._index(self.opened[:i] + bytearray(len(views)))  # a new buffer: the old one is viewed
 
 
 def _kth_after(files: Sequence[_Open], a: int, k: int) -> int | None:
