@@ -55,9 +55,11 @@ logger = logging.getLogger(__name__)
 RECENT_ENTRIES = 64
 #: States (format v6) an :class:`EntryLog` keeps to decode the next entries on.
 KEPT_STATES = 4
-#: Chunks of the decoded deltas an :class:`EntryLog` keeps from a cold open's cross-check
-#: (:meth:`EntryLog.read_deltas` takes them instead of decoding the same entries again).
-KEPT_DELTA_CHUNKS = 65_536
+#: Chunks of the decoded deltas an :class:`EntryLog` keeps from a cold open's cross-check and
+#: the entries it decodes (:meth:`EntryLog.read_deltas` takes them instead of decoding the same
+#: entries again): the entries after a checkpoint at many segments, not a wide commit's
+#: thousands of slices, which a long-lived handle (a streaming source) would otherwise hold.
+KEPT_DELTA_CHUNKS = 16_384
 
 
 class EntryLog:
