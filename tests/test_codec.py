@@ -8,10 +8,13 @@ give: the same bytes back (tests/golden).
 
 from __future__ import annotations
 
+import base64
 import importlib
 import inspect
 import json
 import pkgutil
+import random
+import zlib
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
@@ -232,3 +235,40 @@ def test_packed_chunks_use_the_positions_and_defaults_chunk_declares() -> None:
     tail = Chunk.STORED[packing.OFFSET:]
     assert packing._DEFAULTS == tuple([] if name == "marks" else declared[name] for name in tail)
     assert declared["marks"] == ()
+
+
+def _chunk_lists(rng: random.Random, n: int, *, files: int = 1, repeat_segments: bool = False,
+                 spans: bool = False) -> list[list[Any]]:
+    """Stored chunk lists of one commit (full form): ``files`` shared files, a slice each of
+    ``n`` segments (or segments repeated), slices of a file following each other (or a gap)."""
+    out, at, lo = [], [0] * files, rng.randrange(10**15)
+    for i in range(n):
+        f, rows = rng.randrange(files), rng.randrange(1, 50)
+        at[f] += rng.choice([0, 0, 0, 3])  # slices follow each other, or a gap of rows
+        lo += rng.randrange(0, 10**6)
+        start = 100 * i if spans else 0
+        out.append([rng.randrange(n // 2 + 1) if repeat_segments else 1000 + i, f"data/{f}.parquet", rows,
+                    rng.randrange(10**4), rng.randrange(10**6), rng.randrange(10**9), lo, lo + rng.randrange(10**6),
+                    at[f], rng.random() < 0.9, [rng.randrange(1, 9) for _ in range(rng.choice([0, 0, 2]))],
+                    10**7, start, 50 if spans else 0])
+        at[f] += rows
+    return out
+
+
+@pytest.mark.parametrize("shape", [{}, {"files": 2}, {"repeat_segments": True}, {"spans": True}])
+def test_packed_chunks_unpack_alike_column_by_column_and_chunk_by_chunk(shape: dict[str, Any],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append's packed list (one file, a slice a segment, no spans) unpacks by columns; every
+    other shape chunk by chunk: both give back the lists packed, and the same lists."""
+    rng = random.Random(3)
+    for n in (1, 8, 64, 300):
+        chunks = _chunk_lists(rng, n, **shape)
+        text = packing.pack(chunks)
+        by_columns = packing.unpack(text)
+        monkeypatch.setattr(packing, "_one_file_a_slice_a_segment", lambda *a: None)
+        assert packing.unpack(text) == by_columns == chunks, (shape, n)
+        monkeypatch.undo()
+    doc = json.loads(zlib.decompress(base64.b64decode(packing.pack(_chunk_lists(rng, 8)))))
+    doc["o"][0] = -1  # a slice before its file's first row
+    with pytest.raises(TypeError, match="offset"):
+        packing.unpack(base64.b64encode(zlib.compress(json.dumps(doc).encode())).decode())

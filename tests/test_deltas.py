@@ -10,13 +10,15 @@ of its batch appends again), unless its session's lease still holds or it is dec
 
 from __future__ import annotations
 
+import json
 import time
 
 import pyarrow as pa
 import pytest
 from conftest import CallLog, crash_at
 from pyspark_tstream.api.stream import Stream
-from pyspark_tstream.journal import checkpoint
+from pyspark_tstream.errors import CorruptMetadataError
+from pyspark_tstream.journal import checkpoint, packing
 from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.journal.outcome import Taken
@@ -232,3 +234,40 @@ def test_a_session_outlives_the_retention_while_its_lease_holds(url: str) -> Non
 def test_writer_retention_is_validated() -> None:
     with pytest.raises(ValueError, match="writerRetentionMs=0 must be a positive integer"):
         Stream.create("memory://bad-retention/s", writer_retention_ms=0)
+
+
+def test_a_cold_read_of_the_newest_commits_unpacks_each_entry_once(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh handle's open cross-checks the checkpoint against the entries after it, which
+    unpacks their packed chunk lists; a read of the newest commits then plans from those same
+    deltas (it decoded each entry a second time before), and reads the records a handle that
+    decodes everything from the stored bytes reads. A damaged packed list in one of those
+    entries is still named by the open."""
+    monkeypatch.setattr(checkpoint, "MAX_ENTRIES", 6)
+    s = Stream.create(url, segments=16, compaction="off")
+    n = 64
+    for b in range(11):  # 64 keys: a slice in (almost) every segment, packed (>= PACK_MIN chunks)
+        s.append(pa.table({"key": [f"k{i}" for i in range(n)], "t": [T0 + b * n + i for i in range(n)],
+                           "batch": [b] * n}), key="key", timestamp="t")
+    st = s.refresh()
+    assert st.checkpoint is not None and st.pos - st.checkpoint.pos >= 3
+    start = T0 + (st.pos - st.checkpoint.pos - 1) * n  # the commits after the checkpoint
+    want = s.read(start=start)
+    unpacked: list[str] = []
+    real = packing.unpack
+    monkeypatch.setattr(packing, "unpack", lambda text: unpacked.append(text) or real(text))
+    got = Stream.open(url).read(start=start)
+    assert got.num_rows == want.num_rows > 0 and got.equals(want)
+    assert len(unpacked) == len(set(unpacked)) >= st.pos - st.checkpoint.pos, "an entry was unpacked twice"
+    # the kept deltas are those the stored bytes decode to
+    cold = Stream.open(url).journal.log
+    for p in range(st.checkpoint.pos + 1, st.pos):
+        assert cold.read_deltas([p], expanded=True)[0] == Entry.decode_delta(
+            s.store.read(layout.entry(p)), path="x", expanded=True)
+    # an entry whose packed chunks are damaged is named by the open, as before
+    rel = layout.entry(st.pos - 1)
+    stored = json.loads(s.store.read(rel))
+    stored["packed"] = stored["packed"][:-8]
+    s.store.write(rel, json.dumps(stored).encode())
+    with pytest.raises(CorruptMetadataError) as e:
+        Stream.open(url).read(start=start)
+    assert e.value.path == s.store.uri(rel)

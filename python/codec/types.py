@@ -244,7 +244,8 @@ class _Diffs(Type):
 
 
 def _undiff(diffs: list[int], base: int) -> tuple[int, ...]:
-    return tuple(accumulate(diffs, initial=base))[1:]
+    # most chunks of fresh data are small and have no marks: skip building an accumulator
+    return tuple(accumulate(diffs, initial=base))[1:] if diffs else ()
 
 
 def _diff(values: tuple[int, ...], base: int) -> list[int]:

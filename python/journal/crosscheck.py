@@ -52,7 +52,11 @@ class Replayed:
             if isinstance(change.get("segments"), list):  # stored whole: the segments changed
                 whole = [(int(g[0]), int(g[3])) for g in change["segments"]]
             for row in change.get("segs", []):
-                moves += [(int(row[0]), int(diff)) for j, diff in zip(row[1::2], row[2::2]) if j == 3]
+                fields = row[1::2]
+                if fields.count(3) == 1:  # the usual row: next_seq moved once (found in C, not a loop)
+                    moves.append((int(row[0]), int(row[2 * fields.index(3) + 2])))
+                elif 3 in fields:
+                    moves += [(int(row[0]), int(diff)) for j, diff in zip(fields, row[2::2]) if j == 3]
         except (TypeError, IndexError, KeyError, ValueError, AttributeError):
             whole, moves = None, []  # not a change applying it accepts: that reports it
         self.steps.append(Step(pos, whole, moves, [(c[0], c[4], c[2]) for c in stored] if checked else
@@ -110,20 +114,21 @@ def step_problem(before: Mapping[int, int], after: Mapping[int, int],
     it (by segment id): ``("entry", what)`` when its change moves a segment's next ``_seq`` by
     other than the records it commits there (the entry is damaged), ``("before", what)`` when
     its chunks do not start at the next ``_seq`` before it (the state before it is). None: sound."""
-    runs: dict[int, list[tuple[int, int]]] = {}
+    committed: dict[int, int] = {}  # by segment: the records the chunks commit there
+    first: dict[int, int] = {}  # and the least _seq they start at
     for seg, seq, rows in chunks:
-        runs.setdefault(seg, []).append((seq, rows))
+        committed[seg] = committed.get(seg, 0) + rows
+        if seq < first.get(seg, seq + 1):
+            first[seg] = seq
     for seg, end in after.items():
         if seg not in before:
             continue  # created by this entry (a scale): nothing to compare with
-        mine = sorted(runs.get(seg, []))
-        committed = sum(rows for _, rows in mine)
-        if end - before[seg] != committed:
+        if end - before[seg] != committed.get(seg, 0):
             return "entry", (f"its change moves segment {seg}'s next _seq by {end - before[seg]}, but it commits "
-                             f"{committed} record(s) there")
-        if mine and mine[0][0] != before[seg]:
+                             f"{committed.get(seg, 0)} record(s) there")
+        if seg in first and first[seg] != before[seg]:
             return "before", (f"segment {seg}'s next _seq is {before[seg]} before it, but the entry after it "
-                              f"commits its _seq from {mine[0][0]}")
+                              f"commits its _seq from {first[seg]}")
     return None
 
 

@@ -23,6 +23,7 @@ re-encodes only the change on the winner's state.
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import chain
 from typing import Any
 
 from ..codec import INT_TYPES
@@ -100,12 +101,55 @@ def _segment_diff(i: int, old: list[int], new: list[int]) -> list[int]:
 
 def _apply_segs(segments: list[list[int]], rows: Any) -> None:
     need(isinstance(rows, list), "the change's segs")
+    if _summed(segments, rows):
+        return
     for row in rows:
         # one C-level type test a row: catching up applies every segment row of every entry
         need(type(row) is list and len(row) % 2 == 1 and INT_TYPES.issuperset(map(type, row)), "the change's segs")
         seg = segments[row[0]]
-        for j, diff in zip(row[1::2], row[2::2]):
+        pairs = iter(row)
+        next(pairs)  # the segment's index: (field, difference) pairs follow, read without slicing
+        for j, diff in zip(pairs, pairs):
             seg[j] += diff
+
+
+#: Segment rows from which :func:`_summed` adds them up as arrays (fewer: the loop costs less).
+SUMMED_ROWS = 32
+
+
+def _summed(segments: list[list[int]], rows: list[Any]) -> bool:
+    """Apply ``rows`` (segment rows of consecutive changes) to ``segments`` as one sum per
+    (segment, field), when they have the shape every writer gives them (rows of integers, all
+    of one length, into segments of one width, sums that stay in 64 bits): a catch-up over a
+    checkpoint's entries at many segments then costs a few array operations, not a Python step
+    per field of every row. False (nothing changed): apply them row by row, which reports what
+    is wrong with them."""
+    if len(rows) < SUMMED_ROWS or not segments or set(map(type, rows)) != {list}:
+        return False
+    lengths, widths = set(map(len, rows)), set(map(len, segments))
+    if len(lengths) != 1 or len(widths) != 1 or not INT_TYPES.issuperset(map(type, chain.from_iterable(rows))):
+        return False
+    (length,), (width,) = lengths, widths
+    if length % 2 != 1 or length < 3:
+        return False
+    import numpy as np  # here: reading the journal without many segments needs no numpy
+
+    try:
+        table = np.array(rows, dtype=np.int64)
+    except OverflowError:
+        return False
+    at, fields, diffs = table[:, 0], table[:, 1::2], table[:, 2::2]
+    n = len(segments)
+    bound = max(int(diffs.max()), -int(diffs.min()))
+    if int(at.min()) < -n or int(at.max()) >= n or int(fields.min()) < -width or int(fields.max()) >= width \
+            or bound * len(rows) >= 2 ** 62:
+        return False
+    sums = np.zeros((n, width), dtype=np.int64)
+    np.add.at(sums, (np.repeat(at % n, fields.shape[1]), (fields % width).ravel()), diffs.ravel())
+    seg_at, field_at = np.nonzero(sums)
+    for i, j, total in zip(seg_at.tolist(), field_at.tolist(), sums[seg_at, field_at].tolist()):
+        segments[i][j] += total
+    return True
 
 
 def apply(before: StreamState, ch: dict[str, Any]) -> StreamState:
@@ -124,13 +168,18 @@ def apply_all(before: StreamState, changes: list[dict[str, Any]]) -> StreamState
     merged = dict(before.writers)
     changed: dict[str, Any] = {}
     touched: dict[str, None] = {}
+    rows: list[Any] = []  # segment rows not applied yet: consecutive changes' are summed at once
     for ch in changes:
         need(isinstance(ch, dict), "the entry's change")
+        if rows and ("segments" in ch or "segments" in ch.get(DROP, [])):
+            _apply_segs(d["segments"], rows)  # before the segments are replaced
+            rows = []
         for k in ch.get(DROP, []):
             d.pop(k, None)
         d.update((k, v) for k, v in ch.items() if k not in (WRITERS, GONE, DROP, SEGS, INDEX_ADDED))
         if SEGS in ch:
-            _apply_segs(d["segments"], ch[SEGS])
+            need(isinstance(ch[SEGS], list), "the change's segs")
+            rows += ch[SEGS]
         if INDEX_ADDED in ch:
             need(isinstance(ch[INDEX_ADDED], list) and bool(d["index"]), "the change's index+")
             d["index"][0].extend(ch[INDEX_ADDED])
@@ -141,6 +190,8 @@ def apply_all(before: StreamState, changes: list[dict[str, Any]]) -> StreamState
             changed.pop(wid, None)
             touched[wid] = None
         changed.update(writers)
+    if rows:
+        _apply_segs(d["segments"], rows)
     # the fields are shape-checked as a whole state's are (a change is a partial state)
     check_entry({"pos": 0, "wall": 0, "op": "", "nonce": "", "chunks": [], "state": {**d, WRITERS: changed}})
     after = StreamState.from_json({**d, WRITERS: {}})

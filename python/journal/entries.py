@@ -55,6 +55,11 @@ logger = logging.getLogger(__name__)
 RECENT_ENTRIES = 64
 #: States (format v6) an :class:`EntryLog` keeps to decode the next entries on.
 KEPT_STATES = 4
+#: Chunks of the decoded deltas an :class:`EntryLog` keeps from a cold open's cross-check and
+#: the entries it decodes (:meth:`EntryLog.read_deltas` takes them instead of decoding the same
+#: entries again): the entries after a checkpoint at many segments, not a wide commit's
+#: thousands of slices, which a long-lived handle (a streaming source) would otherwise hold.
+KEPT_DELTA_CHUNKS = 16_384
 
 
 class EntryLog:
@@ -70,6 +75,9 @@ class EntryLog:
         self._unconfirmed: int | None = None
         self._hint_only: set[int] = set()  # positions whose remembered bytes are the hint's copy
         self._ahead = Ahead(store)  # what :meth:`head` read in its one batch (dropped as it returns)
+        #: expanded deltas (:meth:`Entry.delta_of`) the open's cross-check decoded, by position:
+        #: a read of the newest commits plans from those very entries
+        self._deltas: dict[int, dict[str, Any]] = {}
 
     def remember(self, pos: int, data: bytes, *, hint: bool = False) -> None:
         """Keep the stored bytes of committed entry ``pos`` (entries are immutable) for
@@ -94,12 +102,13 @@ class EntryLog:
         while len(states) > KEPT_STATES:
             states.pop(min(states), None)
 
-    def decode(self, data: bytes, rel: str, built: dict[int, StreamState] | None = None) -> Entry:
-        """The entry whose stored bytes are ``data`` (read from ``rel``), a change (format v6)
-        applied on the state before it: from ``built`` (position -> state), else kept or rebuilt
-        (:meth:`state_at`)."""
+    def decode(self, data: bytes, rel: str, built: dict[int, StreamState] | None = None,
+               parsed: dict[str, Any] | None = None) -> Entry:
+        """The entry whose stored bytes are ``data`` (read from ``rel``; ``parsed``: their
+        :meth:`Entry.parse`, when the caller has it), a change (format v6) applied on the state
+        before it: from ``built`` (position -> state), else kept or rebuilt (:meth:`state_at`)."""
         path = self.store.uri(rel)
-        d = Entry.parse(data, path=path)
+        d = Entry.parse(data, path=path) if parsed is None else parsed
         named = layout.numbered_name(rel.rsplit("/", 1)[-1]) if rel.startswith(layout.JOURNAL + "/") else None
         if named is not None:  # read by position (the head hint names its own)
             at_position(d, named, path)
@@ -115,6 +124,9 @@ class EntryLog:
             if found is not None and found[0] == "entry":
                 raise corrupt("journal entry", path, ValueError(found[1]), layout.stream_url(path))
         self.keep(entry.state)
+        delta = Entry.packed_delta(d)
+        if delta is not None:  # a read of the newest commits plans from it
+            self._keep_delta(entry.pos, delta)
         return entry
 
     def state_at(self, pos: int, start: int) -> StreamState:
@@ -185,7 +197,7 @@ class EntryLog:
             if CHANGE in d:
                 changes.append(d[CHANGE])
                 if seen is not None:
-                    seen.add_entry(p, d[CHANGE], d)
+                    self._cross_checked(seen, p, d, path)
             else:
                 state, changes = Entry.build(Entry.parse(raws[p], path=path), path=path).state, []
                 if seen is not None:
@@ -204,6 +216,26 @@ class EntryLog:
             check_sealed(raws[p], state, self.store.uri(layout.entry(p)))
         self.keep(state)
         return state
+
+    def _cross_checked(self, seen: Replayed, pos: int, d: dict[str, Any], path: str) -> None:
+        """Note stored change entry ``d`` (position ``pos``) in ``seen``; its packed chunks
+        unpack once, for the cross-check and for the reads planned next (kept as its delta)."""
+        if "packed" in d:
+            try:
+                delta = Entry.delta_of(d, path=path, expanded=True)
+            except CorruptMetadataError:
+                pass  # as one that does not unpack: the cross-check names the entry
+            else:
+                seen.add(pos, d[CHANGE], delta["chunks"], checked=True)
+                self._keep_delta(pos, delta)
+                return
+        seen.add_entry(pos, d[CHANGE], d)
+
+    def _keep_delta(self, pos: int, delta: dict[str, Any]) -> None:
+        kept = self._deltas
+        kept[pos] = delta
+        while len(kept) > RECENT_ENTRIES or sum(len(k["chunks"]) for k in kept.values()) > KEPT_DELTA_CHUNKS:
+            kept.pop(min(kept))
 
     def mark_of(self, pos: int) -> CheckpointMark | None:
         """The checkpoint mark entry ``pos`` holds (format v6), None if it holds none or is
@@ -269,16 +301,20 @@ class EntryLog:
     def read_deltas(self, positions: Sequence[int], *, expanded: bool = False) -> list[dict[str, Any]]:
         """:meth:`Entry.delta_json` of the entries at ``positions`` (``expanded``: see :meth:`Entry.decode_delta`),
         in that order: one batched read of those this handle has not kept (:meth:`remember`; none:
-        no read), states not decoded. A kept entry decodes from the very bytes the store holds."""
+        no read), states not decoded. A kept entry decodes from the very bytes the store holds;
+        an expanded delta the open's cross-check decoded is not decoded again (the deltas
+        returned are shared: not to be changed)."""
+        decoded = self._deltas if expanded else {}
         kept = dict(self._recent)
-        missing = [p for p in positions if p not in kept]
+        missing = [p for p in positions if p not in kept and p not in decoded]
         if missing:
             read = self.store.read_many([layout.entry(p) for p in missing])
             kept.update(zip(missing, read))
             for p, data in sorted(zip(missing, read))[-RECENT_ENTRIES:]:
                 self.remember(p, data)  # a read plans twice (its bound, then its chunks)
-        return [at_position(Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p)), expanded=expanded), p,
-                    self.store.uri(layout.entry(p))) for p in positions]
+        return [decoded.get(p) or at_position(Entry.decode_delta(kept[p], path=self.store.uri(layout.entry(p)),
+                                                                 expanded=expanded), p, self.store.uri(layout.entry(p)))
+                for p in positions]
 
     def read_entry(self, pos: int) -> Entry:
         """The entry at ``pos`` (FileNotFoundError if it is absent)."""
@@ -324,7 +360,7 @@ class EntryLog:
                 d = Entry.parse(data, path=self.store.uri(layout.HEAD))
                 self._ahead.fetch(open_batch(d["pos"], Entry.checkpoint_of(d) if CHANGE in d else None,
                                              self._states, self._recent))
-                entry = hint = self.decode(data, layout.HEAD)
+                entry = hint = self.decode(data, layout.HEAD, parsed=d)
                 self.remember(entry.pos, data, hint=True)  # a copy of that entry's stored bytes
                 own = self._ahead.pop(layout.entry(entry.pos))
                 if own == data:  # its own slot holds the very bytes: sound, no check at commit

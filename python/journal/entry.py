@@ -89,19 +89,34 @@ class Entry:
         state neither checked nor built (an index flush copies what entries did, and decoding
         their states was half a commit's CPU); CorruptMetadataError (naming ``path``) if not one."""
         try:
-            stored = seal.unseal(data)
+            return Entry.delta_of(seal.unseal(data), path=path, expanded=expanded)
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+            raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
+
+    @staticmethod
+    def delta_of(stored: Any, *, path: str, expanded: bool = False) -> dict[str, Any]:
+        """:meth:`decode_delta` of an entry already unsealed (``stored``: the JSON it holds)."""
+        try:
             check_delta(stored)
             d = expand(stored)  # packed chunks are checked as they are unpacked
             check_object(ENTRY, d.get("v"), path)
             folds = check_folds(d.get("folds", []), len(d["chunks"]))
             if "packed" in stored:  # already the stored form: packing it again is most of the CPU
-                src = d if expanded else stored
-                return _with_folds({k: src[k] for k in _DELTA_KEYS if k in src}, folds)
+                return _as_stored(d if expanded else stored, folds)
             chunks = [Chunk.from_json(c) for c in d["chunks"]]
             return _with_folds(_delta(d["pos"], d["op"], d["wall"], d["nonce"], chunks, d.get("writer"),
                                       d.get("batch"), d.get("info", {})), folds)
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
             raise corrupt("journal entry", path, e, layout.stream_url(path)) from e
+
+    @staticmethod
+    def packed_delta(d: dict[str, Any]) -> dict[str, Any] | None:
+        """:meth:`decode_delta` with ``expanded`` of a parsed change entry (:meth:`parse`) that
+        :meth:`build` took, when it was stored packed (a v6 entry packs from :data:`PACK_MIN`
+        chunks); None otherwise."""
+        if CHANGE not in d or len(d["chunks"]) < PACK_MIN:
+            return None
+        return _as_stored(d, d.get("folds", []))
 
     @staticmethod
     def parse(data: bytes, *, path: str) -> dict[str, Any]:
@@ -178,6 +193,11 @@ def _delta(pos: int, op: str, wall: int, nonce: str, chunks: Sequence[Chunk], wr
     if info:
         d["info"] = info
     return d
+
+
+def _as_stored(src: dict[str, Any], folds: list[list[Any]]) -> dict[str, Any]:
+    """The :func:`_delta` keys of a stored (or expanded) entry ``src``, with its ``folds``."""
+    return _with_folds({k: src[k] for k in _DELTA_KEYS if k in src}, folds)
 
 
 def _with_folds(d: dict[str, Any], folds: list[list[Any]]) -> dict[str, Any]:

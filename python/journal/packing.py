@@ -29,6 +29,8 @@ import base64
 import json
 import zlib
 from collections.abc import Sequence
+from itertools import accumulate, chain, repeat
+from operator import add
 from typing import Any
 
 from ..codec import need
@@ -108,6 +110,9 @@ def unpack(text: str) -> list[list[Any]]:
          and all(_all(doc[k], int) for k in ("f", "s", "r", "b", "q", "fl", "lo", "hi", "o")) and _all(starts, int)
          and _all(extra, int, type(None)) and _all(doc["m"], list) and all(_all(m, int) for m in doc["m"] if m),
          "a packed chunk list")
+    fresh = _one_file_a_slice_a_segment(doc, files, sizes, unsorted, starts, extra)
+    if fresh is not None:
+        return fresh
     span_next: dict[int, int] = {}
     out: list[list[Any]] = []
     seg_next: dict[int, tuple[int, int]] = {}
@@ -134,6 +139,26 @@ def unpack(text: str) -> list[list[Any]]:
         seg_next[seg] = (seq + rows, floor)
         file_next[f] = offset + rows
     return out
+
+
+def _one_file_a_slice_a_segment(doc: dict[str, Any], files: list[str], sizes: list[int], unsorted: set[int],
+                                starts: list[int], extra: list[int | None]) -> list[list[Any]] | None:
+    """:func:`unpack`'s lists of the usual commit (one shared file, one slice per segment, no
+    spans: an append), column by column in C, not a chunk at a time; None for any other.
+    Each segment's first chunk stores its ``seq`` and ``floor`` whole, and the slices of the
+    one file follow each other, so only ``lo`` and ``offset`` accumulate."""
+    seg, rows = doc["s"], doc["r"]
+    n = len(seg)
+    if n == 0 or len(files) != 1 or set(doc["f"]) != {0} or len(set(seg)) != n or any(starts) \
+            or extra.count(None) != n:
+        return None
+    lo = list(accumulate(doc["lo"]))
+    offset = list(accumulate(chain(doc["o"][:1], map(add, doc["o"][1:], rows))))
+    if min(offset) < 0:
+        need(False, "a chunk's offset or span")
+    ordered = [i not in unsorted for i in range(n)] if unsorted else repeat(True)
+    return list(map(list, zip(seg, repeat(files[0]), rows, doc["b"], doc["q"], doc["fl"], lo, map(add, lo, doc["hi"]),
+                              offset, ordered, doc["m"], repeat(sizes[0]), repeat(0), repeat(0))))
 
 
 def expand(d: Any) -> Any:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 import pyarrow as pa
@@ -75,8 +77,12 @@ def dictionary_columns(meta: pq.FileMetaData, groups: Sequence[int], schema: pa.
 def view_fields(views: Sequence[Chunk]) -> np.ndarray:
     """``offset, rows, floor, seq, seg, lo, hi`` of each view, a row a view (what a file's
     views are handled by: one pass over the views, the rest on arrays)."""
-    return np.array([(v.offset, v.rows, v.floor, v.seq, v.seg, v.lo, v.hi) for v in views],
-                    dtype=np.int64).reshape(len(views), 7)
+    return np.fromiter(chain.from_iterable(map(_FIELDS, views)), dtype=np.int64, count=7 * len(views)).reshape(
+        len(views), 7)
+
+
+#: The fields :func:`view_fields` takes of a view, read in C (a shared file has a view a segment).
+_FIELDS = attrgetter("offset", "rows", "floor", "seq", "seg", "lo", "hi")
 
 
 @dataclass(frozen=True)

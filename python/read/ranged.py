@@ -19,6 +19,7 @@ bytes (:func:`source`); a read outside the fetched ranges fails as a corrupt fil
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 import pyarrow as pa
@@ -151,9 +152,13 @@ def wants_ranges(views: Sequence[Any]) -> bool:
     covering little enough of it that fetching their row groups alone pays. Format-v5 slices
     that :func:`wants_spans` declines cover most of their file (their spans are the file but
     its footers): one read of the whole file costs less than a footer read and a ranged one."""
+    # the views' fields read in C: a shared file has a view a segment
     size = views[0].file_bytes
-    return size > 0 and all(v.file_bytes == size and v.span is None for v in views) and \
-        sum(v.bytes for v in views) + footer_guess(size) < RANGED_SHARE * size
+    return size > 0 and set(map(_FILE_BYTES, views)) == {size} and max(map(_SPAN_BYTES, views)) <= 0 and \
+        sum(map(_BYTES, views)) + footer_guess(size) < RANGED_SHARE * size
+
+
+_FILE_BYTES, _SPAN_BYTES, _BYTES = attrgetter("file_bytes"), attrgetter("span_bytes"), attrgetter("bytes")
 
 
 def group_span(meta: pq.FileMetaData, g: int) -> tuple[int, int]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 import pyarrow as pa
@@ -50,6 +51,8 @@ BATCH_FETCH_BYTES = 64 << 20
 BATCH_ROWS = 65_536
 #: The order of records in a read: by time, ties by identity (``_segment``, ``_seq``).
 READ_ORDER = [("_tso", "ascending"), ("_segment", "ascending"), ("_seq", "ascending")]
+
+_BYTES = attrgetter("bytes")
 
 
 @dataclass(frozen=True)
@@ -219,7 +222,7 @@ def fetch_files(store: Store, chunks: Sequence[Chunk]) -> Iterator[tuple[list[Ch
             except FileNotFoundError as e:
                 raise damaged(store, store.uri(views[0].path), "named by the journal is missing") from e
             continue
-        bytes_ = sum(c.bytes for c in views)
+        bytes_ = sum(map(_BYTES, views))  # in C: a shared file has a view a segment
         if group and size + bytes_ > BATCH_FETCH_BYTES:
             yield from flush()
             group, size = [], 0
@@ -478,15 +481,13 @@ class FileRows:
         in file order: one table, cut from one decode of the row groups holding them
         (:mod:`.grouped`); from a file too big to decode at once, one table per view and row
         group (:meth:`records`)."""
-        yield from self.ordered_records(views, lo, hi, schema, starts, ends, ordered=False)[0]
+        yield from self.ordered_records(views, lo, hi, schema, starts, ends)[0]
 
     def ordered_records(self, views: Sequence[Chunk], lo: int, hi: int, schema: pa.Schema,
-                        starts: Mapping[int, int], ends: Mapping[int, int], *,
-                        ordered: bool = True) -> tuple[list[pa.Table], bool]:
-        """:meth:`records_of`'s tables, and whether they are in :data:`READ_ORDER`: with
-        ``ordered``, the one table of a file decoded at once is (its rows put in that order by
-        one sort of their ``_tso``, ``_segment``, ``_seq``: a sweep's window of one file then
-        needs no sort of the records themselves)."""
+                        starts: Mapping[int, int], ends: Mapping[int, int]) -> tuple[list[pa.Table], bool]:
+        """:meth:`records_of`'s tables, and whether they are in :data:`READ_ORDER` (one sorted
+        view's are: its file order is read order; several views' records are sorted by the
+        caller, once for all it gathers)."""
         alone = len(views) == 1 and views[0].sorted  # one sorted view: file order is read order
         if self.final is not None:
             rows, seq, seg = keep(self.final, self.layout_of(views), lo, hi, starts, ends)
@@ -495,11 +496,7 @@ class FileRows:
             body = self._body(int(rows.min()), int(rows.max()), schema)
             if body is not None:
                 at, table = body
-                tso = self.final[rows]
-                if ordered and not alone:
-                    order = np.lexsort((seq, seg, tso))
-                    rows, seq, seg, tso = rows[order], seq[order], seg[order], tso[order]
-                return [stamped(cut(table, rows - at), tso, seq, seg, schema)], ordered or alone
+                return [stamped(cut(table, rows - at), self.final[rows], seq, seg, schema)], alone
         return [part for view in views for part in
                 self.records(view, lo, hi, schema, starts.get(view.seg), ends.get(view.seg))], alone
 

@@ -115,7 +115,7 @@ def table(results: dict[str, dict[int, tuple[float, int]]]) -> str:
     for name, by in results.items():
         (t1, n1), (t64, n64) = by[1], by[64]
         assert n1 == n64, (name, n1, n64)  # both streams hold the same records
-        rows.append([name, f"{n1:,}", f"{t1:.3f}", f"{t64:.3f}", f"×{t64 / t1:.2f}"])
+        rows.append([name, f"{n1:,}", f"{t1:.4f}", f"{t64:.4f}", f"×{t64 / t1:.2f}"])
     return render(["read", "rows", "1 segment s", "64 segments s", "64/1"], rows)
 
 
