@@ -21,6 +21,9 @@ What is patched for the run (and restored after):
 * ``read.file_checks``' thread pools (fsck's and repair's file checks): run in line, so an
   actor's checks are scheduled like its other store calls;
 * ``GroupCommit.pause`` and ``clock``: a waiting group committer sleeps on the simulated clock;
+* ``Fence.clock`` (``store/fence.py``): the orphan fence measures a committer's stall on the
+  simulated clock, as orphan cleanup's grace does (``Fence.since_wall``, the sink's commit of
+  its tasks' stamps, reads ``now_ms``, patched above);
 * ``GroupCommit._executor``: runs its work in line. tstream's only background threads on
   ``memory://`` are the group committer's pool (publishing a request beside the listing);
   head hints and request deletes run in line on local stores already (``HeadHints.background``
@@ -45,6 +48,7 @@ from typing import Any
 import fsspec.implementations.memory as fsspec_memory
 from pyspark_tstream import timestamps
 from pyspark_tstream.read import file_checks
+from pyspark_tstream.store.fence import Fence
 from pyspark_tstream.store.layout import CHECKPOINTS, MACROS, REQUESTS
 from pyspark_tstream.store.storage import RetryPolicy, Store
 from pyspark_tstream.write.group import GroupCommit
@@ -421,6 +425,7 @@ def patched(sched: Scheduler) -> Iterator[None]:
              (GroupCommit, "_executor", GroupCommit._executor),
              (GroupCommit, "pause", GroupCommit.__dict__["pause"]),
              (GroupCommit, "clock", GroupCommit.__dict__["clock"]),
+             (Fence, "clock", Fence.__dict__["clock"]),
              (file_checks, "ThreadPoolExecutor", file_checks.ThreadPoolExecutor)]
     Store.__init__ = store_init  # type: ignore[method-assign]
     Store._call = store_call  # type: ignore[method-assign]
@@ -430,6 +435,7 @@ def patched(sched: Scheduler) -> Iterator[None]:
     GroupCommit._executor = lambda self: _InlineExecutor()  # type: ignore[method-assign, assignment, return-value]
     GroupCommit.pause = staticmethod(lambda s: sched.sleep_until(sched.now + max(1, round(s * 1000))))  # type: ignore[assignment]
     GroupCommit.clock = staticmethod(lambda: sched.now / 1000)  # type: ignore[assignment]
+    Fence.clock = staticmethod(lambda: sched.now / 1000)  # type: ignore[assignment]
     file_checks.ThreadPoolExecutor = _InlinePool  # type: ignore[misc, assignment]
     try:
         yield
