@@ -67,15 +67,19 @@ class Fence:
     #: The clock the age is read on (monotonic: a wall clock stepped back or forward must not
     #: skip the check; tests and the simulation replace it to fake elapsed time).
     clock = staticmethod(time.monotonic)
+    #: The margin a fence gets unless given one (the simulation lowers it to half its run's
+    #: orphan grace, the same rule for a grace of seconds).
+    margin_ms: int = FENCE_MARGIN_MS
 
-    def __init__(self, store: Store, what: str, margin_ms: int = FENCE_MARGIN_MS) -> None:
+    def __init__(self, store: Store, what: str, margin_ms: int | None = None) -> None:
         self.store = store
         self.what = what
-        self.margin_ms = margin_ms
+        if margin_ms is not None:
+            self.margin_ms = margin_ms
         self.started: float | None = None
 
     @classmethod
-    def since_wall(cls, store: Store, what: str, written_ms: int, margin_ms: int = FENCE_MARGIN_MS) -> Fence:
+    def since_wall(cls, store: Store, what: str, written_ms: int, margin_ms: int | None = None) -> Fence:
         """A fence started at ``written_ms``, wall-clock epoch milliseconds stamped before the first
         file write, possibly on another host (see the module docstring for the skew assumed).
 

@@ -192,10 +192,18 @@ def sink(world: World, name: str, batches: int, segments: int = 0) -> Any:
                 msgs = _messages(w, name, b, world.rows(name, b))
             except world.expected:
                 continue  # a task failed: Spark runs the batch again
+            p_stall = world.profile.sink_stall
+            if p_stall and world.sched.rng.random() < p_stall:
+                # the driver paused past the orphan grace before its commit: cleanup may take the
+                # tasks' files meanwhile, and the fence must refuse to name them
+                world.note("sink drivers stalled past the orphan grace")
+                sched = world.sched
+                sched.sleep_until(sched.now + world.grace_ms + 1 + sched.rng.randrange(2 * world.grace_ms))
             try:
                 ack = w.committer.commit(msgs, b)  # what TStreamStreamWriter.commit runs, with its ack
-            except Exception:  # noqa: BLE001 - Spark aborts whatever commit raised
-                world.note("sink commit failed")
+            except Exception as e:  # noqa: BLE001 - Spark aborts whatever commit raised
+                refused = isinstance(e, StaleWriteError)
+                world.note("sink commits refused by the fence" if refused else "sink commit failed")
                 try:
                     w.abort(msgs, b)
                 except world.expected:

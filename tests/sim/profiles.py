@@ -3,8 +3,8 @@
 ``default``, ``all``, ``sinks`` and the narrower ones run the code as it is (``checkpoints``,
 ``expiry`` and ``first-writes`` the features newer than the harness, ``crowd`` and
 ``expiry-crowd`` group commit's leaders and waiters, ``sessions`` producer sessions, ``requests`` the fault that
-meets the orphan-cleanup race); each ``*-old-*`` profile runs one historical bug put back
-(:mod:`.switches`), with the actors that meet it, and ``*-planted-*`` one planted on purpose.
+meets the orphan-cleanup race, ``sink-stalls`` the orphan fence); each ``*-old-*`` profile runs one
+historical bug put back (:mod:`.switches`), with the actors that meet it, and ``*-planted-*`` one planted on purpose.
 """
 
 from __future__ import annotations
@@ -113,6 +113,10 @@ SESSIONS = Profile(name="sessions", writers=2, producers=2, batches=5, reads=4, 
 #: a writer and the sink), which no commit may drop however long they are silent.
 DECLARED = replace(EXPIRY, name="declared", declared=("w0", "sink0"))
 EXPIRY_CROWD = replace(EXPIRY, name="expiry-crowd", writers=5, sinks=2, batches=4, crowd=1)
+#: ``sinks`` whose drivers stall past the orphan grace before a third of their commits, beside
+#: orphan cleanup every grace or two: the tasks' files may be gone when the driver resumes, and
+#: the orphan fence (its margin half the run's grace, :mod:`.knobs`) must refuse the commit.
+SINK_STALLS = replace(SINKS, name="sink-stalls", sink_stall=0.35, vacuums=8)
 
 PROFILES = {p.name: p for p in (
     DEFAULT,
@@ -137,6 +141,7 @@ PROFILES = {p.name: p for p in (
     BUGGIFY,
     MOUNT,
     MOUNT_STALLS,
+    SINK_STALLS,
     DAMAGE,
     # a changed digit of any number and of the head hint too: not detectable today (the
     # checksums of the damage work will be), so the run's own checks must find it
@@ -157,4 +162,5 @@ PROFILES = {p.name: p for p in (
     replace(DECLARED, name="declared-planted-expired", switch="planted-expired"),
     replace(BACKENDS, name="backends-planted-conflict", switch="planted-conflict"),
     replace(BUGGIFY, name="buggify-old-orphans", switch="old-orphans"),
+    replace(SINK_STALLS, name="sink-stalls-old-unfenced", switch="old-unfenced"),
 )}
