@@ -24,6 +24,7 @@ from ..conf.options import SinkOptions
 from ..spark.compat import has
 from ..spark.handle import StreamHandle
 from ..spark.task_memory import keep_freed_memory
+from ..timestamps import now_ms
 from ..write.spec import ChunkInfo, WriteSpec
 from ..write.writing import write_batches
 from .identity import checkpoint_writer, path_writer
@@ -67,6 +68,15 @@ class TaskCommitMessage(WriterCommitMessage):
     partition: int
     attempt: int
     chunks: tuple[ChunkInfo, ...]
+    #: wall-clock epoch ms on the executor before the task's first file write (``None``: not
+    #: stamped): the driver's orphan fence starts at its batch's earliest (:func:`written_ms`)
+    started_ms: int | None = None
+
+
+def written_ms(messages: Sequence[TaskCommitMessage | None]) -> int | None:
+    """The earliest start stamp of the tasks that wrote chunks (``None``: none stamped)."""
+    return min((m.started_ms for m in messages if m is not None and m.chunks and m.started_ms is not None),
+               default=None)
 
 
 def writer_identity(options: SinkOptions, streaming: bool, stream_protocol: str = "file") -> str | None:
@@ -147,9 +157,10 @@ class TaskChunkWriter:
         """Write this task's rows (Arrow batches, or Rows on PySpark 4.0) as chunks."""
         partition, attempt = _task()
         keep_freed_memory()  # a worker process's batches reuse each other's memory
+        started = now_ms()  # before the first file write: the driver's orphan fence counts from it
         chunks = write_batches(self.spec, _to_batches(iterator, self.input_schema),
                                task=f"p{partition}a{attempt}")
-        return TaskCommitMessage(partition, attempt, tuple(chunks))
+        return TaskCommitMessage(partition, attempt, tuple(chunks), started)
 
 
 @dataclass(frozen=True)
@@ -183,12 +194,18 @@ class JournalCommitter:
         A (writer, batch) the journal already has commits nothing and deletes the tasks' files
         (written for this attempt only). A ``df.write`` batch id (``batchId``/``txnVersion``)
         follows Delta's rule: one at or below the writer's last committed batch is a no-op too.
+
+        A batch whose earliest task started writing more than the orphan fence's margin ago (on
+        this host's wall clock) checks its files exist first and raises a retriable
+        :class:`~pyspark_tstream.errors.StaleWriteError`, committing nothing, if orphan cleanup
+        deleted any (:mod:`~pyspark_tstream.store.fence`): Spark aborts the batch and a
+        restarted query replays it. A faster batch makes no extra store call.
         """
         chunks = [c for m in sorted((m for m in messages if m is not None), key=lambda m: m.partition)
                   for c in m.chunks]
         ack = self.stream.commit(chunks, writer_id=self.writer_id, batch_id=batch_id, session=self.session,
                                  schema=self.input_schema, merge_schema=self.options.merge_schema,
-                                 monotonic=not self.session, fresh=True)
+                                 monotonic=not self.session, fresh=True, written_ms=written_ms(messages))
         if ack.duplicate and not self.session:
             # the user asked for an idempotent df.write and it did nothing: say so (the core
             # logs every no-op at INFO; a Python worker shows WARNING by default)

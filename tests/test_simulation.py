@@ -40,7 +40,7 @@ SLOW_SEEDS = int(os.environ.get("TSTREAM_SIM_SLOW_SEEDS", "220"))
 #: the few seeds until each acts (:func:`test_the_newer_actors_act`); a quarter of
 #: ``SLOW_SEEDS`` each in the slow set.
 NEWER = ["checkpoints", "expiry", "first-writes", "crowd", "expiry-crowd", "sessions", "declared", "first-sinks",
-         "backends", "backends-s3", "buggify", "mount", "mount-stalls", "damage", "upkeep"]
+         "backends", "backends-s3", "buggify", "mount", "mount-stalls", "sink-stalls", "damage", "upkeep"]
 
 
 def _run_seeds(profile: Profile, seeds: range) -> None:
@@ -96,6 +96,7 @@ def test_no_seed_of_the_narrower_profiles_loses_data(name: str) -> None:
     ("buggify", 5, "compaction parts adopted"),
     ("backends-s3", 5, "S3 conditional request conflicts"),
     ("mount", 5, "mount claims taken over"),
+    ("sink-stalls", 5, "sink commits refused by the fence"),
     ("damage", 3, "runs ending sound after damage"),
     ("damage", 3, "runs ending in an error naming the damage"),
     ("upkeep", 3, "background upkeep runs finished"),
@@ -114,7 +115,8 @@ def test_the_newer_actors_act(name: str, within: int, note: str) -> None:
     another in flight, not applied: retried, never a permanent failure, which the first seed
     with one was before it counted as transient), a dead compaction's macro-chunks adopted under buggify's knobs, a FUSE
     mount's claim of a dead holder taken over after the grace on another actor's clock, a
-    background upkeep run finished beside the appends of its process, and one that died with it:
+    background upkeep run finished beside the appends of its process, and one that died with it, a
+    sink driver stalled past the orphan grace whose commit the orphan fence refused:
     each loses nothing on the first seed where it happens (searched, not pinned: any change
     to the store calls a seed makes moves where a fault lands)."""
     for seed in range(within):

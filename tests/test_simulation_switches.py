@@ -74,6 +74,9 @@ FOUND = {
     # planted: the cloud backends miss a lost create's 409/412; the backends profile's check that
     # every injected failure is translated (retriable, or "exists") catches it
     "conflict": Found("backends-planted-conflict", 10, "did not classify"),
+    # no orphan fence: a sink driver stalled past the orphan grace committed its tasks' files
+    # though orphan cleanup had deleted them meanwhile
+    "unfenced": Found("sink-stalls-old-unfenced", 10, "named by the journal is missing"),
 }
 
 

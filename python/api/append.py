@@ -99,7 +99,8 @@ class Appender:
         spec.check_input(schema)
         return spec
 
-    def commit(self, chunks: Sequence[ChunkInfo], intent: CommitIntent, *, fresh: bool = False) -> Ack:
+    def commit(self, chunks: Sequence[ChunkInfo], intent: CommitIntent, *, fresh: bool = False,
+               written_ms: int | None = None) -> Ack:
         """Make ``chunks`` visible in one journal commit; a repeated (writer, batch) is a no-op.
 
         ``intent``: who commits and what (its ``monotonic``: batch ids of this writer only
@@ -108,9 +109,13 @@ class Appender:
         handed to no earlier commit, so a no-op deletes them (none may be named by a commit:
         they would otherwise wait for ``vacuum(orphans=True)``); without it a no-op keeps them,
         since a retry after a commit with an unknown outcome may hand over the very files that
-        commit named.
+        commit named. ``written_ms``: wall-clock epoch ms stamped before the first of ``chunks``
+        was written (on any host): the orphan fence's start, :meth:`Fence.since_wall
+        <pyspark_tstream.store.fence.Fence.since_wall>`; without it the caller answers for
+        committing within the orphan grace.
         """
-        return self._commit(chunks, intent, fresh=fresh)
+        fence = Fence.since_wall(self.ctx.store, "commit", written_ms) if written_ms is not None else None
+        return self._commit(chunks, intent, fresh=fresh, fence=fence)
 
     def _commit(self, chunks: Sequence[ChunkInfo], intent: CommitIntent, *, fresh: bool = False,
                 listed: Future[list[Published]] | None = None, upkeep_later: bool = False,

@@ -284,17 +284,24 @@ class Stream:
     def commit(self, chunks: Sequence[ChunkInfo], *, writer_id: str | None = None, batch_id: Any = None,
                session: bool = False, schema: pa.Schema | None = None, merge_schema: bool = False,
                op: str = "append", heartbeat: int | None = None, close: bool = False,
-               monotonic: bool = False, fresh: bool = False) -> Ack:
+               monotonic: bool = False, fresh: bool = False, written_ms: int | None = None) -> Ack:
         """Make ``chunks`` visible in one journal commit; a repeated (writer, batch) is a no-op.
 
         ``monotonic``: as in :meth:`append`. ``fresh``: the chunks were written for this call
         only, so a no-op deletes them (see :meth:`Appender.commit <pyspark_tstream.api.append.Appender.commit>`).
+        ``written_ms``: wall-clock epoch milliseconds taken before the first of ``chunks`` was
+        written (on whichever host wrote it). Until the commit names them the files are kept
+        from ``vacuum(orphans=True)`` only by its grace: with ``written_ms``, a commit more than
+        half the shortest grace later checks they still exist and raises a retriable
+        :class:`~pyspark_tstream.errors.StaleWriteError` if cleanup deleted any (the Spark sink
+        passes its tasks' earliest stamp); without it, committing within the grace is the
+        caller's responsibility.
         """
         from ..write.commit import CommitIntent
 
         intent = CommitIntent(writer_id=writer_id, batch_id=batch_id, session=session, monotonic=monotonic,
                               op=op, heartbeat=heartbeat, close=close, schema=schema, merge_schema=merge_schema)
-        return self.appending.commit(chunks, intent, fresh=fresh)
+        return self.appending.commit(chunks, intent, fresh=fresh, written_ms=written_ms)
 
     def append(self, data: Any, key: str | None = None, timestamp: str | None = None,
                writer_id: str | None = None, batch_id: Any = None, *, merge_schema: bool = False,

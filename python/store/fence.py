@@ -23,6 +23,15 @@ narrows the window from "whole write-to-commit" to "check-to-create"; it cannot 
 a store that fences deletes). A grace below the floor (``unsafe_orphan_grace``) is only for a
 stream with no writer running; the fence assumes the floor.
 
+A commit whose files were written in other processes (the Spark sink: tasks write on executors,
+the driver commits on a fresh writer) shares no monotonic clock with their writers: each writer
+stamps the wall-clock time it started writing, and :meth:`Fence.since_wall` starts the committer's
+fence that long ago on its own clock (the earliest stamp; its age read once on this host's wall
+clock, then on the monotonic one). Hosts' clocks then count: a writer's clock ahead of the
+committer's by ``s`` makes the age read ``s`` short. Against a margin of half an hour, a skew of
+minutes (NTP keeps hosts far closer) leaves the file at most ``margin + s`` old at the check, still
+short of the one-hour floor; a skew near half an hour is assumed away.
+
 Costs: none on a commit within the margin; past it, one batched existence call per attempt.
 """
 
@@ -32,6 +41,7 @@ import logging
 import time
 from collections.abc import Iterable
 
+from .. import timestamps
 from ..errors import StaleWriteError
 from .storage import Store
 
@@ -51,18 +61,33 @@ FENCE_MARGIN_MS = ORPHAN_GRACE_MIN_MS // 2
 class Fence:
     """Since when one commit's files have been unnamed, and the check before naming them.
 
-    ``what`` names the committer in the error (``"append"``, ``"compaction"``).
+    ``what`` names the committer in the error (``"append"``, ``"compaction"``, ``"commit"``).
     """
 
     #: The clock the age is read on (monotonic: a wall clock stepped back or forward must not
     #: skip the check; tests and the simulation replace it to fake elapsed time).
     clock = staticmethod(time.monotonic)
+    #: The margin a fence gets unless given one (the simulation lowers it to half its run's
+    #: orphan grace, the same rule for a grace of seconds).
+    margin_ms: int = FENCE_MARGIN_MS
 
-    def __init__(self, store: Store, what: str, margin_ms: int = FENCE_MARGIN_MS) -> None:
+    def __init__(self, store: Store, what: str, margin_ms: int | None = None) -> None:
         self.store = store
         self.what = what
-        self.margin_ms = margin_ms
+        if margin_ms is not None:
+            self.margin_ms = margin_ms
         self.started: float | None = None
+
+    @classmethod
+    def since_wall(cls, store: Store, what: str, written_ms: int, margin_ms: int | None = None) -> Fence:
+        """A fence started at ``written_ms``, wall-clock epoch milliseconds stamped before the first
+        file write, possibly on another host (see the module docstring for the skew assumed).
+
+        The stamp's age is read once on this host's wall clock (``timestamps.now_ms``; a stamp
+        ahead of it counts as now), then kept on :attr:`clock` like any fence's."""
+        fence = cls(store, what, margin_ms)
+        fence.started = cls.clock() - max(0, timestamps.now_ms() - written_ms) / 1000.0
+        return fence
 
     def start(self) -> Fence:
         """Mark the first file write (call before it); later calls keep the first mark."""
@@ -90,9 +115,10 @@ class Fence:
             shown = ", ".join(self.store.uri(r) for r in missing[:5]) + (
                 f" and {len(missing) - 5} more" if len(missing) > 5 else "")
             raise StaleWriteError(
-                f"this {self.what} wrote its files {age / 60_000:.0f} min ago (over the {self.margin_ms // 60_000} min "
-                f"fence margin, half the shortest orphan grace) and {len(missing)} of them are gone, deleted by "
-                f"orphan cleanup while the process was stalled: {shown}. Nothing was committed. Retry the batch "
+                f"the files of this {self.what} were written {age / 60_000:.0f} min ago "
+                f"(over the {self.margin_ms // 60_000} min fence margin, half the shortest orphan grace) and "
+                f"{len(missing)} of them are gone, deleted by orphan cleanup while the process was stalled: "
+                f"{shown}. Nothing was committed. Retry the batch "
                 "(a Spark sink replays it, a writer's retry writes the files again)",
                 missing=[self.store.uri(r) for r in missing])
         log.info("tstream: %s %s: its %d file(s) were written %.0f min ago and are all still there; committing",

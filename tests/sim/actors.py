@@ -20,6 +20,7 @@ from pyspark_tstream.errors import (
     CommitConflictError,
     ConfigError,
     SegmentSealedError,
+    StaleWriteError,
     StorageError,
 )
 from pyspark_tstream.sink.writer import (
@@ -30,6 +31,7 @@ from pyspark_tstream.sink.writer import (
 )
 from pyspark_tstream.spark.handle import StreamHandle
 from pyspark_tstream.store.storage import Store
+from pyspark_tstream.timestamps import now_ms
 from pyspark_tstream.write.group import CONTENDED_COMMITS
 from pyspark_tstream.write.writing import write_batches
 
@@ -39,8 +41,9 @@ if TYPE_CHECKING:
     from .world import World
 
 SCHEMA = pa.schema([("writer", pa.string()), ("batch", pa.int64()), ("i", pa.int64()), ("key", pa.string())])
-#: What a caller retries: the store failed past its retries, or the journal kept moving.
-EXPECTED = (StorageError, CommitConflictError)
+#: What a caller retries: the store failed past its retries, the journal kept moving, or the
+#: orphan fence found files cleanup deleted while the committer stalled (written again on retry).
+EXPECTED = (StorageError, CommitConflictError, StaleWriteError)
 #: Attempts at one batch before a writer gives up on it (it stays unacknowledged).
 ATTEMPTS = 12
 
@@ -144,13 +147,15 @@ def first_writer(world: World, name: str, batches: int, segments: int) -> Any:
 
 
 def _messages(writer: Any, name: str, batch: int, rows: int) -> list[TaskCommitMessage]:
-    """What two Spark tasks of one micro-batch send to the driver (each task's own files)."""
+    """What two Spark tasks of one micro-batch send to the driver (each task's own files, and
+    the simulated time it started writing them, for the driver's orphan fence)."""
     table = batch_table(name, batch, rows)
     half = rows // 2
     out = []
     for p, part in enumerate((table.slice(0, half), table.slice(half))):
+        started = now_ms()
         chunks = write_batches(writer.tasks.spec, [part], task=f"p{p}b{batch}")
-        out.append(TaskCommitMessage(p, 0, tuple(chunks)))
+        out.append(TaskCommitMessage(p, 0, tuple(chunks), started))
     return out
 
 
@@ -187,10 +192,18 @@ def sink(world: World, name: str, batches: int, segments: int = 0) -> Any:
                 msgs = _messages(w, name, b, world.rows(name, b))
             except world.expected:
                 continue  # a task failed: Spark runs the batch again
+            p_stall = world.profile.sink_stall
+            if p_stall and world.sched.rng.random() < p_stall:
+                # the driver paused past the orphan grace before its commit: cleanup may take the
+                # tasks' files meanwhile, and the fence must refuse to name them
+                world.note("sink drivers stalled past the orphan grace")
+                sched = world.sched
+                sched.sleep_until(sched.now + world.grace_ms + 1 + sched.rng.randrange(2 * world.grace_ms))
             try:
                 ack = w.committer.commit(msgs, b)  # what TStreamStreamWriter.commit runs, with its ack
-            except Exception:  # noqa: BLE001 - Spark aborts whatever commit raised
-                world.note("sink commit failed")
+            except Exception as e:  # noqa: BLE001 - Spark aborts whatever commit raised
+                refused = isinstance(e, StaleWriteError)
+                world.note("sink commits refused by the fence" if refused else "sink commit failed")
                 try:
                     w.abort(msgs, b)
                 except world.expected:

@@ -11,6 +11,10 @@
 * :func:`expiring`: records the writers a commit attempt drops as expired (the ledger's
   in-run allowance for a replay that appends again; the journal's history decides at the end,
   :mod:`.history`), and counts the sessions whose lease a commit attempt ended.
+* :func:`fencing`: for a profile whose sink drivers stall past the orphan grace
+  (``sink_stall``), the orphan fence's margin is half the run's orphan grace (the fence's rule
+  for any grace; the product's half hour assumes the one-hour floor, which a run's graces of
+  seconds are far under), so a stalled commit meets it.
 * :func:`buggified`: FoundationDB's "buggify" for a profile that asks for it: each knob below
   is on for a seed with even odds (drawn from the seed, named in ``world.notes``), making a rare
   path common: a waiter races its leader after one poll (``group.PATIENCE``; folds racing
@@ -39,6 +43,7 @@ import pyspark_tstream.write.commit as commit_mod
 import pyspark_tstream.write.group as group_mod
 from pyspark_tstream.journal.entries import Entry
 from pyspark_tstream.journal.state import StreamState
+from pyspark_tstream.store.fence import Fence
 
 from .scheduler import Crash
 
@@ -120,6 +125,21 @@ def crowding(world: World) -> Iterator[None]:
         yield
     finally:
         group_mod.CROWD, cls._poll, cls._folded, cls._created_without_own = saved  # type: ignore[method-assign]
+
+
+@contextmanager
+def fencing(world: World) -> Iterator[None]:
+    """``Fence.margin_ms`` at half ``world.grace_ms`` while the profile stalls sink drivers
+    (unchanged otherwise: no other profile's schedule moves)."""
+    if not world.profile.sink_stall:
+        yield
+        return
+    saved = Fence.margin_ms
+    Fence.margin_ms = world.grace_ms // 2
+    try:
+        yield
+    finally:
+        Fence.margin_ms = saved
 
 
 #: The buggify knobs: (name, module, attribute, the value that makes the rare path common).

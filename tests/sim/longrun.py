@@ -18,7 +18,7 @@ from .world import replay_command, simulate
 #: The profiles of today's code (the ``*-old-*`` ones put bugs back on purpose).
 CLEAN = ("default", "all", "sinks", "vacuums", "compactions", "crashes", "autoscale", "torn", "checkpoints", "expiry",
          "first-writes", "requests", "crowd", "expiry-crowd", "sessions", "declared", "first-sinks", "backends",
-         "buggify", "mount", "mount-stalls", "backends-s3", "damage", "upkeep")
+         "buggify", "mount", "mount-stalls", "sink-stalls", "backends-s3", "damage", "upkeep")
 
 
 def main(argv: list[str] | None = None) -> int:

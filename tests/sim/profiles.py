@@ -3,9 +3,9 @@
 ``default``, ``all``, ``sinks`` and the narrower ones run the code as it is (``checkpoints``,
 ``expiry`` and ``first-writes`` the features newer than the harness, ``crowd`` and
 ``expiry-crowd`` group commit's leaders and waiters, ``sessions`` producer sessions, ``requests`` the fault that
-meets the orphan-cleanup race, ``upkeep`` the product's background upkeep); each ``*-old-*``
-profile runs one historical bug put back (:mod:`.switches`), with the actors that meet it, and
-``*-planted-*`` one planted on purpose.
+meets the orphan-cleanup race, ``upkeep`` the product's background upkeep, ``sink-stalls`` the
+orphan fence); each ``*-old-*`` profile runs one historical bug put back (:mod:`.switches`), with
+the actors that meet it, and ``*-planted-*`` one planted on purpose.
 """
 
 from __future__ import annotations
@@ -120,6 +120,10 @@ DECLARED = replace(EXPIRY, name="declared", declared=("w0", "sink0"))
 UPKEEP = Profile(name="upkeep", batches=6, compactions=1, vacuums=6, restart_delay_ms=15_000, background_upkeep=True,
                  upkeep_stall_ms=2_000, upkeep_every=3, retention="count=60", faults=Faults(crash=0.02))
 EXPIRY_CROWD = replace(EXPIRY, name="expiry-crowd", writers=5, sinks=2, batches=4, crowd=1)
+#: ``sinks`` whose drivers stall past the orphan grace before a third of their commits, beside
+#: orphan cleanup every grace or two: the tasks' files may be gone when the driver resumes, and
+#: the orphan fence (its margin half the run's grace, :mod:`.knobs`) must refuse the commit.
+SINK_STALLS = replace(SINKS, name="sink-stalls", sink_stall=0.35, vacuums=8)
 
 PROFILES = {p.name: p for p in (
     DEFAULT,
@@ -144,6 +148,7 @@ PROFILES = {p.name: p for p in (
     BUGGIFY,
     MOUNT,
     MOUNT_STALLS,
+    SINK_STALLS,
     DAMAGE,
     UPKEEP,
     # a changed digit of any number and of the head hint too: not detectable today (the
@@ -165,4 +170,5 @@ PROFILES = {p.name: p for p in (
     replace(DECLARED, name="declared-planted-expired", switch="planted-expired"),
     replace(BACKENDS, name="backends-planted-conflict", switch="planted-conflict"),
     replace(BUGGIFY, name="buggify-old-orphans", switch="old-orphans"),
+    replace(SINK_STALLS, name="sink-stalls-old-unfenced", switch="old-unfenced"),
 )}

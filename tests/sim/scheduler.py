@@ -22,6 +22,9 @@ What is patched for the run (and restored after):
 * ``read.file_checks``' thread pools (fsck's and repair's file checks): run in line, so an
   actor's checks are scheduled like its other store calls;
 * ``GroupCommit.pause`` and ``clock``: a waiting group committer sleeps on the simulated clock;
+* ``Fence.clock`` (``store/fence.py``): the orphan fence measures a committer's stall on the
+  simulated clock, as orphan cleanup's grace does (``Fence.since_wall``, the sink's commit of
+  its tasks' stamps, reads ``now_ms``, patched above);
 * ``GroupCommit._executor``: runs its work in line. tstream's only background threads on
   ``memory://`` are the group committer's pool (publishing a request beside the listing) and
   upkeep's; head hints and request deletes run in line on ``memory://`` already
@@ -51,6 +54,7 @@ import fsspec.implementations.memory as fsspec_memory
 from pyspark_tstream import timestamps
 from pyspark_tstream.api import upkeep as upkeep_mod
 from pyspark_tstream.read import file_checks
+from pyspark_tstream.store.fence import Fence
 from pyspark_tstream.store.layout import CHECKPOINTS, MACROS, REQUESTS
 from pyspark_tstream.store.storage import RetryPolicy, Store
 from pyspark_tstream.write.group import GroupCommit
@@ -479,6 +483,7 @@ def patched(sched: Scheduler) -> Iterator[None]:
              (GroupCommit, "_executor", GroupCommit._executor),
              (GroupCommit, "pause", GroupCommit.__dict__["pause"]),
              (GroupCommit, "clock", GroupCommit.__dict__["clock"]),
+             (Fence, "clock", Fence.__dict__["clock"]),
              (file_checks, "ThreadPoolExecutor", file_checks.ThreadPoolExecutor),
              (upkeep_mod, "inline_from_env", upkeep_mod.inline_from_env)]
     Store.__init__ = store_init  # type: ignore[method-assign]
@@ -489,6 +494,7 @@ def patched(sched: Scheduler) -> Iterator[None]:
     GroupCommit._executor = lambda self: _InlineExecutor()  # type: ignore[method-assign, assignment, return-value]
     GroupCommit.pause = staticmethod(lambda s: sched.sleep_until(sched.now + max(1, round(s * 1000))))  # type: ignore[assignment]
     GroupCommit.clock = staticmethod(lambda: sched.now / 1000)  # type: ignore[assignment]
+    Fence.clock = staticmethod(lambda: sched.now / 1000)  # type: ignore[assignment]
     file_checks.ThreadPoolExecutor = _InlinePool  # type: ignore[misc, assignment]
     upkeep_mod.inline_from_env = lambda: True
     try:

@@ -34,6 +34,8 @@ the number of seeds ``docs/operations.md`` states.
   Azure and GCS backends know a lost conditional create only as ``FileExistsError`` (their
   ``is_precondition_failed`` without the 409 ``BlobAlreadyExists``/412 codes), so a create
   that lost fails as a permanent store error instead of reading "exists".
+* ``old-unfenced``: no orphan fence (``store/fence.py``): a sink driver that stalled past the
+  orphan grace committed its tasks' files though orphan cleanup had deleted them meanwhile.
 * ``old-unowned``: the second way alone, which outlived the first's fix: an entry of others'
   requests without the committer's settled own kept none of its files
   (``GroupCommit._created_without_own``).
@@ -60,6 +62,7 @@ from pyspark_tstream.journal.state import StreamState
 from pyspark_tstream.maps.macromap import Macro
 from pyspark_tstream.store.backends.azure import AzureBackend
 from pyspark_tstream.store.backends.gcs import GCSBackend
+from pyspark_tstream.store.fence import Fence
 from pyspark_tstream.store.storage import Store
 from pyspark_tstream.write.group import Committed, GroupCommit, Part
 
@@ -161,6 +164,8 @@ def _patches(switch: str, sched: Scheduler) -> list[Patch]:
         only_exists = lambda self, exc: isinstance(exc, FileExistsError)  # noqa: E731
         return [(AzureBackend, "is_precondition_failed", only_exists),
                 (GCSBackend, "is_precondition_failed", only_exists)]
+    if switch == "old-unfenced":
+        return [(Fence, "check", lambda self, paths: None)]
     if switch == "old-listing":
         listing = _old_listing(sched)
         mods = _store_modules_with("memory_list")
@@ -171,7 +176,7 @@ def _patches(switch: str, sched: Scheduler) -> list[Patch]:
 
 #: The switches :func:`switched` knows.
 SWITCHES = ("old-abort", "old-adopt", "old-orphans", "old-aged", "old-listing", "old-settled", "old-unowned",
-            "planted-floor", "planted-expired", "planted-conflict")
+            "old-unfenced", "planted-floor", "planted-expired", "planted-conflict")
 
 
 @contextmanager

@@ -46,7 +46,7 @@ from pyspark_tstream.store.storage import RetryPolicy, Store
 from pyspark_tstream.write.commit import CommitIntent
 
 from . import actors, cloud, damage, history
-from .knobs import buggified, checkpointing, crowding, expiring, upkeeping
+from .knobs import buggified, checkpointing, crowding, expiring, fencing, upkeeping
 from .mount import mounted
 from .scheduler import Faults, Scheduler, patched
 from .switches import switched
@@ -106,6 +106,9 @@ class Profile:
     mount_die: float = 0.0
     mount_stall: float = 0.0
     mount_skew: float = 0.0
+    #: a sink driver stalls past the orphan grace between its tasks' writes and its commit on
+    #: this share of batches (a paused driver; the fence's margin follows the grace, :mod:`.knobs`)
+    sink_stall: float = 0.0
     buggify: bool = False  # each buggify knob on with even odds per seed (:func:`.knobs.buggified`)
     #: metadata objects a vandal damages while the others run (:mod:`.damage`); with it, the
     #: ``repairs`` operator runs ``tstream repair`` at random
@@ -487,7 +490,7 @@ def simulate(seed: int, profile: Profile = Profile(),
     started = time.perf_counter()
     try:
         with patched(sched), switched(profile.switch, sched), checkpointing(profile.checkpoint_entries), \
-                expiring(world), crowding(world), buggified(world), upkeeping(world), mounted(world), \
+                expiring(world), crowding(world), fencing(world), buggified(world), upkeeping(world), mounted(world), \
                 damage.recording(world), cloud.cloud_store(service, random.Random(seed ^ 0x409)):
             config: dict[str, Any] = {"scaling": profile.scaling} if profile.scaling else {}
             if profile.writer_retention_ms:
