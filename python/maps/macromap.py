@@ -195,7 +195,7 @@ class MacroMap:
                       known: dict[int, tuple[int, int]], ahead: Ahead | None = None) -> dict[int, list[Macro]]:
         """:meth:`covering` for several segments; ``known`` names a committed (bucket, version)
         per segment, read exactly (immutable, all in one batched call) instead of head + probe,
-        taken from ``ahead`` where they were read ahead (:func:`named_versions`).
+        taken from ``ahead`` where they were read ahead (:func:`~pyspark_tstream.read.compacted.named_versions`).
 
         A committed version may be older than the newest, which is fine: the files it names stay
         until garbage collection's grace period has passed after the commit that replaced them.

@@ -63,7 +63,7 @@ class Window:
         got = self._index.get((level, node))
         if got is None:
             # a level-1 node's chunks may be compacted: the map versions the state names ride in
-            # its batch (held in :attr:`ahead` for the plan's substitution), not a round trip after
+            # its batch (held in ``ahead`` for the plan's substitution), not a round trip after
             rel = layout.index_node(level, node)
             named = named_versions(state, node * FANOUT) if state is not None and level == 1 else []
             missing = [r for r in (rel, *named) if r not in self.ahead]
@@ -79,7 +79,7 @@ class Window:
 
     def search_ahead(self, state: StreamState, col: int, value: int) -> list[str]:
         """What a plan from :meth:`search` of ``col`` for ``value`` on ``state`` reads first, for
-        a caller to fetch into :attr:`ahead` in a batch it sends anyway (a read's refresh: a cold
+        a caller to fetch into ``ahead`` in a batch it sends anyway (a read's refresh: a cold
         seek's round trips saved): the search's first index node unless the window has it, and
         when that is a level-1 node or an open position, the map versions the state names that
         the plan's substitution may need (:func:`~pyspark_tstream.read.compacted.named_versions`)."""
@@ -94,7 +94,7 @@ class Window:
 
     def tail_ahead(self, state: StreamState, n: int) -> list[str]:
         """What a tail of ``n`` records on ``state`` reads first (:func:`~.planner.tail_bound`'s
-        first span), for a caller to fetch into :attr:`ahead` in a batch it sends anyway: when
+        first span), for a caller to fetch into ``ahead`` in a batch it sends anyway: when
         the state's open level-1 summaries name the node the span starts in, every flushed node
         from it on (at most ``FANOUT - 1``: those summaries) and the map versions the state names
         for them; else the search's first node (:meth:`search_ahead`)."""
@@ -113,7 +113,7 @@ class Window:
                 and (1, k) not in self._index and layout.index_node(1, k) not in self.ahead]
 
     def read_ahead(self, state: StreamState, nodes: range) -> None:
-        """Fetch the flushed level-1 nodes of ``nodes`` this window lacks into :attr:`ahead` in
+        """Fetch the flushed level-1 nodes of ``nodes`` this window lacks into ``ahead`` in
         one batch (with the map versions the state names for them), for a walk over them that
         would read them one at a time (a tail's span)."""
         rels = self._unread_nodes(state, nodes)
