@@ -430,6 +430,11 @@ class EntryLog:
         listed = self.lowest_listed()  # GC deleted [1, x) or nothing but entry 0 exists
         return listed if listed is not None else (0 if has_zero else None)
 
+    def collected(self, pos: int) -> bool:
+        """Whether garbage collection deleted entry ``pos`` (it lies below the anchor; one read)."""
+        anchor = self._anchor_pos()
+        return anchor is not None and pos < anchor
+
     def _anchor_pos(self) -> int | None:
         try:
             return decode_anchor(self.store.read(layout.ANCHOR))

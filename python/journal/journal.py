@@ -46,6 +46,8 @@ from .entries import FORMAT_VERSION, Entry, EntryLog
 from .expiry import expire
 from .features import check_writer
 from .hints import HeadHints
+from .ahead import unsound_newest
+from .holes import PastCheck, hole
 from .outcome import Attempt, Committed, Taken
 from .state import StreamState
 from .timeindex import Delta, TimeIndex, summary
@@ -72,6 +74,8 @@ class Journal:
         self.flushers: list[Callable[[StreamState], None]] = []
         #: The head hint (written in the background on object stores) and other deferred chores.
         self.hints = HeadHints(store)
+        #: Whether an entry lies past the slot a commit takes (:mod:`~pyspark_tstream.journal.holes`).
+        self.past = PastCheck(store)
 
     # -- entry I/O (see entries.EntryLog) ------------------------------------------------------
     def read_entry(self, pos: int) -> Entry:
@@ -227,6 +231,20 @@ class Journal:
         entry.state.index[0].append(summary(entry))
         expire(entry.state, entry.wall)
         data = self._encode(entry, state)
+        # what lies around this slot (asked beside the caller's last round trip where it could
+        # be: journal/holes.py): a committed entry at or past it means the slot was taken
+        # meanwhile or its entry was lost, where a create would fork the journal; the newest
+        # entry missing means a create would leave a hole below it. Nothing is created then
+        around = self.past.around(pos)
+        if around.passed or not around.before:
+            found = self.try_entry(pos)
+            if found is not None:
+                return Taken(found)
+            if not around.passed:
+                raise unsound_newest(self.store, self.store.uri(layout.entry(pos - 1)), "is missing")
+            if self.log.collected(pos):  # a writer so far behind that its slot was collected
+                return Taken(self.head())
+            raise hole(self.store, pos, around)
         if not self._create_slot(pos, data):
             winner = self.try_entry(pos)
             if winner is None:
@@ -241,6 +259,19 @@ class Journal:
         self.hints.offer(pos, data)
         self._publish(entry.state, bool(fresh_sealed) or fresh_epoch is not None)
         return Committed(entry, entry.state)
+
+    def expect(self, pos: int) -> None:
+        """The next commit will try position ``pos``: on an object store, start reading now
+        what lies around that slot (:mod:`~pyspark_tstream.journal.holes`), so the answer rides
+        beside the caller's round trip (its data upload) instead of adding one before the
+        create. Elsewhere the commit reads it in line (local reads)."""
+        if self.hints.background:
+            self.past.expect(pos)
+
+    def forget(self) -> None:
+        """Drop what :meth:`expect` asked if no commit used it: the answer predates the next
+        call, and a loss before a call is always seen by that call's commit."""
+        self.past.forget()
 
     def _encode(self, entry: Entry, before: StreamState) -> bytes:
         """The stored bytes of ``entry``: its change on committed state ``before`` (format v6),

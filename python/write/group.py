@@ -283,6 +283,7 @@ class GroupCommit:
             self._folded(run.own)
             run.result = Committed(mine, False)
             return Phase.DONE
+        self.journal.expect(run.newest.pos + 1)  # beside the listing (journal/holes.py)
         run.names = self._list(run.own, run.newest)
         return Phase.CHECK
 
@@ -345,6 +346,7 @@ class GroupCommit:
             # published now would stay foldable with its files (Committed.keep)
             run.result = Committed(None, False)
             return Phase.DONE
+        self.journal.expect(run.newest.pos + 1)  # beside the publish and listing (journal/holes.py)
         run.names = self._contend(own, run.newest)
         return Phase.CHECK
 

@@ -111,7 +111,6 @@ class Profile:
     #: ``repairs`` operator runs ``tstream repair`` at random
     damages: int = 0
     damage_undetectable: bool = False  # draw the damage today's checks cannot detect too (:mod:`.damage`)
-    damage_holes: bool = False  # lose journal entries below the newest too (the open hole, :mod:`.damage`)
 
 
 @dataclass
