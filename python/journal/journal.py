@@ -14,15 +14,22 @@ callers use; its own code takes positions. Invariants:
   it builds on; the ``head`` object copies the newest entry. The head is a hint: a stale head only
   costs a failed conditional create (a committer then reads the entry that beat it, and applies
   its change) or a probe (a reader).
+* A commit never creates into the slot of a lost entry, nor past a lost newest entry: before
+  its create it reads the slots around its own and the head hint
+  (:mod:`~pyspark_tstream.journal.holes`), and refuses naming the lost entry.
 * A commit drops the writers silent longer than the writer retention
   (:mod:`~pyspark_tstream.journal.expiry`), as part of its change.
 * A commit writes only committed facts besides its own entry: full index nodes and pending
   sealed/epoch records of earlier commits (deterministic bytes, so a lost race rewrites the
   same content), and its own pending records only after it won its slot.
 
-Costs (store calls): commit 1 conditional create on its critical path (+ 1 node write and 1
-batched read every ``FANOUT`` commits; a lost race 1 read), then 1 head write in the background
-on object stores (:mod:`~pyspark_tstream.journal.hints`); reads and searches as in
+Costs (store calls): commit 1 batched read of what lies around its slot (entries ``n - 1`` and
+``n + 1`` and the head hint, :mod:`~pyspark_tstream.journal.holes`: no create into a lost
+entry's slot; beside the caller's data upload on object stores, after :meth:`Journal.expect`)
+and 1 conditional create on its critical path (+ 1 node write and 1 batched read every
+``FANOUT`` commits; a lost race 1 read, and no create when that read showed the slot taken),
+then 1 head write in the background on object stores (:mod:`~pyspark_tstream.journal.hints`);
+reads and searches as in
 :mod:`~pyspark_tstream.journal.entries`
 and :mod:`~pyspark_tstream.journal.timeindex`.
 """

@@ -41,7 +41,9 @@ Invariants kept:
 Costs (store calls): an uncontended commit 1 conditional create; a lost race 1 read of the
 winner, 1 request PUT (once) beside 1 listing; then a leader 1 listing, 1 batched read of the
 requests not yet seen and 1 create per attempt, a waiter 1 read per poll and 1 listing per
-entry that did not fold it.
+entry that did not fold it. Each attempt also reads what lies around its slot
+(:mod:`~pyspark_tstream.journal.holes`), beside the data upload, the publish and listing or the
+waiter's listing where the slot is known before them, else just before the create.
 """
 
 from __future__ import annotations
