@@ -48,11 +48,11 @@ def test_a_fresh_handles_first_commit_reads_no_metadata(url: str, appends: int) 
     before = s.state.pos
     ack = s.append(_rows(1000), key="k")
     assert ack.pos == before + 1
-    # nothing read back but one batched read of what lies around the slot (the entries before
-    # and after it and the head hint: a create into a lost entry's slot forks the journal,
-    # journal/holes.py), in line on a local store, beside the data upload on an object store
-    # (test_group_commit)
-    assert _reads(log) == [("read_many", f"{layout.entry(before)} (+2)")], log.calls
+    # nothing read back but one batched read of what lies around the slot (the slot, the
+    # entries before and after it, the head hint: a create into a lost entry's slot forks the
+    # journal, journal/holes.py), in line on a local store, beside the data upload on an object
+    # store (test_group_commit)
+    assert _reads(log) == [("read_many", f"{layout.entry(before)} (+3)")], log.calls
     assert log.metadata("read", "exists") == 0
 
 

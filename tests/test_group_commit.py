@@ -45,7 +45,7 @@ def test_a_single_writers_commit_is_its_data_put_and_one_conditional_create(url:
         ops = [op for op, _ in mine]
         assert ops[-1] == "put_if_absent" and set(ops[:-1]) <= {"open_output", "write"}, mine
         assert len(ops) == 2, mine  # one data file (all segments' slices) + the create: 2 round trips
-        assert ("read_many", f"{layout.entry(ack.pos - 1)} (+2)") in others, others  # beside the data write
+        assert ("read_many", f"{layout.entry(ack.pos - 1)} (+3)") in others, others  # beside the data write
     s.context.journal.hints.settle()
     assert Stream.open(url).state.pos == s.state.pos
 
@@ -116,8 +116,8 @@ def test_a_lone_writers_index_flush_reads_no_entry_back(url: str) -> None:
     ack = s.append(_rows("w", batch), writer_id="w", batch_id=batch)
     assert ack.pos == 32
     # no entry read back: the one batched read is of what lies around the commit's slot (the
-    # entries before and after it and the head hint: journal/holes.py), not of the node's entries
-    assert [c for c in calls if c[0].startswith("read")] == [("read_many", f"{layout.entry(31)} (+2)")], calls
+    # slot, the entries before and after it, the head hint: journal/holes.py), not the node's
+    assert [c for c in calls if c[0].startswith("read")] == [("read_many", f"{layout.entry(31)} (+3)")], calls
     assert [rel for op, rel in calls if op == "write" and rel.startswith("_tstream/index/")], calls
     assert Stream.open(url).verify().ok
 

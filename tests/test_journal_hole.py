@@ -11,6 +11,7 @@ without an error.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -126,10 +127,10 @@ def test_an_answer_serves_only_the_call_that_asked_it(url: str, monkeypatch: pyt
     log = CallLog()
     s.store.observer = log
     pos = s.state.pos + 1
-    batch = ("read_many", f"{layout.entry(pos - 1)} (+2)")
+    batch = ("read_many", f"{layout.entry(pos - 1)} (+3)")
     past.expect(pos)
     s.journal.forget()
-    assert past.around(pos) == holes.Around(pos, before=True, after=False, hinted=pos - 1)
+    assert past.around(pos) == holes.Around(pos, before=True, taken=None, after=False, hinted=pos - 1)
     assert log.calls == [batch] * 2, log.calls  # the background's, dropped; then in line
     log.reset()
     monkeypatch.setattr(holes, "FRESH_S", -1.0)
@@ -185,3 +186,32 @@ def test_a_writer_whose_own_newest_entry_was_lost_refuses_to_commit_over_it(url:
     Stream.repair_url(url)
     s.append(_batch(1), key="k", writer_id="a", batch_id=1)
     assert sorted(Stream.open(url).read().column("v").to_pylist()) == [0, 1]
+
+
+def test_a_reader_behind_a_lost_entry_names_it_instead_of_standing_still(url: str) -> None:
+    """A handle's poll reads the next slot and the one after it in one call: the next entry lost
+    while later ones exist is named (before, the poll took the lost entry for the journal's end
+    and the handle stayed behind it for good, reading an ever older state without an error:
+    simulation ``damage`` seed 20035)."""
+    Stream.create(url, segments=2, compaction="off")
+    writer, reader = Stream.open(url), Stream.open(url)
+    for b in range(3):
+        writer.append(_batch(b), key="k", writer_id="a", batch_id=b)
+    lost = reader.state.pos + 1
+    writer.store.delete([layout.entry(lost)])
+    log = CallLog()
+    reader.store.observer = log
+    with pytest.raises(CorruptMetadataError, match=f"journal entry {re.escape(writer.store.uri(layout.entry(lost)))}"):
+        reader.refresh()
+    assert log.calls == [("read_many", f"{layout.entry(lost + 1)} (+1)")], log.calls  # one call, as any poll
+    assert reader.state.pos == lost - 1
+
+
+def test_a_poll_with_nothing_new_is_one_call(url: str) -> None:
+    """The slot after the next rides in the poll's one call (one round trip on object stores)."""
+    s = Stream.create(url, segments=2, compaction="off")
+    s.append(_batch(0), key="k")
+    log = CallLog()
+    s.store.observer = log
+    assert s.refresh().pos == s.state.pos
+    assert log.calls == [("read_many", f"{layout.entry(s.state.pos + 2)} (+1)")], log.calls

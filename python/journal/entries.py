@@ -85,6 +85,10 @@ class EntryLog:
             self._hint_only.discard(next(iter(recent)))
             recent.pop(next(iter(recent)), None)
 
+    def kept(self, pos: int) -> bool:
+        """Whether this handle holds the stored bytes of entry ``pos`` (:meth:`remember`)."""
+        return pos in self._recent
+
     def keep(self, state: StreamState) -> None:
         """Keep committed ``state`` to decode the entry after it on (the newest few are kept).
         A kept state must not be changed in place (a commit works on a copy)."""
@@ -285,6 +289,13 @@ class EntryLog:
         rel = layout.entry(pos)
         return self.decode(self.store.read(rel), rel)
 
+    def known(self, pos: int, data: bytes) -> Entry:
+        """The entry at ``pos`` from its stored bytes ``data``, read from its slot (kept)."""
+        rel = layout.entry(pos)
+        entry = self.decode(data, rel)
+        self.remember(pos, data)
+        return entry
+
     def try_entry(self, pos: int, ahead: Sequence[int] = ()) -> Entry | None:
         """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new;
         ``ahead``: entries read next (a read's open index node), fetched in it unless kept."""
@@ -292,8 +303,9 @@ class EntryLog:
         unkept = [p for p in ahead if p != pos and p not in self._recent]
         if unkept and rel not in self._ahead:  # the probe last: it is mostly absent
             for p, raw in zip(unkept, self._ahead.fetch([*(layout.entry(p) for p in unkept), rel])):
+                got = self._ahead.pop(layout.entry(p))  # absent ones too: a later read must look again
                 if raw is not None:
-                    self.remember(p, self._ahead.pop(layout.entry(p)) or raw)
+                    self.remember(p, got or raw)
         try:
             data = self._ahead.take(rel)
         except FileNotFoundError:

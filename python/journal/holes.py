@@ -1,18 +1,19 @@
 """The check a commit makes that the slot it takes is the journal's end, not a lost entry's.
 
 One job: reading, before the conditional create of entry ``n``, what lies around that slot
-(:class:`Around`: entry ``n - 1``, entry ``n + 1`` and the position the head hint names, in one
-batched read) and saying whether the create may go ahead. A handle follows the journal entry
+(:class:`Around`: entries ``n - 1``, ``n`` and ``n + 1`` and the position the head hint names,
+in one batched read) and saying whether the create may go ahead. A handle follows the journal entry
 by entry (a poll reads the next position), so it cannot tell a lost entry (deleted by damage)
 from the end: a create-if-absent into the lost entry's slot succeeds, and the journal forks
 (the entries after the slot were made on the lost state, so every state rebuilt across it would
 be wrong without an error, and vacuum would trust what they say). So:
 
+* entry ``n`` there: the slot was taken (a race lost), and the winner is read in the batch;
 * an entry at ``n + 1``, or a head hint naming ``n`` or later (it only ever copies a committed
   entry), while ``n`` is free: entry ``n`` was lost. The commit creates nothing and refuses,
   naming entry ``n`` and ``tstream repair`` (:func:`hole`; a hint naming ``n`` holds its copy,
-  which repair restores). With ``n`` present it is a race lost meanwhile (no create is needed
-  to learn it);
+  which repair restores). With ``n`` present by the time it is read again, it is a race lost
+  meanwhile;
 * entry ``n - 1`` missing (the newest entry, the one the commit builds on): a commit would leave
   a hole and overwrite the head hint, the only copy that restores it; it refuses the same way
   (as :meth:`EntryLog.confirm <pyspark_tstream.journal.entries.EntryLog.confirm>` does for a
@@ -27,9 +28,9 @@ create. An answer serves only the call that asked it (the caller then drops it:
 is always seen. (A cold open's batch could read the slot two past the head hint for free, but
 its answer predates the call, so it cannot let a create go ahead.)
 
-What remains (docs/protocol.md, "A lost entry and a stale committer"): an entry lost *and* the
-entries or hint that witness it written between the answer and the create (a window of the
-caller's upload, at most :data:`FRESH_S`, or of one round trip).
+What remains (docs/protocol.md, "A lost entry and a stale committer"): between the answer and
+the create (a window of the caller's upload, at most :data:`FRESH_S`, or of one round trip),
+entry ``n`` created by another writer and then lost, or entry ``n - 1`` lost.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class Around:
     pos: int
     #: entry ``pos - 1`` (the newest the commit builds on) is there
     before: bool
+    #: the stored bytes of entry ``pos`` (None: the slot is free)
+    taken: bytes | None
     #: entry ``pos + 1`` is there
     after: bool
     #: the position the head hint names (-1: no readable hint)
@@ -71,8 +74,9 @@ class Around:
 
 def look(store: Store, pos: int) -> Around:
     """Read what lies around slot ``pos``: one batched read (parallel GETs, one round trip)."""
-    before, after, head = store.read_present([layout.entry(pos - 1), layout.entry(pos + 1), layout.HEAD])
-    return Around(pos, before is not None, after is not None, -1 if head is None else stored_pos(head))
+    rels = [layout.entry(pos - 1), layout.entry(pos), layout.entry(pos + 1), layout.HEAD]
+    before, taken, after, head = store.read_present(rels)
+    return Around(pos, before is not None, taken, after is not None, -1 if head is None else stored_pos(head))
 
 
 class PastCheck:

@@ -47,13 +47,13 @@ from ..store import layout
 from ..store.races import LOST, Lost, until_won
 from ..store.storage import Store
 from . import checkpoint
+from .ahead import unsound_newest
 from .checkpoint_mark import CheckpointMark
 from .delta import change, state_copy
 from .entries import FORMAT_VERSION, Entry, EntryLog
 from .expiry import expire
 from .features import check_writer
 from .hints import HeadHints
-from .ahead import unsound_newest
 from .holes import PastCheck, hole
 from .outcome import Attempt, Committed, Taken
 from .state import StreamState
@@ -243,6 +243,8 @@ class Journal:
         # meanwhile or its entry was lost, where a create would fork the journal; the newest
         # entry missing means a create would leave a hole below it. Nothing is created then
         around = self.past.around(pos)
+        if around.taken is not None:  # a race lost: the winner came in the batch
+            return Taken(self.log.known(pos, around.taken))
         if around.passed or not around.before:
             found = self.try_entry(pos)
             if found is not None:
