@@ -24,13 +24,14 @@ that takes a round trip anyway, when the position the commit will try is known b
 work (``Stream.append``: its data upload; a group committer that lost a race or waited: its
 publish and listing) — no round trip added; else the same batched read in line, just before the
 create. An answer serves only the call that asked it (the caller then drops it:
-:meth:`PastCheck.forget`), once, and only while :data:`FRESH_S` old, so a loss before the call
-is always seen. (A cold open's batch could read the slot two past the head hint for free, but
+:meth:`PastCheck.forget`), once, and only while :data:`FRESH_S` old, so a single lost entry
+before the call (or a run of them the head hint has passed) is always seen. (A cold open's batch could read the slot two past the head hint for free, but
 its answer predates the call, so it cannot let a create go ahead.)
 
-What remains (docs/protocol.md, "A lost entry and a stale committer"): between the answer and
-the create (a window of the caller's upload, at most :data:`FRESH_S`, or of one round trip),
-entry ``n`` created by another writer and then lost, or entry ``n - 1`` lost.
+What remains (docs/protocol.md, "A lost entry and a stale committer"): a run of two or more
+lost entries from ``n`` on while the head hint is lost or behind them too; and between the
+answer and the create (a window of the caller's upload, at most :data:`FRESH_S`, or of one
+round trip), entry ``n`` created by another writer and then lost, or entry ``n - 1`` lost.
 """
 
 from __future__ import annotations
