@@ -25,8 +25,9 @@ work (``Stream.append``: its data upload; a group committer that lost a race or 
 publish and listing) — no round trip added; else the same batched read in line, just before the
 create. An answer serves only the call that asked it (the caller then drops it:
 :meth:`PastCheck.forget`), once, and only while :data:`FRESH_S` old, so a single lost entry
-before the call (or a run of them the head hint has passed) is always seen. (A cold open's batch could read the slot two past the head hint for free, but
-its answer predates the call, so it cannot let a create go ahead.)
+before the call (or a run of them the head hint has passed) is always seen. (A cold open's
+batch could read the slot two past the head hint for free, but its answer predates the call,
+so it cannot let a create go ahead.)
 
 What remains (docs/protocol.md, "A lost entry and a stale committer"): a run of two or more
 lost entries from ``n`` on while the head hint is lost or behind them too; and between the
