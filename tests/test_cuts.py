@@ -154,5 +154,7 @@ def test_checking_a_cut_of_active_segments_costs_no_store_call(url: str) -> None
     assert check_cut(s.store, s.state, cut, option="cut", url=s.url) == cut
     assert log.calls == []
     s.cut_bound(cut)
-    # one look for the newest entry (the plan's deltas and the chunks the cut crosses are batched)
-    assert [op for op, _ in log.calls].count("read") == 1, log.calls
+    # one look for the newest entry (a poll: the next slot and the one after it, one batched
+    # call), then the chunks the cut crosses in one batch
+    assert [op for op, _ in log.calls] == ["read_many", "read_many"], log.calls
+    assert log.calls[0][0] == "read_many" and "_tstream/journal/" in log.calls[0][1], log.calls

@@ -26,22 +26,26 @@ from pyspark_tstream.write.writing import write_batches
 
 
 def test_a_single_writers_commit_is_its_data_put_and_one_conditional_create(url: str) -> None:
-    """On an object store the head hint and the listing of others' requests leave the critical
-    path: the committing thread makes only the data write(s) and one conditional create."""
+    """On an object store the head hint, the listing of others' requests and the check that no
+    entry lies past the commit's slot (journal/holes.py) leave the critical path: the committing
+    thread makes only the data write(s) and one conditional create."""
     s = Stream.create(url, segments=2)
     s.append(_rows("w", 0), writer_id="w", batch_id=0)
     s.context.journal.hints.background = True  # the product default off memory:// (conftest asks for in line)
     s.appending.group.background = True
     caller = threading.get_ident()
     mine: list[tuple[str, str]] = []
-    s.store.observer = lambda op, rel: mine.append((op, rel)) if threading.get_ident() == caller else None
+    others: list[tuple[str, str]] = []
+    s.store.observer = lambda op, rel: (mine if threading.get_ident() == caller else others).append((op, rel))
     for b in range(1, 5):  # away from the index flush every 32 positions
         mine.clear()
+        others.clear()
         ack = s.append(_rows("w", b), writer_id="w", batch_id=b)
         assert ack.rows == 10 and not ack.duplicate
         ops = [op for op, _ in mine]
         assert ops[-1] == "put_if_absent" and set(ops[:-1]) <= {"open_output", "write"}, mine
         assert len(ops) == 2, mine  # one data file (all segments' slices) + the create: 2 round trips
+        assert ("read_many", f"{layout.entry(ack.pos - 1)} (+3)") in others, others  # beside the data write
     s.context.journal.hints.settle()
     assert Stream.open(url).state.pos == s.state.pos
 
@@ -111,7 +115,9 @@ def test_a_lone_writers_index_flush_reads_no_entry_back(url: str) -> None:
     s.store.observer = lambda op, rel: calls.append((op, rel))
     ack = s.append(_rows("w", batch), writer_id="w", batch_id=batch)
     assert ack.pos == 32
-    assert not [c for c in calls if c[0].startswith("read")], calls
+    # no entry read back: the one batched read is of what lies around the commit's slot (the
+    # slot, the entries before and after it, the head hint: journal/holes.py), not the node's
+    assert [c for c in calls if c[0].startswith("read")] == [("read_many", f"{layout.entry(31)} (+3)")], calls
     assert [rel for op, rel in calls if op == "write" and rel.startswith("_tstream/index/")], calls
     assert Stream.open(url).verify().ok
 

@@ -131,6 +131,24 @@ class Appender:
             intent = replace(intent, schema=normalize(user_schema(intent.schema)))
         req = CommitRequest(chunks=list(handed), intent=intent, now=now_ms(), count_raised=self.count_raised,
                             fence=fence)
+        try:
+            entry, created, handed = self._commit_once(req, handed, listed)
+        finally:
+            h.journal.forget()  # what this call asked (journal/holes.py) is stale for the next one
+        if entry is None:
+            return self.skipped(req, [*handed, *req.chunks] if fresh else [])
+        if entry.pos > h.entry.pos:  # (a folded request's entry: its view, whose state is the entry's)
+            h.entry = entry
+        if created and entry.chunks and self.after_commit is not None:
+            self.after_commit(entry, upkeep_later)
+        return Ack.from_entry(entry)
+
+    def _commit_once(self, req: CommitRequest, handed: list[ChunkInfo],
+                     listed: Future[list[Published]] | None) -> tuple[Entry | None, bool, list[ChunkInfo]]:
+        """The journal commit of ``req``, re-routed while its segments are sealed under it: the
+        entry (None: a no-op), whether this call created it, and the chunks handed over that
+        the caller may still delete."""
+        h = self.ctx
         created = True
         for _ in range(SEALED_RETRIES):
             try:
@@ -151,13 +169,7 @@ class Appender:
         else:
             raise CommitConflictError("segments kept changing under this commit; retry it",
                                       expected=h.state.pos + 1)
-        if entry is None:
-            return self.skipped(req, [*handed, *req.chunks] if fresh else [])
-        if entry.pos > h.entry.pos:  # (a folded request's entry: its view, whose state is the entry's)
-            h.entry = entry
-        if created and entry.chunks and self.after_commit is not None:
-            self.after_commit(entry, upkeep_later)
-        return Ack.from_entry(entry)
+        return entry, created, handed
 
     def skipped(self, req: CommitRequest, discard: Sequence[ChunkInfo] = ()) -> Ack:
         """A request that committed nothing (:meth:`CommitRequest.settled`): log it, delete the
@@ -211,11 +223,18 @@ class Appender:
         if probe.settled(state):  # known already: write no files at all
             return self.skipped(probe)
         spec = self.write_spec(table.schema, key=key, timestamp=timestamp, merge_schema=merge_schema)
-        # other writers' published requests are listed while the data is written (group commit)
+        # other writers' published requests are listed while the data is written (group commit),
+        # and whether an entry lies past the slot the commit will try (journal/holes.py)
         listed = self.group.prefetch(state) if table.num_rows and self.group.background else None
         fence = Fence(self.ctx.store, "append").start()  # before the first file write
-        chunks = write_batches(spec, [table], ordered=True) if table.num_rows else []
+        self.ctx.journal.expect(state.pos + 1)
+        try:
+            chunks = write_batches(spec, [table], ordered=True) if table.num_rows else []
+        except BaseException:
+            self.ctx.journal.forget()
+            raise
         if not chunks and writer_id is None:
+            self.ctx.journal.forget()
             return Ack(pos=state.pos, rows=0, tick=state.tick)
         intent = CommitIntent(writer_id=writer_id, batch_id=batch_id, session=session, monotonic=monotonic,
                               schema=table.schema, merge_schema=merge_schema)

@@ -14,12 +14,14 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 
 from ..epochs.scaling import write_epoch_record
+from ..errors import corrupt
 from ..journal.ahead import Also
 from ..journal.entries import Entry
 from ..journal.journal import Journal
 from ..journal.state import StreamState
 from ..maps.sealed import SealedMap
 from ..schema import decode_schema
+from ..store import layout
 from ..store.storage import Store
 from .config import StreamConfig
 
@@ -48,7 +50,13 @@ class StreamContext:
         """Catch up with the journal: 1 store call if nothing changed. ``ahead``: entries the
         caller reads next, fetched in that same call when this handle has not kept them;
         ``also``: other objects it reads next, fetched in it too."""
-        nxt = self.journal.try_entry(self.entry.pos + 1, ahead, also)
+        pos = self.entry.pos + 1
+        # the slot after the next rides in the same call: a poll cannot tell a lost entry from
+        # the journal's end, and a handle behind one would stay there without an error
+        nxt = self.journal.try_entry(pos, [*ahead, pos + 1], also)
+        if nxt is None and self.journal.log.kept(pos + 1):
+            gone = self.store.uri(layout.entry(pos))
+            raise corrupt("journal entry", gone, FileNotFoundError(gone), layout.stream_url(gone))
         if nxt is not None:
             newest = self.journal.head(known=nxt)
             if newest.pos > self.entry.pos:  # another thread on this context may be ahead

@@ -93,6 +93,10 @@ class EntryLog:
             self._hint_only.discard(next(iter(recent)))
             recent.pop(next(iter(recent)), None)
 
+    def kept(self, pos: int) -> bool:
+        """Whether this handle holds the stored bytes of entry ``pos`` (:meth:`remember`)."""
+        return pos in self._recent
+
     def keep(self, state: StreamState) -> None:
         """Keep committed ``state`` to decode the entry after it on (the newest few are kept).
         A kept state must not be changed in place (a commit works on a copy)."""
@@ -321,6 +325,13 @@ class EntryLog:
         rel = layout.entry(pos)
         return self.decode(self.store.read(rel), rel)
 
+    def known(self, pos: int, data: bytes) -> Entry:
+        """The entry at ``pos`` from its stored bytes ``data``, read from its slot (kept)."""
+        rel = layout.entry(pos)
+        entry = self.decode(data, rel)
+        self.remember(pos, data)
+        return entry
+
     def try_entry(self, pos: int, ahead: Sequence[int] = (), also: Also | None = None) -> Entry | None:
         """The entry at ``pos`` or None: one store call, the whole of a poll with nothing new;
         ``ahead``: entries read next (a read's open index node), fetched in it unless kept;
@@ -329,8 +340,9 @@ class EntryLog:
         unkept = [p for p in ahead if p != pos and p not in self._recent]
         if (unkept or (also and also[1])) and rel not in self._ahead:  # the probe last of the entries
             for p, raw in zip(unkept, self._ahead.fetch([*(layout.entry(p) for p in unkept), rel], also)):
+                got = self._ahead.pop(layout.entry(p))  # absent ones too: a later read must look again
                 if raw is not None:
-                    self.remember(p, self._ahead.pop(layout.entry(p)) or raw)
+                    self.remember(p, got or raw)
         try:
             data = self._ahead.take(rel)
         except FileNotFoundError:
@@ -466,6 +478,11 @@ class EntryLog:
             return 0
         listed = self.lowest_listed()  # GC deleted [1, x) or nothing but entry 0 exists
         return listed if listed is not None else (0 if has_zero else None)
+
+    def collected(self, pos: int) -> bool:
+        """Whether garbage collection deleted entry ``pos`` (it lies below the anchor; one read)."""
+        anchor = self._anchor_pos()
+        return anchor is not None and pos < anchor
 
     def _anchor_pos(self) -> int | None:
         try:

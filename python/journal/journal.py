@@ -14,15 +14,22 @@ callers use; its own code takes positions. Invariants:
   it builds on; the ``head`` object copies the newest entry. The head is a hint: a stale head only
   costs a failed conditional create (a committer then reads the entry that beat it, and applies
   its change) or a probe (a reader).
+* A commit never creates into the slot of a lost entry, nor past a lost newest entry: before
+  its create it reads the slots around its own and the head hint
+  (:mod:`~pyspark_tstream.journal.holes`), and refuses naming the lost entry.
 * A commit drops the writers silent longer than the writer retention
   (:mod:`~pyspark_tstream.journal.expiry`), as part of its change.
 * A commit writes only committed facts besides its own entry: full index nodes and pending
   sealed/epoch records of earlier commits (deterministic bytes, so a lost race rewrites the
   same content), and its own pending records only after it won its slot.
 
-Costs (store calls): commit 1 conditional create on its critical path (+ 1 node write and 1
-batched read every ``FANOUT`` commits; a lost race 1 read), then 1 head write in the background
-on object stores (:mod:`~pyspark_tstream.journal.hints`); reads and searches as in
+Costs (store calls): commit 1 batched read of what lies around its slot (entries ``n - 1`` and
+``n + 1`` and the head hint, :mod:`~pyspark_tstream.journal.holes`: no create into a lost
+entry's slot; beside the caller's data upload on object stores, after :meth:`Journal.expect`)
+and 1 conditional create on its critical path (+ 1 node write and 1 batched read every
+``FANOUT`` commits; a lost race 1 read, and no create when that read showed the slot taken),
+then 1 head write in the background on object stores (:mod:`~pyspark_tstream.journal.hints`);
+reads and searches as in
 :mod:`~pyspark_tstream.journal.entries`
 and :mod:`~pyspark_tstream.journal.timeindex`.
 """
@@ -40,13 +47,14 @@ from ..store import layout
 from ..store.races import LOST, Lost, until_won
 from ..store.storage import Store
 from . import checkpoint
-from .ahead import Ahead, Also
+from .ahead import Ahead, Also, unsound_newest
 from .checkpoint_mark import CheckpointMark
 from .delta import change, state_copy
 from .entries import FORMAT_VERSION, Entry, EntryLog
 from .expiry import expire
 from .features import check_writer
 from .hints import HeadHints
+from .holes import PastCheck, hole
 from .outcome import Attempt, Committed, Taken
 from .state import StreamState
 from .timeindex import Delta, TimeIndex, summary
@@ -73,6 +81,8 @@ class Journal:
         self.flushers: list[Callable[[StreamState], None]] = []
         #: The head hint (written in the background on object stores) and other deferred chores.
         self.hints = HeadHints(store)
+        #: Whether an entry lies past the slot a commit takes (:mod:`~pyspark_tstream.journal.holes`).
+        self.past = PastCheck(store)
 
     # -- entry I/O (see entries.EntryLog) ------------------------------------------------------
     def read_entry(self, pos: int) -> Entry:
@@ -229,6 +239,22 @@ class Journal:
         entry.state.index[0].append(summary(entry))
         expire(entry.state, entry.wall)
         data = self._encode(entry, state)
+        # what lies around this slot (asked beside the caller's last round trip where it could
+        # be: journal/holes.py): a committed entry at or past it means the slot was taken
+        # meanwhile or its entry was lost, where a create would fork the journal; the newest
+        # entry missing means a create would leave a hole below it. Nothing is created then
+        around = self.past.around(pos)
+        if around.taken is not None:  # a race lost: the winner came in the batch
+            return Taken(self.log.known(pos, around.taken))
+        if around.passed or not around.before:
+            found = self.try_entry(pos)
+            if found is not None:
+                return Taken(found)
+            if not around.passed:
+                raise unsound_newest(self.store, self.store.uri(layout.entry(pos - 1)), "is missing")
+            if self.log.collected(pos):  # a writer so far behind that its slot was collected
+                return Taken(self.head())
+            raise hole(self.store, pos, around)
         if not self._create_slot(pos, data):
             winner = self.try_entry(pos)
             if winner is None:
@@ -243,6 +269,19 @@ class Journal:
         self.hints.offer(pos, data)
         self._publish(entry.state, bool(fresh_sealed) or fresh_epoch is not None)
         return Committed(entry, entry.state)
+
+    def expect(self, pos: int) -> None:
+        """The next commit will try position ``pos``: on an object store, start reading now
+        what lies around that slot (:mod:`~pyspark_tstream.journal.holes`), so the answer rides
+        beside the caller's round trip (its data upload) instead of adding one before the
+        create. Elsewhere the commit reads it in line (local reads)."""
+        if self.hints.background:
+            self.past.expect(pos)
+
+    def forget(self) -> None:
+        """Drop what :meth:`expect` asked if no commit used it: the answer predates the next
+        call, and a loss before a call is always seen by that call's commit."""
+        self.past.forget()
 
     def _encode(self, entry: Entry, before: StreamState) -> bytes:
         """The stored bytes of ``entry``: its change on committed state ``before`` (format v6),

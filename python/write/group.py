@@ -41,7 +41,9 @@ Invariants kept:
 Costs (store calls): an uncontended commit 1 conditional create; a lost race 1 read of the
 winner, 1 request PUT (once) beside 1 listing; then a leader 1 listing, 1 batched read of the
 requests not yet seen and 1 create per attempt, a waiter 1 read per poll and 1 listing per
-entry that did not fold it.
+entry that did not fold it. Each attempt also reads what lies around its slot
+(:mod:`~pyspark_tstream.journal.holes`), beside the data upload, the publish and listing or the
+waiter's listing where the slot is known before them, else just before the create.
 """
 
 from __future__ import annotations
@@ -283,6 +285,7 @@ class GroupCommit:
             self._folded(run.own)
             run.result = Committed(mine, False)
             return Phase.DONE
+        self.journal.expect(run.newest.pos + 1)  # beside the listing (journal/holes.py)
         run.names = self._list(run.own, run.newest)
         return Phase.CHECK
 
@@ -345,6 +348,7 @@ class GroupCommit:
             # published now would stay foldable with its files (Committed.keep)
             run.result = Committed(None, False)
             return Phase.DONE
+        self.journal.expect(run.newest.pos + 1)  # beside the publish and listing (journal/holes.py)
         run.names = self._contend(own, run.newest)
         return Phase.CHECK
 

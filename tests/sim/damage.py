@@ -26,9 +26,10 @@ detect more; until then these are left out, and why):
 * the newest entry lost or torn when the head hint holds no copy of it: nothing else does, so no
   check can tell it from a journal that ends one entry earlier (the next commit takes its
   position); the vandal damages the newest entry only while the hint copies it.
-* an entry lost (profile ``damage-holes`` draws it): a committer whose view is older than that
-  entry takes its position with a create-if-absent that succeeds, forking the journal (an open
-  bug, pinned by ``tests/test_journal_hole.py``; closing it costs a read on every commit).
+
+An older entry lost is drawn: a committer whose view is older than it refuses to create in its
+slot, since an entry lies past it (``journal/holes.py``; before, the create succeeded and forked
+the journal: seeds 1,500,146 and 20,054, ``tests/test_journal_hole.py``).
 """
 
 from __future__ import annotations
@@ -102,8 +103,6 @@ def _damage(world: World, rng: random.Random) -> None:
     targets = _targets(world, kind)
     if not targets:
         return
-    if kind == "entry" and mode == "lost" and not world.profile.damage_holes:
-        return  # the open hole: a committer whose view is older takes the lost entry's position
     rel = rng.choice(targets)
     world.sched.yield_point("damage", rel)
     data = _read(world, rel)

@@ -154,9 +154,6 @@ PROFILES = {p.name: p for p in (
     # a changed digit of any number and of the head hint too: not detectable today (the
     # checksums of the damage work will be), so the run's own checks must find it
     replace(DAMAGE, name="damage-undetectable", damages=3, damage_undetectable=True),
-    # the open hole (tests/test_journal_hole.py): a committer whose view is older than a lost
-    # entry takes its position; not in the slow set's list until it is closed
-    replace(DAMAGE, name="damage-holes", damage_holes=True),
     replace(SINKS, name="sinks-old-abort", switch="old-abort"),
     replace(COMPACTIONS, name="compactions-old-adopt", switch="old-adopt"),
     replace(REQUESTS, name="requests-old-orphans", switch="old-orphans"),

@@ -114,7 +114,6 @@ class Profile:
     #: ``repairs`` operator runs ``tstream repair`` at random
     damages: int = 0
     damage_undetectable: bool = False  # draw the damage today's checks cannot detect too (:mod:`.damage`)
-    damage_holes: bool = False  # lose journal entries below the newest too (the open hole, :mod:`.damage`)
     #: retention and compaction after an append on a scheduled thread of the appender's process
     #: (:func:`.knobs.upkeeping`), stalling up to ``upkeep_stall_ms`` once per run
     background_upkeep: bool = False
