@@ -167,7 +167,9 @@ def test_history_reads_one_node_per_32_positions_and_stops_at_1000() -> None:
     assert _objects(log) <= HISTORY_LIMIT // FANOUT + 2 + 2 * FANOUT, log.calls
     log.reset()
     assert fresh.metadata("history", starting_position=10, ending_position=20).num_rows == 11
-    assert len(log.calls) <= 2 and _objects(log) <= 2, log.calls
+    # the poll (the next slot and the one after it, so a lost entry is named: journal/holes.py)
+    # and the one index node
+    assert len(log.calls) <= 2 and _objects(log) <= 3, log.calls
 
 
 def test_segments_and_epochs_read_no_data_and_no_journal(built: Built) -> None:

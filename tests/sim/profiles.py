@@ -163,7 +163,9 @@ PROFILES = {p.name: p for p in (
     replace(DEFAULT, name="default-old-listing", switch="old-listing"),
     replace(EXPIRY_CROWD, name="expiry-crowd-old-settled", switch="old-settled"),
     replace(EXPIRY_CROWD, name="expiry-crowd-old-unowned", switch="old-unowned"),
-    replace(DEFAULT, name="default-planted-floor", switch="planted-floor"),
+    # two readers reading four times each: the planted floor shows only to a read that meets a
+    # late commit, rare with one reader reading twice once commits check around their slot
+    replace(DEFAULT, name="default-planted-floor", switch="planted-floor", readers=2, reads=4),
     replace(DECLARED, name="declared-planted-expired", switch="planted-expired"),
     replace(BACKENDS, name="backends-planted-conflict", switch="planted-conflict"),
     replace(BUGGIFY, name="buggify-old-orphans", switch="old-orphans"),
