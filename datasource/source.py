@@ -36,17 +36,24 @@ class TStreamDataSource(DataSource):
     def name(cls) -> str:
         return "tstream"
 
-    def _source(self) -> tuple[SourceOptions, Stream]:
+    def _source(self, *, kept: bool = False) -> tuple[SourceOptions, Stream]:
+        """The options and the stream; ``kept``: the one this worker opened before when it is
+        unchanged (:mod:`..spark.kept_streams`: a batch read's planning calls), else opened afresh
+        (a streaming query's reader, which keeps and refreshes its own for the query's life)."""
         from ..api.stream import Stream
         from ..conf.options import SourceOptions
 
         options = SourceOptions.from_options(self.options)
+        if kept:
+            from ..spark.kept_streams import open_kept
+
+            return options, open_kept(options.path, options.storage_options, retry=options.retry)
         return options, Stream.open(options.path, options.storage_options, retry=options.retry)
 
     def schema(self) -> StructType:
         from ..spark.arrow import spark_schema
 
-        options, stream = self._source()
+        options, stream = self._source(kept=True)
         if options.metadata is not None:
             from .metadata import metadata_schema
 
@@ -67,7 +74,7 @@ class TStreamDataSource(DataSource):
         # PySpark asks for a reader from its pushdown worker only when filter pushdown is on;
         # elsewhere a reader with pushFilters is an error, so pick the class by the caller.
         pushdown = called_for_filter_pushdown()
-        options, stream = self._source()
+        options, stream = self._source(kept=True)
         if options.metadata is not None:
             from .metadata import TStreamMetadataReader
 

@@ -144,3 +144,24 @@ def test_writer_tasks_write_without_the_stream_and_commit_reopens_it_once(
     committer.commit(messages)
     assert len(opened) == 1
     assert sorted(Stream.open(url).read()["id"].to_pylist()) == list(range(50)) + ids
+
+
+def test_a_task_pickles_its_chunks_as_their_fields(tmp_path: Path) -> None:
+    """A 200-task write into 64 segments plans 12,800 slices into one task: they travel as
+    their field values (no class reference and field names a chunk), and come back equal."""
+    url = f"file://{tmp_path}/wide"
+    s = Stream.create(url, segments=64)
+    for a in range(4):
+        ids = list(range(a * 640, (a + 1) * 640))
+        s.append(pa.table({"id": ids, "k": [f"k{i % 200}" for i in ids],
+                           "t": pa.array([T0 + i for i in ids], pa.timestamp("ms", tz="UTC"))}),
+                 key="k", timestamp="t")
+    source = TStreamDataSource({"path": url, "maxPartitions": "1"})
+    (part,) = source.reader(source.schema()).partitions()
+    assert isinstance(part, TStreamPartition)
+    task = part.task
+    assert len(task.chunks) > 200
+    back = pickle.loads(pickle.dumps(task))
+    assert back == task and [c.__dict__ for c in back.chunks] == [c.__dict__ for c in task.chunks]
+    per_chunk = len(pickle.dumps(task)) / len(task.chunks)
+    assert per_chunk < 60, per_chunk  # a chunk's 14 fields as a tuple of small ints, its path shared

@@ -16,8 +16,9 @@ instead of a binary search. Local chunk files are memory-mapped, not copied.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from operator import attrgetter
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -69,6 +70,11 @@ class ReadTask:
     start_cut: tuple[tuple[int, int], ...] = ()  # (segment, first _seq kept)
     end_cut: tuple[tuple[int, int], ...] = ()  # (segment, first _seq not kept)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a 200-task write into 64 segments plans 12,800 slices into a task: each travels as the
+        # tuple of its fields, without the class reference and field names of a pickled object
+        return (_task, (tuple(map(_CHUNK_VALUES, self.chunks)), self.lo, self.hi, self.start_cut, self.end_cut))
+
     @property
     def rows(self) -> int:
         return sum(c.rows for c in self.chunks)
@@ -76,6 +82,24 @@ class ReadTask:
     @property
     def bytes(self) -> int:
         return sum(c.bytes for c in self.chunks)
+
+
+#: A chunk's fields, in order: what a pickled :class:`ReadTask` carries of each chunk.
+_CHUNK_FIELDS = tuple(f.name for f in fields(Chunk))
+_CHUNK_VALUES = attrgetter(*_CHUNK_FIELDS)
+
+
+def _task(values: tuple[tuple[Any, ...], ...], lo: int, hi: int, start_cut: tuple[tuple[int, int], ...],
+          end_cut: tuple[tuple[int, int], ...]) -> ReadTask:
+    """A pickled :class:`ReadTask` again: each chunk's fields put into its instance dict, as
+    unpickling any object does (and ``Chunk.from_json``), not through the frozen ``__init__``."""
+    new, put, names = object.__new__, object.__setattr__, _CHUNK_FIELDS
+    chunks = []
+    for v in values:
+        c = new(Chunk)
+        put(c, "__dict__", dict(zip(names, v)))
+        chunks.append(c)
+    return ReadTask(tuple(chunks), lo, hi, start_cut, end_cut)
 
 
 def times_problem(chunk: Chunk, first: int | None, last: int) -> str | None:
