@@ -99,7 +99,9 @@ def test_orphan_vacuum_at_production_shape(shaped: tuple[str, list[ChunkInfo]]) 
     # deltas in one batched read (one entry, however many chunks); no per-file call for files
     # an entry names
     folders = {c.path.rsplit("/", 1)[0] for c in chunks}
-    assert ops["list"] == 4 + 2 * len(folders) and ops["read_many"] <= 2, ops
+    # batched reads: the deltas, the manifests', and the journal's two polls (each reads the next
+    # slot and the one after it, so a lost entry is named: journal/holes.py)
+    assert ops["list"] == 4 + 2 * len(folders) and ops["read_many"] <= 4, log.calls
     assert sum(ops.values()) <= 12, ops
 
 

@@ -108,6 +108,18 @@ def test_a_stalled_append_whose_files_survived_commits_with_one_existence_check(
     assert Stream.open(url).read().num_rows == 12
 
 
+def test_an_append_stalled_past_the_shortest_grace_is_refused_even_with_its_files_there(
+        url: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the shortest orphan grace cleanup may delete the files between the check and the
+    create (the simulation's ``sink-stalls`` seed 20,006 met it): the commit refuses."""
+    s = Stream.create(url, segments=2)
+    s.append(_rows(5), writer_id="w", batch_id=0)
+    _stall_after_writing(monkeypatch, clock, s, 2 * MARGIN_S + 1, cleanup=False)
+    with pytest.raises(StaleWriteError, match="past the shortest orphan grace"):
+        s.append(_rows(7, 100), writer_id="w", batch_id=1)
+    assert Stream.open(url).read().num_rows == 5
+
+
 def test_a_fast_append_makes_no_extra_store_call(url: str, clock: FakeClock,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     s = Stream.create(url, segments=2)

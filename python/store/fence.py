@@ -100,7 +100,9 @@ class Fence:
         return 0.0 if self.started is None else (self.clock() - self.started) * 1000.0
 
     def check(self, paths: Iterable[str]) -> None:
-        """Refuse to name ``paths`` if any is gone, once past the margin (else no store call).
+        """Refuse to name ``paths`` if any is gone, once past the margin (else no store call);
+        past twice the margin (the shortest orphan grace) refuse even if all are there: cleanup
+        may delete them between this check and the create that names them.
 
         Raises :class:`~pyspark_tstream.errors.StaleWriteError` naming the missing files.
         """
@@ -111,6 +113,12 @@ class Fence:
         if not rels:
             return
         missing = self.store.missing(rels)
+        if not missing and age >= 2 * self.margin_ms:
+            raise StaleWriteError(
+                f"the files of this {self.what} were written {age / 60_000:.0f} min ago, past the shortest "
+                f"orphan grace ({2 * self.margin_ms // 60_000} min): orphan cleanup may delete them before the "
+                "commit names them, so nothing was committed. Retry the batch (a Spark sink replays it, a "
+                "writer's retry writes the files again)", missing=[])
         if missing:
             shown = ", ".join(self.store.uri(r) for r in missing[:5]) + (
                 f" and {len(missing) - 5} more" if len(missing) > 5 else "")
