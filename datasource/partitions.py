@@ -1,7 +1,7 @@
 """Spark input partitions that carry everything an executor needs, and the read that uses only them.
 
 Invariant: a :class:`TStreamPartition` is self-sufficient, like Spark's
-``KafkaBatchInputPartition``: it holds its :class:`~pyspark_tstream.read.reading.ReadTask` and a
+``KafkaBatchInputPartition``: it holds its :class:`~pyspark_tstream.read.task.ReadTask` and a
 :class:`ReadSpec` (the store, which pickles as its URL and storage options; the stream's Arrow
 schema; the exact Arrow schema Spark expects). :func:`read_partition` reads nothing else, so a
 reader's ``read`` works on any pickled copy of the reader, on any executor. A partition pickles
@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import InputPartition
 
 from ..journal.entries import Chunk
-from ..read.reading import ReadTask, read_task
+from ..read.reading import read_task
+from ..read.task import ReadTask
 from ..spark.task_memory import keep_freed_memory
 from ..store.storage import Store
 

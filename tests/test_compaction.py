@@ -25,7 +25,8 @@ from pyspark_tstream.journal.entries import FORMAT_VERSION, Chunk, Entry
 from pyspark_tstream.journal.journal import Journal
 from pyspark_tstream.read import reading as reading_mod
 from pyspark_tstream.read.compacted import substitute
-from pyspark_tstream.read.reading import ReadTask, chunk_records, read_table, read_task
+from pyspark_tstream.read.reading import chunk_records, read_table, read_task
+from pyspark_tstream.read.task import ReadTask
 from pyspark_tstream.schema import RAW_TSO
 from pyspark_tstream.store import layout
 

@@ -16,9 +16,7 @@ instead of a binary search. Local chunk files are memory-mapped, not copied.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
 from operator import attrgetter
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +44,7 @@ from .grouped import (
     view_fields,
 )
 from .ranged import Span, Sparse, fetch_ranges, fetch_spans, first_row, source, wants_ranges, wants_spans
+from .task import ReadTask
 
 #: Chunks up to this size are fetched together in one batched call.
 BATCH_FETCH_BYTES = 64 << 20
@@ -54,52 +53,6 @@ BATCH_ROWS = 65_536
 READ_ORDER = [("_tso", "ascending"), ("_segment", "ascending"), ("_seq", "ascending")]
 
 _BYTES = attrgetter("bytes")
-
-
-@dataclass(frozen=True)
-class ReadTask:
-    """A unit of reading (one Spark partition): chunks and the ``_tso`` range to keep.
-
-    The planner (:func:`~pyspark_tstream.read.tasks.plan_tasks`) makes them on the driver; it is
-    defined here, with the code that reads it, so an executor unpickling one loads no planner.
-    """
-
-    chunks: tuple[Chunk, ...]
-    lo: int  # exclusive
-    hi: int  # inclusive
-    start_cut: tuple[tuple[int, int], ...] = ()  # (segment, first _seq kept)
-    end_cut: tuple[tuple[int, int], ...] = ()  # (segment, first _seq not kept)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # a 200-task write into 64 segments plans 12,800 slices into a task: each travels as the
-        # tuple of its fields, without the class reference and field names of a pickled object
-        return (_task, (tuple(map(_CHUNK_VALUES, self.chunks)), self.lo, self.hi, self.start_cut, self.end_cut))
-
-    @property
-    def rows(self) -> int:
-        return sum(c.rows for c in self.chunks)
-
-    @property
-    def bytes(self) -> int:
-        return sum(c.bytes for c in self.chunks)
-
-
-#: A chunk's fields, in order: what a pickled :class:`ReadTask` carries of each chunk.
-_CHUNK_FIELDS = tuple(f.name for f in fields(Chunk))
-_CHUNK_VALUES = attrgetter(*_CHUNK_FIELDS)
-
-
-def _task(values: tuple[tuple[Any, ...], ...], lo: int, hi: int, start_cut: tuple[tuple[int, int], ...],
-          end_cut: tuple[tuple[int, int], ...]) -> ReadTask:
-    """A pickled :class:`ReadTask` again: each chunk's fields put into its instance dict, as
-    unpickling any object does (and ``Chunk.from_json``), not through the frozen ``__init__``."""
-    new, put, names = object.__new__, object.__setattr__, _CHUNK_FIELDS
-    chunks = []
-    for v in values:
-        c = new(Chunk)
-        put(c, "__dict__", dict(zip(names, v)))
-        chunks.append(c)
-    return ReadTask(tuple(chunks), lo, hi, start_cut, end_cut)
 
 
 def times_problem(chunk: Chunk, first: int | None, last: int) -> str | None:

@@ -1,6 +1,6 @@
 """Packing a plan's chunks into read tasks: a pure function, like Kafka's ``KafkaOffsetRangeCalculator``.
 
-Invariant: chunks in, :class:`~pyspark_tstream.read.reading.ReadTask` s out, no store calls and
+Invariant: chunks in, :class:`~pyspark_tstream.read.task.ReadTask` s out, no store calls and
 no Spark: how many tasks follows from the bytes planned and the parallelism
 (:func:`partition_count`), and chunks go largest first into the emptiest task, a segment's
 chunks staying in commit order inside a task (:func:`pack_tasks`).
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..journal.entries import Chunk
-from .reading import ReadTask
+from .task import ReadTask
 
 #: One task per this much data by default (like spark.sql.files.maxPartitionBytes).
 TARGET_PARTITION_BYTES = 128 << 20
